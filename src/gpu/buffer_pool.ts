@@ -1,0 +1,84 @@
+// Size-class pool of storage buffers. Sizes round up to a class (powers of two split
+// into quarters, so waste stays under 25%); released buffers wait in per-class free
+// lists for reuse. GPU memory is invisible to the JavaScript garbage collector, so the
+// pool also keeps the accounting that tests and benchmarks read.
+
+import { GpuError } from './errors.ts';
+
+const STORAGE_USAGE = 0x80 /* STORAGE */ | 0x04 /* COPY_SRC */ | 0x08; /* COPY_DST */
+
+export interface PoolStats {
+  /** Bytes in buffers handed out and not yet released. */
+  inUse: number;
+  /** Bytes in buffers the pool owns, free or in use. */
+  allocated: number;
+  /** High-water mark of `allocated`. */
+  peakAllocated: number;
+  /** High-water mark of `inUse`. */
+  peakInUse: number;
+  liveBuffers: number;
+}
+
+export function sizeClass(bytes: number): number {
+  const n = Math.max(bytes, 256);
+  const pow = 2 ** Math.floor(Math.log2(n));
+  if (pow === n) return n;
+  const quarter = pow / 4;
+  return pow + Math.ceil((n - pow) / quarter) * quarter;
+}
+
+export class BufferPool {
+  private free = new Map<number, GPUBuffer[]>();
+  private sizes = new WeakMap<GPUBuffer, number>();
+  readonly stats: PoolStats = { inUse: 0, allocated: 0, peakAllocated: 0, peakInUse: 0, liveBuffers: 0 };
+
+  constructor(
+    private device: GPUDevice,
+    private maxBufferSize: number,
+  ) {}
+
+  acquire(bytes: number, label?: string): GPUBuffer {
+    const size = sizeClass(bytes);
+    if (size > this.maxBufferSize) {
+      throw new GpuError(`${label ?? 'buffer'}: ${bytes} bytes exceeds this adapter's maxBufferSize (${this.maxBufferSize})`);
+    }
+    const list = this.free.get(size);
+    let buf = list?.pop();
+    if (!buf) {
+      buf = this.device.createBuffer({ size, usage: STORAGE_USAGE, label });
+      this.sizes.set(buf, size);
+      this.stats.allocated += size;
+      this.stats.liveBuffers++;
+      this.stats.peakAllocated = Math.max(this.stats.peakAllocated, this.stats.allocated);
+    }
+    this.stats.inUse += size;
+    this.stats.peakInUse = Math.max(this.stats.peakInUse, this.stats.inUse);
+    return buf;
+  }
+
+  release(buf: GPUBuffer): void {
+    const size = this.sizes.get(buf);
+    if (size === undefined) throw new GpuError('released a buffer the pool does not own');
+    this.stats.inUse -= size;
+    let list = this.free.get(size);
+    if (!list) this.free.set(size, (list = []));
+    list.push(buf);
+  }
+
+  /** Destroys every free buffer (returns their memory to the driver). */
+  trim(): void {
+    for (const list of this.free.values()) {
+      for (const buf of list) {
+        this.stats.allocated -= this.sizes.get(buf)!;
+        this.stats.liveBuffers--;
+        buf.destroy();
+      }
+    }
+    this.free.clear();
+  }
+
+  resetPeaks(): void {
+    this.stats.peakAllocated = this.stats.allocated;
+    this.stats.peakInUse = this.stats.inUse;
+  }
+}

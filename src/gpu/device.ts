@@ -1,0 +1,202 @@
+// Acquiring a WebGPU device on Bun, Deno and Node.
+//
+// Deno (and browsers) expose `navigator.gpu`; Bun and Node get Dawn through the
+// `webgpu` package. With Dawn we first ask for a core adapter on the default
+// backends; machines without a GPU have none, so we then name the OpenGL backend and
+// ask for a compatibility-level adapter, which is Mesa's llvmpipe software renderer
+// (it needs EGL_PLATFORM=surfaceless, set here when absent).
+
+import { GpuError } from './errors.ts';
+
+export type Backend = 'auto' | 'vulkan' | 'opengl' | 'opengles' | 'metal' | 'd3d12' | 'd3d11';
+
+export interface GpuOptions {
+  /** Dawn backend; `auto` tries the defaults, then OpenGL in compatibility mode. */
+  backend?: Backend;
+  /** Substring of the adapter's description, vendor or architecture to insist on. */
+  adapter?: string;
+  powerPreference?: GPUPowerPreference;
+  /** Dawn toggles, e.g. `allow_unsafe_apis,vulkan_enable_f16_on_nvidia`. */
+  toggles?: string[];
+  /** Refuse the software fallback (for benchmarks that must run on hardware). */
+  requireHardware?: boolean;
+}
+
+export interface GpuCapabilities {
+  f16: boolean;
+  subgroups: boolean;
+  subgroupMatrix: boolean;
+  timestampQuery: boolean;
+  /** Compatibility-level adapter (the software GPU path). */
+  compatibility: boolean;
+  subgroupMinSize: number;
+  subgroupMaxSize: number;
+}
+
+export interface Gpu {
+  device: GPUDevice;
+  adapter: GPUAdapter;
+  runtime: 'deno' | 'bun' | 'node' | 'browser';
+  description: string;
+  caps: GpuCapabilities;
+  limits: GPUSupportedLimits;
+}
+
+/** Reads options from the environment: WEBGPU_BACKEND, WEBGPU_ADAPTER, WEBGPU_TOGGLES, WEBGPU_POWER. */
+export function gpuOptionsFromEnv(env: Record<string, string | undefined> = processEnv()): GpuOptions {
+  const opts: GpuOptions = {};
+  const backend = env.WEBGPU_BACKEND?.trim();
+  if (backend) {
+    const known: Backend[] = ['auto', 'vulkan', 'opengl', 'opengles', 'metal', 'd3d12', 'd3d11'];
+    if (!known.includes(backend as Backend)) {
+      throw new GpuError(`WEBGPU_BACKEND=${backend} is not one of ${known.join(', ')}`);
+    }
+    opts.backend = backend as Backend;
+  }
+  if (env.WEBGPU_ADAPTER?.trim()) opts.adapter = env.WEBGPU_ADAPTER.trim();
+  const toggles = env.WEBGPU_TOGGLES ?? '';
+  if (toggles.trim()) opts.toggles = toggles.split(',').map((t) => t.trim()).filter(Boolean);
+  const power = env.WEBGPU_POWER?.trim();
+  if (power === 'low-power' || power === 'high-performance') opts.powerPreference = power;
+  return opts;
+}
+
+function processEnv(): Record<string, string | undefined> {
+  const p = (globalThis as { process?: { env: Record<string, string | undefined> } }).process;
+  return p?.env ?? {};
+}
+
+function detectRuntime(): Gpu['runtime'] {
+  const g = globalThis as Record<string, unknown>;
+  if (g.Deno) return 'deno';
+  if (g.Bun) return 'bun';
+  if (g.process) return 'node';
+  return 'browser';
+}
+
+interface DawnModule {
+  create(flags: string[]): GPU;
+  globals: Record<string, unknown>;
+}
+
+async function loadDawn(): Promise<DawnModule> {
+  const mod = (await import('webgpu')) as unknown as DawnModule;
+  // Dawn's classes (GPUBufferUsage, GPUMapMode ...) are what the WebGPU API expects as globals.
+  for (const [k, v] of Object.entries(mod.globals)) {
+    if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
+  }
+  return mod;
+}
+
+function describe(adapter: GPUAdapter): string {
+  const info = adapter.info;
+  return [info.vendor, info.architecture, info.device, info.description].filter((s) => s).join(' ') || 'unknown adapter';
+}
+
+function matches(adapter: GPUAdapter, want?: string): boolean {
+  return !want || describe(adapter).toLowerCase().includes(want.toLowerCase());
+}
+
+// Instances must outlive the devices they made; Dawn tears them down otherwise.
+const liveInstances: GPU[] = [];
+
+async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {
+  const dawn = await loadDawn();
+  const toggles = opts.toggles?.length ? [`enable-dawn-features=${opts.toggles.join(',')}`] : [];
+  const backend = opts.backend ?? 'auto';
+  const tried: string[] = [];
+  const attempt = async (flags: string[], featureLevel: 'core' | 'compatibility') => {
+    const gpu = dawn.create([...flags, ...toggles]);
+    liveInstances.push(gpu);
+    const adapter = await gpu.requestAdapter({ featureLevel, powerPreference: opts.powerPreference } as GPURequestAdapterOptions);
+    tried.push(`${flags.join(' ') || 'default backends'} (${featureLevel}): ${adapter ? describe(adapter) : 'none'}`);
+    return adapter && matches(adapter, opts.adapter) ? adapter : null;
+  };
+  if (backend === 'auto') {
+    const core = await attempt([], 'core');
+    if (core) return { adapter: core, compatibility: false };
+    if (!opts.requireHardware) {
+      setDefaultEnv('EGL_PLATFORM', 'surfaceless');
+      const soft = await attempt(['backend=opengl'], 'compatibility');
+      if (soft) return { adapter: soft, compatibility: true };
+    }
+  } else {
+    if (backend === 'opengl' || backend === 'opengles') setDefaultEnv('EGL_PLATFORM', 'surfaceless');
+    const core = await attempt([`backend=${backend}`], 'core');
+    if (core) return { adapter: core, compatibility: false };
+    const compat = await attempt([`backend=${backend}`], 'compatibility');
+    if (compat) return { adapter: compat, compatibility: true };
+  }
+  throw new GpuError(
+    `no WebGPU adapter found${opts.adapter ? ` matching "${opts.adapter}"` : ''}. Tried:\n  ${tried.join('\n  ')}\n` +
+      'On a machine without a GPU install Mesa (mesa-vulkan-drivers libegl1 libegl-mesa0 libgl1-mesa-dri) ' +
+      'and set EGL_PLATFORM=surfaceless.',
+  );
+}
+
+function setDefaultEnv(key: string, value: string): void {
+  const env = processEnv();
+  if (env[key] === undefined) env[key] = value;
+}
+
+async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {
+  const gpu = (globalThis.navigator as Navigator & { gpu?: GPU }).gpu!;
+  const core = await gpu.requestAdapter({ powerPreference: opts.powerPreference });
+  if (core && matches(core, opts.adapter)) return { adapter: core, compatibility: false };
+  const compat = await gpu.requestAdapter({ featureLevel: 'compatibility', powerPreference: opts.powerPreference } as GPURequestAdapterOptions);
+  if (compat && matches(compat, opts.adapter)) return { adapter: compat, compatibility: true };
+  throw new GpuError(`navigator.gpu offered no adapter${opts.adapter ? ` matching "${opts.adapter}"` : ''}`);
+}
+
+const wantedFeatures: GPUFeatureName[] = [
+  'shader-f16',
+  'subgroups',
+  'timestamp-query',
+  'chromium-experimental-subgroup-matrix' as GPUFeatureName,
+];
+
+// Limits worth raising to what the adapter really offers (the defaults are far lower).
+const wantedLimits = [
+  'maxStorageBufferBindingSize',
+  'maxBufferSize',
+  'maxStorageBuffersPerShaderStage',
+  'maxComputeWorkgroupStorageSize',
+  'maxComputeInvocationsPerWorkgroup',
+  'maxComputeWorkgroupSizeX',
+  'maxComputeWorkgroupSizeY',
+  'maxComputeWorkgroupSizeZ',
+  'maxComputeWorkgroupsPerDimension',
+  'maxUniformBufferBindingSize',
+] as const;
+
+export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
+  const opts = { ...gpuOptionsFromEnv(), ...options };
+  const runtime = detectRuntime();
+  const nav = (globalThis as { navigator?: Navigator & { gpu?: GPU } }).navigator;
+  const useNavigator = !!nav?.gpu && runtime !== 'bun' && runtime !== 'node';
+  const { adapter, compatibility } = useNavigator ? await requestNavigatorAdapter(opts) : await requestDawnAdapter(opts);
+
+  const requiredFeatures = wantedFeatures.filter((f) => adapter.features.has(f));
+  const requiredLimits: Record<string, number> = {};
+  for (const name of wantedLimits) {
+    const v = (adapter.limits as unknown as Record<string, number>)[name];
+    if (typeof v === 'number') requiredLimits[name] = v;
+  }
+  let device: GPUDevice;
+  try {
+    device = await adapter.requestDevice({ requiredFeatures, requiredLimits, label: 'trainer' });
+  } catch (e) {
+    throw new GpuError(`requestDevice failed on ${describe(adapter)}: ${(e as Error).message}`);
+  }
+  const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number };
+  const caps: GpuCapabilities = {
+    f16: device.features.has('shader-f16'),
+    subgroups: device.features.has('subgroups'),
+    subgroupMatrix: device.features.has('chromium-experimental-subgroup-matrix' as GPUFeatureName),
+    timestampQuery: device.features.has('timestamp-query'),
+    compatibility,
+    subgroupMinSize: info.subgroupMinSize ?? 0,
+    subgroupMaxSize: info.subgroupMaxSize ?? 0,
+  };
+  return { device, adapter, runtime, description: describe(adapter) + (compatibility ? ' (compatibility)' : ''), caps, limits: device.limits };
+}

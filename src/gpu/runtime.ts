@@ -1,0 +1,306 @@
+// The dispatch queue every kernel goes through.
+//
+// Dispatches are recorded into one command encoder (one compute pass) and submitted
+// at sync points: a readback, an explicit flush, or every `autoFlush` dispatches.
+// Each kernel's shape parameters go into a 256-byte slot of a uniform arena that is
+// written once per submit, so changing sizes never compiles a new pipeline.
+// Validation errors are captured with an error scope around each batch and thrown at
+// the next sync point with the labels (kernel names) Dawn puts in its messages.
+
+import { BufferPool } from './buffer_pool.ts';
+import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
+import { DeviceLostError, GpuError } from './errors.ts';
+import { shaderSource } from './shader_source.ts';
+
+const UNIFORM_SLOT = 256;
+const UNIFORM_CHUNK = 256 * UNIFORM_SLOT;
+
+export interface Kernel {
+  readonly name: string;
+  readonly pipeline: GPUComputePipeline;
+  readonly layout: GPUBindGroupLayout;
+}
+
+export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: number };
+
+export type WorkgroupCount = readonly [number, number?, number?];
+
+interface UniformChunk {
+  gpu: GPUBuffer;
+  cpu: ArrayBuffer;
+}
+
+export class Runtime {
+  readonly device: GPUDevice;
+  readonly pool: BufferPool;
+  /** Dispatches recorded since the runtime started (benchmarks read this). */
+  dispatchCount = 0;
+  submitCount = 0;
+  autoFlush = 512;
+
+  private kernels = new Map<string, Kernel>();
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private pending = 0;
+  private batchLabels = new Set<string>();
+  private chunks: UniformChunk[] = [];
+  private chunkIndex = 0;
+  private slotIndex = 0;
+  private stagingToDestroy: GPUBuffer[] = [];
+  private errorChecks: Promise<void>[] = [];
+  private lost: GPUDeviceLostInfo | null = null;
+  private uncaptured: string[] = [];
+  private destroyed = false;
+
+  constructor(readonly gpu: Gpu) {
+    this.device = gpu.device;
+    this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize);
+    this.device.lost.then((info) => {
+      this.lost = info;
+    });
+    this.device.addEventListener('uncapturederror', (ev) => {
+      this.uncaptured.push((ev as GPUUncapturedErrorEvent).error.message);
+    });
+  }
+
+  get caps() {
+    return this.gpu.caps;
+  }
+
+  private checkAlive(): void {
+    if (this.destroyed) throw new DeviceLostError('the GPU runtime was destroyed');
+    if (this.lost) throw new DeviceLostError(`GPU device lost (${this.lost.reason}): ${this.lost.message}`);
+  }
+
+  /** A compiled kernel: entry point `entry` of shaders/<family>.wgsl with override constants. */
+  kernel(family: string, entry: string, constants?: Record<string, number>): Kernel {
+    const key = `${family}:${entry}:${constants ? JSON.stringify(constants) : ''}`;
+    let k = this.kernels.get(key);
+    if (k) return k;
+    this.checkAlive();
+    const name = constants && Object.keys(constants).length
+      ? `${family}.${entry}<${Object.entries(constants).map(([a, b]) => `${a}=${b}`).join(',')}>`
+      : `${family}.${entry}`;
+    this.device.pushErrorScope('validation');
+    const module = this.device.createShaderModule({ code: shaderSource(family), label: family });
+    const pipeline = this.device.createComputePipeline({
+      label: name,
+      layout: 'auto',
+      compute: { module, entryPoint: entry, constants },
+    });
+    this.errorChecks.push(
+      this.device.popErrorScope().then(async (err) => {
+        if (!err) return;
+        const info = await module.getCompilationInfo().catch(() => null);
+        const detail = info?.messages.filter((m) => m.type === 'error').map((m) => `  ${family}.wgsl:${m.lineNum}:${m.linePos} ${m.message}`).join('\n');
+        throw new GpuError(`kernel ${name} failed to compile: ${err.message}${detail ? `\n${detail}` : ''}`);
+      }),
+    );
+    k = { name, pipeline, layout: pipeline.getBindGroupLayout(0) };
+    this.kernels.set(key, k);
+    return k;
+  }
+
+  private beginBatch(): GPUCommandEncoder {
+    if (!this.encoder) {
+      this.checkAlive();
+      this.device.pushErrorScope('out-of-memory');
+      this.device.pushErrorScope('validation');
+      this.encoder = this.device.createCommandEncoder();
+    }
+    return this.encoder;
+  }
+
+  private computePass(): GPUComputePassEncoder {
+    if (!this.pass) this.pass = this.beginBatch().beginComputePass();
+    return this.pass;
+  }
+
+  private endPass(): void {
+    this.pass?.end();
+    this.pass = null;
+  }
+
+  private uniformSlot(params: ArrayBufferView): { buffer: GPUBuffer; offset: number } {
+    if (params.byteLength > UNIFORM_SLOT) throw new GpuError(`kernel parameters of ${params.byteLength} bytes exceed ${UNIFORM_SLOT}`);
+    if (this.slotIndex === UNIFORM_CHUNK / UNIFORM_SLOT) {
+      this.chunkIndex++;
+      this.slotIndex = 0;
+    }
+    let chunk = this.chunks[this.chunkIndex];
+    if (!chunk) {
+      chunk = {
+        gpu: this.device.createBuffer({ size: UNIFORM_CHUNK, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, label: 'kernel params' }),
+        cpu: new ArrayBuffer(UNIFORM_CHUNK),
+      };
+      this.chunks.push(chunk);
+    }
+    const offset = this.slotIndex * UNIFORM_SLOT;
+    new Uint8Array(chunk.cpu, offset, params.byteLength).set(new Uint8Array(params.buffer, params.byteOffset, params.byteLength));
+    this.slotIndex++;
+    return { buffer: chunk.gpu, offset };
+  }
+
+  /**
+   * Records one dispatch. Binding 0 is the kernel's uniform parameters, bindings 1..n
+   * are `buffers` in order.
+   */
+  dispatch(kernel: Kernel, buffers: readonly Binding[], params: ArrayBufferView, workgroups: WorkgroupCount): void {
+    const [x, y = 1, z = 1] = workgroups;
+    if (x === 0 || y === 0 || z === 0) return;
+    const maxDim = this.gpu.limits.maxComputeWorkgroupsPerDimension;
+    if (x > maxDim || y > maxDim || z > maxDim) {
+      throw new GpuError(`kernel ${kernel.name}: workgroup grid [${x}, ${y}, ${z}] exceeds ${maxDim} per dimension`);
+    }
+    const pass = this.computePass();
+    const slot = this.uniformSlot(params);
+    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: slot.buffer, offset: slot.offset, size: UNIFORM_SLOT } }];
+    buffers.forEach((b, i) => {
+      entries.push({ binding: i + 1, resource: 'buffer' in b ? b : { buffer: b } });
+    });
+    const bindGroup = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
+    pass.setPipeline(kernel.pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(x, y, z);
+    this.batchLabels.add(kernel.name);
+    this.dispatchCount++;
+    if (++this.pending >= this.autoFlush) this.flush();
+  }
+
+  /** Copies between buffers in queue order with the recorded dispatches. */
+  copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): void {
+    if (bytes === 0) return;
+    this.endPass();
+    this.beginBatch().copyBufferToBuffer(src, srcOffset, dst, dstOffset, bytes);
+    this.pending++;
+  }
+
+  /** Zeroes `bytes` of `dst` in queue order. */
+  clear(dst: GPUBuffer, offset: number, bytes: number): void {
+    if (bytes === 0) return;
+    this.endPass();
+    this.beginBatch().clearBuffer(dst, offset, bytes);
+    this.pending++;
+  }
+
+  /** Writes CPU data into a buffer, ordered after everything recorded so far. */
+  upload(dst: GPUBuffer, dstOffset: number, data: ArrayBufferView): void {
+    this.checkAlive();
+    if (data.byteLength === 0) return;
+    if (!this.encoder) {
+      this.device.queue.writeBuffer(dst, dstOffset, data.buffer, data.byteOffset, data.byteLength);
+      return;
+    }
+    // Pending commands may still read `dst` (a pooled buffer released and reused), and
+    // queue.writeBuffer would overtake them; go through a staging copy in order instead.
+    const size = Math.ceil(data.byteLength / 4) * 4;
+    const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true, label: 'upload staging' });
+    new Uint8Array(staging.getMappedRange()).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    staging.unmap();
+    this.copy(staging, 0, dst, dstOffset, size);
+    this.stagingToDestroy.push(staging);
+  }
+
+  /** Submits everything recorded. Errors surface at the next `sync`/`read`. */
+  flush(): void {
+    if (!this.encoder) return;
+    this.endPass();
+    for (let i = 0; i <= this.chunkIndex && i < this.chunks.length; i++) {
+      const used = i < this.chunkIndex ? UNIFORM_CHUNK : this.slotIndex * UNIFORM_SLOT;
+      if (used > 0) this.device.queue.writeBuffer(this.chunks[i].gpu, 0, this.chunks[i].cpu, 0, used);
+    }
+    this.chunkIndex = 0;
+    this.slotIndex = 0;
+    this.device.queue.submit([this.encoder.finish()]);
+    this.submitCount++;
+    this.encoder = null;
+    this.pending = 0;
+    const labels = [...this.batchLabels];
+    this.batchLabels.clear();
+    const scopes = [this.device.popErrorScope(), this.device.popErrorScope()];
+    this.errorChecks.push(
+      Promise.all(scopes).then(([validation, oom]) => {
+        const err = validation ?? oom;
+        if (err) {
+          throw new GpuError(`GPU ${validation ? 'validation' : 'out-of-memory'} error in a batch with kernels [${labels.join(', ')}]: ${err.message}`);
+        }
+      }),
+    );
+    if (this.stagingToDestroy.length) {
+      const done = this.stagingToDestroy;
+      this.stagingToDestroy = [];
+      this.device.queue.onSubmittedWorkDone().then(() => done.forEach((b) => b.destroy()));
+    }
+  }
+
+  /** Waits for the GPU to finish everything submitted and throws any error it reported. */
+  async sync(): Promise<void> {
+    this.flush();
+    await this.device.queue.onSubmittedWorkDone();
+    await this.checkErrors();
+  }
+
+  private async checkErrors(): Promise<void> {
+    const checks = this.errorChecks;
+    this.errorChecks = [];
+    await Promise.all(checks);
+    if (this.uncaptured.length) {
+      const msgs = this.uncaptured.splice(0);
+      throw new GpuError(`GPU error: ${msgs.join('\n')}`);
+    }
+    this.checkAlive();
+  }
+
+  /** Reads `bytes` from `src` at `offset` back to the CPU. */
+  async read(src: GPUBuffer, offset: number, bytes: number): Promise<ArrayBuffer> {
+    this.checkAlive();
+    if (bytes === 0) {
+      await this.checkErrors();
+      return new ArrayBuffer(0);
+    }
+    const size = Math.ceil(bytes / 4) * 4;
+    const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'readback' });
+    this.copy(src, offset, staging, 0, size);
+    this.flush();
+    try {
+      await staging.mapAsync(GPUMapMode.READ);
+    } catch (e) {
+      await this.checkErrors();
+      throw new GpuError(`readback failed: ${(e as Error).message}`);
+    }
+    await this.checkErrors();
+    const out = staging.getMappedRange().slice(0, bytes);
+    staging.unmap();
+    staging.destroy();
+    return out;
+  }
+
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.pool.trim();
+    this.device.destroy();
+  }
+}
+
+let current: Runtime | null = null;
+let starting: Promise<Runtime> | null = null;
+
+/** Starts (once) and returns the process-wide runtime. */
+export function initRuntime(options?: GpuOptions): Promise<Runtime> {
+  if (current) return Promise.resolve(current);
+  starting ??= acquireGpu(options).then((gpu) => (current = new Runtime(gpu)));
+  return starting;
+}
+
+/** The runtime started by `initRuntime`; throws when there is none yet. */
+export function runtime(): Runtime {
+  if (!current) throw new GpuError('no GPU runtime: call initRuntime() first');
+  return current;
+}
+
+export function destroyRuntime(): void {
+  current?.destroy();
+  current = null;
+  starting = null;
+}

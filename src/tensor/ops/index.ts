@@ -1,0 +1,18 @@
+// The differentiable op set. Importing this module also hands autograd the kernels it
+// needs for accumulation.
+
+import { registerBackwardHelpers } from '../autograd.ts';
+import { add, axpyInPlace } from './elementwise.ts';
+import { clone, onesLike } from './create.ts';
+
+export * from './create.ts';
+export * from './elementwise.ts';
+export * from './reduce.ts';
+export * from './shape_ops.ts';
+
+registerBackwardHelpers({
+  ones: onesLike,
+  add,
+  addInPlace: (dst, src) => axpyInPlace(dst, src, 1),
+  copy: (t) => clone(t),
+});
