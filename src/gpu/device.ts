@@ -116,12 +116,12 @@ async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapt
     const core = await attempt([], 'core');
     if (core) return { adapter: core, compatibility: false };
     if (!opts.requireHardware) {
-      setDefaultEnv('EGL_PLATFORM', 'surfaceless');
+      await setDefaultEnv('EGL_PLATFORM', 'surfaceless');
       const soft = await attempt(['backend=opengl'], 'compatibility');
       if (soft) return { adapter: soft, compatibility: true };
     }
   } else {
-    if (backend === 'opengl' || backend === 'opengles') setDefaultEnv('EGL_PLATFORM', 'surfaceless');
+    if (backend === 'opengl' || backend === 'opengles') await setDefaultEnv('EGL_PLATFORM', 'surfaceless');
     const core = await attempt([`backend=${backend}`], 'core');
     if (core) return { adapter: core, compatibility: false };
     const compat = await attempt([`backend=${backend}`], 'compatibility');
@@ -134,9 +134,18 @@ async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapt
   );
 }
 
-function setDefaultEnv(key: string, value: string): void {
+async function setDefaultEnv(key: string, value: string): Promise<void> {
   const env = processEnv();
-  if (env[key] === undefined) env[key] = value;
+  if (env[key] !== undefined) return;
+  env[key] = value;
+  // Node writes process.env through to the C environment that Mesa's EGL reads; Bun
+  // keeps a copy, so there we call libc's setenv directly.
+  if (detectRuntime() === 'bun' && (globalThis as { process?: { platform?: string } }).process?.platform === 'linux') {
+    type Ffi = { dlopen(lib: string, syms: Record<string, { args: string[]; returns: string }>): { symbols: { setenv(k: Uint8Array, v: Uint8Array, o: number): number } } };
+    const ffi = (await import(['bun', 'ffi'].join(':'))) as Ffi;
+    const cstr = (s: string) => new TextEncoder().encode(`${s}\0`);
+    ffi.dlopen('libc.so.6', { setenv: { args: ['ptr', 'ptr', 'i32'], returns: 'i32' } }).symbols.setenv(cstr(key), cstr(value), 0);
+  }
 }
 
 async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {

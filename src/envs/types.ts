@@ -1,0 +1,53 @@
+// The environment contract shared by the in-process environments (top-level envs/),
+// the HTTP server that exposes them, and the clients that speak to remote servers.
+// Field names follow the wire protocol (shared design PROTOCOLS.md section 4).
+
+export type Split = 'train' | 'valid_seen' | 'valid_unseen';
+
+export const SPLITS: readonly Split[] = ['train', 'valid_seen', 'valid_unseen'];
+
+export interface EnvInfo {
+  won: boolean;
+  /** Task family label used for skills and per-type metrics (e.g. pick_and_place). */
+  task_type: string;
+  [key: string]: unknown;
+}
+
+export interface ResetResult {
+  observation: string;
+  admissible_actions: string[];
+  info: EnvInfo;
+}
+
+export interface StepResult {
+  observation: string;
+  reward: number;
+  done: boolean;
+  admissible_actions: string[];
+  info: EnvInfo;
+}
+
+/** One episode of one task. */
+export interface EnvSession {
+  /** The task description shown to the agent (e.g. "put some spraybottle on toilet."). */
+  readonly task: string;
+  reset(): Promise<ResetResult> | ResetResult;
+  step(action: string): Promise<StepResult> | StepResult;
+  close(): Promise<void> | void;
+}
+
+export interface CreateOptions {
+  split: Split;
+  seed: number;
+  /** An explicit task (environment-specific JSON) instead of one drawn from the seed. */
+  task?: unknown;
+}
+
+/** An environment kind: household, shop, search. */
+export interface Environment {
+  readonly name: string;
+  readonly version: string;
+  /** Per-episode turn cap. */
+  readonly maxSteps: number;
+  create(opts: CreateOptions): Promise<EnvSession> | EnvSession;
+}
