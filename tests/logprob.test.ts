@@ -1,0 +1,156 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import * as ck from '../src/kernels/copy.ts';
+import * as lk from '../src/kernels/logprob.ts';
+import { randn, rng } from '../src/reference/random.ts';
+import * as ref from '../src/reference/logprob.ts';
+import { backward, requireGrad } from '../src/tensor/autograd.ts';
+import { concat } from '../src/tensor/ops/index.ts';
+import { tokenLogprobsFromLogits } from '../src/tensor/ops/logprob.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { empty, tensor } from '../src/tensor/tensor.ts';
+import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
+
+function targetsFor(n: number, vocab: number, seed: number): Int32Array {
+  const r = rng(seed);
+  return Int32Array.from({ length: n }, () => Math.floor(r() * vocab));
+}
+
+const sizes: [number, number][] = [[1, 50], [7, 333], [33, 50]];
+
+describe('token log-probs from logits', () => {
+  test('log-probs and entropies match the CPU reference', async () => {
+    await gpu();
+    for (const [n, vocab] of sizes) {
+      for (const temperature of [1, 0.7]) {
+        const logits = randn(n * vocab, n + vocab, 2.5);
+        const targets = targetsFor(n, vocab, n);
+        const want = ref.tokenLogprobs(logits, targets, n, vocab, temperature);
+        await scopeAsync(async () => {
+          const x = tensor(logits, [n, vocab]);
+          const withEnt = tokenLogprobsFromLogits(x, targets, { temperature, withEntropy: true });
+          const label = `N=${n} V=${vocab} T=${temperature}`;
+          assertClose(await read(withEnt.logprobs), want.logprobs, { atol: 2e-5, rtol: 1e-5, label: `${label} logprobs` });
+          assertClose(await read(withEnt.entropy!), want.entropy, { atol: 2e-5, rtol: 1e-5, label: `${label} entropy` });
+          const plain = tokenLogprobsFromLogits(x, tensor(targets, [n]), { temperature });
+          assert.equal(plain.entropy, undefined);
+          assertClose(await read(plain.logprobs), want.logprobs, { atol: 2e-5, rtol: 1e-5, label: `${label} logprobs (no entropy)` });
+        });
+      }
+    }
+  });
+
+  test('large logits and a peaked distribution keep their precision', async () => {
+    await gpu();
+    const n = 3;
+    const vocab = 333;
+    const logits = randn(n * vocab, 9, 1);
+    for (let j = 0; j < vocab; j++) logits[j] += 80;
+    logits[vocab + 17] = 40;
+    const targets = Int32Array.from([5, 17, 300]);
+    const want = ref.tokenLogprobs(logits, targets, n, vocab);
+    await scopeAsync(async () => {
+      const got = tokenLogprobsFromLogits(tensor(logits, [n, vocab]), targets, { withEntropy: true });
+      assertClose(await read(got.logprobs), want.logprobs, { atol: 1e-4, rtol: 1e-5, label: 'logprobs' });
+      assertClose(await read(got.entropy!), want.entropy, { atol: 1e-6, rtol: 1e-3, label: 'entropy' });
+    });
+  });
+
+  test('the logits gradient matches the CPU reference', async () => {
+    await gpu();
+    const [n, vocab, temperature] = [7, 333, 0.7];
+    const logits = randn(n * vocab, 3, 2);
+    const targets = targetsFor(n, vocab, 4);
+    const gLp = randn(n, 5);
+    const gEnt = randn(n, 6);
+    for (const withEntropy of [false, true]) {
+      await scopeAsync(async () => {
+        const x = requireGrad(tensor(logits, [n, vocab]));
+        const out = tokenLogprobsFromLogits(x, targets, { temperature, withEntropy });
+        const y = withEntropy ? concat([out.logprobs, out.entropy!], 0) : out.logprobs;
+        backward(y, tensor(withEntropy ? Float32Array.from([...gLp, ...gEnt]) : gLp, y.shape));
+        const want = ref.tokenLogprobsGrad(logits, targets, n, vocab, gLp, withEntropy ? gEnt : null, temperature);
+        assertClose(await read(x.grad!), want, { atol: 1e-6, rtol: 1e-4, label: `dlogits (entropy ${withEntropy})` });
+      });
+    }
+  });
+
+  test('backward passes finite differences', async () => {
+    await gpu();
+    const [n, vocab] = [3, 11];
+    const targets = targetsFor(n, vocab, 8);
+    const data = randn(n * vocab, 10, 1.5);
+    await gradCheck((x) => tokenLogprobsFromLogits(x, targets, { temperature: 0.8 }).logprobs, [{ data, shape: [n, vocab] }], { label: 'logprobs', probe: 12 });
+    await gradCheck((x) => {
+      const r = tokenLogprobsFromLogits(x, targets, { temperature: 1.3, withEntropy: true });
+      return concat([r.logprobs, r.entropy!], 0);
+    }, [{ data, shape: [n, vocab] }], { label: 'logprobs + entropy', probe: 12 });
+    await gradCheck((x) => tokenLogprobsFromLogits(x, targets, { withEntropy: true }).entropy!, [{ data, shape: [n, vocab] }], { label: 'entropy', probe: 12 });
+  });
+
+  test('bad input is refused before any dispatch', async () => {
+    await gpu();
+    await scopeAsync(async () => {
+      const x = tensor(new Float32Array(12), [3, 4]);
+      assert.throws(() => tokenLogprobsFromLogits(x, [0, 4, 1]), /tokenLogprobsFromLogits: target 4 at position 1 is outside the vocabulary \[0, 4\)/);
+      assert.throws(() => tokenLogprobsFromLogits(x, [0, -1, 1]), /target -1 at position 1/);
+      assert.throws(() => tokenLogprobsFromLogits(x, [0, 1]), /ShapeError|2 targets do not match 3 tokens/);
+      assert.throws(() => tokenLogprobsFromLogits(x, tensor(new Int32Array(4), [4])), /targets \[4\] do not match 3 tokens/);
+      assert.throws(() => tokenLogprobsFromLogits(x, tensor(new Float32Array(3), [3])), /targets has dtype f32, expected i32/);
+      assert.throws(() => tokenLogprobsFromLogits(tensor(new Float32Array(12), [12]), new Int32Array(12)), /logits \[12\] are not \[tokens, vocab\]/);
+      assert.throws(() => tokenLogprobsFromLogits(x, [0, 1, 2], { temperature: 0 }), /temperature must be a positive finite number/);
+    });
+  });
+
+  test('a target id outside the vocabulary in a GPU tensor gives NaN', async () => {
+    await gpu();
+    await scopeAsync(async () => {
+      const got = await read(tokenLogprobsFromLogits(tensor(randn(12, 2), [3, 4]), tensor(Int32Array.from([1, 4, -1]), [3])).logprobs);
+      assert.ok(Number.isFinite(got[0]) && Number.isNaN(got[1]) && Number.isNaN(got[2]), `got ${got}`);
+    });
+  });
+});
+
+describe('per-chunk statistics', () => {
+  test('merging ragged vocabulary chunks equals the whole-row result', async () => {
+    await gpu();
+    for (const [n, vocab, chunk] of [[7, 333, 64], [33, 50, 16], [1, 50, 49]]) {
+      const logits = randn(n * vocab, vocab + 1, 3);
+      const targets = targetsFor(n, vocab, vocab + 2);
+      const temperature = 0.6;
+      const gLp = randn(n, 11);
+      const gEnt = randn(n, 12);
+      const want = ref.tokenLogprobs(logits, targets, n, vocab, temperature);
+      const wantGrad = ref.tokenLogprobsGrad(logits, targets, n, vocab, gLp, gEnt, temperature);
+      await scopeAsync(async () => {
+        const rt = await gpu();
+        const x = tensor(logits, [n, vocab]);
+        const ids = tensor(targets, [n]);
+        const state = empty([n, 4]);
+        const out = empty([2, n]);
+        const g = tensor(Float32Array.from([...gLp, ...gEnt]), [2, n]);
+        const dlogits = empty([n, vocab]);
+        const chunks: { col0: number; width: number; buf: GPUBuffer }[] = [];
+        for (let col0 = 0; col0 < vocab; col0 += chunk) {
+          const width = Math.min(chunk, vocab - col0);
+          const part = empty([n, width]);
+          ck.gather(rt, x.buffer, part.buffer, [n, width], [vocab, 1], col0);
+          chunks.push({ col0, width, buf: part.buffer });
+        }
+        chunks.forEach((c, i) => {
+          lk.logprobStats(rt, c.buf, ids.buffer, state.buffer, out.buffer,
+            { rows: n, width: c.width, col0: c.col0, invT: 1 / temperature, entropy: true }, i === 0, i === chunks.length - 1);
+        });
+        for (const c of chunks) {
+          lk.logprobGrad(rt, c.buf, ids.buffer, state.buffer, g.buffer, { rows: n, width: c.width, col0: c.col0, invT: 1 / temperature, entropy: true });
+          ck.scatter(rt, c.buf, dlogits.buffer, [n, c.width], [vocab, 1], c.col0);
+        }
+        const got = await read(out);
+        const label = `N=${n} V=${vocab} chunk=${chunk}`;
+        assertClose(got.subarray(0, n), want.logprobs, { atol: 2e-5, rtol: 1e-5, label: `${label} logprobs` });
+        assertClose(got.subarray(n), want.entropy, { atol: 2e-5, rtol: 1e-5, label: `${label} entropy` });
+        assertClose(await read(dlogits), wantGrad, { atol: 1e-6, rtol: 1e-4, label: `${label} dlogits (in place)` });
+      });
+    }
+  });
+});
