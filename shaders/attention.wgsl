@@ -1,0 +1,363 @@
+// Flash attention: causal, grouped-query, left padding, KV-cache offsets.
+//   forward:      o = softmax(scale * q k^T + mask) v, and lse = the row log-sum-exp
+//   delta:        delta[i] = rowsum(dO[i] * o[i])                  (backward prologue)
+//   backward_dkv: dk, dv of one key tile, summed over the query heads of its kv head
+//   backward_dq:  dq of one query tile
+// Layout, contiguous row-major: q, o, dq, dO [B, Hq, Tq, HD]; k, v, dk, dv
+// [B, Hkv, S_cap, HD] whose first S rows hold keys; lse, delta [B, Hq, Tq]; pad_left
+// [B] i32. Query head h reads kv head h / group (group = Hq / Hkv). Query row i sits at
+// absolute position q_offset + i (a prefill has q_offset 0; a decode step attends from
+// the last Tq positions to the whole cache, q_offset = S - Tq). Key j is visible to
+// row i when pad <= j, pad <= q_offset + i and, if causal, j <= q_offset + i. Rows
+// without a visible key (left padding) get o = 0, lse = 0 and zero gradients.
+// Tiling: one workgroup per (tile of BR query rows or BC keys, head, batch row). The
+// q, k, v, dO tiles sit in workgroup memory with rows padded to HD + 1 floats (score
+// loops read HD-strided rows across invocations; the pad spreads them over banks), and
+// scores go through one BR x BC tile, so no T x T matrix ever reaches global memory.
+// WGSL has no float atomics, so each workgroup owns what it writes: backward_dkv loops
+// over the query tiles of every query head sharing its kv head, backward_dq over key
+// tiles, both recomputing P = exp(s - lse). Invocations keep ceil(rows * HD / WG)
+// output accumulators (at most MAX_ACC); the launcher sizes BR, BC and WG to fit.
+
+override HD: u32 = 64u;
+override BR: u32 = 16u;
+override BC: u32 = 16u;
+override WG: u32 = 256u;
+override HDP: u32 = HD + 1u;
+override N_S: u32 = (BR * BC + WG - 1u) / WG;
+override N_Q: u32 = (BR * HD + WG - 1u) / WG;
+override N_K: u32 = (BC * HD + WG - 1u) / WG;
+const MAX_ACC: u32 = 16u;
+// A finite stand-in for -inf, so fully masked rows never compute inf - inf.
+const MASKED: f32 = -1.0e30;
+
+struct Params {
+  tq: u32,
+  s: u32,        // visible key rows
+  s_cap: u32,    // key rows stored per (batch row, kv head)
+  q_offset: u32,
+  hq: u32,
+  hkv: u32,
+  group: u32,
+  causal: u32,
+  has_pad: u32,  // 0: no pad_left tensor (binding 4 then holds an unrelated buffer)
+  rows: u32,     // B * Hq * Tq (delta)
+  scale: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> pad_left: array<i32>;
+@group(0) @binding(5) var<storage, read_write> o: array<f32>;
+@group(0) @binding(6) var<storage, read_write> lse: array<f32>;
+
+@group(0) @binding(5) var<storage, read> d_o: array<f32>;
+@group(0) @binding(6) var<storage, read> lse_in: array<f32>;
+@group(0) @binding(7) var<storage, read> delta_in: array<f32>;
+@group(0) @binding(8) var<storage, read_write> grad_qk: array<f32>;
+@group(0) @binding(9) var<storage, read_write> grad_v: array<f32>;
+
+var<workgroup> tile_q: array<f32, BR * HDP>;   // q * scale
+var<workgroup> tile_do: array<f32, BR * HDP>;
+var<workgroup> tile_k: array<f32, BC * HDP>;
+var<workgroup> tile_v: array<f32, BC * HDP>;
+var<workgroup> tile_s: array<f32, BR * BC>;    // scores, then P, then dS
+var<workgroup> row_m: array<f32, BR>;
+var<workgroup> row_l: array<f32, BR>;
+var<workgroup> row_alpha: array<f32, BR>;
+var<workgroup> row_lse: array<f32, BR>;
+var<workgroup> row_delta: array<f32, BR>;
+
+fn pad_of(b: u32) -> u32 {
+  if (p.has_pad == 0u) { return 0u; }
+  return u32(max(pad_left[b], 0));
+}
+
+fn visible(i: u32, j: u32, pad: u32) -> bool {
+  let pos = p.q_offset + i;
+  return i < p.tq && j < p.s && j >= pad && pos >= pad && (p.causal == 0u || j <= pos);
+}
+
+// Query tile rows r0.. of the head whose row 0 starts at `base`, pre-scaled.
+fn load_q(tid: u32, base: u32, r0: u32) {
+  for (var e = tid; e < BR * HD; e += WG) {
+    let r = e / HD;
+    let d = e % HD;
+    var x = 0.0;
+    if (r0 + r < p.tq) { x = q[base + (r0 + r) * HD + d] * p.scale; }
+    tile_q[r * HDP + d] = x;
+  }
+}
+
+fn load_do(tid: u32, base: u32, r0: u32) {
+  for (var e = tid; e < BR * HD; e += WG) {
+    let r = e / HD;
+    let d = e % HD;
+    var x = 0.0;
+    if (r0 + r < p.tq) { x = d_o[base + (r0 + r) * HD + d]; }
+    tile_do[r * HDP + d] = x;
+  }
+}
+
+fn load_kv(tid: u32, base: u32, c0: u32) {
+  for (var e = tid; e < BC * HD; e += WG) {
+    let c = e / HD;
+    let d = e % HD;
+    var kx = 0.0;
+    var vx = 0.0;
+    if (c0 + c < p.s) {
+      kx = k[base + (c0 + c) * HD + d];
+      vx = v[base + (c0 + c) * HD + d];
+    }
+    tile_k[c * HDP + d] = kx;
+    tile_v[c * HDP + d] = vx;
+  }
+}
+
+fn load_rows(tid: u32, row0: u32, r0: u32) {
+  for (var r = tid; r < BR; r += WG) {
+    var l = 0.0;
+    var dl = 0.0;
+    if (r0 + r < p.tq) {
+      l = lse_in[row0 + r0 + r];
+      dl = delta_in[row0 + r0 + r];
+    }
+    row_lse[r] = l;
+    row_delta[r] = dl;
+  }
+}
+
+fn qk(r: u32, c: u32) -> f32 {
+  var acc = 0.0;
+  for (var d = 0u; d < HD; d++) { acc += tile_q[r * HDP + d] * tile_k[c * HDP + d]; }
+  return acc;
+}
+
+fn dov(r: u32, c: u32) -> f32 {
+  var acc = 0.0;
+  for (var d = 0u; d < HD; d++) { acc += tile_do[r * HDP + d] * tile_v[c * HDP + d]; }
+  return acc;
+}
+
+// Keys [start, end) that the query tile at rows r0.. may see; start is tile-aligned.
+fn key_range(r0: u32, pad: u32) -> vec2u {
+  let last = min(r0 + BR, p.tq) - 1u + p.q_offset;
+  var end = p.s;
+  if (p.causal != 0u) { end = min(end, last + 1u); }
+  if (last < pad) { end = 0u; }
+  return vec2u((min(pad, p.s) / BC) * BC, end);
+}
+
+// P for (r, c) of the query tile at r0 against the key tile at c0 (backward).
+fn prob(r: u32, c: u32, r0: u32, c0: u32, pad: u32) -> f32 {
+  if (!visible(r0 + r, c0 + c, pad)) { return 0.0; }
+  return exp(qk(r, c) - row_lse[r]);
+}
+
+@compute @workgroup_size(WG)
+fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let b = wid.z;
+  let h = wid.y;
+  let r0 = wid.x * BR;
+  let row0 = (b * p.hq + h) * p.tq;
+  let kbase = (b * p.hkv + h / p.group) * p.s_cap * HD;
+  let pad = pad_of(b);
+  load_q(tid, row0 * HD, r0);
+  for (var r = tid; r < BR; r += WG) {
+    row_m[r] = MASKED;
+    row_l[r] = 0.0;
+  }
+  var acc: array<f32, MAX_ACC>;
+  let range = key_range(r0, pad);
+  for (var c0 = range.x; c0 < range.y; c0 += BC) {
+    workgroupBarrier();
+    load_kv(tid, kbase, c0);
+    workgroupBarrier();
+    for (var n = 0u; n < N_S; n++) {
+      let e = tid + n * WG;
+      if (e < BR * BC) {
+        let r = e / BC;
+        let c = e % BC;
+        var sc = MASKED;
+        if (visible(r0 + r, c0 + c, pad)) { sc = qk(r, c); }
+        tile_s[e] = sc;
+      }
+    }
+    workgroupBarrier();
+    for (var r = tid; r < BR; r += WG) {
+      let m_old = row_m[r];
+      var m = m_old;
+      for (var c = 0u; c < BC; c++) { m = max(m, tile_s[r * BC + c]); }
+      var sum = 0.0;
+      for (var c = 0u; c < BC; c++) {
+        let sc = tile_s[r * BC + c];
+        let pr = select(0.0, exp(sc - m), sc > MASKED);
+        tile_s[r * BC + c] = pr;
+        sum += pr;
+      }
+      let alpha = exp(m_old - m);
+      row_alpha[r] = alpha;
+      row_l[r] = row_l[r] * alpha + sum;
+      row_m[r] = m;
+    }
+    workgroupBarrier();
+    for (var n = 0u; n < N_Q; n++) {
+      let e = tid + n * WG;
+      if (e < BR * HD) {
+        let r = e / HD;
+        let d = e % HD;
+        var pv = 0.0;
+        for (var c = 0u; c < BC; c++) { pv += tile_s[r * BC + c] * tile_v[c * HDP + d]; }
+        acc[n] = acc[n] * row_alpha[r] + pv;
+      }
+    }
+  }
+  workgroupBarrier();
+  for (var n = 0u; n < N_Q; n++) {
+    let e = tid + n * WG;
+    let r = e / HD;
+    if (e < BR * HD && r0 + r < p.tq) {
+      let l = row_l[r];
+      o[(row0 + r0) * HD + e] = select(0.0, acc[n] / l, l > 0.0);
+    }
+  }
+  for (var r = tid; r < BR; r += WG) {
+    if (r0 + r < p.tq) {
+      let l = row_l[r];
+      lse[row0 + r0 + r] = select(0.0, row_m[r] + log(l), l > 0.0);
+    }
+  }
+}
+
+@group(0) @binding(1) var<storage, read> o_in: array<f32>;
+@group(0) @binding(2) var<storage, read> do_in: array<f32>;
+@group(0) @binding(3) var<storage, read_write> delta_out: array<f32>;
+
+@compute @workgroup_size(256)
+fn delta(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32, @builtin(num_workgroups) nwg: vec3u) {
+  let i = (wid.y * nwg.x + wid.x) * 256u + tid;
+  if (i >= p.rows) { return; }
+  var acc = 0.0;
+  for (var d = 0u; d < HD; d++) { acc += o_in[i * HD + d] * do_in[i * HD + d]; }
+  delta_out[i] = acc;
+}
+
+@compute @workgroup_size(WG)
+fn backward_dkv(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let b = wid.z;
+  let hk = wid.y;
+  let c0 = wid.x * BC;
+  let kbase = (b * p.hkv + hk) * p.s_cap * HD;
+  let pad = pad_of(b);
+  load_kv(tid, kbase, c0);
+  var dk: array<f32, MAX_ACC>;
+  var dv: array<f32, MAX_ACC>;
+  // Query rows that can see this key tile: absolute position >= max(c0, pad).
+  var first = max(c0, pad);
+  var r_start = 0u;
+  if (p.causal == 0u) { first = pad; }
+  if (first > p.q_offset) { r_start = ((first - p.q_offset) / BR) * BR; }
+  var r_end = p.tq;
+  if (c0 + BC <= pad || c0 >= p.s) { r_end = 0u; }
+  for (var g = 0u; g < p.group; g++) {
+    let row0 = (b * p.hq + hk * p.group + g) * p.tq;
+    for (var r0 = r_start; r0 < r_end; r0 += BR) {
+      workgroupBarrier();
+      load_q(tid, row0 * HD, r0);
+      load_do(tid, row0 * HD, r0);
+      load_rows(tid, row0, r0);
+      workgroupBarrier();
+      for (var n = 0u; n < N_S; n++) {
+        let e = tid + n * WG;
+        if (e < BR * BC) { tile_s[e] = prob(e / BC, e % BC, r0, c0, pad); }
+      }
+      workgroupBarrier();
+      for (var n = 0u; n < N_K; n++) {
+        let e = tid + n * WG;
+        if (e < BC * HD) {
+          let c = e / HD;
+          let d = e % HD;
+          var acc = 0.0;
+          for (var r = 0u; r < BR; r++) { acc += tile_s[r * BC + c] * tile_do[r * HDP + d]; }
+          dv[n] += acc;
+        }
+      }
+      workgroupBarrier();
+      for (var n = 0u; n < N_S; n++) {
+        let e = tid + n * WG;
+        if (e < BR * BC) {
+          let pr = tile_s[e];
+          if (pr != 0.0) { tile_s[e] = pr * (dov(e / BC, e % BC) - row_delta[e / BC]); }
+        }
+      }
+      workgroupBarrier();
+      // tile_q holds q * scale, so this is already dS^T q * scale.
+      for (var n = 0u; n < N_K; n++) {
+        let e = tid + n * WG;
+        if (e < BC * HD) {
+          let c = e / HD;
+          let d = e % HD;
+          var acc = 0.0;
+          for (var r = 0u; r < BR; r++) { acc += tile_s[r * BC + c] * tile_q[r * HDP + d]; }
+          dk[n] += acc;
+        }
+      }
+    }
+  }
+  for (var n = 0u; n < N_K; n++) {
+    let e = tid + n * WG;
+    if (e < BC * HD && c0 + e / HD < p.s) {
+      grad_qk[kbase + c0 * HD + e] = dk[n];
+      grad_v[kbase + c0 * HD + e] = dv[n];
+    }
+  }
+}
+
+@compute @workgroup_size(WG)
+fn backward_dq(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let b = wid.z;
+  let h = wid.y;
+  let r0 = wid.x * BR;
+  let row0 = (b * p.hq + h) * p.tq;
+  let kbase = (b * p.hkv + h / p.group) * p.s_cap * HD;
+  let pad = pad_of(b);
+  load_q(tid, row0 * HD, r0);
+  load_do(tid, row0 * HD, r0);
+  load_rows(tid, row0, r0);
+  var dq: array<f32, MAX_ACC>;
+  let range = key_range(r0, pad);
+  for (var c0 = range.x; c0 < range.y; c0 += BC) {
+    workgroupBarrier();
+    load_kv(tid, kbase, c0);
+    workgroupBarrier();
+    for (var n = 0u; n < N_S; n++) {
+      let e = tid + n * WG;
+      if (e < BR * BC) {
+        let r = e / BC;
+        let c = e % BC;
+        let pr = prob(r, c, r0, c0, pad);
+        var ds = 0.0;
+        if (pr != 0.0) { ds = pr * (dov(r, c) - row_delta[r]); }
+        tile_s[e] = ds;
+      }
+    }
+    workgroupBarrier();
+    for (var n = 0u; n < N_Q; n++) {
+      let e = tid + n * WG;
+      if (e < BR * HD) {
+        let r = e / HD;
+        let d = e % HD;
+        var acc = 0.0;
+        for (var c = 0u; c < BC; c++) { acc += tile_s[r * BC + c] * tile_k[c * HDP + d]; }
+        dq[n] += acc;
+      }
+    }
+  }
+  for (var n = 0u; n < N_Q; n++) {
+    let e = tid + n * WG;
+    if (e < BR * HD && r0 + e / HD < p.tq) { grad_qk[(row0 + r0) * HD + e] = dq[n] * p.scale; }
+  }
+}

@@ -1,0 +1,57 @@
+// Launcher for shaders/rope.wgsl, and the inverse-frequency tables it reads.
+
+import type { Runtime } from '../gpu/runtime.ts';
+import { grid1d, uniforms } from './launch.ts';
+
+/**
+ * inv_freq[i] = 1 / theta^(2i / rotaryDim) rounded the way Hugging Face computes it in
+ * float32: the exponent divided in f32, the power and the reciprocal each rounded to f32.
+ */
+export function ropeInvFreq(theta: number, rotaryDim: number): Float32Array {
+  const out = new Float32Array(rotaryDim / 2);
+  for (let i = 0; i < out.length; i++) {
+    const e = Math.fround((2 * i) / rotaryDim);
+    out[i] = Math.fround(1 / Math.fround(Math.pow(Math.fround(theta), e)));
+  }
+  return out;
+}
+
+// One small table per (runtime, theta, rotaryDim), made once and kept for the
+// runtime's life: a model has a handful of these and every layer reuses them.
+const tables = new WeakMap<Runtime, Map<string, GPUBuffer>>();
+
+function invFreqTable(rt: Runtime, theta: number, rotaryDim: number): GPUBuffer {
+  let perRt = tables.get(rt);
+  if (!perRt) tables.set(rt, (perRt = new Map()));
+  const key = `${theta}:${rotaryDim}`;
+  let buf = perRt.get(key);
+  if (!buf) {
+    const data = ropeInvFreq(theta, rotaryDim);
+    buf = rt.device.createBuffer({ size: Math.max(data.byteLength, 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST, label: `rope inv_freq ${key}` });
+    rt.upload(buf, 0, data);
+    perRt.set(key, buf);
+  }
+  return buf;
+}
+
+export interface RopeDims {
+  b: number;
+  h: number;
+  t: number;
+  hd: number;
+  rotaryDim: number;
+  theta: number;
+}
+
+/** y = x rotated by each position's angles; `inverse` rotates back (the backward). */
+export function rope(rt: Runtime, d: RopeDims, x: GPUBuffer, positions: GPUBuffer, y: GPUBuffer, inverse = false): void {
+  const n = d.b * d.h * d.t * d.hd;
+  const p = uniforms(5);
+  p.u[0] = n;
+  p.u[1] = d.hd;
+  p.u[2] = d.t;
+  p.u[3] = d.h * d.t * d.hd;
+  p.u[4] = d.rotaryDim / 2;
+  const table = invFreqTable(rt, d.theta, d.rotaryDim);
+  rt.dispatch(rt.kernel('rope', 'main', { SIGN: inverse ? -1 : 1 }), [x, positions, table, y], p.u, grid1d(n));
+}

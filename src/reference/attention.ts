@@ -1,0 +1,120 @@
+// CPU reference of shaders/attention.wgsl: the full score matrix per head, softmax in
+// float64, and the textbook backward (dV = P^T dO, dS = P * (dP - rowsum(dO * O)),
+// dQ = scale dS K, dK = scale dS^T Q), same masking rules as the kernels.
+
+export interface AttentionRefDims {
+  b: number;
+  hq: number;
+  hkv: number;
+  tq: number;
+  /** Key rows stored per head. */
+  sCap: number;
+  /** Visible key rows (defaults to sCap); query i sits at position s - tq + i. */
+  s?: number;
+  hd: number;
+  scale?: number;
+  causal?: boolean;
+  padLeft?: ArrayLike<number>;
+}
+
+interface Resolved {
+  s: number;
+  scale: number;
+  visible(b: number, i: number, j: number): boolean;
+}
+
+function resolve(d: AttentionRefDims): Resolved {
+  const s = d.s ?? d.sCap;
+  const causal = d.causal ?? true;
+  const offset = s - d.tq;
+  return {
+    s,
+    scale: d.scale ?? 1 / Math.sqrt(d.hd),
+    visible(b, i, j) {
+      const pad = Math.max(d.padLeft?.[b] ?? 0, 0);
+      const pos = offset + i;
+      return j >= pad && pos >= pad && (!causal || j <= pos);
+    },
+  };
+}
+
+// P of one (batch row, query head) as [tq][s] (zero rows where nothing is visible), and lse.
+function probs(d: AttentionRefDims, r: Resolved, q: ArrayLike<number>, k: ArrayLike<number>, b: number, h: number) {
+  const kh = Math.floor(h / (d.hq / d.hkv));
+  const qb = (b * d.hq + h) * d.tq * d.hd;
+  const kb = (b * d.hkv + kh) * d.sCap * d.hd;
+  const p: Float64Array[] = [];
+  const lse = new Float64Array(d.tq);
+  for (let i = 0; i < d.tq; i++) {
+    const row = new Float64Array(r.s);
+    let m = -Infinity;
+    for (let j = 0; j < r.s; j++) {
+      if (!r.visible(b, i, j)) continue;
+      let dot = 0;
+      for (let c = 0; c < d.hd; c++) dot += q[qb + i * d.hd + c] * k[kb + j * d.hd + c];
+      row[j] = dot * r.scale;
+      m = Math.max(m, row[j]);
+    }
+    let sum = 0;
+    for (let j = 0; j < r.s; j++) {
+      row[j] = r.visible(b, i, j) ? Math.exp(row[j] - m) : 0;
+      sum += row[j];
+    }
+    for (let j = 0; j < r.s; j++) row[j] = sum > 0 ? row[j] / sum : 0;
+    lse[i] = sum > 0 ? m + Math.log(sum) : 0;
+    p.push(row);
+  }
+  return { p, lse, qb, kb };
+}
+
+export function attentionForward(d: AttentionRefDims, q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>) {
+  const r = resolve(d);
+  const o = new Float32Array(d.b * d.hq * d.tq * d.hd);
+  const lse = new Float32Array(d.b * d.hq * d.tq);
+  for (let b = 0; b < d.b; b++) {
+    for (let h = 0; h < d.hq; h++) {
+      const { p, lse: l, qb, kb } = probs(d, r, q, k, b, h);
+      for (let i = 0; i < d.tq; i++) {
+        lse[(b * d.hq + h) * d.tq + i] = l[i];
+        for (let c = 0; c < d.hd; c++) {
+          let acc = 0;
+          for (let j = 0; j < r.s; j++) acc += p[i][j] * v[kb + j * d.hd + c];
+          o[qb + i * d.hd + c] = acc;
+        }
+      }
+    }
+  }
+  return { o, lse };
+}
+
+export function attentionBackward(d: AttentionRefDims, q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>, dO: ArrayLike<number>) {
+  const r = resolve(d);
+  const dq = new Float64Array(q.length);
+  const dk = new Float64Array(k.length);
+  const dv = new Float64Array(v.length);
+  for (let b = 0; b < d.b; b++) {
+    for (let h = 0; h < d.hq; h++) {
+      const { p, qb, kb } = probs(d, r, q, k, b, h);
+      for (let i = 0; i < d.tq; i++) {
+        const dp = new Float64Array(r.s);
+        let delta = 0;
+        for (let j = 0; j < r.s; j++) {
+          if (p[i][j] === 0) continue;
+          for (let c = 0; c < d.hd; c++) dp[j] += dO[qb + i * d.hd + c] * v[kb + j * d.hd + c];
+          delta += p[i][j] * dp[j];
+        }
+        for (let j = 0; j < r.s; j++) {
+          const pij = p[i][j];
+          if (pij === 0) continue;
+          const ds = pij * (dp[j] - delta) * r.scale;
+          for (let c = 0; c < d.hd; c++) {
+            dv[kb + j * d.hd + c] += pij * dO[qb + i * d.hd + c];
+            dq[qb + i * d.hd + c] += ds * k[kb + j * d.hd + c];
+            dk[kb + j * d.hd + c] += ds * q[qb + i * d.hd + c];
+          }
+        }
+      }
+    }
+  }
+  return { dq: Float32Array.from(dq), dk: Float32Array.from(dk), dv: Float32Array.from(dv) };
+}

@@ -1,0 +1,44 @@
+// Rotary position embedding in the Hugging Face (Qwen) layout, with partial rotary.
+
+import * as kernel from '../../kernels/rope.ts';
+import { record } from '../autograd.ts';
+import { expectDType } from '../dtype.ts';
+import { ShapeError } from '../errors.ts';
+import { fmt } from '../shape.ts';
+import { empty, type Tensor } from '../tensor.ts';
+
+export interface RopeOptions {
+  /** Base of the inverse frequencies (rope_theta: 10000 for Qwen2, 1e6 for Qwen3). */
+  theta: number;
+  /** Leading dims of each head that rotate (even, <= D); the rest pass through. Defaults to D. */
+  rotaryDim?: number;
+}
+
+/**
+ * Rotates x [B, H, T, D] by the angles of `positions` [B, T] (i32 position ids, so
+ * left-padded rows can start at 0): dim i < rotaryDim/2 pairs with i + rotaryDim/2
+ * (rotate_half) at angle position * theta^(-2i / rotaryDim).
+ */
+export function rope(x: Tensor, positions: Tensor, opts: RopeOptions): Tensor {
+  expectDType('rope', 'x', x.dtype, 'f32');
+  expectDType('rope', 'positions', positions.dtype, 'i32', 'u32');
+  if (x.rank !== 4) throw new ShapeError(`rope: x must be [B, H, T, D], got ${fmt(x.shape)}`);
+  const [b, h, t, hd] = x.shape;
+  if (positions.rank !== 2 || positions.shape[0] !== b || positions.shape[1] !== t) {
+    throw new ShapeError(`rope: positions ${fmt(positions.shape)} must be [${b}, ${t}] for x ${fmt(x.shape)}`);
+  }
+  const rotaryDim = opts.rotaryDim ?? hd;
+  if (!Number.isInteger(rotaryDim) || rotaryDim < 2 || rotaryDim % 2 !== 0 || rotaryDim > hd) {
+    throw new ShapeError(`rope: rotaryDim ${rotaryDim} must be even and in [2, ${hd}] for x ${fmt(x.shape)}`);
+  }
+  if (!(opts.theta > 0)) throw new RangeError(`rope: theta must be positive, got ${opts.theta}`);
+  const d: kernel.RopeDims = { b, h, t, hd, rotaryDim, theta: opts.theta };
+  const rt = x.storage.rt;
+  const y = empty(x.shape, 'f32', rt);
+  kernel.rope(rt, d, x.buffer, positions.buffer, y.buffer);
+  return record(y, 'rope', [x], (g) => {
+    const dx = empty(x.shape, 'f32', rt);
+    kernel.rope(rt, d, g.buffer, positions.buffer, dx.buffer, true);
+    return [dx];
+  });
+}

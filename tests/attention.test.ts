@@ -1,0 +1,234 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import * as ref from '../src/reference/attention.ts';
+import { attentionForward, attentionSharedBytes, attentionTiles } from '../src/kernels/attention.ts';
+import { randn } from '../src/reference/random.ts';
+import { backward, requireGrad } from '../src/tensor/autograd.ts';
+import { ShapeError } from '../src/tensor/errors.ts';
+import { attention, type AttentionOptions } from '../src/tensor/ops/attention.ts';
+import { mul, sum } from '../src/tensor/ops/index.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { empty, tensor, type Tensor } from '../src/tensor/tensor.ts';
+import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
+
+interface Case {
+  b: number;
+  hq: number;
+  hkv: number;
+  tq: number;
+  s?: number;
+  sCap?: number;
+  hd: number;
+  pad?: number[];
+  causal?: boolean;
+  scale?: number;
+}
+
+const label = (c: Case) => `B${c.b} Hq${c.hq} Hkv${c.hkv} Tq${c.tq} S${c.s ?? c.tq}/${c.sCap ?? c.s ?? c.tq} D${c.hd} pad[${c.pad ?? ''}]${c.causal === false ? ' full' : ''}`;
+
+function inputs(c: Case, seed: number) {
+  const sCap = c.sCap ?? c.s ?? c.tq;
+  return {
+    sCap,
+    q: randn(c.b * c.hq * c.tq * c.hd, seed),
+    k: randn(c.b * c.hkv * sCap * c.hd, seed + 1),
+    v: randn(c.b * c.hkv * sCap * c.hd, seed + 2),
+  };
+}
+
+function refDims(c: Case, sCap: number): ref.AttentionRefDims {
+  return { b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s: c.s, sCap, hd: c.hd, scale: c.scale, causal: c.causal, padLeft: c.pad };
+}
+
+function options(c: Case): AttentionOptions {
+  return {
+    padLeft: c.pad ? tensor(Int32Array.from(c.pad), [c.b]) : undefined,
+    causal: c.causal,
+    scale: c.scale,
+    kvLen: c.s,
+  };
+}
+
+async function checkForward(c: Case, seed: number): Promise<void> {
+  const { sCap, q, k, v } = inputs(c, seed);
+  const want = ref.attentionForward(refDims(c, sCap), q, k, v);
+  await scopeAsync(async () => {
+    const o = attention(tensor(q, [c.b, c.hq, c.tq, c.hd]), tensor(k, [c.b, c.hkv, sCap, c.hd]), tensor(v, [c.b, c.hkv, sCap, c.hd]), options(c));
+    assert.deepEqual([...o.shape], [c.b, c.hq, c.tq, c.hd]);
+    assertClose(await read(o), want.o, { atol: 2e-5, rtol: 1e-4, label: label(c) });
+  });
+}
+
+// The software GPU shares two cores with other work; compiling a tile variant can take seconds.
+const slow = { timeout: 300_000 };
+
+describe('attention', () => {
+  test('forward matches the CPU reference (causal, grouped-query, odd lengths)', slow, async () => {
+    await gpu();
+    const cases: Case[] = [
+      { b: 1, hq: 1, hkv: 1, tq: 1, hd: 32 },
+      { b: 2, hq: 2, hkv: 1, tq: 5, hd: 32 },
+      { b: 1, hq: 3, hkv: 1, tq: 17, hd: 64 },
+      { b: 2, hq: 3, hkv: 3, tq: 33, hd: 32 },
+      { b: 1, hq: 4, hkv: 2, tq: 33, hd: 64 },
+      { b: 1, hq: 2, hkv: 1, tq: 3, hd: 128 },
+    ];
+    for (const [i, c] of cases.entries()) await checkForward(c, 10 * i + 1);
+  });
+
+  test('the kernel\'s row log-sum-exp matches the reference', slow, async () => {
+    const rt = await gpu();
+    const cases: Case[] = [
+      { b: 2, hq: 4, hkv: 2, tq: 17, hd: 32, pad: [0, 6] },
+      { b: 2, hq: 2, hkv: 1, tq: 2, s: 9, sCap: 10, hd: 64, pad: [3, 0] },
+    ];
+    for (const [n, c] of cases.entries()) {
+      const { sCap, q, k, v } = inputs(c, 31 + n);
+      const want = ref.attentionForward(refDims(c, sCap), q, k, v);
+      await scopeAsync(async () => {
+        const o = empty([c.b, c.hq, c.tq, c.hd]);
+        const lse = empty([c.b, c.hq, c.tq]);
+        const dims = { b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s: c.s ?? sCap, sCap, hd: c.hd, scale: 1 / Math.sqrt(c.hd), causal: true };
+        const pad = tensor(Int32Array.from(c.pad!), [c.b]);
+        attentionForward(rt, dims, tensor(q).buffer, tensor(k).buffer, tensor(v).buffer, pad.buffer, o.buffer, lse.buffer);
+        assertClose(await read(lse), want.lse, { atol: 1e-5, rtol: 1e-5, label: `lse ${label(c)}` });
+        assertClose(await read(o), want.o, { atol: 2e-5, rtol: 1e-4, label: `o ${label(c)}` });
+      });
+    }
+  });
+
+  test('tilings for head dims 32-128 fit the software GPU and the H200', () => {
+    const adapters = [
+      { maxComputeWorkgroupStorageSize: 32768, maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256 },
+      { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024 },
+    ];
+    for (const limits of adapters) {
+      for (const hd of [32, 64, 128]) {
+        for (const pass of ['forward', 'backward'] as const) {
+          for (const [tq, s] of [[1, 1], [1, 300], [5, 5], [512, 512]]) {
+            const t = attentionTiles(limits, pass, hd, tq, s);
+            assert.ok(t, `no tiling for ${pass} D${hd} Tq${tq} S${s}`);
+            assert.ok(attentionSharedBytes(pass, t.br, t.bc, hd) <= limits.maxComputeWorkgroupStorageSize);
+            assert.ok(t.br <= Math.max(tq, 1) * 2 - 1 && t.bc <= s * 2 - 1 && t.wg <= 256);
+            assert.ok(Math.ceil(((pass === 'forward' ? t.br : Math.max(t.br, t.bc)) * hd) / t.wg) <= 16);
+          }
+        }
+      }
+    }
+    assert.equal(attentionTiles(adapters[0], 'forward', 4096, 8, 8), null);
+  });
+
+  test('left padding: padded query rows are zero, valid rows match the reference', slow, async () => {
+    await gpu();
+    const c: Case = { b: 3, hq: 4, hkv: 2, tq: 17, hd: 32, pad: [0, 3, 16] };
+    await checkForward(c, 41);
+    const { q, k, v } = inputs(c, 41);
+    await scopeAsync(async () => {
+      const o = await read(attention(tensor(q, [3, 4, 17, 32]), tensor(k, [3, 2, 17, 32]), tensor(v, [3, 2, 17, 32]), options(c)));
+      for (let b = 0; b < 3; b++) {
+        for (let h = 0; h < 4; h++) {
+          for (let i = 0; i < c.pad![b]; i++) {
+            const row = o.subarray(((b * 4 + h) * 17 + i) * 32, ((b * 4 + h) * 17 + i + 1) * 32);
+            assert.ok(row.every((x) => x === 0), `row b${b} h${h} i${i} is inside the padding but not zero`);
+          }
+        }
+      }
+    });
+  });
+
+  test('non-causal, custom scale, and padding', slow, async () => {
+    await gpu();
+    await checkForward({ b: 2, hq: 2, hkv: 2, tq: 9, hd: 32, pad: [2, 0], causal: false, scale: 0.3 }, 51);
+  });
+
+  test('decoding against a KV cache: queries at the last positions, capacity beyond kvLen', slow, async () => {
+    await gpu();
+    await checkForward({ b: 2, hq: 4, hkv: 2, tq: 1, s: 17, hd: 64, pad: [0, 5] }, 61);
+    await checkForward({ b: 2, hq: 3, hkv: 1, tq: 3, s: 11, sCap: 20, hd: 32, pad: [4, 0] }, 71);
+  });
+
+  test('a decode step equals the matching rows of the full prefill', slow, async () => {
+    await gpu();
+    const c: Case = { b: 2, hq: 2, hkv: 1, tq: 13, hd: 32, pad: [3, 0] };
+    const { q, k, v } = inputs(c, 81);
+    await scopeAsync(async () => {
+      const full = await read(attention(tensor(q, [2, 2, 13, 32]), tensor(k, [2, 1, 13, 32]), tensor(v, [2, 1, 13, 32]), options(c)));
+      const last = new Float32Array(2 * 2 * 32);
+      for (let r = 0; r < 4; r++) last.set(q.subarray((r * 13 + 12) * 32, (r * 13 + 13) * 32), r * 32);
+      const step = await read(attention(tensor(last, [2, 2, 1, 32]), tensor(k, [2, 1, 13, 32]), tensor(v, [2, 1, 13, 32]), options(c)));
+      for (let r = 0; r < 4; r++) assertClose(step.subarray(r * 32, (r + 1) * 32), full.subarray((r * 13 + 12) * 32, (r * 13 + 13) * 32), { label: `row ${r}` });
+    });
+  });
+
+  test('backward matches the CPU reference for q, k and v', slow, async () => {
+    await gpu();
+    const cases: Case[] = [
+      { b: 2, hq: 4, hkv: 2, tq: 17, hd: 32, pad: [0, 5] },
+      { b: 1, hq: 3, hkv: 1, tq: 33, hd: 64, pad: [7] },
+      { b: 2, hq: 2, hkv: 2, tq: 6, hd: 32, pad: [1, 0], causal: false },
+      { b: 1, hq: 2, hkv: 1, tq: 3, s: 9, sCap: 12, hd: 32, pad: [2] },
+      { b: 1, hq: 2, hkv: 1, tq: 5, hd: 128, pad: [1] },
+    ];
+    for (const [n, c] of cases.entries()) {
+      const { sCap, q, k, v } = inputs(c, 100 + 10 * n);
+      const dO = randn(q.length, 105 + 10 * n);
+      const want = ref.attentionBackward(refDims(c, sCap), q, k, v, dO);
+      await scopeAsync(async () => {
+        const qt = requireGrad(tensor(q, [c.b, c.hq, c.tq, c.hd]));
+        const kt = requireGrad(tensor(k, [c.b, c.hkv, sCap, c.hd]));
+        const vt = requireGrad(tensor(v, [c.b, c.hkv, sCap, c.hd]));
+        backward(sum(mul(attention(qt, kt, vt, options(c)), tensor(dO, qt.shape))));
+        const tol = { atol: 1e-4, rtol: 1e-3 };
+        assertClose(await read(qt.grad!), want.dq, { ...tol, label: `dq ${label(c)}` });
+        assertClose(await read(kt.grad!), want.dk, { ...tol, label: `dk ${label(c)}` });
+        assertClose(await read(vt.grad!), want.dv, { ...tol, label: `dv ${label(c)}` });
+      });
+    }
+  });
+
+  test('backward computes only the gradients that are needed', slow, async () => {
+    await gpu();
+    const c: Case = { b: 2, hq: 2, hkv: 1, tq: 7, hd: 32, pad: [0, 2] };
+    const { q, k, v } = inputs(c, 150);
+    const dO = randn(q.length, 151);
+    const want = ref.attentionBackward(refDims(c, 7), q, k, v, dO);
+    await scopeAsync(async () => {
+      const qt = tensor(q, [2, 2, 7, 32]);
+      const kt = requireGrad(tensor(k, [2, 1, 7, 32]));
+      const vt = tensor(v, [2, 1, 7, 32]);
+      backward(sum(mul(attention(qt, kt, vt, options(c)), tensor(dO, qt.shape))));
+      assert.equal(qt.grad, null);
+      assert.equal(vt.grad, null);
+      assertClose(await read(kt.grad!), want.dk, { atol: 1e-4, rtol: 1e-3, label: 'dk alone' });
+    });
+  });
+
+  test('backward passes finite differences with padding and grouped-query heads', slow, async () => {
+    await gpu();
+    const [b, hq, hkv, t, hd] = [2, 4, 2, 5, 32];
+    await scopeAsync(async () => {
+      const padLeft = tensor(Int32Array.from([0, 2]), [b]);
+      await gradCheck((q, k, v) => attention(q, k, v, { padLeft }), [
+        { data: randn(b * hq * t * hd, 201), shape: [b, hq, t, hd] },
+        { data: randn(b * hkv * t * hd, 202), shape: [b, hkv, t, hd] },
+        { data: randn(b * hkv * t * hd, 203), shape: [b, hkv, t, hd] },
+      ], { probe: 8, label: 'attention' });
+    });
+  });
+
+  test('bad shapes and dtypes are refused naming the op', slow, async () => {
+    await gpu();
+    await scopeAsync(async () => {
+      const t = (shape: number[]): Tensor => tensor(new Float32Array(shape.reduce((a, n) => a * n, 1)), shape);
+      assert.throws(() => attention(t([1, 3, 4, 32]), t([1, 2, 4, 32]), t([1, 2, 4, 32])), (e: Error) => e instanceof ShapeError && /attention: 3 query heads are not a multiple of 2 kv heads/.test(e.message));
+      assert.throws(() => attention(t([1, 2, 4, 32]), t([1, 2, 4, 32]), t([1, 2, 5, 32])), /attention: k and v shapes differ/);
+      assert.throws(() => attention(t([1, 2, 4, 32]), t([1, 2, 4, 16]), t([1, 2, 4, 16])), /attention: batch or head dim/);
+      assert.throws(() => attention(t([2, 4, 32]), t([2, 4, 32]), t([2, 4, 32])), /attention: expected rank-4/);
+      assert.throws(() => attention(t([1, 1, 5, 32]), t([1, 1, 4, 32]), t([1, 1, 4, 32])), /attention: 5 query rows but only 4 keys/);
+      assert.throws(() => attention(t([2, 1, 4, 32]), t([2, 1, 4, 32]), t([2, 1, 4, 32]), { padLeft: tensor(Int32Array.from([0]), [1]) }), /attention: padLeft \[1\] must be \[2\]/);
+      assert.throws(() => attention(t([1, 1, 4, 32]), t([1, 1, 4, 32]), t([1, 1, 4, 32]), { padLeft: t([1]) }), /attention: padLeft has dtype f32/);
+      assert.throws(() => attention(t([1, 1, 4, 32]), t([1, 1, 4, 32]), t([1, 1, 4, 32]), { kvLen: 5 }), /attention: kvLen 5 outside/);
+      assert.throws(() => attention(t([1, 1, 1, 4096]), t([1, 1, 1, 4096]), t([1, 1, 1, 4096])), /attention: head dim 4096 does not fit/);
+    });
+  });
+});
