@@ -51,7 +51,10 @@ function dimsOf(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions): Attent
  * softmax(scale * q k^T + mask) v for q [B, Hq, Tq, D], k/v [B, Hkv, S, D] -> [B, Hq, Tq, D].
  * Query head h attends with kv head h / (Hq / Hkv). Keys before padLeft[b], and keys
  * after the query's own position when causal, are masked; query rows inside the
- * padding come out as zeros (and get zero gradients).
+ * padding come out as zeros (and get zero gradients). With k/v longer than q (a KV
+ * cache) query row i sits at position S - Tq + i. The backward reads the row
+ * log-sum-exp [B, Hq, Tq] saved here in the current scope, and padLeft: both must live
+ * until it runs (a training step's forward and backward share one scope).
  */
 export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
   const d = dimsOf(q, k, v, opts);
