@@ -6,7 +6,7 @@ import { randn, rng } from '../src/reference/random.ts';
 import * as ref from '../src/reference/logprob.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { concat } from '../src/tensor/ops/index.ts';
-import { tokenLogprobsFromLogits } from '../src/tensor/ops/logprob.ts';
+import { defaultChunk, tokenLogprobs, tokenLogprobsFromLogits } from '../src/tensor/ops/logprob.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
@@ -152,5 +152,111 @@ describe('per-chunk statistics', () => {
         assertClose(await read(dlogits), wantGrad, { atol: 1e-6, rtol: 1e-4, label: `${label} dlogits (in place)` });
       });
     }
+  });
+});
+
+describe('token log-probs from hidden states and the LM head', () => {
+  const h = 9;
+
+  test('chunked log-probs and entropies match the CPU reference', async () => {
+    await gpu();
+    const cases: [number, number, number | undefined][] = [[1, 50, 16], [7, 333, 64], [33, 50, 7], [7, 333, undefined], [33, 333, 100]];
+    for (const [n, vocab, chunk] of cases) {
+      for (const temperature of [1, 0.6]) {
+        const hidden = randn(n * h, n + 20, 1);
+        const weight = randn(vocab * h, vocab + 21, 0.5);
+        const targets = targetsFor(n, vocab, n + 22);
+        const want = ref.tokenLogprobs(ref.lmHeadLogits(hidden, weight, n, h, vocab), targets, n, vocab, temperature);
+        await scopeAsync(async () => {
+          const ht = tensor(hidden, [n, h]);
+          const wt = tensor(weight, [vocab, h]);
+          const label = `N=${n} V=${vocab} chunk=${chunk} T=${temperature}`;
+          const both = tokenLogprobs(ht, wt, targets, { chunk, temperature, withEntropy: true });
+          assertClose(await read(both.logprobs), want.logprobs, { atol: 5e-5, rtol: 1e-5, label: `${label} logprobs` });
+          assertClose(await read(both.entropy!), want.entropy, { atol: 5e-5, rtol: 1e-5, label: `${label} entropy` });
+          const plain = tokenLogprobs(ht, wt, tensor(targets, [n]), { chunk, temperature });
+          assert.equal(plain.entropy, undefined);
+          assertClose(await read(plain.logprobs), want.logprobs, { atol: 5e-5, rtol: 1e-5, label: `${label} logprobs (no entropy)` });
+        });
+      }
+    }
+  });
+
+  test('hidden and weight gradients match the CPU reference', async () => {
+    await gpu();
+    const [n, vocab, temperature] = [7, 333, 0.8];
+    const hidden = randn(n * h, 30, 1);
+    const weight = randn(vocab * h, 31, 0.5);
+    const targets = targetsFor(n, vocab, 32);
+    const gLp = randn(n, 33);
+    const gEnt = randn(n, 34);
+    const logits = ref.lmHeadLogits(hidden, weight, n, h, vocab);
+    for (const [chunk, withEntropy] of [[64, true], [100, false], [333, true]] as const) {
+      const dlogits = ref.tokenLogprobsGrad(logits, targets, n, vocab, gLp, withEntropy ? gEnt : null, temperature);
+      const want = ref.lmHeadGrads(dlogits, hidden, weight, n, h, vocab);
+      await scopeAsync(async () => {
+        const ht = requireGrad(tensor(hidden, [n, h]));
+        const wt = requireGrad(tensor(weight, [vocab, h]));
+        const out = tokenLogprobs(ht, wt, targets, { chunk, temperature, withEntropy });
+        const y = withEntropy ? concat([out.logprobs, out.entropy!], 0) : out.logprobs;
+        backward(y, tensor(withEntropy ? Float32Array.from([...gLp, ...gEnt]) : gLp, y.shape));
+        const label = `chunk=${chunk} entropy=${withEntropy}`;
+        assertClose(await read(ht.grad!), want.dHidden, { atol: 1e-5, rtol: 1e-4, label: `${label} dhidden` });
+        assertClose(await read(wt.grad!), want.dWeight, { atol: 1e-5, rtol: 1e-4, label: `${label} dweight` });
+      });
+    }
+  });
+
+  test('only the inputs that need a gradient get one', async () => {
+    await gpu();
+    const [n, vocab] = [5, 50];
+    const hidden = randn(n * h, 40);
+    const weight = randn(vocab * h, 41, 0.5);
+    const targets = targetsFor(n, vocab, 42);
+    const dlogits = ref.tokenLogprobsGrad(ref.lmHeadLogits(hidden, weight, n, h, vocab), targets, n, vocab, new Float64Array(n).fill(1), null);
+    const want = ref.lmHeadGrads(dlogits, hidden, weight, n, h, vocab);
+    await scopeAsync(async () => {
+      const wt = requireGrad(tensor(weight, [vocab, h]));
+      const ht = tensor(hidden, [n, h]);
+      backward(tokenLogprobs(ht, wt, targets, { chunk: 16 }).logprobs, tensor(new Float32Array(n).fill(1), [n]));
+      assert.equal(ht.grad, null);
+      assertClose(await read(wt.grad!), want.dWeight, { atol: 1e-5, rtol: 1e-4, label: 'dweight' });
+    });
+  });
+
+  test('backward passes finite differences on hidden and weight', async () => {
+    await gpu();
+    const [n, vocab, hh] = [3, 23, 5];
+    const targets = targetsFor(n, vocab, 50);
+    const inputs = [
+      { data: randn(n * hh, 51, 1), shape: [n, hh] },
+      { data: randn(vocab * hh, 52, 0.7), shape: [vocab, hh] },
+    ];
+    await gradCheck((x, w) => tokenLogprobs(x, w, targets, { chunk: 8, temperature: 0.7 }).logprobs, inputs, { label: 'logprobs', probe: 10 });
+    await gradCheck((x, w) => {
+      const r = tokenLogprobs(x, w, targets, { chunk: 6, temperature: 1.4, withEntropy: true });
+      return concat([r.logprobs, r.entropy!], 0);
+    }, inputs, { label: 'logprobs + entropy', probe: 10 });
+  });
+
+  test('bad input is refused before any dispatch', async () => {
+    await gpu();
+    await scopeAsync(async () => {
+      const x = tensor(new Float32Array(3 * h), [3, h]);
+      const w = tensor(new Float32Array(10 * h), [10, h]);
+      assert.throws(() => tokenLogprobs(x, tensor(new Float32Array(10 * 8), [10, 8]), [0, 1, 2]), /tokenLogprobs: hidden \[3, 9\] and weight \[10, 8\] are not \[tokens, hidden\] and \[vocab, hidden\]/);
+      assert.throws(() => tokenLogprobs(x.view([27]), w, [0, 1, 2]), /hidden \[27\] and weight \[10, 9\]/);
+      assert.throws(() => tokenLogprobs(x, w, [0, 10, 2]), /tokenLogprobs: target 10 at position 1 is outside the vocabulary \[0, 10\)/);
+      assert.throws(() => tokenLogprobs(x, w, [0, 1]), /2 targets do not match 3 tokens/);
+      assert.throws(() => tokenLogprobs(x, w, [0, 1, 2], { chunk: 0 }), /chunk must be a positive integer/);
+      assert.throws(() => tokenLogprobs(x, tensor(new Int32Array(10 * h), [10, h]), [0, 1, 2]), /weight has dtype i32, expected f32/);
+    });
+  });
+
+  test('the default chunk follows the logits budget', async () => {
+    const rt = await gpu();
+    assert.equal(defaultChunk(rt, 4096, 896, 151936), 8192);
+    assert.equal(defaultChunk(rt, 7, 9, 333), 333);
+    assert.ok(defaultChunk(rt, 2 ** 20, 896, 151936) >= 1);
   });
 });

@@ -3,6 +3,7 @@
 // or from hidden states and the LM head one vocabulary chunk at a time.
 
 import * as lk from '../../kernels/logprob.ts';
+import * as mk from '../../kernels/matmul.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
@@ -15,6 +16,11 @@ export interface LogprobOptions {
   temperature?: number;
   /** Also return the entropy of each row's distribution. Default false. */
   withEntropy?: boolean;
+}
+
+export interface ChunkedLogprobOptions extends LogprobOptions {
+  /** Vocabulary rows of the LM head per chunk; by default sized from memory. */
+  chunk?: number;
 }
 
 export interface TokenLogprobs {
@@ -91,6 +97,99 @@ export function tokenLogprobsFromLogits(logits: Tensor, targets: Targets, option
     const dx = empty(logits.shape, 'f32', rt);
     lk.logprobGrad(rt, logits.buffer, ids.buffer, state.buffer, g.buffer, shape, dx.buffer);
     return [dx];
+  });
+  return splitOutputs(op, fused, entropy);
+}
+
+// About 8192 vocabulary columns for 4096 tokens: the chunk's logits are the largest
+// temporary, and past this size larger chunks no longer cut dispatch overhead.
+const CHUNK_LOGITS_BYTES = 128 * 2 ** 20;
+
+/** The default chunk: as many vocabulary rows as fit the logits budget, a multiple of 128. */
+export function defaultChunk(rt: Runtime, tokens: number, hidden: number, vocab: number): number {
+  const budget = Math.min(CHUNK_LOGITS_BYTES, rt.gpu.limits.maxStorageBufferBindingSize);
+  let c = Math.floor(budget / (4 * Math.max(tokens, hidden, 1)));
+  if (c > 128) c -= c % 128;
+  return Math.max(1, Math.min(vocab, c));
+}
+
+interface Chunk {
+  col0: number;
+  width: number;
+}
+
+function vocabChunks(vocab: number, chunk: number): Chunk[] {
+  const out: Chunk[] = [];
+  for (let col0 = 0; col0 < vocab; col0 += chunk) out.push({ col0, width: Math.min(chunk, vocab - col0) });
+  return out;
+}
+
+// Rows col0 .. col0 + width of the LM head as a buffer the matmul can start from.
+// The launcher takes whole buffers, so rows past the first chunk go through a copy
+// (a small cost next to the chunk's matmul, which reads them once per token tile).
+function headRows(weight: Tensor, c: Chunk, scratch: Tensor | null): GPUBuffer {
+  if (c.col0 === 0) return weight.buffer;
+  const h = weight.shape[1];
+  weight.storage.rt.copy(weight.buffer, c.col0 * h * 4, scratch!.buffer, 0, c.width * h * 4);
+  return scratch!.buffer;
+}
+
+/**
+ * Log-probs of `targets` under softmax(hidden @ weight^T / T) for hidden [N, H] and the
+ * LM head weight [V, H], never holding more than [N, chunk] logits: each vocabulary
+ * chunk's logits are merged into running per-token statistics, and backward
+ * recomputes them chunk by chunk. Differentiable w.r.t. hidden and weight.
+ */
+export function tokenLogprobs(hidden: Tensor, weight: Tensor, targets: Targets, options: ChunkedLogprobOptions = {}): TokenLogprobs {
+  const op = 'tokenLogprobs';
+  expectDType(op, 'hidden', hidden.dtype, 'f32');
+  expectDType(op, 'weight', weight.dtype, 'f32');
+  if (hidden.rank !== 2 || weight.rank !== 2 || hidden.shape[1] !== weight.shape[1] || weight.shape[0] === 0) {
+    throw new ShapeError(`${op}: hidden ${fmt(hidden.shape)} and weight ${fmt(weight.shape)} are not [tokens, hidden] and [vocab, hidden]`);
+  }
+  const [n, h] = hidden.shape;
+  const vocab = weight.shape[0];
+  const rt = hidden.storage.rt;
+  const chunk = options.chunk ?? defaultChunk(rt, n, h, vocab);
+  if (!Number.isInteger(chunk) || chunk < 1) throw new RangeError(`${op}: chunk must be a positive integer, got ${chunk}`);
+  const ids = targetIds(op, targets, n, vocab, rt);
+  const entropy = options.withEntropy ?? false;
+  const invT = inverseTemperature(op, options.temperature);
+  const chunks = vocabChunks(vocab, chunk);
+  const width = chunks[0].width;
+  const shapeOf = (c: Chunk): lk.ChunkShape => ({ rows: n, width: c.width, col0: c.col0, invT, entropy });
+  const state = empty([n, 4], 'f32', rt);
+  const fused = empty(entropy ? [2, n] : [n], 'f32', rt);
+  const logits = empty([n, width], 'f32', rt);
+  const rows = chunks.length > 1 ? empty([width, h], 'f32', rt) : null;
+  chunks.forEach((c, i) => {
+    const w = headRows(weight, c, rows);
+    mk.matmul(rt, { a: hidden.buffer, b: w, out: logits.buffer, m: n, n: c.width, k: h, transB: true });
+    lk.logprobStats(rt, logits.buffer, ids.buffer, state.buffer, fused.buffer, shapeOf(c), i === 0, i === chunks.length - 1);
+  });
+  logits.dispose();
+  rows?.dispose();
+  record(fused, op, [hidden, weight], (g) => {
+    const dHidden = hidden.requiresGrad ? empty(hidden.shape, 'f32', rt) : null;
+    const dWeight = weight.requiresGrad ? empty(weight.shape, 'f32', rt) : null;
+    const dlogits = empty([n, width], 'f32', rt);
+    const wRows = chunks.length > 1 ? empty([width, h], 'f32', rt) : null;
+    const dRows = dWeight && chunks.length > 1 ? empty([width, h], 'f32', rt) : null;
+    chunks.forEach((c, i) => {
+      const w = headRows(weight, c, wRows);
+      mk.matmul(rt, { a: hidden.buffer, b: w, out: dlogits.buffer, m: n, n: c.width, k: h, transB: true });
+      lk.logprobGrad(rt, dlogits.buffer, ids.buffer, state.buffer, g.buffer, shapeOf(c));
+      if (dHidden) mk.matmul(rt, { a: dlogits.buffer, b: w, out: dHidden.buffer, m: n, n: h, k: c.width, accumulate: i > 0 });
+      if (dWeight) {
+        const into = c.col0 === 0 ? dWeight.buffer : dRows!.buffer;
+        mk.matmul(rt, { a: dlogits.buffer, b: hidden.buffer, out: into, m: c.width, n: h, k: n, transA: true });
+        if (c.col0 !== 0) rt.copy(dRows!.buffer, 0, dWeight.buffer, c.col0 * h * 4, c.width * h * 4);
+      }
+    });
+    dlogits.dispose();
+    wRows?.dispose();
+    dRows?.dispose();
+    return [dHidden, dWeight];
   });
   return splitOutputs(op, fused, entropy);
 }
