@@ -37,14 +37,15 @@ export function dwBlocks(rows: number): number {
 }
 
 /**
- * dw [h] = sum over rows of g * x * rstd. `partial` holds dwBlocks(rows) * h floats;
- * with a single block the sums go straight to dw and `partial` is not touched.
+ * dw [h] = sum over rows of g * x * rstd. `partial` holds dwBlocks(rows) * h floats; it
+ * is needed only when there is more than one block (a single block sums straight into dw).
  */
-export function backwardDw(rt: Runtime, x: GPUBuffer, g: GPUBuffer, rstd: GPUBuffer, partial: GPUBuffer, dw: GPUBuffer, rows: number, h: number): void {
+export function backwardDw(rt: Runtime, x: GPUBuffer, g: GPUBuffer, rstd: GPUBuffer, partial: GPUBuffer | null, dw: GPUBuffer, rows: number, h: number): void {
   const wg = width(h);
   const colBlocks = Math.ceil(h / wg);
   const blocks = dwBlocks(rows);
-  const target = blocks === 1 ? dw : partial;
+  if (blocks > 1 && !partial) throw new Error(`rmsnorm.backwardDw: ${rows} rows need a partial-sum buffer of ${blocks} x ${h}`);
+  const target = blocks > 1 && partial ? partial : dw;
   rt.dispatch(rt.kernel('rmsnorm', 'backward_dw', { WG: wg }), [x, g, rstd, target], params(rows, h, 0, colBlocks), gridRows(blocks * colBlocks));
-  if (blocks > 1) reduce(rt, 'sum', partial, dw, 1, blocks, h);
+  if (target !== dw) reduce(rt, 'sum', target, dw, 1, blocks, h);
 }

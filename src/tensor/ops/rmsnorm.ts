@@ -30,9 +30,10 @@ export function rmsNorm(x: Tensor, weight: Tensor, eps = 1e-6): Tensor {
     }
     if (weight.requiresGrad) {
       dw = empty([h], 'f32', rt);
-      const partial = empty([rn.dwBlocks(rows), h], 'f32', rt);
-      rn.backwardDw(rt, x.buffer, g.buffer, rstd.buffer, partial.buffer, dw.buffer, rows, h);
-      partial.dispose();
+      const blocks = rn.dwBlocks(rows);
+      const partial = blocks > 1 ? empty([blocks, h], 'f32', rt) : null;
+      rn.backwardDw(rt, x.buffer, g.buffer, rstd.buffer, partial?.buffer ?? null, dw.buffer, rows, h);
+      partial?.dispose();
     }
     return [dx, dw];
   });
