@@ -1,0 +1,127 @@
+// Launcher for shaders/matmul.wgsl: batched C = act(op(A) @ op(B) + bias) (+= C).
+
+import { GpuError } from '../gpu/errors.ts';
+import type { Runtime } from '../gpu/runtime.ts';
+import { grid1d, uniforms } from './launch.ts';
+
+export const MATMUL_ACTS = { none: 0, silu: 1, gelu: 2, relu: 3 } as const;
+export type MatmulAct = keyof typeof MATMUL_ACTS;
+
+/**
+ * Workgroup tiles by output edge: threads along N and M (each an 8x8 block) and the
+ * K slice per stage. Workgroup memory is 2 operands x 2 stages x BK x 32 vec4s.
+ */
+export const MATMUL_TILES = {
+  128: { WG_X: 16, WG_Y: 16, BK: 16 },
+  64: { WG_X: 8, WG_Y: 8, BK: 8 },
+} as const;
+export type MatmulTile = keyof typeof MATMUL_TILES;
+
+// About one wave of 128-tiles on an H200 (132 SMs, two resident workgroups each);
+// below it the 64-tile spreads the work over more SMs.
+const BIG_TILE_MIN_WORKGROUPS = 256;
+
+export interface MatmulArgs {
+  a: GPUBuffer;
+  b: GPUBuffer;
+  out: GPUBuffer;
+  /** [n], added to every row before the activation. */
+  bias?: GPUBuffer;
+  m: number;
+  n: number;
+  k: number;
+  batch?: number;
+  /** A is stored [k, m] (per batch) instead of [m, k]. */
+  transA?: boolean;
+  /** B is stored [n, k] instead of [k, n]. */
+  transB?: boolean;
+  /** Elements between consecutive batches of A (0 broadcasts A); default m*k. */
+  strideA?: number;
+  strideB?: number;
+  strideC?: number;
+  act?: MatmulAct;
+  /** out += result instead of out = result. */
+  accumulate?: boolean;
+  /** Force a tile size (benchmarks); by default chosen from the shape and the limits. */
+  tile?: MatmulTile;
+}
+
+function workgroupBytes(tile: MatmulTile): number {
+  return 2 * 2 * MATMUL_TILES[tile].BK * 32 * 16;
+}
+
+function tileFits(rt: Runtime, tile: MatmulTile): boolean {
+  const { WG_X, WG_Y } = MATMUL_TILES[tile];
+  const l = rt.gpu.limits;
+  return workgroupBytes(tile) <= l.maxComputeWorkgroupStorageSize && WG_X * WG_Y <= l.maxComputeInvocationsPerWorkgroup;
+}
+
+/** The tile the launcher uses for an m x n output repeated `batch` times. */
+export function chooseTile(rt: Runtime, m: number, n: number, batch = 1): MatmulTile {
+  if (!tileFits(rt, 128)) return 64;
+  const workgroups = Math.ceil(m / 128) * Math.ceil(n / 128) * batch;
+  return workgroups >= BIG_TILE_MIN_WORKGROUPS ? 128 : 64;
+}
+
+function checkBuffer(what: string, buf: GPUBuffer, elements: number): void {
+  if (buf.size % 16 !== 0 || buf.size < 16) {
+    throw new GpuError(`matmul: ${what} buffer of ${buf.size} bytes; the kernel binds vec4 arrays and needs a multiple of 16`);
+  }
+  if (elements * 4 > buf.size) throw new GpuError(`matmul: ${what} needs ${elements * 4} bytes, its buffer has ${buf.size}`);
+}
+
+const isCount = (x: number) => Number.isInteger(x) && x >= 0 && x < 2 ** 32;
+
+/** Records C[b] = act(op(A[b]) @ op(B[b]) + bias) (or C[b] += ...) for b < batch. */
+export function matmul(rt: Runtime, args: MatmulArgs): void {
+  const { a, b, out, bias, m, n, k } = args;
+  const batch = args.batch ?? 1;
+  const transA = args.transA ?? false;
+  const transB = args.transB ?? false;
+  const strideA = args.strideA ?? m * k;
+  const strideB = args.strideB ?? k * n;
+  const strideC = args.strideC ?? m * n;
+  const act = args.act ?? 'none';
+  const accumulate = args.accumulate ?? false;
+  for (const [name, v] of Object.entries({ m, n, k, batch, strideA, strideB, strideC })) {
+    if (!isCount(v)) throw new GpuError(`matmul: ${name} = ${v} is not a count`);
+  }
+  if (!(act in MATMUL_ACTS)) throw new GpuError(`matmul: unknown activation "${act}"`);
+  if (out === a || out === b || out === bias) throw new GpuError('matmul: the output buffer is also an input');
+  if (batch > 1 && strideC < m * n) throw new GpuError(`matmul: batches of the output overlap (strideC ${strideC} < m*n ${m * n})`);
+  if (m === 0 || n === 0 || batch === 0) return;
+  const last = batch - 1;
+  checkBuffer('A', a, last * strideA + m * k);
+  checkBuffer('B', b, last * strideB + k * n);
+  checkBuffer('C', out, last * strideC + m * n);
+  if (bias) checkBuffer('bias', bias, n);
+
+  const tile = args.tile ?? chooseTile(rt, m, n, batch);
+  if (!tileFits(rt, tile)) throw new GpuError(`matmul: the ${tile}-tile needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
+  const cfg = MATMUL_TILES[tile];
+  const aligned = (row: number, stride: number) => row % 4 === 0 && (batch === 1 || stride % 4 === 0);
+  const vecC = aligned(n, strideC);
+  const kernel = rt.kernel('matmul', vecC ? 'main_vec4' : 'main', {
+    TRANS_A: Number(transA),
+    TRANS_B: Number(transB),
+    VEC_A: Number(aligned(transA ? m : k, strideA)),
+    VEC_B: Number(aligned(transB ? k : n, strideB)),
+    BIAS: Number(!!bias),
+    ACT: MATMUL_ACTS[act],
+    ACCUM: Number(accumulate),
+    WG_X: cfg.WG_X,
+    WG_Y: cfg.WG_Y,
+    BK: cfg.BK,
+  });
+  const tilesM = Math.ceil(m / (8 * cfg.WG_Y));
+  const tilesN = Math.ceil(n / (8 * cfg.WG_X));
+  const [gx, gy] = grid1d(tilesM * tilesN, 1);
+  const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
+  // Without a bias the binding still needs a buffer; A is read-only already.
+  const buffers = [a, b, bias ?? a, out];
+  for (let base = 0; base < batch; base += maxZ) {
+    const p = uniforms(12);
+    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN]);
+    rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
+  }
+}

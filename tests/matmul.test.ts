@@ -1,0 +1,183 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import * as mk from '../src/kernels/matmul.ts';
+import * as ref from '../src/reference/matmul.ts';
+import { randn } from '../src/reference/random.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { tensor, zeros } from '../src/tensor/tensor.ts';
+import { linear, matmul } from '../src/tensor/ops/matmul.ts';
+import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
+
+// Each kernel variant compiles once on the software GPU; that dominates the run time.
+const slow = { timeout: 300_000 };
+
+const TRANS: [boolean, boolean][] = [[false, false], [true, false], [false, true], [true, true]];
+
+let seed = 100;
+
+interface Case extends Omit<mk.MatmulArgs, 'a' | 'b' | 'out' | 'bias'> {
+  bias?: boolean;
+  /** Initial output contents (accumulation). */
+  init?: boolean;
+  label?: string;
+}
+
+/** Runs the kernel on random data and compares with the CPU reference. */
+async function check(c: Case): Promise<void> {
+  const rt = await gpu();
+  const { m, n, k, batch = 1 } = c;
+  const strideA = c.strideA ?? m * k;
+  const strideB = c.strideB ?? k * n;
+  const strideC = c.strideC ?? m * n;
+  const span = (stride: number, one: number) => (batch === 0 ? 0 : (batch - 1) * stride + one);
+  const A = randn(span(strideA, m * k), seed++);
+  const B = randn(span(strideB, k * n), seed++);
+  const bias = c.bias ? randn(n, seed++) : undefined;
+  const C0 = c.init ? randn(span(strideC, m * n), seed++) : undefined;
+  await scopeAsync(async () => {
+    const out = C0 ? tensor(C0) : zeros([Math.max(span(strideC, m * n), 1)]);
+    mk.matmul(rt, {
+      ...c, a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, bias: bias && tensor(bias).buffer,
+    });
+    const got = await read(out);
+    const want = ref.matmul({ ...c, a: A, b: B, bias, c: C0, act: c.act });
+    const label = c.label ?? `${m}x${n}x${k} batch ${batch} trans ${c.transA ? 'T' : 'N'}${c.transB ? 'T' : 'N'} tile ${c.tile ?? 'auto'}`;
+    assertClose(got.subarray(0, want.length), want, { atol: 1e-4, rtol: 1e-4, label });
+  });
+}
+
+describe('matmul kernel', () => {
+  test('all transpose combinations match the reference on odd and aligned shapes, both tiles', slow, async () => {
+    const shapes = [[1, 1, 1], [3, 5, 7], [5, 7, 8], [67, 129, 33], [68, 132, 36]];
+    for (const tile of [64, 128] as const) {
+      for (const [transA, transB] of TRANS) {
+        for (const [m, n, k] of shapes) await check({ m, n, k, transA, transB, tile });
+      }
+    }
+  });
+
+  test('many K slices, partial edge tiles and more tile rows than one group', slow, async () => {
+    await check({ m: 600, n: 72, k: 70, tile: 64 });
+    await check({ m: 600, n: 72, k: 70, tile: 64, transA: true, transB: true });
+    await check({ m: 300, n: 260, k: 50, tile: 128 });
+    await check({ m: 1100, n: 9, k: 3, tile: 128, transB: true });
+    await check({ m: 4, n: 4, k: 0, label: 'k = 0 gives zeros' });
+  });
+
+  test('batched, with per-batch operands and with a broadcast (stride 0) operand', slow, async () => {
+    for (const [transA, transB] of TRANS) {
+      await check({ m: 9, n: 6, k: 5, batch: 3, transA, transB });
+      await check({ m: 9, n: 6, k: 5, batch: 3, transA, transB, strideA: 0 });
+      await check({ m: 9, n: 6, k: 5, batch: 3, transA, transB, strideB: 0 });
+      await check({ m: 8, n: 12, k: 4, batch: 2, transA, transB, strideB: 0 });
+      await check({ m: 70, n: 68, k: 20, batch: 2, transA, transB, strideA: 0, tile: 64 });
+      await check({ m: 70, n: 68, k: 20, batch: 3, transA, transB, tile: 64 });
+    }
+    await check({ m: 7, n: 3, k: 2, batch: 1 });
+    await check({ m: 7, n: 3, k: 2, batch: 2, strideC: 30, label: 'output batches with a gap' });
+  });
+
+  test('bias and activation epilogues, and accumulation into the output', slow, async () => {
+    for (const act of ['none', 'silu', 'gelu', 'relu'] as const) {
+      await check({ m: 19, n: 13, k: 11, act, bias: true });
+      await check({ m: 19, n: 16, k: 12, act, bias: true, transB: true });
+      await check({ m: 10, n: 13, k: 11, act, init: true, accumulate: true });
+    }
+    await check({ m: 19, n: 16, k: 12, batch: 2, bias: true, act: 'gelu', init: true, accumulate: true, transA: true });
+  });
+
+  test('launcher errors name the problem', slow, async () => {
+    const rt = await gpu();
+    await scopeAsync(async () => {
+      const t = zeros([64]);
+      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 100, n: 1, k: 1 }), /matmul: A needs 400 bytes/);
+      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: t.buffer, m: 1, n: 1, k: 1 }), /output buffer is also an input/);
+      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 2, n: 2, k: 1, batch: 2, strideC: 1 }), /overlap/);
+    });
+  });
+});
+
+/** Reference for op-level matmul on shapes given as [lead..., r, c]. */
+function opRef(A: Float32Array, as: number[], B: Float32Array, bs: number[], transA = false, transB = false): Float32Array {
+  const [m, k] = transA ? [as.at(-1)!, as.at(-2)!] : [as.at(-2)!, as.at(-1)!];
+  const n = transB ? bs.at(-2)! : bs.at(-1)!;
+  const batch = Math.max(A.length / (m * k), B.length / (k * n));
+  return ref.matmul({
+    a: A, b: B, m, n, k, batch, transA, transB,
+    strideA: A.length === m * k ? 0 : m * k,
+    strideB: B.length === k * n ? 0 : k * n,
+  });
+}
+
+const numel = (s: number[]) => s.reduce((x, y) => x * y, 1);
+
+describe('matmul op', () => {
+  test('2D, batched against a shared operand, both batched, 4D', slow, async () => {
+    await gpu();
+    const cases: [number[], number[], boolean, boolean, number[]][] = [
+      [[5, 3], [3, 4], false, false, [5, 4]],
+      [[2, 5, 3], [4, 3], false, true, [2, 5, 4]],
+      [[2, 3, 5], [3, 4], true, false, [2, 5, 4]],
+      [[5, 3], [2, 3, 4], false, false, [2, 5, 4]],
+      [[2, 5, 3], [2, 4, 3], false, true, [2, 5, 4]],
+      [[2, 3, 5, 3], [1, 3, 4], false, false, [2, 3, 5, 4]],
+      [[2, 3, 3, 5], [2, 3, 4, 3], true, true, [2, 3, 5, 4]],
+    ];
+    for (const [as, bs, transA, transB, want] of cases) {
+      const A = randn(numel(as), seed++);
+      const B = randn(numel(bs), seed++);
+      await scopeAsync(async () => {
+        const y = matmul(tensor(A, as), tensor(B, bs), { transA, transB });
+        assert.deepEqual([...y.shape], want);
+        assertClose(await read(y), opRef(A, as, B, bs, transA, transB), { atol: 1e-4, label: `${as} @ ${bs}` });
+      });
+    }
+  });
+
+  test('backward passes finite differences for every transpose, batched and shared operands', slow, async () => {
+    await gpu();
+    for (const [transA, transB] of TRANS) {
+      const sa = (lead: number[]) => [...lead, ...(transA ? [4, 3] : [3, 4])];
+      const sb = (lead: number[]) => [...lead, ...(transB ? [5, 4] : [4, 5])];
+      const layouts: [number[], number[]][] = [[[], []], [[2], []], [[], [2]], [[2], [2]]];
+      for (const [la, lb] of layouts) {
+        await gradCheck((a, b) => matmul(a, b, { transA, transB }), [
+          { data: randn(numel(sa(la)), seed++), shape: sa(la) },
+          { data: randn(numel(sb(lb)), seed++), shape: sb(lb) },
+        ], { label: `matmul ${transA ? 'T' : 'N'}${transB ? 'T' : 'N'} ${sa(la)} @ ${sb(lb)}` });
+      }
+    }
+  });
+
+  test('linear matches x @ W^T + b and passes finite differences', slow, async () => {
+    await gpu();
+    const x = randn(2 * 3 * 5, seed++);
+    const w = randn(4 * 5, seed++);
+    const b = randn(4, seed++);
+    await scopeAsync(async () => {
+      const y = linear(tensor(x, [2, 3, 5]), tensor(w, [4, 5]), tensor(b, [4]));
+      assert.deepEqual([...y.shape], [2, 3, 4]);
+      assertClose(await read(y), ref.matmul({ a: x, b: w, bias: b, m: 6, n: 4, k: 5, transB: true }), { atol: 1e-4 });
+    });
+    await gradCheck((xt, wt, bt) => linear(xt, wt, bt), [
+      { data: x, shape: [2, 3, 5] }, { data: w, shape: [4, 5] }, { data: b, shape: [4] },
+    ], { label: 'linear with bias' });
+    await gradCheck((xt, wt) => linear(xt, wt), [
+      { data: randn(7, seed++), shape: [7] }, { data: randn(21, seed++), shape: [3, 7] },
+    ], { label: 'linear on a vector' });
+  });
+
+  test('shape errors name the op and the shapes', slow, async () => {
+    await gpu();
+    await scopeAsync(async () => {
+      const t = (s: number[]) => tensor(new Float32Array(numel(s)), s);
+      assert.throws(() => matmul(t([2, 3]), t([4, 5])), /matmul: \[2, 3\] @ \[4, 5\]: inner dimensions 3 and 4 differ/);
+      assert.throws(() => matmul(t([2, 3]), t([5, 4]), { transA: true, transB: true }), /matmul: \[2, 3\]\^T @ \[5, 4\]\^T: inner dimensions 2 and 4 differ/);
+      assert.throws(() => matmul(t([2, 2, 3]), t([3, 3, 4])), /batch dims \[2\] and \[3\] differ/);
+      assert.throws(() => matmul(t([3]), t([3, 4])), /matmul: \[3\] @ \[3, 4\]: both operands need at least 2 dims/);
+      assert.throws(() => linear(t([2, 5]), t([4, 6])), /linear: x \[2, 5\], weight \[4, 6\]: x's last dim must be in = 6/);
+      assert.throws(() => linear(t([2, 6]), t([4, 6]), t([5])), /linear: .*bias \[5\]: bias must be \[4\]/);
+      assert.throws(() => matmul(tensor(new Int32Array(4), [2, 2]), t([2, 2])), /matmul: a has dtype i32, expected f32/);
+    });
+  });
+});
