@@ -1,16 +1,34 @@
 #!/usr/bin/env bun
 // Entry point: `bun src/cli/main.ts <command>` (package scripts: train, bench, env ...).
 
-import { defineCommand, runMain } from 'citty';
+import { defineCommand, runCommand, runMain } from 'citty';
 import { benchCommand } from './bench.ts';
+import { envCommand } from './env.ts';
 import { gpuInfoCommand } from './gpu_info.ts';
+import { scoreCommand } from './score.ts';
 
 const main = defineCommand({
   meta: { name: 'wgt', description: 'WebGPU trainer for LLM agents' },
   subCommands: {
     bench: benchCommand,
+    env: envCommand,
     gpu: gpuInfoCommand,
+    score: scoreCommand,
   },
 });
 
-runMain(main);
+const rawArgs = process.argv.slice(2);
+if (rawArgs.length === 0 || rawArgs.includes('--help') || rawArgs.includes('-h')) {
+  await runMain(main);
+} else {
+  try {
+    await runCommand(main, { rawArgs });
+  } catch (e) {
+    // Bad input is reported as one line saying what and where; a stack trace only helps for bugs.
+    const err = e as Error;
+    const bug = err instanceof TypeError || err instanceof ReferenceError || err instanceof RangeError || err instanceof SyntaxError;
+    const expected = err instanceof Error && !bug && !process.env.DEBUG;
+    console.error(expected ? `error: ${err.message}` : err);
+    process.exit(1);
+  }
+}

@@ -9,6 +9,14 @@ export * from './create.ts';
 export * from './elementwise.ts';
 export * from './reduce.ts';
 export * from './shape_ops.ts';
+export * from './matmul.ts';
+export * from './attention.ts';
+export * from './rope.ts';
+export * from './softmax.ts';
+export * from './logprob.ts';
+export * from './embedding.ts';
+export * from './rmsnorm.ts';
+export * from './swiglu.ts';
 
 registerBackwardHelpers({
   ones: onesLike,

@@ -83,3 +83,14 @@ export function concat(xs: readonly Tensor[], axis: number): Tensor {
     }),
   );
 }
+
+/** In place, no autograd: dst[..., start:start+len, ...] = src along `axis` (KV-cache writes). */
+export function assignSlice(dst: Tensor, src: Tensor, axis: number, start: number): void {
+  const ax = axisOf('assignSlice', axis, dst.rank);
+  const fits = src.rank === dst.rank && src.dtype === dst.dtype && src.shape.every((d, i) => (i === ax ? start + d <= dst.shape[i] : d === dst.shape[i]));
+  if (!fits || start < 0) {
+    throw new ShapeError(`assignSlice: ${fmt(src.shape)} ${src.dtype} does not fit ${fmt(dst.shape)} ${dst.dtype} at ${start} along axis ${axis}`);
+  }
+  const strides = stridesOf(dst.shape);
+  ck.scatter(dst.storage.rt, src.buffer, dst.buffer, src.shape, strides, start * strides[ax]);
+}

@@ -1,0 +1,29 @@
+// Keys and values of past tokens per layer, [batch, kvHeads, capacity, headDim],
+// allocated once for the whole generation. Left padding is fixed at creation: rows of
+// a batch are padded on the left to a common prompt length.
+
+import type { ModelConfig } from './config.ts';
+import { keep } from '../tensor/scope.ts';
+import { zeros, type Tensor } from '../tensor/tensor.ts';
+
+export class KVCache {
+  length = 0;
+
+  private constructor(
+    readonly batch: number,
+    readonly capacity: number,
+    readonly keys: Tensor[],
+    readonly values: Tensor[],
+    readonly padLeft: Int32Array | undefined,
+  ) {}
+
+  static create(cfg: ModelConfig, batch: number, capacity: number, padLeft?: Int32Array): KVCache {
+    const shape = [batch, cfg.kvHeads, capacity, cfg.headDim];
+    const make = () => Array.from({ length: cfg.layers }, () => keep(zeros(shape)));
+    return new KVCache(batch, capacity, make(), make(), padLeft);
+  }
+
+  dispose(): void {
+    for (const t of [...this.keys, ...this.values]) t.dispose();
+  }
+}

@@ -1,0 +1,64 @@
+// Building a QwenModel: from a Hugging Face checkpoint directory (each tensor read from
+// disk and uploaded on its own, so host memory holds one parameter at a time), or from
+// a config with seeded random weights (small models made by this project, benchmarks).
+
+import { openCheckpoint, expectedShapes, exportCheckpoint, type ExportOptions } from './checkpoint.ts';
+import type { ModelConfig } from './config.ts';
+import { QwenModel, type ParamMap } from './qwen.ts';
+import { randn } from '../reference/random.ts';
+import { requireGrad } from '../tensor/autograd.ts';
+import { keep } from '../tensor/scope.ts';
+import { tensor } from '../tensor/tensor.ts';
+
+export interface LoadOptions {
+  /** Mark parameters as trainable (default true). */
+  trainable?: boolean;
+}
+
+export function loadModel(dir: string, opts: LoadOptions = {}): QwenModel {
+  const ckpt = openCheckpoint(dir);
+  const params: ParamMap = new Map();
+  try {
+    for (const [name, data, shape] of ckpt.tensors()) {
+      const t = keep(tensor(data, shape));
+      t.name = name;
+      params.set(name, requireGrad(t, opts.trainable ?? true));
+    }
+  } catch (e) {
+    for (const t of params.values()) t.dispose();
+    throw e;
+  } finally {
+    ckpt.close();
+  }
+  return new QwenModel(ckpt.config, params);
+}
+
+/**
+ * Seeded random weights in the initialisation transformers uses for Qwen
+ * (normal(0, 0.02) for matrices, ones for norms, zeros for biases).
+ */
+export function randomModel(config: ModelConfig, seed = 0, opts: LoadOptions & { std?: number } = {}): QwenModel {
+  const params: ParamMap = new Map();
+  let k = 0;
+  for (const [name, shape] of expectedShapes(config)) {
+    const n = shape.reduce((a, b) => a * b, 1);
+    const data = name.endsWith('norm.weight') ? new Float32Array(n).fill(1) : name.endsWith('.bias') ? new Float32Array(n) : randn(n, seed * 1000003 + k, opts.std ?? 0.02);
+    k++;
+    const t = keep(tensor(data, shape));
+    t.name = name;
+    params.set(name, requireGrad(t, opts.trainable ?? true));
+  }
+  return new QwenModel(config, params);
+}
+
+/** Writes the model as a Hugging Face checkpoint directory (config, safetensors, tokenizer files). */
+export async function saveModel(model: QwenModel, dir: string, opts: ExportOptions = {}): Promise<void> {
+  const names = [...expectedShapes(model.config).keys()];
+  async function* tensors() {
+    for (const name of names) {
+      const t = model.param(name);
+      yield [name, (await t.toArray()) as Float32Array, [...t.shape]] as [string, Float32Array, number[]];
+    }
+  }
+  await exportCheckpoint(dir, model.config, tensors(), opts);
+}

@@ -1,0 +1,151 @@
+// The Qwen2 / Qwen2.5 / Qwen3 decoder, built from differentiable tensor ops over
+// parameters kept under their Hugging Face names (loading and saving is a name map).
+//
+// Layer: x += o_proj(attention(rope(norm_q(q_proj(rms(x)))), rope(norm_k(k_proj(..))), v_proj(..)))
+//        x += down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x)))
+// Qwen2 has q/k/v biases; Qwen3 has per-head RMSNorm on q and k and an explicit head_dim.
+
+import type { ModelConfig } from './config.ts';
+import type { LoraConfig } from './peft.ts';
+import { project, type LoraBranch } from '../nn/linear.ts';
+import { attention } from '../tensor/ops/attention.ts';
+import { add } from '../tensor/ops/elementwise.ts';
+import { embedding } from '../tensor/ops/embedding.ts';
+import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
+import { rope } from '../tensor/ops/rope.ts';
+import { assignSlice, permute, reshape } from '../tensor/ops/shape_ops.ts';
+import { swiglu } from '../tensor/ops/swiglu.ts';
+import { linear } from '../tensor/ops/matmul.ts';
+import { ShapeError } from '../tensor/errors.ts';
+import { tensor, type Tensor } from '../tensor/tensor.ts';
+import { KVCache } from './kv_cache.ts';
+
+export interface TokenBatch {
+  /** Token ids, row-major [batch, seq]; left padding holds any valid id. */
+  ids: Int32Array;
+  batch: number;
+  seq: number;
+  /** Left-padding length per row (positions and attention skip the padding). */
+  padLeft?: Int32Array;
+}
+
+export type ParamMap = Map<string, Tensor>;
+
+/** Position ids as HF computes them from a left-padded mask: cumsum(mask) - 1, clamped at 0. */
+export function positionIds(batch: number, seq: number, padLeft?: Int32Array, offset = 0): Int32Array {
+  const pos = new Int32Array(batch * seq);
+  for (let b = 0; b < batch; b++) {
+    const pad = padLeft?.[b] ?? 0;
+    for (let t = 0; t < seq; t++) pos[b * seq + t] = Math.max(0, offset + t - pad);
+  }
+  return pos;
+}
+
+export class QwenModel {
+  /** LoRA branches by the HF name of the linear weight they adapt. */
+  readonly lora = new Map<string, LoraBranch>();
+  loraConfig: LoraConfig | null = null;
+
+  constructor(
+    readonly config: ModelConfig,
+    readonly params: ParamMap,
+  ) {}
+
+  param(name: string): Tensor {
+    const t = this.params.get(name);
+    if (!t) throw new ShapeError(`model has no parameter "${name}"`);
+    return t;
+  }
+
+  private optional(name: string): Tensor | null {
+    return this.params.get(name) ?? null;
+  }
+
+  /** The LM head weight [vocab, hidden] (the embedding when tied). */
+  lmHead(): Tensor {
+    return this.config.tieEmbeddings ? this.param(`${this.prefix}embed_tokens.weight`) : this.param('lm_head.weight');
+  }
+
+  private proj(x: Tensor, prefix: string, bias: boolean): Tensor {
+    const w = `${prefix}.weight`;
+    return project(x, this.param(w), bias ? this.optional(`${prefix}.bias`) : null, this.lora.get(w));
+  }
+
+  private get prefix(): string {
+    return this.config.weightPrefix;
+  }
+
+  private checkBatch(b: TokenBatch, past: number): void {
+    if (b.ids.length !== b.batch * b.seq) throw new ShapeError(`forward: ${b.ids.length} ids for batch ${b.batch} x seq ${b.seq}`);
+    if (b.padLeft && b.padLeft.length !== b.batch) throw new ShapeError(`forward: padLeft has ${b.padLeft.length} rows, batch is ${b.batch}`);
+    b.padLeft?.forEach((p, i) => {
+      if (p < 0 || p >= past + b.seq) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${past + b.seq})`);
+    });
+  }
+
+  /** Final hidden states [batch, seq, hidden] (after the last RMSNorm). */
+  hidden(batch: TokenBatch): Tensor {
+    return this.run(batch, null);
+  }
+
+  /**
+   * Hidden states of `batch` (new tokens only) continuing the sequences in `cache`;
+   * their keys and values are appended to the cache.
+   */
+  hiddenCached(batch: TokenBatch, cache: KVCache): Tensor {
+    if (batch.batch !== cache.batch) throw new ShapeError(`forward: batch ${batch.batch} does not match the cache's ${cache.batch}`);
+    if (cache.length + batch.seq > cache.capacity) throw new ShapeError(`forward: ${cache.length} + ${batch.seq} tokens exceed the cache capacity ${cache.capacity}`);
+    const out = this.run({ ...batch, padLeft: cache.padLeft }, cache);
+    cache.length += batch.seq;
+    return out;
+  }
+
+  private run(batch: TokenBatch, cache: KVCache | null): Tensor {
+    this.checkBatch(batch, cache ? cache.length : 0);
+    const cfg = this.config;
+    const { batch: B, seq: T } = batch;
+    const offset = cache?.length ?? 0;
+    const positions = tensor(positionIds(B, T, batch.padLeft, offset), [B, T], 'i32');
+    const pad = batch.padLeft ? tensor(batch.padLeft, [B], 'i32') : undefined;
+    let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), batch.ids, [B, T]);
+    for (let l = 0; l < cfg.layers; l++) {
+      const pre = `${this.prefix}layers.${l}`;
+      const h = rmsNorm(x, this.param(`${pre}.input_layernorm.weight`), cfg.rmsEps);
+      const heads = (name: 'q' | 'k' | 'v', n: number) => {
+        let t = reshape(this.proj(h, `${pre}.self_attn.${name}_proj`, cfg.attentionBias), [B, T, n, cfg.headDim]);
+        if (cfg.qkNorm && name !== 'v') t = rmsNorm(t, this.param(`${pre}.self_attn.${name}_norm.weight`), cfg.rmsEps);
+        t = permute(t, [0, 2, 1, 3]);
+        return name === 'v' ? t : rope(t, positions, { theta: cfg.ropeTheta, rotaryDim: cfg.rotaryDim });
+      };
+      let k = heads('k', cfg.kvHeads);
+      let v = heads('v', cfg.kvHeads);
+      if (cache) {
+        assignSlice(cache.keys[l], k, 2, offset);
+        assignSlice(cache.values[l], v, 2, offset);
+        k = cache.keys[l];
+        v = cache.values[l];
+      }
+      const o = attention(heads('q', cfg.heads), k, v, { padLeft: pad, kvLen: offset + T });
+      const merged = reshape(permute(o, [0, 2, 1, 3]), [B, T, cfg.heads * cfg.headDim]);
+      x = add(x, this.proj(merged, `${pre}.self_attn.o_proj`, cfg.outputBias));
+      const h2 = rmsNorm(x, this.param(`${pre}.post_attention_layernorm.weight`), cfg.rmsEps);
+      const act = swiglu(this.proj(h2, `${pre}.mlp.gate_proj`, false), this.proj(h2, `${pre}.mlp.up_proj`, false));
+      x = add(x, this.proj(act, `${pre}.mlp.down_proj`, false));
+    }
+    return rmsNorm(x, this.param(`${this.prefix}norm.weight`), cfg.rmsEps);
+  }
+
+  /** An empty KV cache for `batch` sequences of up to `capacity` tokens. */
+  newCache(batch: number, capacity: number, padLeft?: Int32Array): KVCache {
+    return KVCache.create(this.config, batch, capacity, padLeft);
+  }
+
+  /** Full logits [batch, seq, vocab]; for small vocabularies and tests (training uses tokenLogprobs). */
+  logits(batch: TokenBatch): Tensor {
+    return linear(this.hidden(batch), this.lmHead());
+  }
+
+  parameters(): Tensor[] {
+    return [...this.params.values()];
+  }
+}

@@ -1,0 +1,73 @@
+// Per-token log-probs of given token sequences: the numbers the trainer optimises and
+// the `score` command prints. Sequences of different lengths share one left-padded
+// batch; position t's hidden state scores token t + 1.
+
+import type { QwenModel } from './qwen.ts';
+import { noGrad } from '../tensor/autograd.ts';
+import { reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
+import { scopeAsync } from '../tensor/scope.ts';
+import { ShapeError } from '../tensor/errors.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+export interface PackedBatch {
+  ids: Int32Array;
+  batch: number;
+  seq: number;
+  padLeft: Int32Array;
+  /** Next-token targets [batch * (seq - 1)], 0 where the position is padding. */
+  targets: Int32Array;
+}
+
+/** Left-pads sequences into one batch. */
+export function packLeft(seqs: readonly ArrayLike<number>[]): PackedBatch {
+  if (!seqs.length) throw new ShapeError('packLeft: no sequences');
+  const T = Math.max(...seqs.map((s) => s.length));
+  if (T < 2) throw new ShapeError('packLeft: sequences need at least 2 tokens to score');
+  const B = seqs.length;
+  const ids = new Int32Array(B * T);
+  const padLeft = new Int32Array(B);
+  const targets = new Int32Array(B * (T - 1));
+  seqs.forEach((s, b) => {
+    if (s.length === 0) throw new ShapeError(`packLeft: sequence ${b} is empty`);
+    const pad = T - s.length;
+    padLeft[b] = pad;
+    for (let i = 0; i < s.length; i++) ids[b * T + pad + i] = s[i];
+    for (let t = pad; t < T - 1; t++) targets[b * (T - 1) + t] = ids[b * T + t + 1];
+  });
+  return { ids, batch: B, seq: T, padLeft, targets };
+}
+
+/**
+ * Log-probs (and entropies) [batch * (seq - 1)] of each packed position's next token,
+ * differentiable when gradients are on. Padding positions hold junk; use `unpack`.
+ */
+export function packedLogprobs(model: QwenModel, p: PackedBatch, opts: { temperature?: number; withEntropy?: boolean } = {}): { logprobs: Tensor; entropy?: Tensor } {
+  const hidden = model.hidden({ ids: p.ids, batch: p.batch, seq: p.seq, padLeft: p.padLeft });
+  const used = reshape(slice(hidden, 1, 0, p.seq - 1), [p.batch * (p.seq - 1), model.config.hidden]);
+  return tokenLogprobs(used, model.lmHead(), p.targets, { temperature: opts.temperature, withEntropy: opts.withEntropy });
+}
+
+/** Splits packed per-position values back into per-sequence arrays (tokens 1..n-1). */
+export function unpack(p: PackedBatch, values: Float32Array): Float32Array[] {
+  const out: Float32Array[] = [];
+  for (let b = 0; b < p.batch; b++) out.push(values.slice(b * (p.seq - 1) + p.padLeft[b], (b + 1) * (p.seq - 1)));
+  return out;
+}
+
+/** Log-probs of tokens 1..n-1 of each sequence, batched by a token budget. */
+export async function scoreSequences(model: QwenModel, seqs: readonly ArrayLike<number>[], opts: { maxBatchTokens?: number; temperature?: number } = {}): Promise<Float32Array[]> {
+  const budget = opts.maxBatchTokens ?? 8192;
+  const order = seqs.map((_, i) => i).sort((a, b) => seqs[a].length - seqs[b].length);
+  const results: Float32Array[] = new Array(seqs.length);
+  let i = 0;
+  while (i < order.length) {
+    let j = i + 1;
+    while (j < order.length && seqs[order[j]].length * (j - i + 1) <= budget) j++;
+    const group = order.slice(i, j);
+    const packed = packLeft(group.map((k) => seqs[k]));
+    const values = await scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, packed, opts).logprobs).toArray()));
+    unpack(packed, values).forEach((v, g) => (results[group[g]] = v));
+    i = j;
+  }
+  return results;
+}
