@@ -50,7 +50,8 @@ function workgroupBytes(tile: MatmulTile): number {
   return 2 * 2 * MATMUL_TILES[tile].BK * 32 * 16;
 }
 
-function tileFits(rt: Runtime, tile: MatmulTile): boolean {
+/** Whether this device has the workgroup memory and invocations for `tile`. */
+export function tileFits(rt: Runtime, tile: MatmulTile): boolean {
   const { WG_X, WG_Y } = MATMUL_TILES[tile];
   const l = rt.gpu.limits;
   return workgroupBytes(tile) <= l.maxComputeWorkgroupStorageSize && WG_X * WG_Y <= l.maxComputeInvocationsPerWorkgroup;

@@ -1,0 +1,167 @@
+// Matmul throughput: square sizes and the Qwen2.5-0.5B training shapes at 4096
+// tokens (forward x @ W^T, backward dX = dY @ W and dW = dY^T @ X), each at every
+// tile size the device runs, the launcher's own choice marked `auto`. Times are wall
+// time around rt.sync() (timing.ts): median of several samples, each sample
+// repeating the product until it is long enough that the submit round trip does not
+// count. Every row also carries the error of sampled outputs against an f64 dot
+// product, so a fast wrong kernel cannot pass for a fast one.
+//
+// Operands or outputs over the binding limit (the lm head's [4096 x 151936] logits
+// are 2.5 GB, past the H200's 2 GiB) run as equal chunks of rows reusing one set of
+// chunk buffers; `chunks` says how many.
+
+import type { Runtime } from '../gpu/runtime.ts';
+import { sizeClass } from '../gpu/buffer_pool.ts';
+import * as mk from '../kernels/matmul.ts';
+import { rng } from '../reference/random.ts';
+import { timeGpu } from './timing.ts';
+
+export interface MatmulShape {
+  name: string;
+  m: number;
+  n: number;
+  k: number;
+  transA?: boolean;
+  transB?: boolean;
+}
+
+export interface MatmulBenchOptions {
+  /** Shapes besides the squares; default the Qwen2.5-0.5B ones. */
+  shapes?: MatmulShape[];
+  tiles?: mk.MatmulTile[];
+  /** Timed samples per row (the median is reported). */
+  iters?: number;
+  /** Shortest sample, in ms. */
+  sampleMs?: number;
+}
+
+/** The projections of Qwen2.5-0.5B at `tokens` tokens: forward and both gradients. */
+export function qwenMatmulShapes(tokens = 4096): MatmulShape[] {
+  const t = tokens;
+  const h = 896;
+  const f = 4864;
+  const v = 151936;
+  return [
+    { name: 'mlp up/gate: x @ W^T', m: t, n: f, k: h, transB: true },
+    { name: 'mlp down: x @ W^T', m: t, n: h, k: f, transB: true },
+    { name: 'lm head: x @ W^T', m: t, n: v, k: h, transB: true },
+    { name: 'mlp up/gate dX: dY @ W', m: t, n: h, k: f },
+    { name: 'mlp down dX: dY @ W', m: t, n: f, k: h },
+    { name: 'lm head dX: dY @ W', m: t, n: h, k: v },
+    { name: 'mlp up/gate dW: dY^T @ X', m: f, n: h, k: t, transA: true },
+    { name: 'mlp down dW: dY^T @ X', m: h, n: f, k: t, transA: true },
+    { name: 'lm head dW: dY^T @ X', m: v, n: h, k: t, transA: true },
+  ];
+}
+
+// Operand contents: a random pattern repeated, value(i) = PATTERN[i % PERIOD], so
+// uploads stream one host block and the CPU check needs no copy of the operands.
+const PERIOD = 65521;
+const BLOCK = PERIOD * 256;
+
+function pattern(seed: number): Float32Array {
+  const r = rng(seed);
+  const p = new Float32Array(PERIOD);
+  for (let i = 0; i < PERIOD; i++) p[i] = r() * 2 - 1;
+  return p;
+}
+
+function fill(rt: Runtime, buf: GPUBuffer, elements: number, p: Float32Array): void {
+  const block = new Float32Array(Math.min(BLOCK, elements));
+  for (let i = 0; i < block.length; i++) block[i] = p[i % PERIOD];
+  for (let at = 0; at < elements; at += BLOCK) {
+    rt.upload(buf, at * 4, block.subarray(0, Math.min(BLOCK, elements - at)));
+  }
+}
+
+/** Rows per chunk: halved until every buffer a chunk binds fits the binding limit. */
+function chunkRows(rt: Runtime, s: MatmulShape): number {
+  const limit = rt.gpu.limits.maxStorageBufferBindingSize;
+  let rows = s.m;
+  while (rows > 1 && sizeClass(rows * Math.max(s.n, s.k) * 4) > limit) rows = Math.ceil(rows / 2);
+  return rows;
+}
+
+// Largest |C - ref| / sum_k |a_k b_k| over a few sampled outputs of the first chunk
+// (the bound f32 rounding of a K-term dot product scales with).
+async function sampledError(rt: Runtime, s: MatmulShape, rows: number, out: GPUBuffer, pa: Float32Array, pb: Float32Array): Promise<number> {
+  const { n, k } = s;
+  const r = rng(5);
+  let worst = 0;
+  for (let t = 0; t < 4; t++) {
+    const i = Math.floor(r() * rows);
+    const row = new Float32Array(await rt.read(out, i * n * 4, n * 4));
+    for (let u = 0; u < 8; u++) {
+      const j = Math.floor(r() * n);
+      let sum = 0;
+      let mag = 0;
+      for (let q = 0; q < k; q++) {
+        const x = pa[(s.transA ? q * rows + i : i * k + q) % PERIOD];
+        const y = pb[(s.transB ? j * k + q : q * n + j) % PERIOD];
+        sum += x * y;
+        mag += Math.abs(x * y);
+      }
+      worst = Math.max(worst, Math.abs(row[j] - sum) / Math.max(mag, 1e-30));
+    }
+  }
+  return worst;
+}
+
+async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], opts: MatmulBenchOptions): Promise<object[]> {
+  const { m, n, k } = s;
+  const transA = s.transA ?? false;
+  const transB = s.transB ?? false;
+  const limit = rt.gpu.limits.maxStorageBufferBindingSize;
+  const base = { kind: 'matmul', name: s.name, m, n, k, transA, transB };
+  if (sizeClass(k * n * 4) > limit) return [{ ...base, error: `B (${k * n * 4} bytes) exceeds the binding limit ${limit}` }];
+  const rows = chunkRows(rt, s);
+  const chunks = Math.ceil(m / rows);
+  const pa = pattern(1);
+  const pb = pattern(2);
+  const a = rt.pool.acquire(rows * k * 4, 'bench A');
+  const b = rt.pool.acquire(k * n * 4, 'bench B');
+  const c = rt.pool.acquire(rows * n * 4, 'bench C');
+  fill(rt, a, rows * k, pa);
+  fill(rt, b, k * n, pb);
+  const out: object[] = [];
+  try {
+    const auto = mk.chooseTile(rt, rows, n);
+    for (const tile of tiles) {
+      const once = () => {
+        for (let at = 0; at < m; at += rows) {
+          mk.matmul(rt, { a, b, out: c, m: Math.min(rows, m - at), n, k, transA, transB, tile });
+        }
+      };
+      // Checked after the first chunk alone: later (shorter) chunks overwrite its rows.
+      mk.matmul(rt, { a, b, out: c, m: Math.min(rows, m), n, k, transA, transB, tile });
+      const err = await sampledError(rt, s, Math.min(rows, m), c, pa, pb);
+      const t0 = performance.now();
+      once();
+      await rt.sync();
+      const estimate = Math.max(performance.now() - t0, 1e-3);
+      const reps = Math.min(200, Math.max(1, Math.ceil((opts.sampleMs ?? 30) / estimate)));
+      const sample = await timeGpu(rt, () => {
+        for (let r = 0; r < reps; r++) once();
+      }, { warmup: 1, iters: opts.iters ?? 7 });
+      const ms = sample / reps;
+      out.push({ ...base, tile, auto: tile === auto, chunks, ms, tflops: (2 * m * n * k) / (ms * 1e9), relErr: err, ok: err < 1e-3 });
+    }
+  } finally {
+    rt.pool.release(a);
+    rt.pool.release(b);
+    rt.pool.release(c);
+  }
+  return out;
+}
+
+/** One row per (shape, tile): square `sizes`, then `opts.shapes` (default Qwen2.5-0.5B). */
+export async function benchMatmul(rt: Runtime, sizes: number[] = [1024, 2048, 4096, 8192], opts: MatmulBenchOptions = {}): Promise<object[]> {
+  const tiles = (opts.tiles ?? [128, 64]).filter((t) => mk.tileFits(rt, t));
+  const shapes: MatmulShape[] = [
+    ...sizes.map((s) => ({ name: `square ${s}`, m: s, n: s, k: s })),
+    ...(opts.shapes ?? qwenMatmulShapes()),
+  ];
+  const rows: object[] = [];
+  for (const s of shapes) rows.push(...(await benchShape(rt, s, tiles, opts)));
+  return rows;
+}
