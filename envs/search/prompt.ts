@@ -1,0 +1,31 @@
+// The search agent's per-turn prompt (PROTOCOLS.md section 1 structure, Search-R1's
+// answer format): role, question, steps taken, the last K searches each followed by the
+// information it returned, the admissible actions, and the format rules. The newest
+// result is the current observation, so it appears once, as the last history entry.
+// The optional privileged skills block goes first, for the teacher.
+
+import { skillsBlock, type PromptInput } from '../shop/prompt.ts';
+
+export const SEARCH_HISTORY_LENGTH = 4;
+
+export function renderSearchPrompt(input: PromptInput, historyLength = SEARCH_HISTORY_LENGTH): string {
+  const taken = input.history.length;
+  const first = Math.max(0, taken - historyLength);
+  const lines = ['You are an expert agent answering a question with the help of a search engine.', `Your question: ${input.task}`];
+  if (taken > 0) {
+    lines.push(`You have already taken ${taken} step(s). Here are your last ${taken - first} action(s), each followed by what it returned:`);
+    for (let i = first; i < taken; i++) {
+      const result = i + 1 < taken ? input.history[i + 1].observation : input.observation;
+      lines.push(`Step ${i + 1}: ${input.history[i].action}${result}`);
+    }
+  }
+  lines.push(
+    `You are now at step ${taken + 1}.`,
+    `Your admissible actions are:\n[\n${input.admissibleActions.map((a) => `'${a}'`).join(',\n')}\n]`,
+    '',
+    'First reason inside <think> </think> tags. Then do exactly one of the following:',
+    '(1) If a fact you need is missing, search for it: <search> your query </search>. Results come back between <information> and </information>.',
+    '(2) If you know the answer, give only the answer, a few words and no sentence, inside <answer> </answer>, for example <answer> Beijing </answer>.',
+  );
+  return skillsBlock(input.skill) + lines.join('\n');
+}
