@@ -269,7 +269,7 @@ describe('search prompt and skills', () => {
     assert.ok(searchSkill('two_hop').includes('# Two-hop questions'));
     assert.equal(searchSkill('hotpotqa'), searchSkill('two_hop'));
     assert.equal(searchSkill('nq'), searchSkill('single_hop'));
-    const prompt = renderSearchPrompt({ task: 'q?', history: [], observation: 'q?', admissibleActions: SEARCH_ACTIONS, skill: searchSkill('two_hop') });
+    const prompt = renderSearchPrompt({ task: 'q?', history: [], observation: 'q?', admissibleActions: SEARCH_ACTIONS, skills: searchSkill('two_hop') });
     assert.ok(prompt.startsWith(`[Privileged Skill Information]\n${searchSkill('two_hop')}\n\nYou are an expert agent`));
   });
 });

@@ -5,7 +5,7 @@ import { catalogue, type Product } from '../envs/shop/catalogue.ts';
 import { ShopEnvironment, ShopSession, parseShopTask } from '../envs/shop/env.ts';
 import { fuzzyMatch, tokenSetRatio } from '../envs/shop/fuzzy.ts';
 import { drawGoal, HELD_OUT_TYPES, targetPool } from '../envs/shop/goals.ts';
-import { parseActionResponse, renderShopPrompt } from '../envs/shop/prompt.ts';
+import { parseShopAction, renderShopPrompt } from '../envs/shop/prompt.ts';
 import { shopReward, type ShopGoal } from '../envs/shop/reward.ts';
 import { shopSearchEngine } from '../envs/shop/search_engine.ts';
 import { shopSkill, SHOP_TASK_TYPES } from '../envs/shop/skills.ts';
@@ -270,6 +270,7 @@ describe('shop prompt, parser and skills', () => {
 
   test('the prompt shows the task, step count, the last two turns and the admissible actions', () => {
     const prompt = renderShopPrompt({ task: goal.instruction_text, history, observation: 'Item page', admissibleActions: ['click[buy now]', 'click[< prev]'] });
+    assert.ok(renderShopPrompt({ task: goal.instruction_text, history, observation: 'Item page', admissibleActions: [], historyLength: 3 }).includes("Action 1: 'search[phone case]'"));
     assert.ok(prompt.startsWith('You are an expert agent operating in the WebShop online store.'));
     assert.ok(prompt.includes(`Your task is to: ${goal.instruction_text}.`));
     assert.ok(prompt.includes('You have already taken 3 step(s)'));
@@ -289,19 +290,20 @@ describe('shop prompt, parser and skills', () => {
       const skill = shopSkill(type);
       assert.ok(skill.startsWith('# Shopping: general rules'));
       assert.ok(skill.length > shopSkill('unknown').length, type);
-      const prompt = renderShopPrompt({ task: 'x', history: [], observation: 'Search', admissibleActions: [], skill });
+      const prompt = renderShopPrompt({ task: 'x', history: [], observation: 'Search', admissibleActions: [], skills: skill });
       assert.ok(prompt.startsWith(`[Privileged Skill Information]\n${skill}\n\nYou are an expert agent`));
     }
   });
 
-  test('action parsing and validity', () => {
-    assert.deepEqual(parseActionResponse('<think>buy it</think><action>Click[Buy Now]</action>'), { action: 'click[buy now]', valid: true });
-    assert.deepEqual(parseActionResponse('<think>a</think> <action> search[red shoes] </action> <action>click[x]</action>'), { action: 'search[red shoes]', valid: true });
-    assert.equal(parseActionResponse('<action>click[x]</action>').valid, false);
-    assert.equal(parseActionResponse('<think>a</think>click[x]').valid, false);
-    assert.equal(parseActionResponse('<think>a</think><action>click[x]').valid, false);
-    assert.equal(parseActionResponse('<think>a</think></action>click[x]<action>').valid, false);
-    assert.equal(parseActionResponse('<think>买</think><action>click[x]</action>').valid, false);
-    assert.equal(parseActionResponse('').action, '');
+  test('action parsing and validity (the household turn format)', () => {
+    const ok = parseShopAction('<think>buy it</think><action>Click[Buy Now]</action>');
+    assert.equal(ok.action, 'click[buy now]');
+    assert.equal(ok.valid, true);
+    assert.equal(parseShopAction('<think>a</think> <action> search[red shoes] </action> <action>click[x]</action>').action, 'search[red shoes]');
+    for (const bad of ['<action>click[x]</action>', '<think>a</think>click[x]', '<think>a</think><action>click[x]', '<think>a</think></action>click[x]<action>', '<think>买</think><action>click[x]</action>', '']) {
+      const p = parseShopAction(bad);
+      assert.equal(p.valid, false, bad);
+      assert.equal(p.action, '', bad);
+    }
   });
 });

@@ -12,7 +12,7 @@ export { HttpRetriever, type HttpRetrieverOptions } from './http_retriever.ts';
 export { loadCorpus, loadDataset, parseJsonl, saveJsonl, toJsonl, type CorpusDocument, type QaExample } from './jsonl.ts';
 export { exactMatch, normalizeAnswer } from './normalize.ts';
 export { cutResponse, parseSearchResponse, type ParsedSearchTurn, type SearchAction } from './parse.ts';
-export { renderSearchPrompt, SEARCH_HISTORY_LENGTH } from './prompt.ts';
+export { renderSearchPrompt, SEARCH_HISTORY_LENGTH, type SearchPromptInput, type SearchTurn } from './prompt.ts';
 export { drawQuestion, parseQuestion, TEMPLATES as QUESTION_TEMPLATES, type QuestionType } from './questions.ts';
 export { Bm25Retriever, type RetrievalHit, type RetrievedDocument, type Retriever } from './retriever.ts';
 export { SEARCH_TASK_TYPES, searchSkill } from './skills.ts';

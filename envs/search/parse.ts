@@ -4,7 +4,8 @@
 // block, or CJK text (verl-agent's search projection, counting tags in the whole
 // response).
 
-import { CJK } from '../shop/prompt.ts';
+/** Han, kana and hangul: a turn that drifts into them is invalid. */
+const CJK = /[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]/;
 
 export type SearchAction = { kind: 'search'; query: string } | { kind: 'answer'; answer: string };
 

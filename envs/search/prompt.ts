@@ -4,13 +4,35 @@
 // result is the current observation, so it appears once, as the last history entry.
 // The optional privileged skills block goes first, for the teacher.
 
-import { skillsBlock, type PromptInput } from '../shop/prompt.ts';
+import { skillBlock } from '../household/prompt.ts';
 
 export const SEARCH_HISTORY_LENGTH = 4;
 
-export function renderSearchPrompt(input: PromptInput, historyLength = SEARCH_HISTORY_LENGTH): string {
+export interface SearchTurn {
+  /** What the agent saw before acting (the question, or the previous step's result). */
+  observation: string;
+  /** The extracted <search>/<answer> block ('' for an invalid turn), never the reasoning. */
+  action: string;
+}
+
+export interface SearchPromptInput {
+  /** The question. */
+  task: string;
+  /** Every earlier turn, oldest first; the renderer keeps the last K. */
+  history: readonly SearchTurn[];
+  /** The newest result (after a search: the <information> block). */
+  observation: string;
+  admissibleActions: readonly string[];
+  /** Skill card text for the teacher's privileged block; absent for the student. */
+  skills?: string;
+  /** How many recent turns to show (K, default 4). */
+  historyLength?: number;
+}
+
+export function renderSearchPrompt(input: SearchPromptInput): string {
+  const k = input.historyLength ?? SEARCH_HISTORY_LENGTH;
   const taken = input.history.length;
-  const first = Math.max(0, taken - historyLength);
+  const first = Math.max(0, taken - k);
   const lines = ['You are an expert agent answering a question with the help of a search engine.', `Your question: ${input.task}`];
   if (taken > 0) {
     lines.push(`You have already taken ${taken} step(s). Here are your last ${taken - first} action(s), each followed by what it returned:`);
@@ -27,5 +49,6 @@ export function renderSearchPrompt(input: PromptInput, historyLength = SEARCH_HI
     '(1) If a fact you need is missing, search for it: <search> your query </search>. Results come back between <information> and </information>.',
     '(2) If you know the answer, give only the answer, a few words and no sentence, inside <answer> </answer>, for example <answer> Beijing </answer>.',
   );
-  return skillsBlock(input.skill) + lines.join('\n');
+  const prompt = lines.join('\n');
+  return input.skills === undefined ? prompt : skillBlock(input.skills.trim()) + prompt;
 }

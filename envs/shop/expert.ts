@@ -10,7 +10,7 @@ import { type ShopSearchEngine } from './search_engine.ts';
 
 const FILLER = new Set([
   'i', 'need', 'am', 'looking', 'for', 'find', 'me', 'want', 'to', 'buy', 'help', 'get', 'a', 'an', 'the', 'that',
-  'which', 'is', 'with', 'and', 'in', 'of', 'it',
+  'which', 'is', 'are', 'with', 'and', 'in', 'of', 'it',
 ]);
 
 /** The instruction without its price clause and filler words. */

@@ -4,6 +4,6 @@ export { catalogue, productByAsin, type Product } from './catalogue.ts';
 export { ShopEnvironment, ShopSession, parseShopTask, SHOP_MAX_STEPS, SHOP_WIN_REWARD } from './env.ts';
 export { shopExpertAction } from './expert.ts';
 export { drawGoal } from './goals.ts';
-export { parseActionResponse, renderShopPrompt, SHOP_HISTORY_LENGTH, type ParsedAction, type PromptInput, type TurnRecord } from './prompt.ts';
+export { parseShopAction, renderShopPrompt, SHOP_HISTORY_LENGTH, type ParsedAction, type ShopPromptInput, type ShopTurn } from './prompt.ts';
 export { shopReward, type ShopGoal, type ShopScore } from './reward.ts';
 export { shopSkill, SHOP_TASK_TYPES } from './skills.ts';
