@@ -2,9 +2,13 @@
 
 import type { Environment } from '../src/envs/types.ts';
 import { HouseholdEnvironment } from './household/env.ts';
+import { SearchEnvironment } from './search/env.ts';
+import { ShopEnvironment } from './shop/env.ts';
 
 export const ENVIRONMENTS: Record<string, () => Environment> = {
   household: () => new HouseholdEnvironment(),
+  shop: () => new ShopEnvironment(),
+  search: () => new SearchEnvironment(),
 };
 
 export function environmentNames(): string[] {
