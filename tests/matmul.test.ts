@@ -47,9 +47,9 @@ async function check(c: Case): Promise<void> {
 }
 
 describe('matmul kernel', () => {
-  test('all transpose combinations match the reference on odd and aligned shapes, both tiles', slow, async () => {
+  test('all transpose combinations match the reference on odd and aligned shapes, every tile', slow, async () => {
     const shapes = [[1, 1, 1], [3, 5, 7], [5, 7, 8], [67, 129, 33], [68, 132, 36]];
-    for (const tile of [64, 128] as const) {
+    for (const tile of Object.keys(mk.MATMUL_TILES) as mk.MatmulTile[]) {
       for (const [transA, transB] of TRANS) {
         for (const [m, n, k] of shapes) await check({ m, n, k, transA, transB, tile });
       }
@@ -57,10 +57,11 @@ describe('matmul kernel', () => {
   });
 
   test('many K slices, partial edge tiles and more tile rows than one group', slow, async () => {
-    await check({ m: 600, n: 72, k: 70, tile: 64 });
-    await check({ m: 600, n: 72, k: 70, tile: 64, transA: true, transB: true });
-    await check({ m: 300, n: 260, k: 50, tile: 128 });
-    await check({ m: 1100, n: 9, k: 3, tile: 128, transB: true });
+    await check({ m: 600, n: 72, k: 70, tile: '64x64/k8' });
+    await check({ m: 600, n: 72, k: 70, tile: '64x64/k8', transA: true, transB: true });
+    await check({ m: 300, n: 260, k: 50, tile: '128x128/k16' });
+    await check({ m: 300, n: 260, k: 50, tile: '128x128/k8', transA: true });
+    await check({ m: 1100, n: 9, k: 3, tile: '128x128/k16', transB: true });
     await check({ m: 4, n: 4, k: 0, label: 'k = 0 gives zeros' });
   });
 
@@ -70,8 +71,8 @@ describe('matmul kernel', () => {
       await check({ m: 9, n: 6, k: 5, batch: 3, transA, transB, strideA: 0 });
       await check({ m: 9, n: 6, k: 5, batch: 3, transA, transB, strideB: 0 });
       await check({ m: 8, n: 12, k: 4, batch: 2, transA, transB, strideB: 0 });
-      await check({ m: 70, n: 68, k: 20, batch: 2, transA, transB, strideA: 0, tile: 64 });
-      await check({ m: 70, n: 68, k: 20, batch: 3, transA, transB, tile: 64 });
+      await check({ m: 70, n: 68, k: 20, batch: 2, transA, transB, strideA: 0, tile: '64x64/k8' });
+      await check({ m: 70, n: 68, k: 20, batch: 3, transA, transB, tile: '64x64/k8' });
     }
     await check({ m: 7, n: 3, k: 2, batch: 1 });
     await check({ m: 7, n: 3, k: 2, batch: 2, strideC: 30, label: 'output batches with a gap' });

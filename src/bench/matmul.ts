@@ -156,7 +156,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], o
 
 /** One row per (shape, tile): square `sizes`, then `opts.shapes` (default Qwen2.5-0.5B). */
 export async function benchMatmul(rt: Runtime, sizes: number[] = [1024, 2048, 4096, 8192], opts: MatmulBenchOptions = {}): Promise<object[]> {
-  const tiles = (opts.tiles ?? [128, 64]).filter((t) => mk.tileFits(rt, t));
+  const tiles = (opts.tiles ?? (Object.keys(mk.MATMUL_TILES) as mk.MatmulTile[])).filter((t) => mk.tileFits(rt, t));
   const shapes: MatmulShape[] = [
     ...sizes.map((s) => ({ name: `square ${s}`, m: s, n: s, k: s })),
     ...(opts.shapes ?? qwenMatmulShapes()),

@@ -8,14 +8,21 @@ export const MATMUL_ACTS = { none: 0, silu: 1, gelu: 2, relu: 3 } as const;
 export type MatmulAct = keyof typeof MATMUL_ACTS;
 
 /**
- * Workgroup tiles by output edge: threads along N and M (each an 8x8 block) and the
- * K slice per stage. Workgroup memory is 2 operands x 2 stages x BK x 32 vec4s.
+ * Workgroup tile configurations: threads along N and M (each owning an 8x8 block of
+ * C, so the tile is 8*WG_Y x 8*WG_X) and the K slice per stage. Workgroup memory is
+ * 2 operands x 2 stages x BK x 32 vec4s (32 KiB for BK 16, which the software
+ * GPU's limit just admits).
  */
 export const MATMUL_TILES = {
-  128: { WG_X: 16, WG_Y: 16, BK: 16 },
-  64: { WG_X: 8, WG_Y: 8, BK: 8 },
+  '128x128/k16': { WG_X: 16, WG_Y: 16, BK: 16 },
+  // Half the staged registers of k16, twice the barriers.
+  '128x128/k8': { WG_X: 16, WG_Y: 16, BK: 8 },
+  '64x64/k8': { WG_X: 8, WG_Y: 8, BK: 8 },
 } as const;
 export type MatmulTile = keyof typeof MATMUL_TILES;
+
+const BIG_TILE: MatmulTile = '128x128/k16';
+const SMALL_TILE: MatmulTile = '64x64/k8';
 
 // About one wave of 128-tiles on an H200 (132 SMs, two resident workgroups each);
 // below it the 64-tile spreads the work over more SMs.
@@ -59,9 +66,10 @@ export function tileFits(rt: Runtime, tile: MatmulTile): boolean {
 
 /** The tile the launcher uses for an m x n output repeated `batch` times. */
 export function chooseTile(rt: Runtime, m: number, n: number, batch = 1): MatmulTile {
-  if (!tileFits(rt, 128)) return 64;
-  const workgroups = Math.ceil(m / 128) * Math.ceil(n / 128) * batch;
-  return workgroups >= BIG_TILE_MIN_WORKGROUPS ? 128 : 64;
+  if (!tileFits(rt, BIG_TILE)) return SMALL_TILE;
+  const edge = 8 * MATMUL_TILES[BIG_TILE].WG_Y;
+  const workgroups = Math.ceil(m / edge) * Math.ceil(n / edge) * batch;
+  return workgroups >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
 
 function checkBuffer(what: string, buf: GPUBuffer, elements: number): void {
@@ -98,7 +106,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   if (bias) checkBuffer('bias', bias, n);
 
   const tile = args.tile ?? chooseTile(rt, m, n, batch);
-  if (!tileFits(rt, tile)) throw new GpuError(`matmul: the ${tile}-tile needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
+  if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
   const cfg = MATMUL_TILES[tile];
   const aligned = (row: number, stride: number) => row % 4 === 0 && (batch === 1 || stride % 4 === 0);
   const vecC = aligned(n, strideC);
