@@ -2,13 +2,14 @@
 //   C[b] = act(op(A[b]) @ op(B[b]) + bias)            (C[b] += ... with ACCUM)
 // op(A) is A stored [M, K] or, with TRANS_A, A stored [K, M] and read transposed;
 // op(B) is B stored [K, N] or, with TRANS_B, B stored [N, K]. All row-major and
-// contiguous; batch b starts stride_a * b elements into A (likewise B, C), so a
-// stride of 0 broadcasts an operand. bias is [N], added to every row. Sizes and
+// contiguous; batch b starts offset_a + stride_a * b elements into A (likewise B,
+// C), so a stride of 0 broadcasts an operand. bias is [N], added to every row. Sizes and
 // strides come in the uniform; the variants below are override constants.
 //
-// Entry points: `main_vec4` stores C as vec4s (N and stride_c multiples of 4),
+// Entry points: `main_vec4` stores C as vec4s (N, offset_c and stride_c multiples
+// of 4),
 // `main` element by element. Storage is bound as vec4 arrays either way: VEC_A and
-// VEC_B say whether that operand's rows and batch stride are multiples of 4, so a
+// VEC_B say whether that operand's rows, offset and batch stride are multiples of 4, so a
 // 4-element run along a row is one aligned vec4 load; otherwise the 4 elements are
 // read one by one.
 //
@@ -57,9 +58,9 @@ struct Params {
   stride_c: u32,
   tiles_m: u32,
   tiles_n: u32,
-  _pad0: u32,
-  _pad1: u32,
-  _pad2: u32,
+  offset_a: u32,
+  offset_b: u32,
+  offset_c: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -235,9 +236,9 @@ fn product(wid: vec3u, nwg: vec3u, li: u32, at: ptr<function, Place>, acc: ptr<f
   let batch = p.batch_base + wid.z;
   let warp = li / 32u;
   let lane = li % 32u;
-  (*at).base_a = batch * p.stride_a;
-  (*at).base_b = batch * p.stride_b;
-  (*at).base_c = batch * p.stride_c;
+  (*at).base_a = p.offset_a + batch * p.stride_a;
+  (*at).base_b = p.offset_b + batch * p.stride_b;
+  (*at).base_c = p.offset_c + batch * p.stride_c;
   (*at).m0 = (first_m + in_group % group_m) * BM;
   (*at).n0 = (in_group / group_m) * BN;
   (*at).li = li;

@@ -29,13 +29,13 @@ async function check(c: Case): Promise<void> {
   const strideA = c.strideA ?? m * k;
   const strideB = c.strideB ?? k * n;
   const strideC = c.strideC ?? m * n;
-  const span = (stride: number, one: number) => (batch === 0 ? 0 : (batch - 1) * stride + one);
-  const A = randn(span(strideA, m * k), seed++);
-  const B = randn(span(strideB, k * n), seed++);
+  const span = (offset = 0, stride: number, one: number) => (batch === 0 ? 0 : offset + (batch - 1) * stride + one);
+  const A = randn(span(c.offsetA, strideA, m * k), seed++);
+  const B = randn(span(c.offsetB, strideB, k * n), seed++);
   const bias = c.bias ? randn(n, seed++) : undefined;
-  const C0 = c.init ? randn(span(strideC, m * n), seed++) : undefined;
+  const C0 = c.init ? randn(span(c.offsetC, strideC, m * n), seed++) : undefined;
   await scopeAsync(async () => {
-    const out = C0 ? tensor(C0) : zeros([Math.max(span(strideC, m * n), 1)]);
+    const out = C0 ? tensor(C0) : zeros([Math.max(span(c.offsetC, strideC, m * n), 1)]);
     mk.matmul(rt, {
       ...c, a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, bias: bias && tensor(bias).buffer,
     });
@@ -65,7 +65,7 @@ describe('matmul kernel', () => {
     await check({ m: 4, n: 4, k: 0, label: 'k = 0 gives zeros' });
   });
 
-  test('batched, with per-batch operands and with a broadcast (stride 0) operand', slow, async () => {
+  test('batched, with per-batch operands, a broadcast (stride 0) operand and offsets', slow, async () => {
     for (const [transA, transB] of TRANS) {
       await check({ m: 9, n: 6, k: 5, batch: 3, transA, transB });
       await check({ m: 9, n: 6, k: 5, batch: 3, transA, transB, strideA: 0 });
@@ -76,6 +76,10 @@ describe('matmul kernel', () => {
     }
     await check({ m: 7, n: 3, k: 2, batch: 1 });
     await check({ m: 7, n: 3, k: 2, batch: 2, strideC: 30, label: 'output batches with a gap' });
+    for (const [transA, transB] of TRANS) {
+      await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, label: `unaligned offsets ${transA} ${transB}` });
+      await check({ m: 8, n: 12, k: 4, batch: 2, transA, transB, offsetA: 8, offsetB: 4, offsetC: 12, strideB: 0, label: `aligned offsets ${transA} ${transB}` });
+    }
   });
 
   test('bias and activation epilogues, and accumulation into the output', slow, async () => {

@@ -46,6 +46,10 @@ export interface MatmulArgs {
   strideA?: number;
   strideB?: number;
   strideC?: number;
+  /** Elements before the first batch of A (B, C); default 0. */
+  offsetA?: number;
+  offsetB?: number;
+  offsetC?: number;
   act?: MatmulAct;
   /** out += result instead of out = result. */
   accumulate?: boolean;
@@ -90,9 +94,12 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   const strideA = args.strideA ?? m * k;
   const strideB = args.strideB ?? k * n;
   const strideC = args.strideC ?? m * n;
+  const offsetA = args.offsetA ?? 0;
+  const offsetB = args.offsetB ?? 0;
+  const offsetC = args.offsetC ?? 0;
   const act = args.act ?? 'none';
   const accumulate = args.accumulate ?? false;
-  for (const [name, v] of Object.entries({ m, n, k, batch, strideA, strideB, strideC })) {
+  for (const [name, v] of Object.entries({ m, n, k, batch, strideA, strideB, strideC, offsetA, offsetB, offsetC })) {
     if (!isCount(v)) throw new GpuError(`matmul: ${name} = ${v} is not a count`);
   }
   if (!(act in MATMUL_ACTS)) throw new GpuError(`matmul: unknown activation "${act}"`);
@@ -100,21 +107,21 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   if (batch > 1 && strideC < m * n) throw new GpuError(`matmul: batches of the output overlap (strideC ${strideC} < m*n ${m * n})`);
   if (m === 0 || n === 0 || batch === 0) return;
   const last = batch - 1;
-  checkBuffer('A', a, last * strideA + m * k);
-  checkBuffer('B', b, last * strideB + k * n);
-  checkBuffer('C', out, last * strideC + m * n);
+  checkBuffer('A', a, offsetA + last * strideA + m * k);
+  checkBuffer('B', b, offsetB + last * strideB + k * n);
+  checkBuffer('C', out, offsetC + last * strideC + m * n);
   if (bias) checkBuffer('bias', bias, n);
 
   const tile = args.tile ?? chooseTile(rt, m, n, batch);
   if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
   const cfg = MATMUL_TILES[tile];
-  const aligned = (row: number, stride: number) => row % 4 === 0 && (batch === 1 || stride % 4 === 0);
-  const vecC = aligned(n, strideC);
+  const aligned = (row: number, offset: number, stride: number) => row % 4 === 0 && offset % 4 === 0 && (batch === 1 || stride % 4 === 0);
+  const vecC = aligned(n, offsetC, strideC);
   const kernel = rt.kernel('matmul', vecC ? 'main_vec4' : 'main', {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
-    VEC_A: Number(aligned(transA ? m : k, strideA)),
-    VEC_B: Number(aligned(transB ? k : n, strideB)),
+    VEC_A: Number(aligned(transA ? m : k, offsetA, strideA)),
+    VEC_B: Number(aligned(transB ? k : n, offsetB, strideB)),
     BIAS: Number(!!bias),
     ACT: MATMUL_ACTS[act],
     ACCUM: Number(accumulate),
@@ -130,7 +137,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   const buffers = [a, b, bias ?? a, out];
   for (let base = 0; base < batch; base += maxZ) {
     const p = uniforms(12);
-    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN]);
+    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offsetA, offsetB, offsetC]);
     rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
   }
 }

@@ -24,6 +24,9 @@ export interface MatmulRefArgs {
   strideA?: number;
   strideB?: number;
   strideC?: number;
+  offsetA?: number;
+  offsetB?: number;
+  offsetC?: number;
   act?: ActName;
   accumulate?: boolean;
 }
@@ -34,13 +37,14 @@ export function matmul(args: MatmulRefArgs): Float32Array {
   const strideA = args.strideA ?? m * k;
   const strideB = args.strideB ?? k * n;
   const strideC = args.strideC ?? m * n;
-  const size = batch === 0 ? 0 : (batch - 1) * strideC + m * n;
+  const { offsetA = 0, offsetB = 0, offsetC = 0 } = args;
+  const size = batch === 0 ? 0 : offsetC + (batch - 1) * strideC + m * n;
   const c = args.c ? Float32Array.from(args.c) : new Float32Array(size);
   const f = actRef[act];
   for (let bi = 0; bi < batch; bi++) {
-    const oa = bi * strideA;
-    const ob = bi * strideB;
-    const oc = bi * strideC;
+    const oa = offsetA + bi * strideA;
+    const ob = offsetB + bi * strideB;
+    const oc = offsetC + bi * strideC;
     for (let i = 0; i < m; i++) {
       for (let j = 0; j < n; j++) {
         let s = 0;
