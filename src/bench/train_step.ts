@@ -1,0 +1,74 @@
+// A full training step on the shapes of ../shared/bench/torch_reference.py: forward,
+// next-token loss through the chunked log-prob kernel, backward and AdamW, batch 8 x
+// 512, random weights from the config. Reports ms/step, tokens/s and peak GPU memory
+// (bytes the buffer pool held) to set beside PyTorch's figures.
+
+import type { Runtime } from '../gpu/runtime.ts';
+import { randomModel } from '../models/load.ts';
+import { configFromPreset } from '../models/presets.ts';
+import type { QwenModel } from '../models/qwen.ts';
+import { AdamW } from '../optim/adamw.ts';
+import { rng } from '../reference/random.ts';
+import { backward, zeroGrad } from '../tensor/autograd.ts';
+import { mean, neg, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
+import { scopeAsync } from '../tensor/scope.ts';
+
+/** The model shapes torch_reference.py names. */
+export const BENCH_MODELS: Record<string, Record<string, unknown>> = {
+  qwen05b: {},
+  small: { vocab_size: 8192, hidden_size: 384, intermediate_size: 1024, num_hidden_layers: 6, num_attention_heads: 6, num_key_value_heads: 2 },
+};
+
+export function benchModel(preset: string): QwenModel {
+  const overrides = BENCH_MODELS[preset];
+  if (!overrides) throw new Error(`unknown bench model "${preset}" (have ${Object.keys(BENCH_MODELS).join(', ')})`);
+  return randomModel(configFromPreset('qwen2.5-0.5b', overrides), 0, { fast: true });
+}
+
+export function randomIds(n: number, vocab: number, seed: number): Int32Array {
+  const r = rng(seed);
+  return Int32Array.from({ length: n }, () => Math.floor(r() * vocab));
+}
+
+export async function benchTrainStep(rt: Runtime, preset: string, opts: { batch?: number; seq?: number; iters?: number } = {}): Promise<object[]> {
+  const B = opts.batch ?? 8;
+  const T = opts.seq ?? 512;
+  const model = benchModel(preset);
+  const params = model.parameters();
+  const opt = new AdamW(params, { lr: 1e-5, weightDecay: 0.01 });
+  const V = model.config.vocabSize;
+  const ids = randomIds(B * T, V, 1);
+  const targets = new Int32Array(B * (T - 1));
+  for (let b = 0; b < B; b++) for (let t = 0; t < T - 1; t++) targets[b * (T - 1) + t] = ids[b * T + t + 1];
+  const step = () => scopeAsync(async () => {
+    const hidden = model.hidden({ ids, batch: B, seq: T });
+    const used = reshape(slice(hidden, 1, 0, T - 1), [B * (T - 1), model.config.hidden]);
+    const loss = neg(mean(tokenLogprobs(used, model.lmHead(), targets).logprobs));
+    backward(loss);
+    opt.step();
+    zeroGrad(params);
+    await rt.sync();
+  });
+  await step();
+  rt.pool.resetPeaks();
+  const times: number[] = [];
+  const iters = opts.iters ?? 3;
+  for (let i = 0; i < iters; i++) {
+    const t0 = performance.now();
+    await step();
+    times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  const ms = times[Math.floor(times.length / 2)];
+  const nparam = params.reduce((s, p) => s + p.size, 0);
+  const row = {
+    kind: 'train_step', preset, batch: B, seq: T, params_m: +(nparam / 1e6).toFixed(1), ms: +ms.toFixed(1),
+    tokens_per_s: Math.round((B * T) / (ms / 1000)), tflops_6nd: +((6 * nparam * B * T) / (ms / 1000) / 1e12).toFixed(2),
+    peak_gib: +(rt.pool.stats.peakAllocated / 2 ** 30).toFixed(2), peak_in_use_gib: +(rt.pool.stats.peakInUse / 2 ** 30).toFixed(2),
+    dispatches: rt.dispatchCount,
+  };
+  opt.dispose();
+  for (const p of params) p.dispose();
+  rt.pool.trim();
+  return [row];
+}
