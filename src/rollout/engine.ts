@@ -1,0 +1,52 @@
+// The generation engine interface the agent loop and the trainer use. Two
+// implementations: the local WebGPU sampler (rollout/local_engine.ts) and the
+// HTTP client for vLLM-compatible servers (rollout/http_engine.ts). Token ids go in
+// and come out; text is never re-tokenised.
+
+export interface SamplingParams {
+  maxTokens: number;
+  /** 0 means greedy. */
+  temperature: number;
+  /** 1 disables nucleus filtering. */
+  topP: number;
+  /** 0 or -1 disables top-k filtering. */
+  topK: number;
+  /** Per-request seed: the same seed, prompt and weights give the same tokens. */
+  seed?: number;
+  /** Stop strings: generation ends after the first token whose text completes one (kept in the output). */
+  stop?: string[];
+  /** Stop token ids (the tokenizer's EOS ids are added by the engine unless ignoreEos). */
+  stopTokenIds?: number[];
+  ignoreEos?: boolean;
+}
+
+export interface GenerationRequest {
+  promptIds: readonly number[];
+  params: SamplingParams;
+}
+
+export interface GenerationResult {
+  tokenIds: number[];
+  /**
+   * Log-prob of each generated token under the distribution it was sampled from:
+   * log softmax(logits / temperature) after no filtering (vLLM's processed_logprobs
+   * at temperature T with top-p/top-k off); at temperature 0, under temperature 1.
+   */
+  logprobs: number[];
+  finishReason: 'stop' | 'length';
+  text: string;
+}
+
+export interface ScoreRequest {
+  promptIds: readonly number[];
+  completionIds: readonly number[];
+}
+
+export interface Engine {
+  readonly name: string;
+  /** Generates for every request (batched as the engine sees fit); results in request order. */
+  generate(requests: readonly GenerationRequest[], opts?: { model?: string }): Promise<GenerationResult[]>;
+  /** Log-probs (temperature 1) of each completion token after its prompt. */
+  score(requests: readonly ScoreRequest[], opts?: { model?: string; temperature?: number }): Promise<number[][]>;
+  close?(): Promise<void> | void;
+}
