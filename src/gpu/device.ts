@@ -154,7 +154,8 @@ async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPU
   if (core && matches(core, opts.adapter)) return { adapter: core, compatibility: false };
   const compat = await gpu.requestAdapter({ featureLevel: 'compatibility', powerPreference: opts.powerPreference } as GPURequestAdapterOptions);
   if (compat && matches(compat, opts.adapter)) return { adapter: compat, compatibility: true };
-  throw new GpuError(`navigator.gpu offered no adapter${opts.adapter ? ` matching "${opts.adapter}"` : ''}`);
+  const offered = [core, compat].filter((a): a is GPUAdapter => !!a).map(describe);
+  throw new GpuError(`no WebGPU adapter found${opts.adapter ? ` matching "${opts.adapter}"` : ''} (navigator.gpu offered: ${offered.join('; ') || 'none'})`);
 }
 
 const wantedFeatures: GPUFeatureName[] = [

@@ -88,7 +88,7 @@ export class Runtime {
       layout: 'auto',
       compute: { module, entryPoint: entry, constants },
     });
-    this.errorChecks.push(
+    this.deferError(
       this.device.popErrorScope().then(async (err) => {
         if (!err) return;
         const info = await module.getCompilationInfo().catch(() => null);
@@ -218,7 +218,7 @@ export class Runtime {
     const labels = [...this.batchLabels];
     this.batchLabels.clear();
     const scopes = [this.device.popErrorScope(), this.device.popErrorScope()];
-    this.errorChecks.push(
+    this.deferError(
       Promise.all(scopes).then(([validation, oom]) => {
         const err = validation ?? oom;
         if (err) {
@@ -231,6 +231,13 @@ export class Runtime {
       this.stagingToDestroy = [];
       this.device.queue.onSubmittedWorkDone().then(() => done.forEach((b) => b.destroy()));
     }
+  }
+
+  // Errors are thrown at the next sync point, not where they were found; marking the
+  // promise handled keeps the runtime from reporting it as an unhandled rejection.
+  private deferError(check: Promise<void>): void {
+    check.catch(() => {});
+    this.errorChecks.push(check);
   }
 
   /** Waits for the GPU to finish everything submitted and throws any error it reported. */

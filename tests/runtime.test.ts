@@ -1,0 +1,114 @@
+// The GPU layer and tensor core: errors that say what and where, pipelines reused
+// across sizes, scopes freeing what they made, autograd bookkeeping.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { acquireGpu, gpuOptionsFromEnv } from '../src/gpu/device.ts';
+import { GpuError } from '../src/gpu/errors.ts';
+import { sizeClass } from '../src/gpu/buffer_pool.ts';
+import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
+import { DisposedError } from '../src/tensor/errors.ts';
+import * as F from '../src/tensor/ops/index.ts';
+import { keep, scope, scopeAsync } from '../src/tensor/scope.ts';
+import { tensor, zeros } from '../src/tensor/tensor.ts';
+import { gpu, read } from './support/gpu.ts';
+
+describe('gpu runtime', () => {
+  test('a validation error becomes an exception naming the kernel', async () => {
+    const rt = await gpu();
+    const x = rt.pool.acquire(64);
+    const k = rt.kernel('elementwise', 'unary', { OP: 0 });
+    // One binding where the kernel needs two.
+    rt.dispatch(k, [x], new Uint32Array(64), [1]);
+    await assert.rejects(rt.sync(), (e: Error) => e instanceof GpuError && /elementwise\.unary<OP=0>/.test(e.message));
+    rt.pool.release(x);
+    await rt.sync();
+  });
+
+  test('a shader that does not compile names its family and entry point', async () => {
+    const rt = await gpu();
+    assert.throws(() => rt.kernel('no_such_family', 'main'), /no shader file .*no_such_family\.wgsl/);
+    rt.kernel('elementwise', 'no_such_entry');
+    await assert.rejects(rt.sync(), /elementwise\.no_such_entry/);
+  });
+
+  test('new sizes reuse the compiled pipeline', async () => {
+    const rt = await gpu();
+    const k1 = rt.kernel('elementwise', 'unary', { OP: 1 });
+    for (const n of [3, 300, 3000]) {
+      await scopeAsync(async () => {
+        const y = F.exp(tensor(new Float32Array(n).fill(0), [n]));
+        assert.equal((await read(y))[n - 1], 1);
+      });
+    }
+    assert.equal(rt.kernel('elementwise', 'unary', { OP: 1 }), k1);
+  });
+
+  test('grids past 65535 workgroups fold into two dimensions', async () => {
+    await gpu();
+    const n = 65536 * 256 + 77;
+    await scopeAsync(async () => {
+      const y = await read(F.addScalar(zeros([n]), 2));
+      assert.equal(y[0], 2);
+      assert.equal(y[n - 1], 2);
+    });
+  });
+
+  test('bad backend settings and impossible adapters say what was tried', async () => {
+    assert.throws(() => gpuOptionsFromEnv({ WEBGPU_BACKEND: 'cuda' }), /WEBGPU_BACKEND=cuda is not one of/);
+    await assert.rejects(acquireGpu({ adapter: 'no-such-adapter-xyz' }), /no WebGPU adapter found matching "no-such-adapter-xyz"/);
+  });
+
+  test('size classes waste under a quarter', () => {
+    for (const n of [1, 255, 257, 1000, 4097, 1 << 20, (1 << 20) + 1]) {
+      const c = sizeClass(n);
+      assert.ok(c >= n && (c <= 256 || c < n * 1.25 + 1), `${n} -> ${c}`);
+    }
+  });
+});
+
+describe('tensors and scopes', () => {
+  test('use after dispose names the tensor', async () => {
+    await gpu();
+    const t = tensor([1, 2, 3], [3]);
+    t.name = 'weights';
+    t.dispose();
+    assert.throws(() => F.exp(t), (e: Error) => e instanceof DisposedError && /"weights" \[3\] f32 used after dispose/.test(e.message));
+  });
+
+  test('a scope frees everything but its result; keep() survives', async () => {
+    const rt = await gpu();
+    await rt.sync();
+    const before = rt.pool.stats.inUse;
+    let kept = null as ReturnType<typeof tensor> | null;
+    const out = scope(() => {
+      const a = tensor([1, 2, 3, 4], [4]);
+      const b = F.mul(a, a);
+      kept = keep(F.exp(b));
+      return F.sum(b);
+    });
+    assert.equal(await out.item(), 30);
+    out.dispose();
+    kept!.dispose();
+    assert.equal(rt.pool.stats.inUse, before);
+  });
+
+  test('gradients accumulate across backward calls until zeroed', async () => {
+    await gpu();
+    const w = requireGrad(keep(tensor([1, 2, 3], [3])));
+    for (let i = 0; i < 3; i++) scope(() => backward(F.sum(F.mul(w, w))));
+    assert.deepEqual([...(await read(w.grad!))], [6, 12, 18]);
+    noGrad(() => scope(() => assert.equal(F.sum(F.mul(w, w)).requiresGrad, false)));
+    w.dispose();
+  });
+
+  test('ops refuse mismatched shapes and dtypes before dispatching', async () => {
+    await gpu();
+    scope(() => {
+      assert.throws(() => F.matmul(tensor(new Float32Array(6), [2, 3]), tensor(new Float32Array(8), [4, 2])), /matmul: \[2, 3\] @ \[4, 2\]/);
+      assert.throws(() => F.reshape(tensor(new Float32Array(6), [2, 3]), [4, 2]), /cannot reshape \[2, 3\] \(6 elements\) to \[4, 2\]/);
+      assert.throws(() => F.softmax(tensor(new Int32Array(4), [4])), /softmax.*i32/);
+      assert.throws(() => tensor([1, 2, 3], [2, 2]), /3 values do not fill shape \[2, 2\]/);
+    });
+  });
+});
