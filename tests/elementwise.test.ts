@@ -62,6 +62,16 @@ describe('elementwise', () => {
     }
   });
 
+  test('maximum and minimum split the gradient on ties, as PyTorch does', async () => {
+    await gpu();
+    await scopeAsync(async () => {
+      const { requireGrad, backward } = await import('../src/tensor/autograd.ts');
+      const x = requireGrad(tensor([1, -2, 3], [3]));
+      backward(F.sum(F.add(F.maximum(x, x), F.minimum(x, x))));
+      assert.deepEqual([...(await read(x.grad!))], [2, 2, 2]);
+    });
+  });
+
   test('shape errors name the op and shapes', async () => {
     await gpu();
     await scopeAsync(async () => {

@@ -130,16 +130,22 @@ export function div(a: Tensor, b: Tensor): Tensor {
   });
 }
 
-// The gradient goes to whichever input equals the result (to both on ties).
+// The gradient goes to whichever input equals the result, split evenly on ties
+// (as PyTorch does, so max(f, f) has the gradient of f).
 function selectGrad(a: Tensor, b: Tensor, out: Tensor) {
   return (g: Tensor): (Tensor | null)[] => {
-    const pick = (x: Tensor) => {
-      const m = binaryRaw('eq', x, out);
-      const r = productGrad(g, m, x.shape);
-      m.dispose();
+    const ma = binaryRaw('eq', a, out);
+    const mb = binaryRaw('eq', b, out);
+    const count = binaryRaw('add', ma, mb);
+    const pick = (m: Tensor, x: Tensor) => {
+      const share = binaryRaw('div', m, count);
+      const r = productGrad(g, share, x.shape);
+      share.dispose();
       return r;
     };
-    return [a.requiresGrad ? pick(a) : null, b.requiresGrad ? pick(b) : null];
+    const grads = [a.requiresGrad ? pick(ma, a) : null, b.requiresGrad ? pick(mb, b) : null];
+    for (const t of [ma, mb, count]) t.dispose();
+    return grads;
   };
 }
 
