@@ -3,6 +3,8 @@
 // HTTP client for vLLM-compatible servers (rollout/http_engine.ts). Token ids go in
 // and come out; text is never re-tokenised.
 
+import type { EnvInfo } from '../envs/types.ts';
+
 export interface SamplingParams {
   maxTokens: number;
   /** 0 means greedy. */
@@ -20,9 +22,29 @@ export interface SamplingParams {
   ignoreEos?: boolean;
 }
 
+/**
+ * What the agent loop knows about the turn a request belongs to. Model engines ignore
+ * it (and never send it anywhere); the expert engine (rollout/expert_engine.ts) acts
+ * on it, since its policy reads the environment state rather than the prompt.
+ */
+export interface GenerationContext {
+  /** Environment kind (household, shop, search, or a remote server's name). */
+  env: string;
+  trajectoryId: string;
+  /** 0-based turn index within the episode. */
+  turn: number;
+  task: string;
+  taskType: string;
+  observation: string;
+  admissibleActions: readonly string[];
+  /** The environment's info from its last answer (reset or step), e.g. expert_action. */
+  info: EnvInfo;
+}
+
 export interface GenerationRequest {
   promptIds: readonly number[];
   params: SamplingParams;
+  context?: GenerationContext;
 }
 
 export interface GenerationResult {

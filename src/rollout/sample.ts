@@ -5,6 +5,7 @@ export interface StepSample {
   /** Task group: the G runs of one task share it. */
   groupId: string;
   trajectoryId: string;
+  /** 0-based turn index within the episode. */
   turn: number;
   taskType: string;
   promptIds: number[];
@@ -34,15 +35,23 @@ export interface TrajectoryRecord {
   /** Native environment score where it has one (shop). */
   envScore?: number;
   turns: {
+    /** The user message of this turn (before the chat template and any truncation). */
     prompt: string;
     response: string;
+    /** What the environment received: the parsed action, or the no-op when the turn was invalid. */
     action: string;
     valid: boolean;
+    /** The environment's answer to `action`. */
     observation: string;
     reward: number;
+    /** Prompt length after left-truncation to the prompt budget. */
     promptTokens: number;
     responseTokens: number;
+    /** The templated prompt was longer than the budget and lost its start. */
+    promptTruncated: boolean;
   }[];
-  /** Why the trajectory ended early (environment error, turn cap). */
+  /** The loop stopped the episode at its turn cap before the environment ended it. */
+  truncated: boolean;
+  /** Why the trajectory failed (environment server error or timeout); failed trajectories yield no samples. */
   error?: string;
 }
