@@ -1,0 +1,321 @@
+// Next-token sampling from last-position logits, and per-token log-prob + rank for
+// prompt scoring, without ever sending a [rows x vocab] array back to the CPU.
+//   sample:      per row of logits x [rows, vocab] with its RowParams (temperature T,
+//                top_p, top_k, a uniform u drawn on the CPU from the request's seed):
+//                  T == 0: the first argmax; log-prob under softmax(x).
+//                  T > 0:  z = x / T; keep the top_k largest (all ties of the k-th),
+//                          then the smallest set of largest z whose probability,
+//                          renormalised over the top-k, reaches top_p (vLLM's rule:
+//                          a token stays while the mass strictly above it is < p);
+//                          draw by inverse CDF in vocabulary order at u * mass.
+//                          The log-prob is of the unfiltered softmax(z) (what vLLM
+//                          reports as processed logprobs with top-k/top-p off).
+//                out: [rows] ids, [rows] log-prob bits, [rows] threshold keys (a token
+//                was a candidate iff key(x) >= threshold; tests read the masks off it).
+//   token_stats: per row of a block of logits [rows, vocab] and its target id
+//                (targets[row0 + row]): log-prob under softmax(x * inv_t) and rank
+//                (1 + the number of strictly larger logits), into out[row0 + row] and
+//                out[total + row0 + row].
+// Thresholds are found by radix selection on order-preserving u32 keys of the logits:
+// four passes of 8 bits, each building a 256-bin histogram (counts for top-k,
+// probability mass in 2^-31 fixed point for top-p) of the rows still matching the
+// prefix, then one invocation walks the bins from the top. The draw gives each
+// invocation a contiguous slice of the row, scans the slices' masses, and the
+// invocation whose interval holds u * mass walks its slice.
+// Tiling: one 256-wide workgroup per row (grid folded into 2D past 65535 rows).
+
+struct Params {
+  rows: u32,
+  vocab: u32,
+  row0: u32,    // token_stats: the block's first row in targets / out
+  total: u32,   // token_stats: rows of the whole output
+  inv_t: f32,   // token_stats: 1 / temperature
+  _pad0: u32,
+  _pad1: u32,
+  _pad2: u32,
+}
+
+struct RowParams {
+  temperature: f32,
+  top_p: f32,
+  top_k: u32,   // 0: off
+  u: f32,       // in [0, 1)
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+
+const WG: u32 = 256u;
+const BINS: u32 = 256u;
+// Stands in for -inf: a running max that has seen no element yet.
+const NONE: f32 = -3.4028234e38;
+const NO_INDEX: u32 = 0xffffffffu;
+// Fixed-point scale of top-p masses: a row's total stays below 2^32 after rounding.
+const MASS_ONE: f32 = 2147483648.0;
+
+var<workgroup> red_m: array<f32, WG>;
+var<workgroup> red_s: array<f32, WG>;
+var<workgroup> red_i: array<u32, WG>;
+var<workgroup> hist: array<atomic<u32>, BINS>;
+var<workgroup> sel_prefix: u32;
+var<workgroup> sel_above: u32;
+var<workgroup> sel_target: u32;
+var<workgroup> shared_f: f32;
+var<workgroup> shared_log_s: f32;
+var<workgroup> pick: atomic<u32>;
+var<workgroup> last_cand: atomic<u32>;
+
+// Order-preserving map of f32 to u32: a < b as floats iff key(a) < key(b).
+fn key_of(v: f32) -> u32 {
+  let b = bitcast<u32>(v);
+  if ((b & 0x80000000u) != 0u) { return ~b; }
+  return b | 0x80000000u;
+}
+
+// Row statistics at inverse temperature inv_t: the max logit, sum exp((x - max) * inv_t)
+// and the first index of the max, left in red_m[0], red_s[0], red_i[0].
+fn row_stats(base: u32, lid: u32, inv_t: f32) {
+  var m = NONE;
+  var s = 0.0;
+  var arg = NO_INDEX;
+  for (var i = lid; i < p.vocab; i += WG) {
+    let v = logits[base + i];
+    if (arg == NO_INDEX || v > m) {
+      s = s * exp((m - v) * inv_t) + 1.0;
+      m = v;
+      arg = i;
+    } else {
+      s += exp((v - m) * inv_t);
+    }
+  }
+  red_m[lid] = m;
+  red_s[lid] = s;
+  red_i[lid] = arg;
+  workgroupBarrier();
+  for (var k = WG / 2u; k > 0u; k = k / 2u) {
+    if (lid < k) {
+      let mb = red_m[lid + k];
+      let sb = red_s[lid + k];
+      let ib = red_i[lid + k];
+      if (ib != NO_INDEX) {
+        let ma = red_m[lid];
+        let ia = red_i[lid];
+        if (ia == NO_INDEX) {
+          red_m[lid] = mb;
+          red_s[lid] = sb;
+          red_i[lid] = ib;
+        } else {
+          let mm = max(ma, mb);
+          red_s[lid] = red_s[lid] * exp((ma - mm) * inv_t) + sb * exp((mb - mm) * inv_t);
+          red_m[lid] = mm;
+          if (mb > ma || (mb == ma && ib < ia)) { red_i[lid] = ib; }
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+}
+
+// Sum over the row of exp((x - m) * inv_t) for keys >= floor_key (uniform result).
+fn candidate_mass(base: u32, lid: u32, m: f32, inv_t: f32, floor_key: u32) -> f32 {
+  var s = 0.0;
+  for (var i = lid; i < p.vocab; i += WG) {
+    let v = logits[base + i];
+    if (key_of(v) >= floor_key) { s += exp((v - m) * inv_t); }
+  }
+  red_s[lid] = s;
+  workgroupBarrier();
+  for (var k = WG / 2u; k > 0u; k = k / 2u) {
+    if (lid < k) { red_s[lid] += red_s[lid + k]; }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { shared_f = red_s[0]; }
+  return workgroupUniformLoad(&shared_f);
+}
+
+// The largest key t such that the weight of {keys >= max(t, floor_key)} reaches the
+// target: with `weighted` false the weight is a count and the target `want` (top-k);
+// with it true the weight is the fixed-point probability renormalised over the
+// candidates (scale = MASS_ONE / their mass) and the target frac of the total (top-p).
+fn radix_select(base: u32, lid: u32, floor_key: u32, weighted: bool, want: u32, frac: f32, m: f32, inv_t: f32, scale: f32) -> u32 {
+  if (lid == 0u) {
+    sel_prefix = 0u;
+    sel_above = 0u;
+    sel_target = want;
+  }
+  var prefix = 0u;
+  for (var level = 0u; level < 4u; level++) {
+    let shift = 24u - 8u * level;
+    // Bits above this level's digit; none at level 0 (a shift by 32 is not allowed).
+    let high = select(0u, 0xffffffffu << ((shift + 8u) % 32u), level > 0u);
+    atomicStore(&hist[lid], 0u);
+    workgroupBarrier();
+    for (var i = lid; i < p.vocab; i += WG) {
+      let v = logits[base + i];
+      let k = key_of(v);
+      if (k >= floor_key && (k & high) == prefix) {
+        var w = 1u;
+        if (weighted) { w = u32(round(exp((v - m) * inv_t) * scale)); }
+        atomicAdd(&hist[(k >> shift) & 0xffu], w);
+      }
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+      var goal = sel_target;
+      if (level == 0u && weighted) {
+        var total = 0u;
+        for (var b = 0u; b < BINS; b++) { total += atomicLoad(&hist[b]); }
+        goal = clamp(u32(ceil(f32(total) * frac)), 1u, max(total, 1u));
+        sel_target = goal;
+      }
+      var above = sel_above;
+      var digit = 0u;
+      for (var b = i32(BINS) - 1; b >= 0; b--) {
+        let c = atomicLoad(&hist[u32(b)]);
+        if (above + c >= goal) {
+          digit = u32(b);
+          break;
+        }
+        above += c;
+      }
+      sel_above = above;
+      sel_prefix = prefix | (digit << shift);
+    }
+    prefix = workgroupUniformLoad(&sel_prefix);
+  }
+  return prefix;
+}
+
+@group(0) @binding(1) var<storage, read> logits: array<f32>;
+@group(0) @binding(2) var<storage, read> rowp: array<RowParams>;
+@group(0) @binding(3) var<storage, read_write> out: array<u32>;
+
+@compute @workgroup_size(256)
+fn sample(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let row = wid.y * nwg.x + wid.x;
+  // Workgroup-uniform exit: every invocation of the group takes the same branch.
+  if (row >= p.rows) { return; }
+  let lid = lidv.x;
+  let base = row * p.vocab;
+  let rp = rowp[row];
+  let greedy = rp.temperature <= 0.0;
+  let inv_t = select(1.0 / rp.temperature, 1.0, greedy);
+  row_stats(base, lid, inv_t);
+  // The statistics leave red_* through uniform loads: later passes reuse red_s.
+  if (lid == 0u) {
+    shared_f = red_m[0];
+    shared_log_s = log(red_s[0]);
+    atomicStore(&pick, select(NO_INDEX, red_i[0], greedy));
+    atomicStore(&last_cand, 0u);
+  }
+  let m = workgroupUniformLoad(&shared_f);
+  let log_s = workgroupUniformLoad(&shared_log_s);
+  var threshold = 0u;
+  if (greedy) {
+    threshold = key_of(m);
+  } else {
+    if (rp.top_k > 0u && rp.top_k < p.vocab) {
+      threshold = radix_select(base, lid, 0u, false, rp.top_k, 0.0, m, inv_t, 0.0);
+    }
+    if (rp.top_p < 1.0) {
+      let mass = candidate_mass(base, lid, m, inv_t, threshold);
+      threshold = max(threshold, radix_select(base, lid, threshold, true, 0u, rp.top_p, m, inv_t, MASS_ONE / mass));
+    }
+  }
+
+  if (!greedy) {
+    let chunk = (p.vocab + WG - 1u) / WG;
+    let lo = min(lid * chunk, p.vocab);
+    let hi = min(lo + chunk, p.vocab);
+    var own = 0.0;
+    var last = NO_INDEX;
+    for (var i = lo; i < hi; i++) {
+      let v = logits[base + i];
+      if (key_of(v) >= threshold) {
+        own += exp((v - m) * inv_t);
+        last = i;
+      }
+    }
+    if (last != NO_INDEX) { atomicMax(&last_cand, last); }
+    red_s[lid] = own;
+    workgroupBarrier();
+    if (lid == 0u) {
+      var acc = 0.0;
+      for (var j = 0u; j < WG; j++) {
+        acc += red_s[j];
+        red_s[j] = acc;
+      }
+    }
+    workgroupBarrier();
+    let goal = rp.u * red_s[WG - 1u];
+    let incl = red_s[lid];
+    let excl = select(0.0, red_s[max(lid, 1u) - 1u], lid > 0u);
+    if (incl > excl && goal >= excl && goal < incl) {
+      var acc = excl;
+      var chosen = NO_INDEX;
+      for (var i = lo; i < hi; i++) {
+        let v = logits[base + i];
+        if (key_of(v) >= threshold) {
+          acc += exp((v - m) * inv_t);
+          chosen = i;
+          if (acc > goal) { break; }
+        }
+      }
+      atomicMin(&pick, chosen);
+    }
+  }
+  workgroupBarrier();
+  if (lid == 0u) {
+    var id = atomicLoad(&pick);
+    // u * mass rounded up to the whole mass: the last candidate.
+    if (id == NO_INDEX) { id = atomicLoad(&last_cand); }
+    out[row] = id;
+    out[p.rows + row] = bitcast<u32>((logits[base + id] - m) * inv_t - log_s);
+    out[2u * p.rows + row] = threshold;
+  }
+}
+
+@group(0) @binding(1) var<storage, read> block: array<f32>;
+@group(0) @binding(2) var<storage, read> targets: array<i32>;
+@group(0) @binding(3) var<storage, read_write> stats_out: array<u32>;
+
+@compute @workgroup_size(256)
+fn token_stats(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let row = wid.y * nwg.x + wid.x;
+  if (row >= p.rows) { return; }
+  let lid = lidv.x;
+  let base = row * p.vocab;
+  let t = u32(targets[p.row0 + row]);
+  let xt = block[base + t];
+  var m = NONE;
+  var s = 0.0;
+  var above = 0u;
+  for (var i = lid; i < p.vocab; i += WG) {
+    let v = block[base + i];
+    if (v > m) {
+      s = s * exp((m - v) * p.inv_t) + 1.0;
+      m = v;
+    } else {
+      s += exp((v - m) * p.inv_t);
+    }
+    if (v > xt) { above++; }
+  }
+  red_m[lid] = m;
+  red_s[lid] = s;
+  red_i[lid] = above;
+  workgroupBarrier();
+  for (var k = WG / 2u; k > 0u; k = k / 2u) {
+    if (lid < k) {
+      let ma = red_m[lid];
+      let mb = red_m[lid + k];
+      let mm = max(ma, mb);
+      red_s[lid] = red_s[lid] * exp((ma - mm) * p.inv_t) + red_s[lid + k] * exp((mb - mm) * p.inv_t);
+      red_m[lid] = mm;
+      red_i[lid] += red_i[lid + k];
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) {
+    stats_out[p.row0 + row] = bitcast<u32>((xt - red_m[0]) * p.inv_t - log(red_s[0]));
+    stats_out[p.total + p.row0 + row] = red_i[0] + 1u;
+  }
+}

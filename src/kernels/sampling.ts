@@ -1,0 +1,70 @@
+// Launchers for shaders/sampling.wgsl: next-token sampling per row of logits, and
+// log-prob + rank of given targets for a block of logits rows.
+
+import type { Runtime } from '../gpu/runtime.ts';
+import { gridRows, uniforms } from './launch.ts';
+
+/** Bytes of one row's RowParams (temperature, top_p, top_k, u). */
+export const ROW_PARAMS_BYTES = 16;
+
+export interface RowSampling {
+  /** 0: greedy. */
+  temperature: number;
+  /** >= 1: off. */
+  topP: number;
+  /** <= 0 or >= vocab: off. */
+  topK: number;
+  /** Uniform in [0, 1) for the draw. */
+  u: number;
+}
+
+/** The RowParams array the kernel reads, one 16-byte struct per row. */
+export function packRowParams(rows: readonly RowSampling[], vocab: number): ArrayBuffer {
+  const buf = new ArrayBuffer(rows.length * ROW_PARAMS_BYTES);
+  const f = new Float32Array(buf);
+  const u = new Uint32Array(buf);
+  rows.forEach((r, i) => {
+    f[i * 4] = r.temperature;
+    f[i * 4 + 1] = r.topP;
+    u[i * 4 + 2] = r.topK > 0 && r.topK < vocab ? r.topK : 0;
+    f[i * 4 + 3] = r.u;
+  });
+  return buf;
+}
+
+/**
+ * Samples one token per row of `logits` [rows, vocab] with `rowParams` (packRowParams);
+ * writes `out` [3 * rows] u32: ids, log-prob bits, candidate threshold keys.
+ */
+export function sampleRows(rt: Runtime, logits: GPUBuffer, rowParams: GPUBuffer, out: GPUBuffer, rows: number, vocab: number): void {
+  const p = uniforms(8);
+  p.u[0] = rows;
+  p.u[1] = vocab;
+  rt.dispatch(rt.kernel('sampling', 'sample'), [logits, rowParams, out], p.u, gridRows(rows));
+}
+
+export interface TokenStatsShape {
+  /** Rows in this block of logits. */
+  rows: number;
+  vocab: number;
+  /** The block's first row in `targets` and the output. */
+  row0: number;
+  /** Rows of the whole output. */
+  total: number;
+  /** 1 / temperature. */
+  invT: number;
+}
+
+/**
+ * Log-prob under softmax(logits * invT) and rank of targets[row0 + r] for each row r of
+ * the block `logits` [rows, vocab]; `out` [2 * total] u32: log-prob bits, then ranks.
+ */
+export function tokenStats(rt: Runtime, logits: GPUBuffer, targets: GPUBuffer, out: GPUBuffer, s: TokenStatsShape): void {
+  const p = uniforms(8);
+  p.u[0] = s.rows;
+  p.u[1] = s.vocab;
+  p.u[2] = s.row0;
+  p.u[3] = s.total;
+  p.f[4] = s.invT;
+  rt.dispatch(rt.kernel('sampling', 'token_stats'), [logits, targets, out], p.u, gridRows(s.rows));
+}

@@ -1,0 +1,150 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import * as sk from '../src/kernels/sampling.ts';
+import * as ref from '../src/reference/sampling.ts';
+import { randn } from '../src/reference/random.ts';
+import { deriveSeed, uniformAt } from '../src/rollout/rng.ts';
+import { sampleNext, type RowSampling } from '../src/rollout/sampling.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { empty, tensor } from '../src/tensor/tensor.ts';
+import { assertClose, gpu } from './support/gpu.ts';
+
+function logitsFor(rows: number, vocab: number, seed: number, scale = 2): Float32Array {
+  return randn(rows * vocab, seed, scale);
+}
+
+describe('sampling kernel', () => {
+  test('candidates, draws and log-probs match the CPU reference (temperature, top-k, top-p, greedy)', async () => {
+    await gpu();
+    const settings: Omit<RowSampling, 'u'>[] = [
+      { temperature: 1, topP: 1, topK: 0 },
+      { temperature: 0.7, topP: 1, topK: 5 },
+      { temperature: 1.3, topP: 0.8, topK: -1 },
+      { temperature: 1, topP: 0.5, topK: 40 },
+      { temperature: 0.25, topP: 0.95, topK: 3 },
+      { temperature: 0, topP: 0.3, topK: 2 },
+      { temperature: 2, topP: 0.05, topK: 0 },
+      { temperature: 1, topP: 1, topK: 1 },
+    ];
+    for (const vocab of [7, 37, 300, 1031]) {
+      const rows: RowSampling[] = [];
+      for (let i = 0; i < 40; i++) rows.push({ ...settings[i % settings.length], u: uniformAt(vocab, i) });
+      const logits = logitsFor(rows.length, vocab, vocab);
+      const got = await scopeAsync(() => sampleNext(tensor(logits, [rows.length, vocab]), rows));
+      const want = ref.sample(logits, vocab, rows);
+      let compared = 0;
+      want.forEach((w, i) => {
+        const where = `vocab ${vocab} row ${i} ${JSON.stringify(rows[i])}`;
+        // A top-p sum within float rounding of p may land on either side; such rows are skipped.
+        if (w.topPMargin < 1e-4) return;
+        assert.equal(got.thresholds[i], w.threshold, `${where}: candidate threshold`);
+        if (w.drawMargin < 1e-4) return;
+        assert.equal(got.ids[i], w.id, `${where}: sampled id`);
+        assertClose([got.logprobs[i]], [w.logprob], { atol: 2e-5, rtol: 1e-5, label: `${where}: log-prob` });
+        compared++;
+      });
+      assert.ok(compared >= 36, `vocab ${vocab}: only ${compared} rows away from rounding edges`);
+    }
+  });
+
+  test('top-k keeps every tie of the k-th value; greedy takes the first maximum', async () => {
+    await gpu();
+    const x = Float32Array.from([0.5, 2, -1, 2, 1, 2, 0]);
+    const rows: RowSampling[] = [
+      { temperature: 1, topP: 1, topK: 2, u: 0.99 },
+      { temperature: 0, topP: 1, topK: 0, u: 0.5 },
+    ];
+    const logits = new Float32Array(14);
+    logits.set(x);
+    logits.set(x, 7);
+    const got = await scopeAsync(() => sampleNext(tensor(logits, [2, 7]), rows));
+    assert.equal(got.thresholds[0], ref.floatKey(2));
+    assert.equal(got.ids[0], 5, 'u = 0.99 lands on the last of the three tied maxima');
+    assertClose([got.logprobs[0]], [ref.sampleRow(x, rows[0]).logprob]);
+    assert.equal(got.ids[1], 1);
+  });
+
+  test('draws follow the filtered distribution (chi-square over 3000 seeded draws)', async () => {
+    await gpu();
+    const x = Float32Array.from([1.2, 0.3, -0.4, 2.0, 0.9, -2.5, 1.6]);
+    for (const s of [{ temperature: 1, topP: 1, topK: 0 }, { temperature: 0.8, topP: 0.9, topK: 5 }, { temperature: 1.5, topP: 1, topK: 3 }]) {
+      const n = 3000;
+      const rows = Array.from({ length: n }, (_, i) => ({ ...s, u: uniformAt(deriveSeed(11, i), 0) }));
+      const logits = new Float32Array(n * 7);
+      for (let i = 0; i < n; i++) logits.set(x, i * 7);
+      const got = await scopeAsync(() => sampleNext(tensor(logits, [n, 7]), rows));
+      const probs = ref.sampleRow(x, { ...s, u: 0 }).probs;
+      const counts = new Array(7).fill(0);
+      for (const id of got.ids) counts[id]++;
+      let chi2 = 0;
+      let cells = 0;
+      for (let v = 0; v < 7; v++) {
+        if (probs[v] === 0) {
+          assert.equal(counts[v], 0, `${JSON.stringify(s)}: token ${v} is filtered out but was drawn ${counts[v]} times`);
+          continue;
+        }
+        chi2 += (counts[v] - n * probs[v]) ** 2 / (n * probs[v]);
+        cells++;
+      }
+      // 99.9th percentile of chi-square with cells - 1 <= 6 degrees of freedom is at most 22.5.
+      assert.ok(chi2 < 22.5, `${JSON.stringify(s)}: chi-square ${chi2.toFixed(2)} over ${cells} cells, counts ${counts}`);
+    }
+  });
+
+  test('token_stats: log-prob and rank of targets per block of rows', async () => {
+    await gpu();
+    const vocab = 301;
+    const rows = 9;
+    const logits = logitsFor(rows, vocab, 5);
+    logits[2 * vocab + 17] = logits[2 * vocab + 4];
+    const targets = Int32Array.from({ length: rows }, (_, i) => (i * 37 + 4) % vocab);
+    for (const temperature of [1, 0.6]) {
+      const want = ref.tokenStats(logits, vocab, targets, temperature);
+      await scopeAsync(async () => {
+        const rt = await gpu();
+        const t = tensor(targets, [rows], 'i32');
+        const out = empty([2 * rows], 'u32');
+        // Two blocks, as the prompt scorer runs them: rows 0..3 and 4..8.
+        for (const [r0, r1] of [[0, 4], [4, rows]]) {
+          const block = tensor(logits.subarray(r0 * vocab, r1 * vocab), [r1 - r0, vocab]);
+          sk.tokenStats(rt, block.buffer, t.buffer, out.buffer, { rows: r1 - r0, vocab, row0: r0, total: rows, invT: 1 / temperature });
+        }
+        const bytes = (await out.toArray()).buffer as ArrayBuffer;
+        assertClose(new Float32Array(bytes, 0, rows), want.logprobs, { atol: 2e-5, rtol: 1e-5, label: `log-probs at T ${temperature}` });
+        assert.deepEqual([...new Uint32Array(bytes, 4 * rows, rows)], [...want.ranks]);
+      });
+    }
+  });
+
+  test('bad input is refused with the op and the shapes named', async () => {
+    await gpu();
+    await scopeAsync(async () => {
+      const x = tensor(new Float32Array(6), [2, 3]);
+      const row = { temperature: 1, topP: 1, topK: 0, u: 0.5 };
+      await assert.rejects(sampleNext(x, [row]), /sampleNext: 1 sampling rows for logits \[2, 3\]/);
+      await assert.rejects(sampleNext(tensor(new Float32Array(6), [6]), [row]), /sampleNext: logits \[6\] are not \[rows, vocab\]/);
+      await assert.rejects(sampleNext(x, [row, { ...row, topP: 0 }]), /row 1: top_p must be in \(0, 1\]/);
+      await assert.rejects(sampleNext(x, [row, { ...row, u: 1 }]), /row 1: u must be in \[0, 1\)/);
+    });
+  });
+});
+
+describe('seeded uniforms', () => {
+  test('depend only on (seed, step), spread over [0, 1), and derived seeds differ', () => {
+    assert.equal(uniformAt(42, 7), uniformAt(42, 7));
+    assert.notEqual(uniformAt(42, 7), uniformAt(42, 8));
+    assert.notEqual(uniformAt(42, 7), uniformAt(43, 7));
+    assert.notEqual(uniformAt(2 ** 40 + 1, 0), uniformAt(1, 0));
+    const bins = new Array(10).fill(0);
+    for (let i = 0; i < 10000; i++) {
+      const u = uniformAt(i % 97, Math.floor(i / 97));
+      assert.ok(u >= 0 && u < 1);
+      bins[Math.floor(u * 10)]++;
+    }
+    for (const b of bins) assert.ok(Math.abs(b - 1000) < 150, `bins ${bins}`);
+    assert.equal(deriveSeed(5, 0), 5);
+    const derived = new Set([0, 1, 2, 3].map((i) => deriveSeed(5, i)));
+    assert.equal(derived.size, 4);
+    for (const d of derived) assert.ok(Number.isSafeInteger(d) && d >= 0);
+  });
+});
