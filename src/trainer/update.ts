@@ -1,0 +1,159 @@
+// The policy update of one iteration: old and reference log-probs, then one AdamW
+// step per mini-batch of step-samples, each split into micro-batches by a token
+// budget with gradients accumulated across them (shared design ALGORITHMS.md §1).
+
+import type { QwenModel } from '../models/qwen.ts';
+import { packLeft, packedLogprobs, type PackedBatch } from '../models/score.ts';
+import type { AdamW } from '../optim/adamw.ts';
+import { clipGradNorm } from '../optim/clip.ts';
+import { policyLoss, type PolicyLossConfig } from '../algos/policy_loss.ts';
+import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
+import { scopeAsync } from '../tensor/scope.ts';
+import { tensor, type Tensor } from '../tensor/tensor.ts';
+import type { StepSample } from '../rollout/sample.ts';
+
+/** A micro-batch: samples packed left-padded, with where each response token sits. */
+export interface MicroBatch {
+  indices: number[];
+  packed: PackedBatch;
+  /** For each sample of the micro-batch, the packed position scoring its first response token. */
+  starts: number[];
+  responseTokens: number;
+}
+
+export function makeMicroBatch(samples: readonly StepSample[], indices: number[]): MicroBatch {
+  const seqs = indices.map((i) => [...samples[i].promptIds, ...samples[i].responseIds]);
+  const packed = packLeft(seqs);
+  const starts = indices.map((i, b) => b * (packed.seq - 1) + packed.padLeft[b] + samples[i].promptIds.length - 1);
+  const responseTokens = indices.reduce((s, i) => s + samples[i].responseIds.length, 0);
+  return { indices, packed, starts, responseTokens };
+}
+
+/** Splits sample indices into micro-batches of at most `budget` padded tokens (longest first). */
+export function splitMicroBatches(samples: readonly StepSample[], indices: readonly number[], budget: number): MicroBatch[] {
+  const len = (i: number) => samples[i].promptIds.length + samples[i].responseIds.length;
+  const order = [...indices].sort((a, b) => len(b) - len(a));
+  const out: MicroBatch[] = [];
+  let cur: number[] = [];
+  for (const i of order) {
+    const maxLen = Math.max(len(i), ...cur.map(len));
+    if (cur.length && maxLen * (cur.length + 1) > budget) {
+      out.push(makeMicroBatch(samples, cur));
+      cur = [];
+    }
+    cur.push(i);
+  }
+  if (cur.length) out.push(makeMicroBatch(samples, cur));
+  return out;
+}
+
+/** Scatters per-response-token values of the micro-batch's samples into packed positions. */
+function scatterTokens(mb: MicroBatch, samples: readonly StepSample[], value: (sample: number, token: number) => number): Float32Array {
+  const out = new Float32Array(mb.packed.batch * (mb.packed.seq - 1));
+  mb.indices.forEach((i, b) => {
+    for (let j = 0; j < samples[i].responseIds.length; j++) out[mb.starts[b] + j] = value(i, j);
+  });
+  return out;
+}
+
+function gatherTokens(mb: MicroBatch, samples: readonly StepSample[], values: Float32Array, into: Float32Array[]): void {
+  mb.indices.forEach((i, b) => {
+    into[i] = values.slice(mb.starts[b], mb.starts[b] + samples[i].responseIds.length);
+  });
+}
+
+/** Response-token log-probs of every sample under `model` (no gradients). */
+export async function responseLogprobs(model: QwenModel, samples: readonly StepSample[], batches: readonly MicroBatch[]): Promise<Float32Array[]> {
+  const out: Float32Array[] = new Array(samples.length);
+  for (const mb of batches) {
+    const values = await scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, mb.packed).logprobs).toArray()));
+    gatherTokens(mb, samples, values, out);
+  }
+  return out;
+}
+
+export interface UpdateMetrics {
+  pgLoss: number;
+  kl: number;
+  entropy: number;
+  clipFrac: number;
+  gradNorm: number;
+  skippedSteps: number;
+  steps: number;
+  trainedTokens: number;
+}
+
+export interface UpdateContext {
+  model: QwenModel;
+  optimizer: AdamW;
+  params: readonly import('../tensor/tensor.ts').Tensor[];
+  loss: PolicyLossConfig;
+  gradClip: number;
+  lr: number;
+  miniBatchSize: number;
+  microBatchTokens: number;
+  /** Shuffles sample order for mini-batches (seeded, so resumed runs match). */
+  shuffle: (n: number) => number[];
+}
+
+/** One pass over the samples: one optimizer step per mini-batch. */
+export async function policyUpdate(
+  ctx: UpdateContext, samples: readonly StepSample[], advantages: Float64Array,
+  oldLogprobs: Float32Array[], refLogprobs: Float32Array[] | null,
+): Promise<UpdateMetrics> {
+  const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0 };
+  const order = ctx.shuffle(samples.length);
+  let microCount = 0;
+  for (let at = 0; at < order.length; at += ctx.miniBatchSize) {
+    const mini = order.slice(at, at + ctx.miniBatchSize);
+    const micro = splitMicroBatches(samples, mini, ctx.microBatchTokens);
+    zeroGrad(ctx.params);
+    for (const mb of micro) {
+      const stats = await scopeAsync(async () => {
+        const w = 1 / (mb.responseTokens * micro.length);
+        const t = (f: (s: number, j: number) => number) => tensor(scatterTokens(mb, samples, f));
+        const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true });
+        const terms = policyLoss({
+          logprobs,
+          entropy,
+          oldLogprobs: t((s, j) => oldLogprobs[s][j]),
+          refLogprobs: refLogprobs ? t((s, j) => refLogprobs[s][j]) : undefined,
+          advantages: t((s) => advantages[s]),
+          negativeMask: t((s) => (advantages[s] < 0 ? 1 : 0)),
+          weights: t(() => w),
+        }, ctx.loss);
+        backward(terms.loss);
+        return readStats(terms, mb, samples, ctx.loss);
+      });
+      m.pgLoss += stats.pg;
+      m.kl += stats.kl;
+      m.entropy += stats.entropy;
+      m.clipFrac += stats.clipFrac;
+      m.trainedTokens += mb.responseTokens;
+      microCount++;
+    }
+    const clip = await clipGradNorm(ctx.params, ctx.gradClip);
+    m.gradNorm = clip.norm;
+    if (clip.finite) ctx.optimizer.step(ctx.lr, clip.scale);
+    else m.skippedSteps++;
+    m.steps++;
+    zeroGrad(ctx.params);
+  }
+  const n = Math.max(microCount, 1);
+  return { ...m, pgLoss: m.pgLoss / m.steps, kl: m.kl / m.steps, entropy: m.entropy / m.steps, clipFrac: m.clipFrac / n };
+}
+
+async function readStats(
+  terms: ReturnType<typeof policyLoss>, mb: MicroBatch, samples: readonly StepSample[], cfg: PolicyLossConfig,
+): Promise<{ pg: number; kl: number; entropy: number; clipFrac: number }> {
+  const ratio = await terms.ratio.toArray();
+  let clipped = 0;
+  mb.indices.forEach((i, b) => {
+    for (let j = 0; j < samples[i].responseIds.length; j++) {
+      const r = ratio[mb.starts[b] + j];
+      if (r < 1 - cfg.clipLow || r > 1 + cfg.clipHigh) clipped++;
+    }
+  });
+  const scalar = async (t?: Tensor) => (t ? await t.item() : 0);
+  return { pg: await scalar(terms.pg), kl: await scalar(terms.kl), entropy: await scalar(terms.entropy), clipFrac: clipped / Math.max(mb.responseTokens, 1) };
+}
