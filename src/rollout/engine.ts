@@ -20,6 +20,8 @@ export interface SamplingParams {
   /** Stop token ids (the tokenizer's EOS ids are added by the engine unless ignoreEos). */
   stopTokenIds?: number[];
   ignoreEos?: boolean;
+  /** Leave special tokens out of `text` (vLLM's skip_special_tokens); default false, so text keeps e.g. <|im_end|>. */
+  skipSpecialTokens?: boolean;
 }
 
 /**
@@ -56,6 +58,8 @@ export interface GenerationResult {
    */
   logprobs: number[];
   finishReason: 'stop' | 'length';
+  /** What stopped a 'stop' finish: the stop string or stop token id; absent for EOS (vLLM's stop_reason). */
+  stopReason?: string | number;
   text: string;
 }
 
@@ -71,4 +75,13 @@ export interface Engine {
   /** Log-probs (temperature 1) of each completion token after its prompt. */
   score(requests: readonly ScoreRequest[], opts?: { model?: string; temperature?: number }): Promise<number[][]>;
   close?(): Promise<void> | void;
+}
+
+/** Weight sync for engines that serve adapters by name (both engines implement it). */
+export interface WeightSync {
+  /** Loads a PEFT adapter directory under a new name; generate with { model: name }. */
+  loadLoraAdapter(name: string, path: string): Promise<void>;
+  unloadLoraAdapter(name: string): Promise<void>;
+  /** Replaces the base weights with a full Hugging Face checkpoint directory. */
+  reloadWeights(path: string): Promise<void>;
 }

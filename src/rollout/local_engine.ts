@@ -1,0 +1,241 @@
+// The local WebGPU engine: batched sampling with the KV cache on a QwenModel.
+//
+// A request list is sorted by prompt length and cut into batches of at most maxBatch
+// rows. Each batch is left-padded into one prefill, then decodes one token per step for
+// all rows at once; rows that finished keep stepping (greedily, their tokens dropped)
+// until every row is done. Per step, the last position's logits are sampled on the GPU
+// (rollout/sampling.ts) and only [batch] ids and log-probs come back. The draw for a
+// request's t-th token uses the uniform hash(seed, t), so a seed reproduces its tokens
+// whatever else shares the batch.
+
+import type { QwenModel } from '../models/qwen.ts';
+import { lastLogits } from '../models/generate.ts';
+import { scoreSequences } from '../models/score.ts';
+import type { Tokenizer } from '../models/tokenizer.ts';
+import { noGrad } from '../tensor/autograd.ts';
+import { scopeAsync } from '../tensor/scope.ts';
+import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, WeightSync } from './engine.ts';
+import { EngineRequestError } from './errors.ts';
+import { promptTokenStats, type PromptTokenStats } from './prompt_logprobs.ts';
+import { randomSeed, uniformAt } from './rng.ts';
+import { sampleNext, type RowSampling } from './sampling.ts';
+import { ServedModels } from './served_models.ts';
+import { StopStringWatcher } from './stop_strings.ts';
+
+export interface LocalEngineOptions {
+  /** Needed for stop strings and `text`; without one, text is ''. */
+  tokenizer?: Tokenizer | null;
+  /** The base model's name in requests' `model` field (default 'local'). */
+  name?: string;
+  /** Where the base weights came from (listed by the server). */
+  path?: string;
+  /** Rows per generation batch (default 64). */
+  maxBatch?: number;
+  /** Tokens per scoring forward batch (default 8192). */
+  scoreBatchTokens?: number;
+}
+
+interface Row {
+  index: number;
+  req: GenerationRequest;
+  seed: number;
+  stopIds: Set<number>;
+  watcher: StopStringWatcher | null;
+  tokens: number[];
+  logprobs: number[];
+  done: boolean;
+  finishReason: 'stop' | 'length';
+  stopReason?: string | number;
+  stopText?: string;
+}
+
+// What finished rows step with: greedy skips the top-k / top-p passes.
+const IDLE_ROW: RowSampling = { temperature: 0, topP: 1, topK: 0, u: 0 };
+
+export class LocalEngine implements Engine, WeightSync {
+  readonly name: string;
+  readonly models: ServedModels;
+  readonly tokenizer: Tokenizer | null;
+  readonly maxBatch: number;
+  private readonly scoreBatchTokens: number;
+  // GPU work runs one call at a time: tensor scopes are a stack and must not interleave.
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(model: QwenModel, opts: LocalEngineOptions = {}) {
+    this.name = opts.name ?? 'local';
+    this.models = new ServedModels(model, this.name, opts.path ?? null);
+    this.tokenizer = opts.tokenizer ?? null;
+    this.maxBatch = opts.maxBatch ?? 64;
+    this.scoreBatchTokens = opts.scoreBatchTokens ?? 8192;
+    if (!Number.isInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`LocalEngine: maxBatch must be a positive integer, got ${opts.maxBatch}`);
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private get vocab(): number {
+    return this.models.config.vocabSize;
+  }
+
+  private checkIds(ids: readonly number[], what: string): void {
+    if (!Array.isArray(ids)) throw new EngineRequestError(`${what} must be an array of token ids`);
+    ids.forEach((id, i) => {
+      if (!Number.isInteger(id) || id < 0 || id >= this.vocab) {
+        throw new EngineRequestError(`${what}[${i}] = ${JSON.stringify(id)} is not a token id in [0, ${this.vocab})`);
+      }
+    });
+  }
+
+  private checkRequest(r: GenerationRequest, i: number): void {
+    const at = `request ${i}`;
+    this.checkIds(r.promptIds as number[], `${at}: promptIds`);
+    if (r.promptIds.length === 0) throw new EngineRequestError(`${at}: promptIds is empty`);
+    const p: SamplingParams = r.params;
+    if (!Number.isInteger(p.maxTokens) || p.maxTokens < 0) throw new EngineRequestError(`${at}: maxTokens must be an integer >= 0, got ${p.maxTokens}`);
+    if (!Number.isFinite(p.temperature) || p.temperature < 0) throw new EngineRequestError(`${at}: temperature must be a finite number >= 0, got ${p.temperature}`);
+    if (!(p.topP > 0 && p.topP <= 1)) throw new EngineRequestError(`${at}: topP must be in (0, 1], got ${p.topP}`);
+    if (!Number.isInteger(p.topK) || p.topK < -1) throw new EngineRequestError(`${at}: topK must be an integer >= -1 (0 or -1: off), got ${p.topK}`);
+    if (p.seed !== undefined && !Number.isSafeInteger(p.seed)) throw new EngineRequestError(`${at}: seed must be an integer, got ${p.seed}`);
+    if (p.stopTokenIds) this.checkIds(p.stopTokenIds, `${at}: stopTokenIds`);
+    if (p.stop?.length) {
+      if (p.stop.some((s) => typeof s !== 'string' || s === '')) throw new EngineRequestError(`${at}: stop strings must be non-empty strings`);
+      if (!this.tokenizer) throw new EngineRequestError(`${at}: stop strings need a tokenizer, and this engine has none (pass one to LocalEngine)`);
+    }
+    const limit = this.models.config.maxPositions;
+    if (r.promptIds.length + p.maxTokens > limit) {
+      throw new EngineRequestError(`${at}: ${r.promptIds.length} prompt tokens + ${p.maxTokens} new tokens exceed the model's context of ${limit} tokens`);
+    }
+  }
+
+  async generate(requests: readonly GenerationRequest[], opts: { model?: string } = {}): Promise<GenerationResult[]> {
+    requests.forEach((r, i) => this.checkRequest(r, i));
+    return this.serial(async () => {
+      const model = this.models.resolve(opts.model);
+      const rows = requests.map((req, index) => this.newRow(req, index));
+      const live = rows.filter((r) => !r.done).sort((a, b) => a.req.promptIds.length - b.req.promptIds.length);
+      for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, live.slice(i, i + this.maxBatch));
+      return rows.map((r) => this.result(r));
+    });
+  }
+
+  private newRow(req: GenerationRequest, index: number): Row {
+    const p = req.params;
+    const stopIds = new Set(p.stopTokenIds ?? []);
+    if (!p.ignoreEos) for (const id of [...this.models.config.eosTokenIds, ...(this.tokenizer?.eosTokenIds ?? [])]) stopIds.add(id);
+    const watcher = p.stop?.length && this.tokenizer ? new StopStringWatcher(this.tokenizer, p.stop, p.skipSpecialTokens ?? false) : null;
+    return {
+      index, req, seed: p.seed ?? randomSeed(), stopIds, watcher,
+      tokens: [], logprobs: [], done: p.maxTokens === 0, finishReason: 'length',
+    };
+  }
+
+  private async runBatch(model: QwenModel, rows: Row[]): Promise<void> {
+    const B = rows.length;
+    const P = Math.max(...rows.map((r) => r.req.promptIds.length));
+    const steps = Math.max(...rows.map((r) => r.req.params.maxTokens));
+    const padLeft = Int32Array.from(rows, (r) => P - r.req.promptIds.length);
+    let input: Int32Array = new Int32Array(B * P);
+    rows.forEach((r, b) => input.set(r.req.promptIds, b * P + padLeft[b]));
+    const cache = model.newCache(B, P + steps - 1, padLeft);
+    try {
+      for (let t = 0; t < steps && rows.some((r) => !r.done); t++) {
+        const settings = rows.map((r) => (r.done ? IDLE_ROW : { ...this.rowSampling(r.req.params), u: uniformAt(r.seed, t) }));
+        const seq = t === 0 ? P : 1;
+        const ids = input;
+        const out = await scopeAsync(() => sampleNext(noGrad(() => lastLogits(model, model.hiddenCached({ ids, batch: B, seq }, cache))), settings));
+        rows.forEach((r, b) => {
+          if (!r.done) this.accept(r, out.ids[b], out.logprobs[b]);
+        });
+        input = out.ids;
+      }
+    } finally {
+      cache.dispose();
+    }
+  }
+
+  private rowSampling(p: SamplingParams): Omit<RowSampling, 'u'> {
+    return { temperature: p.temperature, topP: p.topP, topK: p.topK > 0 ? p.topK : 0 };
+  }
+
+  private accept(r: Row, id: number, logprob: number): void {
+    r.tokens.push(id);
+    r.logprobs.push(logprob);
+    if (r.stopIds.has(id)) {
+      r.done = true;
+      r.finishReason = 'stop';
+      if (r.req.params.stopTokenIds?.includes(id)) r.stopReason = id;
+      return;
+    }
+    const hit = r.watcher?.push(id);
+    if (hit) {
+      r.done = true;
+      r.finishReason = 'stop';
+      r.stopReason = hit.stop;
+      r.stopText = hit.text;
+      return;
+    }
+    if (r.tokens.length >= r.req.params.maxTokens) r.done = true;
+  }
+
+  private result(r: Row): GenerationResult {
+    const skip = r.req.params.skipSpecialTokens ?? false;
+    const text = r.stopText ?? (this.tokenizer ? this.tokenizer.decode(r.tokens, { skipSpecialTokens: skip }) : '');
+    const out: GenerationResult = { tokenIds: r.tokens, logprobs: r.logprobs, finishReason: r.finishReason, text };
+    if (r.stopReason !== undefined) out.stopReason = r.stopReason;
+    return out;
+  }
+
+  private checkScoreRequests(requests: readonly ScoreRequest[]): void {
+    requests.forEach((r, i) => {
+      this.checkIds(r.promptIds as number[], `score request ${i}: promptIds`);
+      this.checkIds(r.completionIds as number[], `score request ${i}: completionIds`);
+      if (r.promptIds.length === 0) throw new EngineRequestError(`score request ${i}: promptIds is empty`);
+    });
+  }
+
+  private static checkTemperature(temperature: number | undefined): number {
+    const t = temperature ?? 1;
+    if (!(t > 0) || !Number.isFinite(t)) throw new EngineRequestError(`scoring temperature must be a positive finite number, got ${temperature}`);
+    return t;
+  }
+
+  async score(requests: readonly ScoreRequest[], opts: { model?: string; temperature?: number } = {}): Promise<number[][]> {
+    this.checkScoreRequests(requests);
+    const temperature = LocalEngine.checkTemperature(opts.temperature);
+    return this.serial(async () => {
+      const model = this.models.resolve(opts.model);
+      const scored = requests.map((_, i) => i).filter((i) => requests[i].completionIds.length > 0);
+      const seqs = scored.map((i) => [...requests[i].promptIds, ...requests[i].completionIds]);
+      const values = await scoreSequences(model, seqs, { temperature, maxBatchTokens: this.scoreBatchTokens });
+      const out: number[][] = requests.map(() => []);
+      scored.forEach((i, k) => (out[i] = Array.from(values[k].subarray(requests[i].promptIds.length - 1))));
+      return out;
+    });
+  }
+
+  /** Log-prob and rank of every token after its prefix (tokens 1..n-1 of each sequence), for prompt_logprobs. */
+  async promptLogprobs(seqs: readonly (readonly number[])[], opts: { model?: string; temperature?: number } = {}): Promise<PromptTokenStats[]> {
+    seqs.forEach((s, i) => this.checkIds(s as number[], `sequence ${i}`));
+    const temperature = LocalEngine.checkTemperature(opts.temperature);
+    return this.serial(async () => promptTokenStats(this.models.resolve(opts.model), seqs, { temperature, maxBatchTokens: this.scoreBatchTokens }));
+  }
+
+  loadLoraAdapter(name: string, path: string): Promise<void> {
+    return this.serial(async () => this.models.loadAdapter(name, path));
+  }
+
+  unloadLoraAdapter(name: string): Promise<void> {
+    return this.serial(async () => this.models.unloadAdapter(name));
+  }
+
+  reloadWeights(path: string): Promise<void> {
+    return this.serial(async () => this.models.reloadWeights(path));
+  }
+
+  close(): Promise<void> {
+    return this.serial(async () => this.models.dispose());
+  }
+}

@@ -1,0 +1,203 @@
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { after, describe, test } from 'node:test';
+import { greedyGenerate } from '../src/models/generate.ts';
+import { loadModel, randomModel, saveModel } from '../src/models/load.ts';
+import { loadLora } from '../src/models/lora.ts';
+import { loraTargets, writePeftAdapter, type LoraConfig, type LoraWeights } from '../src/models/peft.ts';
+import type { QwenModel } from '../src/models/qwen.ts';
+import { SafetensorsFile } from '../src/models/safetensors.ts';
+import { randn } from '../src/reference/random.ts';
+import type { GenerationRequest, SamplingParams } from '../src/rollout/engine.ts';
+import { EngineRequestError } from '../src/rollout/errors.ts';
+import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { assertClose, gpu } from './support/gpu.ts';
+import { tinyTokenizer } from './support/tiny_tokenizer.ts';
+
+const fixture = (name: string) => new URL(`./fixtures/${name}/`, import.meta.url).pathname;
+const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'local-engine-test-'));
+after(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
+
+const GREEDY: SamplingParams = { maxTokens: 10, temperature: 0, topP: 1, topK: 0 };
+const req = (promptIds: number[], params: Partial<SamplingParams> = {}): GenerationRequest => ({ promptIds, params: { ...GREEDY, ...params } });
+
+/** A PEFT adapter with random non-zero A and B for q/v/down projections. */
+export async function writeRandomAdapter(model: QwenModel, dir: string, seed: number): Promise<void> {
+  const lora: LoraConfig = { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'], baseModel: null };
+  const weights = new Map<string, LoraWeights>();
+  loraTargets(model.config, lora.targetModules).forEach((t, i) => {
+    weights.set(t.module, { a: randn(lora.r * t.inFeatures, seed + 2 * i, 0.2), b: randn(t.outFeatures * lora.r, seed + 2 * i + 1, 0.2) });
+  });
+  await writePeftAdapter(dir, model.config, lora, weights);
+}
+
+describe('LocalEngine', () => {
+  let model: QwenModel;
+  let engine: LocalEngine;
+  let prompt: number[];
+  let want: number[];
+
+  test('greedy generation equals the fixture continuation (qwen2-tiny and qwen3-tiny)', async () => {
+    await gpu();
+    for (const name of ['qwen2-tiny', 'qwen3-tiny']) {
+      const m = loadModel(fixture(name), { trainable: false });
+      const expected = SafetensorsFile.open(`${fixture(name)}expected.safetensors`);
+      const p = [...expected.readInt32('greedy.prompt')];
+      const w = [...expected.readInt32('greedy.output')].slice(p.length);
+      const e = new LocalEngine(m);
+      const [r] = await e.generate([req(p, { maxTokens: w.length })]);
+      assert.deepEqual(r.tokenIds, w, name);
+      assert.equal(r.finishReason, 'length');
+      assert.equal(r.text, '');
+      assert.equal(r.logprobs.length, w.length);
+      model = m;
+      engine = e;
+      prompt = p;
+      want = w;
+    }
+  });
+
+  test('prompts of different lengths share a left-padded batch and match single-row runs', async () => {
+    const prompts = [prompt.slice(0, 2), prompt, [7, 3, 250, 18, 9, 41, 2, 77, 5], [300]];
+    const batched = await engine.generate(prompts.map((p) => req(p, { maxTokens: 6 })));
+    for (let i = 0; i < prompts.length; i++) {
+      const [alone] = await engine.generate([req(prompts[i], { maxTokens: 6 })]);
+      assert.deepEqual(batched[i].tokenIds, alone.tokenIds, `prompt ${i}`);
+      assertClose(batched[i].logprobs, alone.logprobs, { atol: 1e-4, label: `prompt ${i} log-probs` });
+    }
+    assert.deepEqual(batched[1].tokenIds, want.slice(0, 6));
+    const padded = [...(await greedyGenerate(model, Int32Array.from(prompts[2]), 6))].slice(prompts[2].length);
+    assert.deepEqual(batched[2].tokenIds, padded);
+  });
+
+  test('sampled log-probs equal score() of the same tokens at the sampling temperature', async () => {
+    const cases: Partial<SamplingParams>[] = [
+      { temperature: 0.8, topK: 20, topP: 0.9, seed: 1 },
+      { temperature: 1.3, seed: 2 },
+      { temperature: 0 },
+    ];
+    for (const c of cases) {
+      const prompts = [prompt, prompt.slice(0, 3)];
+      const gen = await engine.generate(prompts.map((p) => req(p, { maxTokens: 8, ...c })));
+      const scored = await engine.score(prompts.map((p, i) => ({ promptIds: p, completionIds: gen[i].tokenIds })), { temperature: c.temperature || 1 });
+      gen.forEach((g, i) => assertClose(g.logprobs, scored[i], { atol: 2e-4, rtol: 1e-4, label: `${JSON.stringify(c)} row ${i}` }));
+    }
+  });
+
+  test('a seed gives the same tokens alone, in any batch, and under any maxBatch', async () => {
+    const p = { maxTokens: 8, temperature: 1, topK: 50, topP: 0.95 };
+    const [alone] = await engine.generate([req(prompt, { ...p, seed: 123 })]);
+    const mixed = await engine.generate([req([1, 2, 3], { ...p, seed: 5 }), req(prompt, { ...p, seed: 123 }), req(prompt.slice(1), { ...p, temperature: 0.5 })]);
+    assert.deepEqual(mixed[1].tokenIds, alone.tokenIds);
+    const split = new LocalEngine(model, { maxBatch: 1 });
+    const one = await split.generate([req([1, 2, 3], { ...p, seed: 5 }), req(prompt, { ...p, seed: 123 })]);
+    assert.deepEqual(one[0].tokenIds, mixed[0].tokenIds);
+    assert.deepEqual(one[1].tokenIds, alone.tokenIds);
+    const others = await engine.generate([124, 125, 126].map((seed) => req(prompt, { ...p, seed })));
+    assert.ok(others.some((o) => o.tokenIds.join() !== alone.tokenIds.join()), 'different seeds gave identical samples');
+  });
+
+  test('stop token ids end generation after the token, maxTokens 0 gives nothing', async () => {
+    const stopId = want[3];
+    const [r] = await engine.generate([req(prompt, { stopTokenIds: [stopId] })]);
+    const first = want.indexOf(stopId);
+    assert.deepEqual(r.tokenIds, want.slice(0, first + 1));
+    assert.equal(r.finishReason, 'stop');
+    assert.equal(r.stopReason, stopId);
+    const [none] = await engine.generate([req(prompt, { maxTokens: 0 })]);
+    assert.deepEqual(none, { tokenIds: [], logprobs: [], finishReason: 'length', text: '' });
+  });
+
+  test('stop strings and EOS with a tokenizer; stop strings without one are refused', async () => {
+    const tok = await tinyTokenizer(path.join(tmpRoot, 'tok'), model.config.vocabSize);
+    const withTok = new LocalEngine(model, { tokenizer: tok });
+    const [full] = await withTok.generate([req(prompt)]);
+    assert.deepEqual(full.tokenIds, want);
+    assert.equal(full.text, tok.decode(want));
+    let k = 4;
+    let stop = '';
+    for (; k < want.length; k++) {
+      const before = tok.decode(want.slice(0, k));
+      const upTo = tok.decode(want.slice(0, k + 1));
+      stop = upTo.slice(before.length - 1);
+      if (upTo.indexOf(stop) === before.length - 1 && before.length > 0) break;
+    }
+    assert.ok(k < want.length, 'no usable stop string in the greedy text');
+    const [r] = await withTok.generate([req(prompt, { stop: ['never-there', stop] })]);
+    assert.deepEqual(r.tokenIds, want.slice(0, k + 1));
+    assert.equal(r.finishReason, 'stop');
+    assert.equal(r.stopReason, stop);
+    assert.equal(r.text, tok.decode(want.slice(0, k + 1)));
+
+    const eosTok = await tinyTokenizer(path.join(tmpRoot, 'tok-eos'), model.config.vocabSize, { eosId: want[2] });
+    const eosEngine = new LocalEngine(model, { tokenizer: eosTok });
+    const [e] = await eosEngine.generate([req(prompt)]);
+    assert.deepEqual(e.tokenIds, want.slice(0, want.indexOf(want[2]) + 1));
+    assert.equal(e.finishReason, 'stop');
+    assert.equal(e.stopReason, undefined);
+    assert.ok(e.text.endsWith('<|end|>'));
+    const [skipped] = await eosEngine.generate([req(prompt, { skipSpecialTokens: true })]);
+    assert.ok(!skipped.text.includes('<|end|>'));
+    const [ignored] = await eosEngine.generate([req(prompt, { ignoreEos: true })]);
+    assert.deepEqual(ignored.tokenIds, want);
+
+    await assert.rejects(engine.generate([req(prompt, { stop: ['x'] })]), /stop strings need a tokenizer/);
+  });
+
+  test('bad requests are refused naming the request and field', async () => {
+    const bad = async (r: GenerationRequest, re: RegExp) => {
+      await assert.rejects(engine.generate([req(prompt), r]), (e: Error) => e instanceof EngineRequestError && re.test(e.message));
+    };
+    await bad(req([1, 384]), /request 1: promptIds\[1\] = 384 is not a token id in \[0, 384\)/);
+    await bad(req([1, 2.5]), /promptIds\[1\] = 2.5/);
+    await bad(req([]), /request 1: promptIds is empty/);
+    await bad(req(prompt, { topP: 0 }), /topP must be in \(0, 1\]/);
+    await bad(req(prompt, { temperature: -1 }), /temperature must be/);
+    await bad(req(prompt, { maxTokens: 1000 }), /exceed the model's context of 512 tokens/);
+    await bad(req(prompt, { stopTokenIds: [-1] }), /stopTokenIds\[0\]/);
+    await assert.rejects(engine.generate([req(prompt)], { model: 'nope' }), (e: Error) => e instanceof EngineRequestError && e.kind === 'not_found' && /"nope" does not exist/.test(e.message));
+    await assert.rejects(engine.score([{ promptIds: [], completionIds: [1] }]), /promptIds is empty/);
+    await assert.rejects(engine.score([{ promptIds: [1], completionIds: [1] }], { temperature: 0 }), /temperature must be a positive/);
+    const [r] = await engine.generate([req(prompt, { maxTokens: 3 })]);
+    assert.deepEqual(r.tokenIds, want.slice(0, 3), 'the engine still works after refusals');
+  });
+
+  test('LoRA adapters by name match a model with the adapter attached; unload forgets them', async () => {
+    const dir = path.join(tmpRoot, 'adapter');
+    await writeRandomAdapter(model, dir, 40);
+    await engine.loadLoraAdapter('a1', dir);
+    const [viaName] = await engine.generate([req(prompt)], { model: 'a1' });
+    const reference = loadModel(fixture('qwen3-tiny'), { trainable: false });
+    loadLora(reference, dir);
+    const direct = [...(await greedyGenerate(reference, Int32Array.from(prompt), 10))].slice(prompt.length);
+    assert.deepEqual(viaName.tokenIds, direct);
+    assert.notDeepEqual(viaName.tokenIds, want, 'the adapter changes nothing');
+    const [base] = await engine.generate([req(prompt)]);
+    assert.deepEqual(base.tokenIds, want, 'the base model is untouched');
+    assert.ok(model.parameters().every((p) => !p.requiresGrad), 'loading an adapter changed the base parameters\' flags');
+    await assert.rejects(engine.loadLoraAdapter('a1', dir), /already been loaded/);
+    await engine.unloadLoraAdapter('a1');
+    await assert.rejects(engine.generate([req(prompt)], { model: 'a1' }), /"a1" does not exist/);
+    await assert.rejects(engine.unloadLoraAdapter('a1'), /cannot be found/);
+    for (const t of reference.parameters()) t.dispose();
+  });
+
+  test('reloadWeights swaps in a checkpoint of the same shape and refuses another', async () => {
+    const other = randomModel(model.config, 9, { std: 0.2, trainable: false });
+    const dir = path.join(tmpRoot, 'other');
+    await saveModel(other, dir);
+    const otherGreedy = [...(await greedyGenerate(other, Int32Array.from(prompt), 6))].slice(prompt.length);
+    const e = new LocalEngine(loadModel(fixture('qwen3-tiny'), { trainable: false }));
+    const old = e.models.base.param('lm_head.weight');
+    await e.reloadWeights(dir);
+    assert.ok(old.disposed, 'the old weights were not disposed');
+    const [r] = await e.generate([req(prompt, { maxTokens: 6 })]);
+    assert.deepEqual(r.tokenIds, otherGreedy);
+    await assert.rejects(e.reloadWeights(fixture('qwen2-tiny')), /does not match the served model \(family "qwen3" -> "qwen2"/);
+    const [still] = await e.generate([req(prompt, { maxTokens: 6 })]);
+    assert.deepEqual(still.tokenIds, otherGreedy, 'a refused reload changed the weights');
+    for (const t of [...other.parameters(), ...e.models.base.parameters()]) t.dispose();
+  });
+});
