@@ -5,6 +5,7 @@ import { defineCommand, runCommand, runMain } from 'citty';
 import { benchCommand } from './bench.ts';
 import { envCommand } from './env.ts';
 import { gpuInfoCommand } from './gpu_info.ts';
+import { makeDefaultModelCommand } from './make_default_model.ts';
 import { scoreCommand } from './score.ts';
 
 const main = defineCommand({
@@ -13,6 +14,7 @@ const main = defineCommand({
     bench: benchCommand,
     env: envCommand,
     gpu: gpuInfoCommand,
+    'make-default-model': makeDefaultModelCommand,
     score: scoreCommand,
   },
 });

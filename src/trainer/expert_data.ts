@@ -1,0 +1,128 @@
+// Household SFT data: the environment's expert played over many seeds, each turn
+// written as the agent loop will later show it to the model (the real prompt renderer
+// with K = 2 history and the household answer format) with a short templated thought
+// saying why the expert's action follows from the task and the state.
+//
+// The expert walks straight to what it needs, so alone it never shows how to carry on
+// after a wrong turn. With `detour` > 0 some turns are replaced by a random "go to"
+// that is not a training sample: it enters the history as the action taken, and the
+// expert's next turns, which are samples, recover from wherever it led.
+
+import { SPLITS, type Split } from '../envs/types.ts';
+import { Prng } from '../../envs/prng.ts';
+import { transformOf } from '../../envs/household/catalog.ts';
+import { HouseholdEnvironment, type HouseholdInfo } from '../../envs/household/env.ts';
+import { hasRequiredState } from '../../envs/household/goal.ts';
+import { householdSkills, renderHouseholdPrompt, type HouseholdTurn } from '../../envs/household/index.ts';
+import { held, type World } from '../../envs/household/world.ts';
+import { agentSpec } from '../rollout/agent_spec.ts';
+
+export interface SftTextSample {
+  /** The user message of the turn (the agent loop's prompt before the chat template). */
+  prompt: string;
+  /** The assistant's answer: "<think>…</think><action>…</action>" in the household format. */
+  response: string;
+  split: Split;
+  seed: number;
+  turn: number;
+  taskType: string;
+}
+
+export interface ExpertDataOptions {
+  split?: Split;
+  /** World seeds to play, one episode each. */
+  seeds: Iterable<number>;
+  /** Chance that a turn starts with a detour (a random "go to" that is not a sample). Default 0. */
+  detour?: number;
+  /** Most detours per episode (default 3), so episodes stay well inside the turn cap. */
+  maxDetours?: number;
+  /** Seed of the detour draws (default 0). */
+  rngSeed?: number;
+  /** Also render each prompt with the teacher's skills block (for a vocabulary that covers teacher prompts). */
+  withSkills?: boolean;
+}
+
+/** A one-sentence reason for the expert's `action` in state `w` (before the action). */
+export function expertThought(w: World, action: string): string {
+  const { type, object, target } = w.task;
+  const hand = held(w);
+  const words = action.split(' ');
+  const verb = words[0];
+  if (verb === 'go' && words[1] === 'to') {
+    const place = words.slice(2).join(' ');
+    if (!hand) return `I need to find a ${object}, so I will go to the ${place}.`;
+    if (hand.type !== object) return `I need to put down the ${hand.name} first, so I will go to the ${place}.`;
+    const transform = transformOf(type);
+    if (transform && !hasRequiredState(w, hand)) return `I need to ${transform} the ${hand.name}, so I will go to the ${place}.`;
+    if (type === 'look_at_obj_in_light') return `I have the ${hand.name} and need the ${target}, so I will go to the ${place}.`;
+    return `I have the ${hand.name} and it goes in the ${target}, so I will go to the ${place}.`;
+  }
+  if (verb === 'open') return `The ${words.slice(1).join(' ')} is closed, so I will open it.`;
+  const at = action.match(/^take (.+) from (.+)$/);
+  if (at) return `I see the ${at[1]} here, so I will take it.`;
+  const moved = action.match(/^move (.+) to (.+)$/);
+  if (moved) return hand?.type === object ? `I will put the ${moved[1]} in the ${moved[2]}.` : `I will put down the ${moved[1]} here.`;
+  const tool = action.match(/^(heat|cool|clean) (.+) with (.+)$/);
+  if (tool) return `I will ${tool[1]} the ${tool[2]} with the ${tool[3]}.`;
+  if (verb === 'use') return `I will turn on the ${words.slice(1).join(' ')} to look at the ${object} under it.`;
+  return `I will ${action}.`;
+}
+
+/** The expert's answer in the household format the agent loop parses. */
+export function expertResponse(w: World, action: string): string {
+  return agentSpec('household').formatResponse(expertThought(w, action), action);
+}
+
+/** One SFT sample per expert turn of every seed's episode; the episodes are won (the expert always solves them). */
+export function* householdExpertSamples(opts: ExpertDataOptions): Generator<SftTextSample> {
+  const split = opts.split ?? 'train';
+  const detour = opts.detour ?? 0;
+  const maxDetours = opts.maxDetours ?? 3;
+  if (!(detour >= 0 && detour < 1)) throw new RangeError(`householdExpertSamples: detour must lie in [0, 1), got ${detour}`);
+  const env = new HouseholdEnvironment();
+  const rng = new Prng(opts.rngSeed ?? 0);
+  for (const seed of opts.seeds) {
+    const session = env.create({ split, seed });
+    const first = session.reset();
+    let observation = first.observation;
+    let admissible = first.admissible_actions;
+    let info = first.info as HouseholdInfo;
+    const history: HouseholdTurn[] = [];
+    let detours = 0;
+    const render = (skills?: string) =>
+      renderHouseholdPrompt({ task: session.task, history, observation, admissibleActions: admissible, skills });
+    while (info.expert_action !== null && session.stepCount < env.maxSteps) {
+      let action = info.expert_action;
+      const moves = admissible.filter((a) => a.startsWith('go to ') && a !== action);
+      if (detours < maxDetours && moves.length > 0 && rng.next() < detour) {
+        action = rng.pick(moves);
+        detours++;
+      } else {
+        const response = expertResponse(session.state(), action);
+        yield { prompt: render(), response, split, seed, turn: history.length, taskType: info.task_type };
+        if (opts.withSkills) yield { prompt: render(householdSkills(info.task_type)), response, split, seed, turn: history.length, taskType: info.task_type };
+      }
+      const step = session.step(action);
+      history.push({ observation, action });
+      observation = step.observation;
+      admissible = step.admissible_actions;
+      info = step.info as HouseholdInfo;
+      if (step.done) break;
+    }
+  }
+}
+
+/**
+ * Text for the tokenizer's vocabulary: prompts (with and without the skills block)
+ * and responses of `seedsPerSplit` episodes of every split, with detours so that
+ * wrong turns' observations are covered too.
+ */
+export function* householdCorpus(seedsPerSplit: number): Generator<string> {
+  for (const split of SPLITS) {
+    const seeds = Array.from({ length: seedsPerSplit }, (_, i) => i);
+    for (const s of householdExpertSamples({ split, seeds, detour: 0.2, withSkills: true })) {
+      yield s.prompt;
+      yield s.response;
+    }
+  }
+}
