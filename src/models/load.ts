@@ -2,9 +2,13 @@
 // disk and uploaded on its own, so host memory holds one parameter at a time), or from
 // a config with seeded random weights (small models made by this project, benchmarks).
 
-import { openCheckpoint, expectedShapes, exportCheckpoint, type ExportOptions } from './checkpoint.ts';
+import type { CausalLM } from './causal_lm.ts';
+import { openCheckpoint, expectedShapes, exportCheckpoint, type Checkpoint, type ExportOptions } from './checkpoint.ts';
 import type { ModelConfig } from './config.ts';
+import { ConfigError } from './errors.ts';
 import { QwenModel, type ParamMap } from './qwen.ts';
+import { Qwen35Model } from './qwen35.ts';
+import { SafetensorsReader } from './safetensors.ts';
 import { randn } from '../reference/random.ts';
 import { requireGrad } from '../tensor/autograd.ts';
 import { keep } from '../tensor/scope.ts';
@@ -15,8 +19,7 @@ export interface LoadOptions {
   trainable?: boolean;
 }
 
-export function loadModel(dir: string, opts: LoadOptions = {}): QwenModel {
-  const ckpt = openCheckpoint(dir);
+function readParams(ckpt: Checkpoint, opts: LoadOptions): ParamMap {
   const params: ParamMap = new Map();
   try {
     for (const [name, data, shape] of ckpt.tensors()) {
@@ -30,7 +33,46 @@ export function loadModel(dir: string, opts: LoadOptions = {}): QwenModel {
   } finally {
     ckpt.close();
   }
-  return new QwenModel(ckpt.config, params);
+  return params;
+}
+
+/** A Qwen2/Qwen3 checkpoint directory as a QwenModel (Qwen3.5 goes through loadCausalLM). */
+export function loadModel(dir: string, opts: LoadOptions = {}): QwenModel {
+  const ckpt = openCheckpoint(dir);
+  if (ckpt.config.family === 'qwen3_5') {
+    ckpt.close();
+    throw new ConfigError(`${dir}: ${ckpt.config.architecture} is Qwen3.5's hybrid model; load it with loadCausalLM`);
+  }
+  return new QwenModel(ckpt.config, readParams(ckpt, opts));
+}
+
+/** Any supported checkpoint directory; Qwen3.5's lists in `skipped` what it left out (MTP heads, the vision tower). */
+export function loadCausalLM(dir: string, opts: LoadOptions = {}): CausalLM {
+  const ckpt = openCheckpoint(dir);
+  if (ckpt.config.family !== 'qwen3_5') return new QwenModel(ckpt.config, readParams(ckpt, opts));
+  const model = new Qwen35Model(ckpt.config, readParams(ckpt, opts));
+  model.skipped = unusedTensors(dir, ckpt.config);
+  return model;
+}
+
+function unusedTensors(dir: string, cfg: ModelConfig): string[] {
+  const reader = SafetensorsReader.open(dir);
+  const used = expectedShapes(cfg);
+  const unused = reader.names().filter((n) => !used.has(n));
+  reader.close();
+  const groups: [string, (n: string) => boolean][] = [
+    ['multi-token-prediction head (mtp.*)', (n) => n.startsWith('mtp.')],
+    ['vision tower (model.visual.*)', (n) => n.startsWith('model.visual.')],
+    ['other stored tensors transformers ignores', () => true],
+  ];
+  const out: string[] = [];
+  let rest = unused;
+  for (const [what, match] of groups) {
+    const hit = rest.filter(match);
+    rest = rest.filter((n) => !match(n));
+    if (hit.length) out.push(`${what}: ${hit.length} tensors`);
+  }
+  return out;
 }
 
 /**

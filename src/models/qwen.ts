@@ -5,6 +5,7 @@
 //        x += down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x)))
 // Qwen2 has q/k/v biases; Qwen3 has per-head RMSNorm on q and k and an explicit head_dim.
 
+import type { CausalLM } from './causal_lm.ts';
 import type { ModelConfig } from './config.ts';
 import type { LoraConfig } from './peft.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
@@ -41,7 +42,7 @@ export function positionIds(batch: number, seq: number, padLeft?: Int32Array, of
   return pos;
 }
 
-export class QwenModel {
+export class QwenModel implements CausalLM {
   /** LoRA branches by the HF name of the linear weight they adapt. */
   readonly lora = new Map<string, LoraBranch>();
   loraConfig: LoraConfig | null = null;

@@ -1,0 +1,40 @@
+// What scoring, generation, LoRA and the engines need from a decoder, so they run on
+// every model class: Qwen2/Qwen3 (QwenModel) and Qwen3.5's hybrid (Qwen35Model).
+
+import type { ModelConfig } from './config.ts';
+import type { LoraConfig } from './peft.ts';
+import type { ParamMap, TokenBatch } from './qwen.ts';
+import type { LoraBranch } from '../nn/linear.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+/** Per-sequence inference state (KV cache, recurrent state) that grows by `length` tokens per call. */
+export interface ModelCache {
+  readonly batch: number;
+  /** Tokens the cache can hold in total. */
+  readonly capacity: number;
+  /** Tokens already processed. */
+  length: number;
+  /** Left padding of each row, fixed when the cache is made. */
+  readonly padLeft: Int32Array | undefined;
+  dispose(): void;
+}
+
+export interface CausalLM {
+  readonly config: ModelConfig;
+  /** Parameters under their Hugging Face names. */
+  readonly params: ParamMap;
+  /** LoRA branches by the HF name of the linear weight they adapt. */
+  readonly lora: Map<string, LoraBranch>;
+  loraConfig: LoraConfig | null;
+  param(name: string): Tensor;
+  /** The LM head weight [vocab, hidden] (the embedding when tied). */
+  lmHead(): Tensor;
+  /** Final hidden states [batch, seq, hidden] (after the last norm). */
+  hidden(batch: TokenBatch): Tensor;
+  /** Hidden states of new tokens continuing the sequences in `cache` (made by this model's newCache), which they extend. */
+  hiddenCached(batch: TokenBatch, cache: ModelCache): Tensor;
+  newCache(batch: number, capacity: number, padLeft?: Int32Array): ModelCache;
+  /** Full logits [batch, seq, vocab]; for small vocabularies and tests. */
+  logits(batch: TokenBatch): Tensor;
+  parameters(): Tensor[];
+}
