@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { CausalLM } from '../src/models/causal_lm.ts';
-import { loadCausalLM, loadModel } from '../src/models/load.ts';
+import { openCheckpoint } from '../src/models/checkpoint.ts';
+import { loadCausalLM, loadModel, saveModel } from '../src/models/load.ts';
 import { Qwen35Model } from '../src/models/qwen35.ts';
 import { SafetensorsFile } from '../src/models/safetensors.ts';
 import { writeSafetensors } from '../src/models/safetensors_writer.ts';
@@ -147,6 +148,18 @@ describe('qwen35-tiny matches PyTorch', () => {
         cache.dispose();
       }
     });
+  });
+
+  test('an exported checkpoint reloads bit-identically', async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'wgt-qwen35-')), 'export');
+    await saveModel(model, out);
+    const orig = openCheckpoint(dir);
+    const back = openCheckpoint(out);
+    assert.deepEqual(back.names(), orig.names());
+    for (const name of orig.names()) assert.deepEqual(back.read(name), orig.read(name), name);
+    assert.deepEqual(back.config.layerTypes, orig.config.layerTypes);
+    orig.close();
+    back.close();
   });
 
   test('the multimodal layout loads the text model and reports MTP and vision tensors as skipped', async () => {

@@ -80,6 +80,7 @@ function unusedTensors(dir: string, cfg: ModelConfig): string[] {
  * (normal(0, 0.02) for matrices, ones for norms, zeros for biases).
  */
 export function randomModel(config: ModelConfig, seed = 0, opts: LoadOptions & { std?: number; fast?: boolean } = {}): QwenModel {
+  if (config.family === 'qwen3_5') throw new ConfigError('randomModel: Qwen3.5 is not supported (zero-centred norms and linear-attention parameters need their own initialisation)');
   const params: ParamMap = new Map();
   let k = 0;
   // `fast` tiles one block of normal samples over each matrix: statistically the same
@@ -103,7 +104,7 @@ export function randomModel(config: ModelConfig, seed = 0, opts: LoadOptions & {
 }
 
 /** Writes the model as a Hugging Face checkpoint directory (config, safetensors, tokenizer files). */
-export async function saveModel(model: QwenModel, dir: string, opts: ExportOptions = {}): Promise<void> {
+export async function saveModel(model: CausalLM, dir: string, opts: ExportOptions = {}): Promise<void> {
   const names = [...expectedShapes(model.config).keys()];
   async function* tensors() {
     for (const name of names) {
