@@ -351,3 +351,46 @@ fn recurrent(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) li
     rc_out[vo] = o * p.scale;
   }
 }
+
+// Gated DeltaNet's log-decay from its projection a [rows, H] (H = p.hv, n = rows * H):
+//   decay_gate       g = -exp(a_log[h]) softplus(a + dt_bias[h])
+//   decay_gate_grad  da = dg * -exp(a_log[h]) sigmoid(a + dt_bias[h]) and dg * g per
+//                    element (summed over rows by the launcher for a_log and dt_bias)
+// softplus as PyTorch computes it (x above 20 passes through), with log1p's accuracy
+// for very negative x: log(w) u / (w - 1) where w = 1 + u, u = exp(x).
+fn softplus(x: f32) -> f32 {
+  if (x > 20.0) { return x; }
+  let u = exp(x);
+  let w = 1.0 + u;
+  if (w == 1.0) { return u; }
+  return log(w) * u / (w - 1.0);
+}
+
+@group(0) @binding(1) var<storage, read> gd_a: array<f32>;
+@group(0) @binding(2) var<storage, read> gd_alog: array<f32>;
+@group(0) @binding(3) var<storage, read> gd_dt: array<f32>;
+@group(0) @binding(4) var<storage, read_write> gd_out: array<f32>;
+
+@compute @workgroup_size(256)
+fn decay_gate(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let i = linear(wid, lid, nwg);
+  if (i >= p.n) { return; }
+  let h = i % p.hv;
+  gd_out[i] = -exp(gd_alog[h]) * softplus(gd_a[i] + gd_dt[h]);
+}
+
+@group(0) @binding(4) var<storage, read> gd_dy: array<f32>;
+@group(0) @binding(5) var<storage, read_write> gd_da: array<f32>;
+@group(0) @binding(6) var<storage, read_write> gd_dalog: array<f32>;
+
+@compute @workgroup_size(256)
+fn decay_gate_grad(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let i = linear(wid, lid, nwg);
+  if (i >= p.n) { return; }
+  let h = i % p.hv;
+  let x = gd_a[i] + gd_dt[h];
+  let amp = exp(gd_alog[h]);
+  let dy = gd_dy[i];
+  gd_da[i] = -dy * amp / (1.0 + exp(-x));
+  gd_dalog[i] = -dy * amp * softplus(x);
+}

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import * as ref from '../src/reference/delta_rule.ts';
 import { randn, uniform } from '../src/reference/random.ts';
 import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
-import { gatedDeltaRule, type GatedDeltaRuleOptions } from '../src/tensor/ops/delta_rule.ts';
+import { deltaDecay, gatedDeltaRule, type GatedDeltaRuleOptions } from '../src/tensor/ops/delta_rule.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros, type Tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
@@ -130,6 +130,31 @@ describe('gatedDeltaRule', () => {
     ], { label: 'gatedDeltaRule', probe: 8 });
   });
 
+  test('the fused decay gate matches the CPU reference, forward and backward', async () => {
+    await gpu();
+    // Rows of [5, 7, 3] span softplus's regimes: very negative, moderate, past the threshold.
+    const a = Float32Array.from(randn(5 * 7 * 3, 9, 4), (x, i) => (i % 11 === 0 ? x - 30 : i % 13 === 0 ? x + 30 : x));
+    const aLog = randn(3, 10);
+    const dt = randn(3, 11);
+    const dg = randn(a.length, 12);
+    await scopeAsync(async () => {
+      const [at, lt, dtt] = [requireGrad(tensor(a, [5, 7, 3])), requireGrad(tensor(aLog, [3])), requireGrad(tensor(dt, [3]))];
+      const g = deltaDecay(at, lt, dtt);
+      assertClose(await read(g), ref.deltaDecayForward(a, aLog, dt), { atol: 1e-6, rtol: 1e-5, label: 'g' });
+      backward(g, tensor(dg, [5, 7, 3]));
+      const want = ref.deltaDecayBackward(a, aLog, dt, dg);
+      assertClose(await read(at.grad!), want.a, { atol: 1e-5, rtol: 1e-4, label: 'da' });
+      assertClose(await read(lt.grad!), want.aLog, { atol: 1e-4, rtol: 1e-4, label: 'daLog' });
+      assertClose(await read(dtt.grad!), want.dtBias, { atol: 1e-4, rtol: 1e-4, label: 'ddtBias' });
+      for (const t of [at, lt, dtt]) t.dispose();
+    });
+    await gradCheck((x, l, d) => deltaDecay(x, l, d), [
+      { data: randn(4 * 2, 13), shape: [4, 2] },
+      { data: randn(2, 14, 0.5), shape: [2] },
+      { data: randn(2, 15), shape: [2] },
+    ], { label: 'deltaDecay' });
+  });
+
   test('bad shapes and stateful training are refused', async () => {
     await gpu();
     await scopeAsync(async () => {
@@ -142,6 +167,7 @@ describe('gatedDeltaRule', () => {
       assert.throws(() => gatedDeltaRule(q2, k2, v2, g2, beta2, { mode: 'recurrent' }), /no backward/);
       assert.throws(() => noGrad(() => gatedDeltaRule(q2, k2, v2, g2, beta2, { state: zeros([1, 2, 4, 3]) })), /state \[1, 2, 4, 3\] must be \[1, 2, 4, 4\]/);
       assert.throws(() => gatedDeltaRule(q2, k2, v2, g2, beta2, { chunk: 65 }), /chunk 65 must be an integer in \[1, 64\]/);
+      assert.throws(() => deltaDecay(g2, tensor(new Float32Array(3), [3]), tensor(new Float32Array(2), [2])), /deltaDecay: aLog \[3\] and dtBias \[2\] must be \[H\] for a \[1, 3, 2\]/);
       for (const t of [q2, k2, v2, g2, beta2]) t.dispose();
     });
   });

@@ -5,6 +5,7 @@
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { grid1d, gridRows, uniforms } from './launch.ts';
+import { reduce } from './reduce.ts';
 
 /** The largest chunk: the backward's per-invocation arrays are sized for it. */
 export const MAX_CHUNK = 64;
@@ -163,4 +164,26 @@ export function chunkBackward(
   run('dv', undefined, [f.gb, f.tinv, s.dvn, grads.dv], nv, grid1d(nv));
   run('drows', undefined, [f.gb, x.q, x.k, x.v, f.kk, f.p, f.tinv, s.dm, s.dvn, s.dp, s.dt, f.h, s.dh, s.rows], rows, grid1d(rows));
   run('dgates', undefined, [f.gb, s.rows, grads.dg, grads.dbeta], bh * t.nc, grid1d(bh * t.nc));
+}
+
+function gateParams(n: number, h: number): Uint32Array {
+  const p = uniforms(16);
+  p.u[0] = n;
+  p.u[4] = h;
+  return p.u;
+}
+
+/** g [rows, H] = -exp(aLog) softplus(a + dtBias). */
+export function decayGate(rt: Runtime, a: GPUBuffer, aLog: GPUBuffer, dtBias: GPUBuffer, g: GPUBuffer, rows: number, h: number): void {
+  rt.dispatch(rt.kernel('delta_rule', 'decay_gate'), [a, aLog, dtBias, g], gateParams(rows * h, h), grid1d(rows * h));
+}
+
+/** da [rows, H], and the row sums daLog and dDtBias [H]; `perElement` is scratch [rows, H]. */
+export function decayGateGrad(
+  rt: Runtime, a: GPUBuffer, aLog: GPUBuffer, dtBias: GPUBuffer, dg: GPUBuffer, rows: number, h: number,
+  da: GPUBuffer, perElement: GPUBuffer, daLog: GPUBuffer | null, dDtBias: GPUBuffer | null,
+): void {
+  rt.dispatch(rt.kernel('delta_rule', 'decay_gate_grad'), [a, aLog, dtBias, dg, da, perElement], gateParams(rows * h, h), grid1d(rows * h));
+  if (daLog) reduce(rt, 'sum', perElement, daLog, 1, rows, h);
+  if (dDtBias) reduce(rt, 'sum', da, dDtBias, 1, rows, h);
 }

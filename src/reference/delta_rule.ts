@@ -151,3 +151,28 @@ export function deltaRuleBackward(x: DeltaRuleInputs, d: DeltaRuleDims, dOut: Fl
   }
   return { q: Float32Array.from(dq), k: Float32Array.from(dk), v: dv, g: dg, beta: dbeta };
 }
+
+const softplus = (x: number) => (x > 20 ? x : Math.log1p(Math.exp(x)));
+
+/** g = -exp(aLog[h]) softplus(a + dtBias[h]) for a [rows, H]. */
+export function deltaDecayForward(a: Float32Array, aLog: Float32Array, dtBias: Float32Array): Float32Array {
+  const h = aLog.length;
+  return a.map((x, i) => -Math.exp(aLog[i % h]) * softplus(x + dtBias[i % h]));
+}
+
+/** Gradients of sum(g * dg) for a, aLog and dtBias. */
+export function deltaDecayBackward(a: Float32Array, aLog: Float32Array, dtBias: Float32Array, dg: Float32Array): { a: Float32Array; aLog: Float32Array; dtBias: Float32Array } {
+  const h = aLog.length;
+  const da = new Float32Array(a.length);
+  const daLog = new Float64Array(h);
+  const dDt = new Float64Array(h);
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] + dtBias[i % h];
+    const amp = Math.exp(aLog[i % h]);
+    const d = -dg[i] * amp / (1 + Math.exp(-x));
+    da[i] = d;
+    dDt[i % h] += d;
+    daLog[i % h] += -dg[i] * amp * softplus(x);
+  }
+  return { a: da, aLog: Float32Array.from(daLog), dtBias: Float32Array.from(dDt) };
+}

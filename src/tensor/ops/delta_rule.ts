@@ -127,3 +127,30 @@ export function gatedDeltaRule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta:
     });
   });
 }
+
+/**
+ * Gated DeltaNet's log-decay g = -exp(aLog) * softplus(a + dtBias) for a [..., H]
+ * and per-head aLog, dtBias [H] (softplus as PyTorch's, threshold 20), fused.
+ */
+export function deltaDecay(a: Tensor, aLog: Tensor, dtBias: Tensor): Tensor {
+  for (const [name, t] of [['a', a], ['aLog', aLog], ['dtBias', dtBias]] as const) expectDType('deltaDecay', name, t.dtype, 'f32');
+  const h = a.shape[a.rank - 1];
+  if (a.rank === 0 || aLog.rank !== 1 || dtBias.rank !== 1 || aLog.shape[0] !== h || dtBias.shape[0] !== h) {
+    throw new ShapeError(`deltaDecay: aLog ${fmt(aLog.shape)} and dtBias ${fmt(dtBias.shape)} must be [H] for a ${fmt(a.shape)}`);
+  }
+  const rt = a.storage.rt;
+  const rows = h === 0 ? 0 : a.size / h;
+  const g = empty(a.shape, 'f32', rt);
+  dk.decayGate(rt, a.buffer, aLog.buffer, dtBias.buffer, g.buffer, rows, h);
+  return record(g, 'deltaDecay', [a, aLog, dtBias], (dg) => {
+    const da = empty(a.shape, 'f32', rt);
+    const perElement = empty(a.shape, 'f32', rt);
+    const daLog = aLog.requiresGrad ? empty([h], 'f32', rt) : null;
+    const dDt = dtBias.requiresGrad ? empty([h], 'f32', rt) : null;
+    dk.decayGateGrad(rt, a.buffer, aLog.buffer, dtBias.buffer, dg.buffer, rows, h, da.buffer, perElement.buffer, daLog?.buffer ?? null, dDt?.buffer ?? null);
+    perElement.dispose();
+    if (a.requiresGrad) return [da, daLog, dDt];
+    da.dispose();
+    return [null, daLog, dDt];
+  });
+}
