@@ -1,0 +1,389 @@
+// Training checkpoints: everything a run needs to continue exactly where it stopped.
+//
+//   <root>/ckpt-<iteration>/
+//     model/                  full fine-tuning: a Hugging Face checkpoint (loads in vLLM/transformers)
+//     adapter/                LoRA: a PEFT adapter; the base model's path is in checkpoint.json
+//     optimizer.safetensors   AdamW moments, one tensor per parameter and moment
+//     optimizer.json          the optimizer's scalars (step)
+//     trainer_state.json      iteration, RNG states, config hash, metrics summary, ...
+//     checkpoint.json         manifest, written last: format, iteration, model kind, file sizes
+//   <root>/latest             the name of the newest complete checkpoint
+//
+// A checkpoint is built in <root>/ckpt-<iteration>.tmp-<pid> and renamed into place
+// only when complete, the `latest` pointer is replaced atomically after that, and old
+// checkpoints are deleted only once the new one is in place. A failure at any point
+// (a full disk) leaves the previous checkpoints and pointer untouched.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { CheckpointError } from '../models/errors.ts';
+import { openCheckpoint, readJson } from '../models/checkpoint.ts';
+import { loadModel, saveModel, type LoadOptions } from '../models/load.ts';
+import { loadLora, saveLora } from '../models/lora.ts';
+import { readPeftAdapter } from '../models/peft.ts';
+import type { QwenModel } from '../models/qwen.ts';
+import { SafetensorsReader } from '../models/safetensors.ts';
+import { writeSafetensors } from '../models/safetensors_writer.ts';
+import type { RngState } from './rng.ts';
+
+export const CHECKPOINT_FORMAT = 'wgt-checkpoint';
+export const CHECKPOINT_VERSION = 1;
+export const LATEST_FILE = 'latest';
+const MANIFEST = 'checkpoint.json';
+const TRAINER_STATE = 'trainer_state.json';
+const OPTIMIZER_TENSORS = 'optimizer.safetensors';
+const OPTIMIZER_SCALARS = 'optimizer.json';
+const CKPT_NAME = /^ckpt-(\d+)$/;
+const TEMP_NAME = /^ckpt-\d+\.tmp-(\d+)$/;
+
+/** What the loop needs besides weights and optimizer moments to resume exactly. */
+export interface TrainerState {
+  /** Iterations completed. */
+  iteration: number;
+  /** configHash() of the run's configuration. */
+  configHash: string;
+  /** Named generator states (task sampling, engine seeds, ...). */
+  rng: Record<string, RngState>;
+  /** Latest metrics, for the resume message and the report. */
+  metrics?: Record<string, number>;
+  /** Anything else the loop keeps (best validation, RetireOPD's retirement state, ...), as JSON. */
+  [key: string]: unknown;
+}
+
+export type ModelSnapshot =
+  /** Full fine-tuning; tokenizer files are copied from `tokenizerDir` (usually the starting checkpoint) so the saved model stands alone. */
+  | { kind: 'full'; model: QwenModel; tokenizerDir?: string }
+  /** LoRA: only the adapter is saved; `basePath` is the frozen base model it applies to. */
+  | { kind: 'lora'; model: QwenModel; basePath: string };
+
+export interface CheckpointContents {
+  model: ModelSnapshot;
+  /** AdamW.stateDict(): `<param>.exp_avg`, `<param>.exp_avg_sq` tensors and the `step` scalar. */
+  optimizerState: Readonly<Record<string, Float32Array>>;
+  trainerState: TrainerState;
+}
+
+/** File writes of the small files, replaceable so tests can make them fail (a full disk). */
+export interface CheckpointIO {
+  writeFile(file: string, contents: string): void;
+}
+
+export const nodeIO: CheckpointIO = {
+  writeFile(file, contents) {
+    const fd = fs.openSync(file, 'w');
+    try {
+      const bytes = new TextEncoder().encode(contents);
+      let done = 0;
+      while (done < bytes.length) done += fs.writeSync(fd, bytes, done, bytes.length - done, done);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  },
+};
+
+export interface SaveOptions {
+  /** Checkpoints to keep, the new one included; 0 keeps all. */
+  keepLast?: number;
+  io?: CheckpointIO;
+}
+
+export type CheckpointModel = { kind: 'full'; dir: string } | { kind: 'lora'; adapterDir: string; basePath: string };
+
+interface Manifest {
+  format: typeof CHECKPOINT_FORMAT;
+  version: number;
+  iteration: number;
+  model: { kind: 'full' } | { kind: 'lora'; basePath: string };
+  /** Relative path -> size in bytes, for every file of the checkpoint but the manifest. */
+  files: Record<string, number>;
+}
+
+export function checkpointName(iteration: number): string {
+  return `ckpt-${iteration}`;
+}
+
+/** Writes a checkpoint of iteration trainerState.iteration under `root`; returns its directory. */
+export async function saveCheckpoint(root: string, contents: CheckpointContents, opts: SaveOptions = {}): Promise<string> {
+  const io = opts.io ?? nodeIO;
+  const { iteration } = contents.trainerState;
+  checkTrainerState(contents.trainerState, 'saveCheckpoint: trainerState');
+  fs.mkdirSync(root, { recursive: true });
+  removeAbandonedTemps(root);
+  const name = checkpointName(iteration);
+  const final = path.join(root, name);
+  const temp = path.join(root, `${name}.tmp-${process.pid}`);
+  const previous = latestName(root);
+  try {
+    fs.rmSync(temp, { recursive: true, force: true });
+    fs.mkdirSync(temp);
+    await fill(temp, contents, io);
+    moveIntoPlace(temp, final);
+    try {
+      writePointer(root, name, io);
+    } catch (e) {
+      // The pointer still names the previous checkpoint; drop the new one (it may be what filled the disk).
+      if (previous !== name) fs.rmSync(final, { recursive: true, force: true });
+      throw e;
+    }
+  } catch (e) {
+    fs.rmSync(temp, { recursive: true, force: true });
+    const err = e as NodeJS.ErrnoException;
+    const reason = err.code === 'ENOSPC' ? `the disk is full (${err.message})` : err.message;
+    const kept = previous ? `the last good checkpoint ${path.join(root, previous)} is intact` : 'there is no earlier checkpoint';
+    throw new CheckpointError(`saving checkpoint ${final} failed: ${reason}; ${kept}`, { cause: e });
+  }
+  if (opts.keepLast) prune(root, iteration, opts.keepLast);
+  return final;
+}
+
+async function fill(dir: string, { model, optimizerState, trainerState }: CheckpointContents, io: CheckpointIO): Promise<void> {
+  if (model.kind === 'full') {
+    if (model.model.lora.size) throw new CheckpointError('saveCheckpoint: the model has LoRA adapters attached; save it as { kind: "lora" } (or merge first)');
+    await saveModel(model.model, path.join(dir, 'model'), { tokenizerDir: model.tokenizerDir });
+  } else {
+    await saveLora(model.model, path.join(dir, 'adapter'));
+  }
+  const tensors: [string, Float32Array, number[]][] = [];
+  const scalars: Record<string, number> = {};
+  for (const [key, value] of Object.entries(optimizerState)) {
+    // Top-level names (step) are scalars; per-parameter moments are `<param>.<moment>`.
+    if (!key.includes('.')) {
+      if (value.length !== 1) throw new CheckpointError(`saveCheckpoint: optimizer scalar "${key}" has ${value.length} values`);
+      scalars[key] = value[0];
+    } else tensors.push([key, value, [value.length]]);
+  }
+  writeSafetensors(path.join(dir, OPTIMIZER_TENSORS), tensors, { shardBytes: Infinity });
+  io.writeFile(path.join(dir, OPTIMIZER_SCALARS), JSON.stringify(scalars, null, 2) + '\n');
+  io.writeFile(path.join(dir, TRAINER_STATE), JSON.stringify(trainerState, null, 2) + '\n');
+  const manifest: Manifest = {
+    format: CHECKPOINT_FORMAT,
+    version: CHECKPOINT_VERSION,
+    iteration: trainerState.iteration,
+    model: model.kind === 'full' ? { kind: 'full' } : { kind: 'lora', basePath: path.resolve(model.basePath) },
+    files: Object.fromEntries(listFiles(dir).map((f) => [f, fs.statSync(path.join(dir, f)).size])),
+  };
+  io.writeFile(path.join(dir, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
+}
+
+function listFiles(dir: string, prefix = ''): string[] {
+  return fs.readdirSync(path.join(dir, prefix), { withFileTypes: true }).flatMap((e) => {
+    const rel = prefix ? `${prefix}/${e.name}` : e.name;
+    return e.isDirectory() ? listFiles(dir, rel) : [rel];
+  }).sort();
+}
+
+/** Renames `temp` to `final`; an existing `final` (the same iteration saved again) is replaced only once `temp` is in place. */
+function moveIntoPlace(temp: string, final: string): void {
+  syncDir(temp);
+  if (!fs.existsSync(final)) {
+    fs.renameSync(temp, final);
+  } else {
+    const aside = `${final}.old-${process.pid}`;
+    fs.rmSync(aside, { recursive: true, force: true });
+    fs.renameSync(final, aside);
+    try {
+      fs.renameSync(temp, final);
+    } catch (e) {
+      fs.renameSync(aside, final);
+      throw e;
+    }
+    fs.rmSync(aside, { recursive: true, force: true });
+  }
+  syncDir(path.dirname(final));
+}
+
+function writePointer(root: string, name: string, io: CheckpointIO): void {
+  const file = path.join(root, LATEST_FILE);
+  const temp = `${file}.tmp-${process.pid}`;
+  try {
+    io.writeFile(temp, name + '\n');
+    fs.renameSync(temp, file);
+  } catch (e) {
+    fs.rmSync(temp, { force: true });
+    throw e;
+  }
+  syncDir(root);
+}
+
+/** Durability of renames; not every platform can open a directory, and there it is skipped. */
+function syncDir(dir: string): void {
+  let fd: number;
+  try {
+    fd = fs.openSync(dir, 'r');
+  } catch {
+    return;
+  }
+  try {
+    fs.fsyncSync(fd);
+  } catch {
+    // Some filesystems refuse fsync on directories; the rename itself is still atomic.
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Temporary directories left by a process that died mid-save. */
+function removeAbandonedTemps(root: string): void {
+  for (const entry of fs.readdirSync(root)) {
+    const m = TEMP_NAME.exec(entry);
+    if (m && Number(m[1]) !== process.pid && !processAlive(Number(m[1]))) fs.rmSync(path.join(root, entry), { recursive: true, force: true });
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Iterations of the complete-looking checkpoint directories under `root`, ascending. */
+export function listCheckpoints(root: string): number[] {
+  if (!fs.existsSync(root)) return [];
+  return fs.readdirSync(root)
+    .map((e) => CKPT_NAME.exec(e))
+    .filter((m): m is RegExpExecArray => m !== null && fs.existsSync(path.join(root, m[0], MANIFEST)))
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b);
+}
+
+/**
+ * Keeps the `keep` newest checkpoints up to `current`. Checkpoints past `current` come
+ * from a run that was resumed from an earlier point; they are left for the user.
+ */
+function prune(root: string, current: number, keep: number): void {
+  const older = listCheckpoints(root).filter((it) => it <= current);
+  for (const it of older.slice(0, Math.max(0, older.length - keep))) fs.rmSync(path.join(root, checkpointName(it)), { recursive: true, force: true });
+}
+
+function latestName(root: string): string | null {
+  const file = path.join(root, LATEST_FILE);
+  if (!fs.existsSync(file)) return null;
+  const name = fs.readFileSync(file, 'utf8').trim();
+  return CKPT_NAME.test(name) && fs.existsSync(path.join(root, name, MANIFEST)) ? name : null;
+}
+
+/**
+ * The checkpoint to resume from: the one `latest` names, or (pointer missing or
+ * stale) the highest-numbered complete one; null when there is none.
+ */
+export function findLatestCheckpoint(root: string): string | null {
+  const named = latestName(root);
+  if (named) return path.join(root, named);
+  const all = listCheckpoints(root);
+  return all.length ? path.join(root, checkpointName(all[all.length - 1])) : null;
+}
+
+export interface LoadedCheckpoint {
+  dir: string;
+  iteration: number;
+  model: CheckpointModel;
+  optimizerState: Record<string, Float32Array>;
+  trainerState: TrainerState;
+}
+
+/** Reads and checks a checkpoint directory; errors name the offending file. */
+export function loadCheckpoint(dir: string): LoadedCheckpoint {
+  const manifestPath = path.join(dir, MANIFEST);
+  if (!fs.existsSync(dir)) throw new CheckpointError(`${dir}: checkpoint directory not found`);
+  if (!fs.existsSync(manifestPath)) throw new CheckpointError(`${manifestPath}: not found (an incomplete checkpoint, or not a checkpoint directory)`);
+  const manifest = parseManifest(readJson(manifestPath), manifestPath);
+  for (const [rel, size] of Object.entries(manifest.files)) {
+    const file = path.join(dir, rel);
+    if (!fs.existsSync(file)) throw new CheckpointError(`${file}: missing (listed in ${MANIFEST})`);
+    const actual = fs.statSync(file).size;
+    if (actual !== size) throw new CheckpointError(`${file}: ${actual} bytes, but ${MANIFEST} says ${size} (truncated or modified)`);
+  }
+  const statePath = path.join(dir, TRAINER_STATE);
+  const trainerState = readJson(statePath) as TrainerState;
+  checkTrainerState(trainerState, statePath);
+  if (trainerState.iteration !== manifest.iteration) {
+    throw new CheckpointError(`${statePath}: iteration ${trainerState.iteration} does not match ${MANIFEST}'s ${manifest.iteration}`);
+  }
+  const model: CheckpointModel = manifest.model.kind === 'full'
+    ? { kind: 'full', dir: path.join(dir, 'model') }
+    : { kind: 'lora', adapterDir: path.join(dir, 'adapter'), basePath: manifest.model.basePath };
+  checkModel(model);
+  return { dir, iteration: manifest.iteration, model, optimizerState: readOptimizer(dir), trainerState };
+}
+
+function parseManifest(raw: Record<string, unknown>, where: string): Manifest {
+  if (raw.format !== CHECKPOINT_FORMAT) throw new CheckpointError(`${where}: format is ${JSON.stringify(raw.format)}, expected "${CHECKPOINT_FORMAT}"`);
+  if (raw.version !== CHECKPOINT_VERSION) throw new CheckpointError(`${where}: version ${JSON.stringify(raw.version)} is not supported (this trainer reads ${CHECKPOINT_VERSION})`);
+  if (!Number.isInteger(raw.iteration) || (raw.iteration as number) < 0) throw new CheckpointError(`${where}: iteration must be a non-negative integer, got ${JSON.stringify(raw.iteration)}`);
+  const m = raw.model as Manifest['model'] | undefined;
+  const okModel = m && (m.kind === 'full' || (m.kind === 'lora' && typeof m.basePath === 'string'));
+  if (!okModel) throw new CheckpointError(`${where}: model must be {"kind": "full"} or {"kind": "lora", "basePath": ...}, got ${JSON.stringify(m)}`);
+  const files = raw.files as Record<string, unknown> | undefined;
+  const okFiles = files && typeof files === 'object' && Object.entries(files).every(([k, v]) => Number.isInteger(v) && !k.split('/').includes('..'));
+  if (!okFiles) throw new CheckpointError(`${where}: files must map relative paths to byte sizes`);
+  return raw as unknown as Manifest;
+}
+
+function checkTrainerState(s: TrainerState, where: string): void {
+  if (!Number.isInteger(s.iteration) || s.iteration < 0) throw new CheckpointError(`${where}: iteration must be a non-negative integer, got ${JSON.stringify(s.iteration)}`);
+  if (typeof s.configHash !== 'string' || !s.configHash) throw new CheckpointError(`${where}: configHash must be a non-empty string`);
+  if (typeof s.rng !== 'object' || s.rng === null) throw new CheckpointError(`${where}: rng must map stream names to generator states`);
+  for (const [k, v] of Object.entries(s.rng)) {
+    if (!Array.isArray(v) || v.length !== 4 || !v.every((w) => Number.isInteger(w) && w >= 0 && w < 2 ** 32)) {
+      throw new CheckpointError(`${where}: rng.${k} must be four unsigned 32-bit integers, got ${JSON.stringify(v)}`);
+    }
+  }
+}
+
+function checkModel(model: CheckpointModel): void {
+  if (model.kind === 'full') {
+    openCheckpoint(model.dir).close();
+    return;
+  }
+  if (!fs.existsSync(path.join(model.basePath, 'config.json'))) {
+    throw new CheckpointError(`${model.basePath}: the LoRA checkpoint's base model is missing (no config.json)`);
+  }
+  const base = openCheckpoint(model.basePath);
+  try {
+    readPeftAdapter(model.adapterDir, base.config);
+  } finally {
+    base.close();
+  }
+}
+
+function readOptimizer(dir: string): Record<string, Float32Array> {
+  const scalarsPath = path.join(dir, OPTIMIZER_SCALARS);
+  const scalars = readJson(scalarsPath);
+  const state: Record<string, Float32Array> = {};
+  for (const [k, v] of Object.entries(scalars)) {
+    if (typeof v !== 'number' || !Number.isFinite(v)) throw new CheckpointError(`${scalarsPath}: "${k}" must be a finite number, got ${JSON.stringify(v)}`);
+    state[k] = Float32Array.of(v);
+  }
+  const reader = SafetensorsReader.open(path.join(dir, OPTIMIZER_TENSORS));
+  try {
+    for (const name of reader.names()) {
+      if (name in state) throw new CheckpointError(`${path.join(dir, OPTIMIZER_TENSORS)}: "${name}" is also a scalar in ${OPTIMIZER_SCALARS}`);
+      state[name] = reader.readFloat32(name);
+    }
+  } finally {
+    reader.close();
+  }
+  return state;
+}
+
+/** Builds the checkpoint's model on the GPU: the saved weights, or the base with the saved adapter attached. */
+export function restoreModel(ckpt: Pick<LoadedCheckpoint, 'model'>, opts: LoadOptions = {}): QwenModel {
+  if (ckpt.model.kind === 'full') return loadModel(ckpt.model.dir, opts);
+  const model = loadModel(ckpt.model.basePath, { trainable: false });
+  loadLora(model, ckpt.model.adapterDir);
+  return model;
+}
+
+/** Refuses to resume a checkpoint made under a different configuration. */
+export function assertResumable(state: TrainerState, configHash: string, where: string): void {
+  if (state.configHash !== configHash) {
+    throw new CheckpointError(
+      `${where}: the checkpoint was made with config hash ${state.configHash}, this run's is ${configHash}; `
+      + 'only iterations, checkpoint.* and output.* may change on resume',
+    );
+  }
+}
