@@ -6,7 +6,7 @@
 import type { Runtime } from '../gpu/runtime.ts';
 import { randomModel } from '../models/load.ts';
 import { configFromPreset } from '../models/presets.ts';
-import type { QwenModel } from '../models/qwen.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { rng } from '../reference/random.ts';
 import { backward, zeroGrad } from '../tensor/autograd.ts';
@@ -19,7 +19,7 @@ export const BENCH_MODELS: Record<string, Record<string, unknown>> = {
   small: { vocab_size: 8192, hidden_size: 384, intermediate_size: 1024, num_hidden_layers: 6, num_attention_heads: 6, num_key_value_heads: 2 },
 };
 
-export function benchModel(preset: string): QwenModel {
+export function benchModel(preset: string): CausalLM {
   const overrides = BENCH_MODELS[preset];
   if (!overrides) throw new Error(`unknown bench model "${preset}" (have ${Object.keys(BENCH_MODELS).join(', ')})`);
   return randomModel(configFromPreset('qwen2.5-0.5b', overrides), 0, { fast: true });

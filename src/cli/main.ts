@@ -7,6 +7,7 @@ import { envCommand } from './env.ts';
 import { gpuInfoCommand } from './gpu_info.ts';
 import { makeDefaultModelCommand } from './make_default_model.ts';
 import { scoreCommand } from './score.ts';
+import { serveCommand } from './serve.ts';
 
 const main = defineCommand({
   meta: { name: 'wgt', description: 'WebGPU trainer for LLM agents' },
@@ -16,6 +17,7 @@ const main = defineCommand({
     gpu: gpuInfoCommand,
     'make-default-model': makeDefaultModelCommand,
     score: scoreCommand,
+    serve: serveCommand,
   },
 });
 

@@ -1,7 +1,7 @@
 import { defineCommand } from 'citty';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { loadModel } from '../models/load.ts';
+import { loadCausalLM } from '../models/load.ts';
 import { scoreSequences } from '../models/score.ts';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { CliError, intArg } from './args.ts';
@@ -36,7 +36,7 @@ export const scoreCommand = defineCommand({
     if (!existsSync(args.input)) throw new CliError(`--input ${args.input}: no such file`);
     const budget = intArg('--batch-tokens', args['batch-tokens'], 2);
     await initRuntime(gpuOptions(args));
-    const model = loadModel(args.model, { trainable: false });
+    const model = loadCausalLM(args.model, { trainable: false });
     const seqs: number[][] = [];
     let n = 0;
     for await (const line of createInterface({ input: createReadStream(args.input) })) {

@@ -1,14 +1,14 @@
 // Greedy decoding with the KV cache: one batched prefill of the (left-padded) prompts,
 // then one token per step. The rollout engine builds sampling on the same steps.
 
-import type { QwenModel } from './qwen.ts';
+import type { CausalLM } from './causal_lm.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { linear, reshape, slice } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
 /** Logits [batch, vocab] of the last position of hidden [batch, seq, hidden]. */
-export function lastLogits(model: QwenModel, hidden: Tensor): Tensor {
+export function lastLogits(model: CausalLM, hidden: Tensor): Tensor {
   const [B, T, H] = hidden.shape;
   const last = reshape(slice(hidden, 1, T - 1, T), [B, H]);
   return linear(last, model.lmHead());
@@ -28,7 +28,7 @@ function argmaxRows(logits: Float32Array, rows: number, vocab: number): Int32Arr
  * Greedy continuation of `prompt` ([batch, promptLen] row-major, left-padded by
  * `padLeft`) by `newTokens` tokens; returns [batch, promptLen + newTokens].
  */
-export async function greedyGenerate(model: QwenModel, prompt: Int32Array, newTokens: number, opts: { batch?: number; padLeft?: Int32Array } = {}): Promise<Int32Array> {
+export async function greedyGenerate(model: CausalLM, prompt: Int32Array, newTokens: number, opts: { batch?: number; padLeft?: Int32Array } = {}): Promise<Int32Array> {
   const B = opts.batch ?? 1;
   const P = prompt.length / B;
   const V = model.config.vocabSize;

@@ -1,8 +1,8 @@
-// LoRA on a QwenModel: attach trainable A/B branches to any subset of the linear
+// LoRA on a CausalLM: attach trainable A/B branches to any subset of the linear
 // layers (the base weights freeze), save them as a PEFT adapter, load one, or merge
 // the branches into the base weights (W += scaling * B @ A).
 
-import type { QwenModel } from './qwen.ts';
+import type { CausalLM } from './causal_lm.ts';
 import { loraScale, loraTargets, readPeftAdapter, writePeftAdapter, type LoraConfig, type LoraWeights } from './peft.ts';
 import { uniform } from '../reference/random.ts';
 import { noGrad, requireGrad } from '../tensor/autograd.ts';
@@ -13,7 +13,7 @@ import { ShapeError } from '../tensor/errors.ts';
 
 export const DEFAULT_LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
-function install(model: QwenModel, config: LoraConfig, make: (module: string, inF: number, outF: number) => { a: Tensor; b: Tensor }): void {
+function install(model: CausalLM, config: LoraConfig, make: (module: string, inF: number, outF: number) => { a: Tensor; b: Tensor }): void {
   if (model.lora.size) throw new ShapeError('LoRA is already attached to this model; merge or detach it first');
   const targets = loraTargets(model.config, config.targetModules);
   if (!targets.length) throw new ShapeError(`LoRA target_modules ${JSON.stringify(config.targetModules)} match no linear layer of ${model.config.architecture}`);
@@ -32,7 +32,7 @@ function install(model: QwenModel, config: LoraConfig, make: (module: string, in
  * Fresh adapters as PEFT initialises them: A uniform in ±1/sqrt(in) (kaiming-uniform
  * with a = sqrt(5)), B zero, so the model's output is unchanged until training.
  */
-export function attachLora(model: QwenModel, config: LoraConfig, seed = 0): void {
+export function attachLora(model: CausalLM, config: LoraConfig, seed = 0): void {
   let k = 0;
   install(model, config, (_module, inF, outF) => {
     const bound = 1 / Math.sqrt(inF);
@@ -41,7 +41,7 @@ export function attachLora(model: QwenModel, config: LoraConfig, seed = 0): void
 }
 
 /** Attaches the adapter saved in a PEFT directory. */
-export function loadLora(model: QwenModel, dir: string): void {
+export function loadLora(model: CausalLM, dir: string): void {
   const adapter = readPeftAdapter(dir, model.config);
   install(model, adapter.config, (module, inF, outF) => {
     const w = adapter.weights.get(module)!;
@@ -49,11 +49,11 @@ export function loadLora(model: QwenModel, dir: string): void {
   });
 }
 
-export function loraParameters(model: QwenModel): Tensor[] {
+export function loraParameters(model: CausalLM): Tensor[] {
   return [...model.lora.values()].flatMap((l) => [l.a, l.b]);
 }
 
-export async function saveLora(model: QwenModel, dir: string): Promise<void> {
+export async function saveLora(model: CausalLM, dir: string): Promise<void> {
   const config = model.loraConfig;
   if (!config) throw new ShapeError('saveLora: the model has no LoRA adapter attached');
   const weights = new Map<string, LoraWeights>();
@@ -64,7 +64,7 @@ export async function saveLora(model: QwenModel, dir: string): Promise<void> {
 }
 
 /** Folds every branch into its base weight and removes the adapters. */
-export function mergeLora(model: QwenModel): void {
+export function mergeLora(model: CausalLM): void {
   noGrad(() => {
     for (const [weightName, l] of model.lora) {
       scope(() => axpyInPlace(model.param(weightName), matmul(l.b, l.a), l.scaling));

@@ -2,7 +2,7 @@
 // the `score` command prints. Sequences of different lengths share one left-padded
 // batch; position t's hidden state scores token t + 1.
 
-import type { QwenModel } from './qwen.ts';
+import type { CausalLM } from './causal_lm.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
@@ -41,7 +41,7 @@ export function packLeft(seqs: readonly ArrayLike<number>[]): PackedBatch {
  * Log-probs (and entropies) [batch * (seq - 1)] of each packed position's next token,
  * differentiable when gradients are on. Padding positions hold junk; use `unpack`.
  */
-export function packedLogprobs(model: QwenModel, p: PackedBatch, opts: { temperature?: number; withEntropy?: boolean } = {}): { logprobs: Tensor; entropy?: Tensor } {
+export function packedLogprobs(model: CausalLM, p: PackedBatch, opts: { temperature?: number; withEntropy?: boolean } = {}): { logprobs: Tensor; entropy?: Tensor } {
   const hidden = model.hidden({ ids: p.ids, batch: p.batch, seq: p.seq, padLeft: p.padLeft });
   const used = reshape(slice(hidden, 1, 0, p.seq - 1), [p.batch * (p.seq - 1), model.config.hidden]);
   return tokenLogprobs(used, model.lmHead(), p.targets, { temperature: opts.temperature, withEntropy: opts.withEntropy });
@@ -55,7 +55,7 @@ export function unpack(p: PackedBatch, values: Float32Array): Float32Array[] {
 }
 
 /** Log-probs of tokens 1..n-1 of each sequence, batched by a token budget. */
-export async function scoreSequences(model: QwenModel, seqs: readonly ArrayLike<number>[], opts: { maxBatchTokens?: number; temperature?: number } = {}): Promise<Float32Array[]> {
+export async function scoreSequences(model: CausalLM, seqs: readonly ArrayLike<number>[], opts: { maxBatchTokens?: number; temperature?: number } = {}): Promise<Float32Array[]> {
   const budget = opts.maxBatchTokens ?? 8192;
   const order = seqs.map((_, i) => i).sort((a, b) => seqs[a].length - seqs[b].length);
   const results: Float32Array[] = new Array(seqs.length);

@@ -3,13 +3,13 @@
 // batching cannot skew the ratio), reference log-probs from the frozen model, then
 // the mini-batched update.
 
-import type { QwenModel } from '../models/qwen.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
 import { groupAdvantages } from '../algos/advantage.ts';
 import { runRollout, type RolloutOptions, type RolloutResult } from '../rollout/agent_loop.ts';
 import { policyUpdate, responseLogprobs, splitMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 
 /** Where reference log-probs come from: a frozen copy, the LoRA model with its adapters off, or none (no KL). */
-export type Reference = { kind: 'model'; model: QwenModel } | { kind: 'lora-base' } | { kind: 'none' };
+export type Reference = { kind: 'model'; model: CausalLM } | { kind: 'lora-base' } | { kind: 'none' };
 
 export interface IterationResult {
   rollout: RolloutResult;
@@ -18,7 +18,7 @@ export interface IterationResult {
 }
 
 /** Runs fn with the model's LoRA branches detached (the frozen base is the reference). */
-export async function withoutLora<T>(model: QwenModel, fn: () => Promise<T>): Promise<T> {
+export async function withoutLora<T>(model: CausalLM, fn: () => Promise<T>): Promise<T> {
   const saved = new Map(model.lora);
   model.lora.clear();
   try {

@@ -2,7 +2,7 @@
 // step per mini-batch of step-samples, each split into micro-batches by a token
 // budget with gradients accumulated across them (shared design ALGORITHMS.md §1).
 
-import type { QwenModel } from '../models/qwen.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, packedLogprobs, type PackedBatch } from '../models/score.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
@@ -63,7 +63,7 @@ function gatherTokens(mb: MicroBatch, samples: readonly StepSample[], values: Fl
 }
 
 /** Response-token log-probs of every sample under `model` (no gradients). */
-export async function responseLogprobs(model: QwenModel, samples: readonly StepSample[], batches: readonly MicroBatch[]): Promise<Float32Array[]> {
+export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[]): Promise<Float32Array[]> {
   const out: Float32Array[] = new Array(samples.length);
   for (const mb of batches) {
     const values = await scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, mb.packed).logprobs).toArray()));
@@ -84,7 +84,7 @@ export interface UpdateMetrics {
 }
 
 export interface UpdateContext {
-  model: QwenModel;
+  model: CausalLM;
   optimizer: AdamW;
   params: readonly import('../tensor/tensor.ts').Tensor[];
   loss: PolicyLossConfig;
