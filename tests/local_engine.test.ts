@@ -6,14 +6,13 @@ import { after, describe, test } from 'node:test';
 import { greedyGenerate } from '../src/models/generate.ts';
 import { loadModel, randomModel, saveModel } from '../src/models/load.ts';
 import { loadLora } from '../src/models/lora.ts';
-import { loraTargets, writePeftAdapter, type LoraConfig, type LoraWeights } from '../src/models/peft.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { SafetensorsFile } from '../src/models/safetensors.ts';
-import { randn } from '../src/reference/random.ts';
 import type { GenerationRequest, SamplingParams } from '../src/rollout/engine.ts';
 import { EngineRequestError } from '../src/rollout/errors.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { assertClose, gpu } from './support/gpu.ts';
+import { writeRandomAdapter } from './support/random_adapter.ts';
 import { tinyTokenizer } from './support/tiny_tokenizer.ts';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}/`, import.meta.url).pathname;
@@ -22,16 +21,6 @@ after(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
 
 const GREEDY: SamplingParams = { maxTokens: 10, temperature: 0, topP: 1, topK: 0 };
 const req = (promptIds: number[], params: Partial<SamplingParams> = {}): GenerationRequest => ({ promptIds, params: { ...GREEDY, ...params } });
-
-/** A PEFT adapter with random non-zero A and B for q/v/down projections. */
-export async function writeRandomAdapter(model: QwenModel, dir: string, seed: number): Promise<void> {
-  const lora: LoraConfig = { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'], baseModel: null };
-  const weights = new Map<string, LoraWeights>();
-  loraTargets(model.config, lora.targetModules).forEach((t, i) => {
-    weights.set(t.module, { a: randn(lora.r * t.inFeatures, seed + 2 * i, 0.2), b: randn(t.outFeatures * lora.r, seed + 2 * i + 1, 0.2) });
-  });
-  await writePeftAdapter(dir, model.config, lora, weights);
-}
 
 describe('LocalEngine', () => {
   let model: QwenModel;

@@ -1,0 +1,65 @@
+import { defineCommand } from 'citty';
+import { existsSync } from 'node:fs';
+import * as path from 'node:path';
+import { initRuntime } from '../gpu/runtime.ts';
+import { loadModel } from '../models/load.ts';
+import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
+import { LocalEngine } from '../rollout/local_engine.ts';
+import { SERVER_DEFAULTS, startServer } from '../rollout/server.ts';
+import { CliError, intArg } from './args.ts';
+import { gpuArgs, gpuOptions } from './gpu_args.ts';
+
+function adapterArgs(spec: string | undefined): [string, string][] {
+  if (!spec) return [];
+  return spec.split(',').map((s) => {
+    const eq = s.indexOf('=');
+    if (eq <= 0 || eq === s.length - 1) throw new CliError(`--lora ${spec}: expected name=dir[,name=dir...]`);
+    return [s.slice(0, eq).trim(), s.slice(eq + 1).trim()];
+  });
+}
+
+export const serveCommand = defineCommand({
+  meta: { name: 'serve', description: 'Serve a model over a vLLM-compatible HTTP API (completions with token ids, LoRA adapters, weight reload)' },
+  args: {
+    ...gpuArgs,
+    model: { type: 'positional', description: 'Hugging Face checkpoint directory', required: true },
+    tokenizer: { type: 'string', description: 'tokenizer directory (default: the model directory when it has tokenizer.json)' },
+    'served-model-name': { type: 'string', description: 'name clients put in "model" (default: the model path as given)' },
+    host: { type: 'string', description: 'address to bind', default: SERVER_DEFAULTS.host },
+    port: { type: 'string', description: 'port', default: String(SERVER_DEFAULTS.port) },
+    'api-key': { type: 'string', description: 'require "Authorization: Bearer <key>" (env WGT_API_KEY)' },
+    'allowed-root': { type: 'string', description: 'directory under which adapter and checkpoint paths in requests must lie (none: such requests are refused)' },
+    lora: { type: 'string', description: 'adapters to load at start: name=dir[,name=dir...]' },
+    'max-batch': { type: 'string', description: 'rows per generation batch', default: '64' },
+    'max-body-bytes': { type: 'string', description: 'request size cap', default: String(SERVER_DEFAULTS.maxBodyBytes) },
+  },
+  async run({ args }) {
+    if (!existsSync(path.join(args.model, 'config.json'))) throw new CliError(`${args.model}: not a checkpoint directory (no config.json)`);
+    const tokDir = args.tokenizer ?? (existsSync(path.join(args.model, 'tokenizer.json')) ? args.model : null);
+    const port = intArg('--port', args.port, 0, 65535);
+    const maxBatch = intArg('--max-batch', args['max-batch'], 1);
+    const maxBodyBytes = intArg('--max-body-bytes', args['max-body-bytes'], 1024);
+    const adapters = adapterArgs(args.lora);
+    if (args['allowed-root'] && !existsSync(args['allowed-root'])) throw new CliError(`--allowed-root ${args['allowed-root']}: no such directory`);
+    await initRuntime(gpuOptions(args));
+    const tokenizer: Tokenizer | null = tokDir ? await loadTokenizer(tokDir) : null;
+    const model = loadModel(args.model, { trainable: false });
+    const engine = new LocalEngine(model, { tokenizer, name: args['served-model-name'] ?? args.model, path: path.resolve(args.model), maxBatch });
+    for (const [name, dir] of adapters) await engine.loadLoraAdapter(name, dir);
+    const handle = await startServer(engine, {
+      host: args.host,
+      port,
+      apiKey: args['api-key'] ?? process.env.WGT_API_KEY ?? null,
+      allowedRoot: args['allowed-root'] ?? null,
+      maxBodyBytes,
+      maxQueuedRows: Math.max(maxBatch, SERVER_DEFAULTS.maxQueuedRows),
+    });
+    console.log(`serving ${engine.name}${tokenizer ? '' : ' (no tokenizer: token ids only)'} at ${handle.url}`);
+    const stop = async () => {
+      await handle.close();
+      process.exit(0);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  },
+});

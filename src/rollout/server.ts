@@ -1,0 +1,215 @@
+// Our vLLM-compatible generation server (PROTOCOLS.md section 5) over a LocalEngine:
+//   POST /v1/completions, GET /v1/models, GET /health, POST /tokenize, /detokenize,
+//   POST /v1/load_lora_adapter, /v1/unload_lora_adapter, and our POST /v1/reload_weights.
+// One GPU, so work goes through one queue (server_scheduler.ts) that merges concurrent
+// generation requests into shared batches. Bound to 127.0.0.1 unless told otherwise;
+// an optional bearer token guards everything but /health; paths in requests must lie
+// under --allowed-root. Bad input gets a 4xx in vLLM's error shape and never takes the
+// server down. Built on node:http so it runs unchanged on Bun, Deno and Node.
+
+import { timingSafeEqual } from 'node:crypto';
+import * as fs from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { CheckpointError, ConfigError, SafetensorsError } from '../models/errors.ts';
+import { EngineRequestError } from './errors.ts';
+import type { LocalEngine } from './local_engine.ts';
+import { completionResponse, parseCompletion } from './server_completions.ts';
+import { boolField, requiredString, tokenIds, type Body } from './server_fields.ts';
+import { ApiError, readJsonObject, sendJson, sendText } from './server_http.ts';
+import { allowedDir } from './server_paths.ts';
+import { BatchScheduler } from './server_scheduler.ts';
+
+export interface ServerOptions {
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  /** Bearer token every request but GET /health must carry. */
+  apiKey?: string | null;
+  /** Directory under which adapter and checkpoint paths must lie; none: such requests are refused. */
+  allowedRoot?: string | null;
+  maxBodyBytes?: number;
+  /** Choices one completion request may ask for. */
+  maxChoices?: number;
+  /** Rows of concurrent requests merged into one engine call. */
+  maxQueuedRows?: number;
+}
+
+export interface ServerHandle {
+  /** "http://127.0.0.1:8000" */
+  readonly url: string;
+  readonly port: number;
+  /** Engine batches run and requests they carried. */
+  stats(): { batches: number; requests: number };
+  close(): Promise<void>;
+}
+
+export const SERVER_DEFAULTS = {
+  host: '127.0.0.1',
+  port: 8000,
+  maxBodyBytes: 32 * 2 ** 20,
+  maxChoices: 4096,
+  maxQueuedRows: 1024,
+} as const;
+
+/** Engine and checkpoint errors the client caused become 4xx; the rest are ours (500). */
+function apiError(e: unknown): ApiError {
+  if (e instanceof ApiError) return e;
+  if (e instanceof EngineRequestError) return new ApiError(e.kind === 'not_found' ? 404 : 400, e.message);
+  if (e instanceof CheckpointError || e instanceof ConfigError || e instanceof SafetensorsError) return new ApiError(400, e.message);
+  return new ApiError(500, `internal error: ${(e as Error)?.message ?? String(e)}`);
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export async function startServer(engine: LocalEngine, options: ServerOptions = {}): Promise<ServerHandle> {
+  const opts = { ...SERVER_DEFAULTS, ...options };
+  const root = opts.allowedRoot ? fs.realpathSync(opts.allowedRoot) : null;
+  const scheduler = new BatchScheduler(engine, opts.maxQueuedRows);
+  const tok = engine.tokenizer;
+  const config = engine.models.config;
+  const created = Math.floor(Date.now() / 1000);
+
+  const completions = async (body: Body): Promise<unknown> => {
+    const c = parseCompletion(body, tok, { vocab: config.vocabSize, maxModelLen: config.maxPositions, maxChoices: opts.maxChoices });
+    engine.models.resolve(c.model);
+    const modelName = c.model ?? engine.name;
+    const [results, stats] = await Promise.all([
+      scheduler.generate(c.model, c.requests),
+      c.promptLogprobs ? scheduler.exclusive(() => engine.promptLogprobs(c.prompts, { model: c.model, temperature: c.promptTemperature })) : null,
+    ]);
+    return completionResponse(c, modelName, results, stats, tok);
+  };
+
+  const models = (): unknown => ({
+    object: 'list',
+    data: engine.models.list().map((m) => ({
+      id: m.id, object: 'model', created, owned_by: 'wgt', root: m.path ?? m.id, parent: m.parent, max_model_len: config.maxPositions,
+    })),
+  });
+
+  const tokenize = (body: Body): unknown => {
+    if (!tok) throw new ApiError(400, 'this server has no tokenizer loaded (start it with --tokenizer)');
+    const addSpecial = boolField(body, 'add_special_tokens', true);
+    let tokens: number[];
+    if (body.messages !== undefined) {
+      const messages = body.messages;
+      if (!Array.isArray(messages) || messages.some((m) => typeof m?.role !== 'string' || typeof m?.content !== 'string')) {
+        throw new ApiError(400, 'field "messages" must be a list of {"role": string, "content": string}', 'messages');
+      }
+      tokens = tok.applyChatTemplate(messages, { tokenize: true, addGenerationPrompt: boolField(body, 'add_generation_prompt', true) });
+    } else {
+      tokens = tok.encode(requiredString(body, 'prompt'), { addSpecialTokens: addSpecial });
+    }
+    return { count: tokens.length, max_model_len: config.maxPositions, tokens };
+  };
+
+  const detokenize = (body: Body): unknown => {
+    if (!tok) throw new ApiError(400, 'this server has no tokenizer loaded (start it with --tokenizer)');
+    return { prompt: tok.decode(tokenIds(body.tokens, 'tokens', config.vocabSize)) };
+  };
+
+  const loadAdapter = async (body: Body): Promise<string> => {
+    const name = requiredString(body, 'lora_name');
+    const dir = allowedDir(requiredString(body, 'lora_path'), 'lora_path', root);
+    await scheduler.exclusive(() => engine.loadLoraAdapter(name, dir));
+    return `Success: LoRA adapter '${name}' added successfully.`;
+  };
+
+  const unloadAdapter = async (body: Body): Promise<string> => {
+    const name = requiredString(body, 'lora_name');
+    await scheduler.exclusive(() => engine.unloadLoraAdapter(name));
+    return `Success: LoRA adapter '${name}' removed successfully.`;
+  };
+
+  const reloadWeights = async (body: Body): Promise<unknown> => {
+    const dir = allowedDir(requiredString(body, 'path'), 'path', root);
+    await scheduler.exclusive(() => engine.reloadWeights(dir));
+    return { status: 'ok', model: engine.name, path: dir };
+  };
+
+  const authorized = (req: IncomingMessage): boolean => {
+    if (!opts.apiKey) return true;
+    const h = req.headers.authorization ?? '';
+    return h.startsWith('Bearer ') && sameSecret(h.slice(7), opts.apiKey);
+  };
+
+  const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    const method = req.method ?? 'GET';
+    const only = (m: string) => {
+      if (method !== m) {
+        res.setHeader('allow', m);
+        throw new ApiError(405, `${method} ${path} is not allowed (use ${m})`);
+      }
+    };
+    if (path === '/health') {
+      only('GET');
+      return sendJson(res, 200, { status: 'ok', queued: scheduler.pending });
+    }
+    if (!authorized(req)) throw new ApiError(401, 'missing or wrong API key: send "Authorization: Bearer <key>"');
+    const body = () => readJsonObject(req, opts.maxBodyBytes);
+    switch (path) {
+      case '/v1/models':
+        only('GET');
+        return sendJson(res, 200, models());
+      case '/v1/completions':
+        only('POST');
+        return sendJson(res, 200, await completions(await body()));
+      case '/tokenize':
+        only('POST');
+        return sendJson(res, 200, tokenize(await body()));
+      case '/detokenize':
+        only('POST');
+        return sendJson(res, 200, detokenize(await body()));
+      case '/v1/load_lora_adapter':
+        only('POST');
+        return sendText(res, 200, await loadAdapter(await body()));
+      case '/v1/unload_lora_adapter':
+        only('POST');
+        return sendText(res, 200, await unloadAdapter(await body()));
+      case '/v1/reload_weights':
+        only('POST');
+        return sendJson(res, 200, await reloadWeights(await body()));
+      default:
+        throw new ApiError(404, `no route ${method} ${path}`);
+    }
+  };
+
+  const server = createServer((req, res) => {
+    route(req, res).catch((e: unknown) => {
+      const err = apiError(e);
+      // What is left of a refused body is not worth reading on a kept-alive connection.
+      const headers: Record<string, string> = err.status === 413 || err.status === 401 ? { connection: 'close' } : {};
+      sendJson(res, err.status, err.body, headers);
+    });
+  });
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    else socket.destroy();
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    stats: () => ({ ...scheduler.stats }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections?.();
+      }),
+  };
+}
