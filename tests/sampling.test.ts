@@ -9,12 +9,15 @@ import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu } from './support/gpu.ts';
 
+// The software GPU is slow and shared: GPU tests get more than the runner's 5 s default.
+const slow = { timeout: 120_000 };
+
 function logitsFor(rows: number, vocab: number, seed: number, scale = 2): Float32Array {
   return randn(rows * vocab, seed, scale);
 }
 
 describe('sampling kernel', () => {
-  test('candidates, draws and log-probs match the CPU reference (temperature, top-k, top-p, greedy)', async () => {
+  test('candidates, draws and log-probs match the CPU reference (temperature, top-k, top-p, greedy)', slow, async () => {
     await gpu();
     const settings: Omit<RowSampling, 'u'>[] = [
       { temperature: 1, topP: 1, topK: 0 },
@@ -47,7 +50,7 @@ describe('sampling kernel', () => {
     }
   });
 
-  test('top-k keeps every tie of the k-th value; greedy takes the first maximum', async () => {
+  test('top-k keeps every tie of the k-th value; greedy takes the first maximum', slow, async () => {
     await gpu();
     const x = Float32Array.from([0.5, 2, -1, 2, 1, 2, 0]);
     const rows: RowSampling[] = [
@@ -64,7 +67,7 @@ describe('sampling kernel', () => {
     assert.equal(got.ids[1], 1);
   });
 
-  test('draws follow the filtered distribution (chi-square over 3000 seeded draws)', async () => {
+  test('draws follow the filtered distribution (chi-square over 3000 seeded draws)', slow, async () => {
     await gpu();
     const x = Float32Array.from([1.2, 0.3, -0.4, 2.0, 0.9, -2.5, 1.6]);
     for (const s of [{ temperature: 1, topP: 1, topK: 0 }, { temperature: 0.8, topP: 0.9, topK: 5 }, { temperature: 1.5, topP: 1, topK: 3 }]) {
@@ -91,7 +94,7 @@ describe('sampling kernel', () => {
     }
   });
 
-  test('token_stats: log-prob and rank of targets per block of rows', async () => {
+  test('token_stats: log-prob and rank of targets per block of rows', slow, async () => {
     await gpu();
     const vocab = 301;
     const rows = 9;
@@ -116,7 +119,7 @@ describe('sampling kernel', () => {
     }
   });
 
-  test('bad input is refused with the op and the shapes named', async () => {
+  test('bad input is refused with the op and the shapes named', slow, async () => {
     await gpu();
     await scopeAsync(async () => {
       const x = tensor(new Float32Array(6), [2, 3]);

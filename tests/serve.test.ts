@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import { greedyGenerate } from '../src/models/generate.ts';
 import { loadModel, randomModel, saveModel } from '../src/models/load.ts';
 import { loadLora } from '../src/models/lora.ts';
@@ -23,6 +23,9 @@ import { startServer, type ServerHandle } from '../src/rollout/server.ts';
 import { assertClose, gpu } from './support/gpu.ts';
 import { writeRandomAdapter } from './support/random_adapter.ts';
 import { tinyTokenizer } from './support/tiny_tokenizer.ts';
+
+// The software GPU is slow and shared: GPU tests get more than the runner's 5 s default.
+const slow = { timeout: 120_000 };
 
 const FIXTURE = new URL('./fixtures/qwen2-tiny/', import.meta.url).pathname;
 const KEY = 'test-key';
@@ -51,17 +54,7 @@ async function post(url: string, body: unknown, headers: Record<string, string> 
   return { status: res.status, body: parsed };
 }
 
-before(async () => {
-  await gpu();
-  model = loadModel(FIXTURE, { trainable: false });
-  tok = await tinyTokenizer(path.join(tmpRoot, 'tokenizer'), model.config.vocabSize);
-  engine = new LocalEngine(model, { tokenizer: tok, name: 'tiny' });
-  server = await startServer(engine, { port: 0, apiKey: KEY, allowedRoot: tmpRoot, maxBodyBytes: 64 * 1024 });
-  client = new HttpEngine({ baseUrl: `${server.url}/v1`, model: 'tiny', apiKey: KEY });
-  const expected = SafetensorsFile.open(`${FIXTURE}expected.safetensors`);
-  prompt = [...expected.readInt32('greedy.prompt')];
-  want = [...expected.readInt32('greedy.output')].slice(prompt.length);
-});
+
 
 after(async () => {
   await server?.close();
@@ -69,7 +62,21 @@ after(async () => {
 });
 
 describe('serve over HTTP', () => {
-  test('greedy generation equals the fixture continuation, in vLLM\'s response shape', async () => {
+  // Set up in a test rather than a hook: the runner holds hooks to 5 s, and the software GPU can take longer.
+  test('starts a server over a LocalEngine on a free port', slow, async () => {
+    await gpu();
+    model = loadModel(FIXTURE, { trainable: false });
+    tok = await tinyTokenizer(path.join(tmpRoot, 'tokenizer'), model.config.vocabSize);
+    engine = new LocalEngine(model, { tokenizer: tok, name: 'tiny' });
+    server = await startServer(engine, { port: 0, apiKey: KEY, allowedRoot: tmpRoot, maxBodyBytes: 64 * 1024 });
+    client = new HttpEngine({ baseUrl: `${server.url}/v1`, model: 'tiny', apiKey: KEY });
+    const expected = SafetensorsFile.open(`${FIXTURE}expected.safetensors`);
+    prompt = [...expected.readInt32('greedy.prompt')];
+    want = [...expected.readInt32('greedy.output')].slice(prompt.length);
+    assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+  });
+
+  test('greedy generation equals the fixture continuation, in vLLM\'s response shape', slow, async () => {
     const [r] = await client.generate([req(prompt)]);
     assert.deepEqual(r.tokenIds, want);
     assert.equal(r.finishReason, 'length');
@@ -90,7 +97,7 @@ describe('serve over HTTP', () => {
     assert.deepEqual(raw.body.usage, { prompt_tokens: prompt.length, completion_tokens: 4, total_tokens: prompt.length + 4 });
   });
 
-  test('HttpEngine returns the LocalEngine\'s samples for the same seeds; concurrent requests share batches', async () => {
+  test('HttpEngine returns the LocalEngine\'s samples for the same seeds; concurrent requests share batches', slow, async () => {
     const params = { maxTokens: 8, temperature: 0.9, topK: 30, topP: 0.9 };
     const requests = [11, 12, 13, 14].map((seed, i) => req(i % 2 ? prompt : prompt.slice(2), { ...params, seed }));
     const local = await engine.generate(requests);
@@ -106,7 +113,7 @@ describe('serve over HTTP', () => {
     assert.ok(after.batches - before.batches < 4, `4 concurrent requests ran in ${after.batches - before.batches} batches`);
   });
 
-  test('scoring through prompt_logprobs matches LocalEngine.score; greedy tokens rank 1; echo gives prompt log-probs', async () => {
+  test('scoring through prompt_logprobs matches LocalEngine.score; greedy tokens rank 1; echo gives prompt log-probs', slow, async () => {
     const requests = [{ promptIds: prompt, completionIds: want }, { promptIds: prompt.slice(0, 2), completionIds: [5, 9, 300] }, { promptIds: [7], completionIds: [] }];
     const local = await engine.score(requests);
     const remote = await client.score(requests);
@@ -132,7 +139,7 @@ describe('serve over HTTP', () => {
     assert.equal(ec.text, tok.decode([...prompt, ...want]));
   });
 
-  test('text prompts, stop strings, n with a seed, tokenize and detokenize', async () => {
+  test('text prompts, stop strings, n with a seed, tokenize and detokenize', slow, async () => {
     const text = tok.decode(prompt);
     const tokenized = await post(`${server.url}/tokenize`, { prompt: 'the rain' });
     assert.deepEqual(tokenized.body.tokens, tok.encode('the rain'));
@@ -162,7 +169,7 @@ describe('serve over HTTP', () => {
     assert.deepEqual(two.body.choices[0].token_ids, seeded.tokenIds);
   });
 
-  test('LoRA adapters: load, list, generate by name, unload', async () => {
+  test('LoRA adapters: load, list, generate by name, unload', slow, async () => {
     const dir = path.join(tmpRoot, 'adapters', 'step-1');
     await writeRandomAdapter(model, dir, 60);
     await client.loadLoraAdapter('policy-step-1', dir);
@@ -181,7 +188,7 @@ describe('serve over HTTP', () => {
     for (const t of reference.parameters()) t.dispose();
   });
 
-  test('reload_weights swaps the checkpoint; paths outside the allowed root are refused', async () => {
+  test('reload_weights swaps the checkpoint; paths outside the allowed root are refused', slow, async () => {
     const otherDir = path.join(tmpRoot, 'other');
     const other = randomModel(model.config, 3, { std: 0.2, trainable: false });
     await saveModel(other, otherDir);
@@ -200,7 +207,7 @@ describe('serve over HTTP', () => {
     for (const t of other.parameters()) t.dispose();
   });
 
-  test('bad requests get 4xx with a message, and the server keeps serving', async () => {
+  test('bad requests get 4xx with a message, and the server keeps serving', slow, async () => {
     const url = `${server.url}/v1/completions`;
     const expectError = async (p: Promise<{ status: number; body: any }>, status: number, re: RegExp) => {
       const r = await p;
@@ -265,7 +272,7 @@ const completion = (choice: Record<string, unknown>) => JSON.stringify({ choices
 describe('HttpEngine failure handling', () => {
   const fast = { model: 'm', backoffMs: 5, maxBackoffMs: 20 };
 
-  test('retries 5xx with backoff, then succeeds; gives up after the retry budget naming the URL', async () => {
+  test('retries 5xx with backoff, then succeeds; gives up after the retry budget naming the URL', slow, async () => {
     const s = await scriptedServer((n, _req, res) => {
       if (n <= 2) {
         res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'warming up' } }));
@@ -286,7 +293,7 @@ describe('HttpEngine failure handling', () => {
     await stubborn.close();
   });
 
-  test('4xx is not retried; stalls time out; refused connections are retried and named', async () => {
+  test('4xx is not retried; stalls time out; refused connections are retried and named', slow, async () => {
     const s = await scriptedServer((_n, _req, res) => res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'bad prompt', code: 400 } })));
     await assert.rejects(new HttpEngine({ ...fast, baseUrl: s.url, retries: 3 }).generate([req([1])]), (e: EngineHttpError) => e.status === 400 && /answered 400: bad prompt/.test(e.message));
     assert.equal(s.hits(), 1);
@@ -308,7 +315,7 @@ describe('HttpEngine failure handling', () => {
       e.message.includes(gone.url) && /cannot reach the server .*gave up after 3 attempts/.test(e.message));
   });
 
-  test('malformed answers are errors; prompt_logprobs are read by token id, not by position', async () => {
+  test('malformed answers are errors; prompt_logprobs are read by token id, not by position', slow, async () => {
     const s = await scriptedServer((n, _req, res) => {
       const bodies = [
         JSON.stringify({ choices: [] }),
@@ -332,7 +339,7 @@ describe('HttpEngine failure handling', () => {
 });
 
 describe('serve command', () => {
-  test('starts from the CLI, answers /health and a completion, stops on SIGTERM', async () => {
+  test('starts from the CLI, answers /health and a completion, stops on SIGTERM', slow, async () => {
     const main = new URL('../src/cli/main.ts', import.meta.url).pathname;
     const child = spawn(process.execPath, [main, 'serve', FIXTURE, '--port', '0', '--served-model-name', 'fixture'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';

@@ -1,4 +1,5 @@
-// The local WebGPU engine: batched sampling with the KV cache on a QwenModel.
+// The local WebGPU engine: batched sampling with the KV cache on any CausalLM
+// (Qwen2/Qwen3, Qwen3.5).
 //
 // A request list is sorted by prompt length and cut into batches of at most maxBatch
 // rows. Each batch is left-padded into one prefill, then decodes one token per step for
@@ -8,7 +9,7 @@
 // request's t-th token uses the uniform hash(seed, t), so a seed reproduces its tokens
 // whatever else shares the batch.
 
-import type { QwenModel } from '../models/qwen.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
 import { lastLogits } from '../models/generate.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
@@ -61,7 +62,7 @@ export class LocalEngine implements Engine, WeightSync {
   // GPU work runs one call at a time: tensor scopes are a stack and must not interleave.
   private queue: Promise<unknown> = Promise.resolve();
 
-  constructor(model: QwenModel, opts: LocalEngineOptions = {}) {
+  constructor(model: CausalLM, opts: LocalEngineOptions = {}) {
     this.name = opts.name ?? 'local';
     this.models = new ServedModels(model, this.name, opts.path ?? null);
     this.tokenizer = opts.tokenizer ?? null;
@@ -132,7 +133,7 @@ export class LocalEngine implements Engine, WeightSync {
     };
   }
 
-  private async runBatch(model: QwenModel, rows: Row[]): Promise<void> {
+  private async runBatch(model: CausalLM, rows: Row[]): Promise<void> {
     const B = rows.length;
     const P = Math.max(...rows.map((r) => r.req.promptIds.length));
     const steps = Math.max(...rows.map((r) => r.req.params.maxTokens));

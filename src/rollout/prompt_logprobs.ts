@@ -3,7 +3,7 @@
 // for a block of positions at a time from the final hidden states and reduced on the
 // GPU; only [positions] log-probs and ranks come back.
 
-import type { QwenModel } from '../models/qwen.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, unpack } from '../models/score.ts';
 import * as mk from '../kernels/matmul.ts';
 import * as sk from '../kernels/sampling.ts';
@@ -28,7 +28,7 @@ export interface PromptStatsOptions {
   blockBytes?: number;
 }
 
-export async function promptTokenStats(model: QwenModel, seqs: readonly ArrayLike<number>[], opts: PromptStatsOptions = {}): Promise<PromptTokenStats[]> {
+export async function promptTokenStats(model: CausalLM, seqs: readonly ArrayLike<number>[], opts: PromptStatsOptions = {}): Promise<PromptTokenStats[]> {
   const invT = inverseTemperature('promptTokenStats', opts.temperature);
   const budget = opts.maxBatchTokens ?? 8192;
   const results: PromptTokenStats[] = seqs.map(() => ({ logprobs: new Float32Array(0), ranks: new Uint32Array(0) }));

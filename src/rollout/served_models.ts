@@ -1,15 +1,15 @@
 // The models one engine serves: a base model and LoRA adapters by name, plus a
-// full-weight reload. Each adapter is its own QwenModel over the base model's parameter
-// map (shared tensors, not copies) with its branches attached, so a request batch
+// full-weight reload. Each adapter is a model of the base model's class over its
+// parameter map (shared tensors, not copies) with its branches attached, so a request batch
 // picks a model by name and never touches another's state; adapters cost only their
 // A/B matrices. A reload swaps the tensors inside that shared map, so every adapter
 // sees the new base weights.
 
 import { expectedShapes } from '../models/checkpoint.ts';
 import type { ModelConfig } from '../models/config.ts';
-import { loadModel } from '../models/load.ts';
+import { loadCausalLM } from '../models/load.ts';
 import { loadLora } from '../models/lora.ts';
-import { QwenModel } from '../models/qwen.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
 import { requireGrad } from '../tensor/autograd.ts';
 import { EngineRequestError } from './errors.ts';
 
@@ -32,10 +32,10 @@ function configDifferences(a: ModelConfig, b: ModelConfig): string[] {
 }
 
 export class ServedModels {
-  private readonly adapters = new Map<string, { model: QwenModel; path: string }>();
+  private readonly adapters = new Map<string, { model: CausalLM; path: string }>();
 
   constructor(
-    readonly base: QwenModel,
+    readonly base: CausalLM,
     readonly baseName: string,
     private basePath: string | null = null,
   ) {}
@@ -45,7 +45,7 @@ export class ServedModels {
   }
 
   /** The model for a request's "model" field: the base (by name or when absent) or an adapter. */
-  resolve(name?: string): QwenModel {
+  resolve(name?: string): CausalLM {
     if (name === undefined || name === this.baseName) return this.base;
     const a = this.adapters.get(name);
     if (!a) {
@@ -67,7 +67,9 @@ export class ServedModels {
     if (name === this.baseName || this.adapters.has(name)) {
       throw new EngineRequestError(`the LoRA adapter "${name}" has already been loaded; use a new name for every version`);
     }
-    const model = new QwenModel(this.base.config, this.base.params);
+    // Both model classes are built from (config, params); the sibling shares the map.
+    const Model = this.base.constructor as new (config: ModelConfig, params: CausalLM['params']) => CausalLM;
+    const model = new Model(this.base.config, this.base.params);
     // Attaching freezes the parameters it sees, and these are the base model's: keep their flags.
     const flags = this.base.parameters().map((p) => [p, p.requiresGrad] as const);
     try {
@@ -98,7 +100,7 @@ export class ServedModels {
    * parameter map and the old ones disposed.
    */
   reloadWeights(dir: string): void {
-    const fresh = loadModel(dir, { trainable: false });
+    const fresh = loadCausalLM(dir, { trainable: false });
     const diff = configDifferences(this.base.config, fresh.config);
     const names = [...expectedShapes(this.base.config).keys()];
     if (diff.length || names.some((n) => !fresh.params.has(n))) {
