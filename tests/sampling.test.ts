@@ -28,6 +28,7 @@ describe('sampling kernel', () => {
       { temperature: 0, topP: 0.3, topK: 2 },
       { temperature: 2, topP: 0.05, topK: 0 },
       { temperature: 1, topP: 1, topK: 1 },
+      { temperature: 1e-6, topP: 1, topK: 0 },
     ];
     for (const vocab of [7, 37, 300, 1031]) {
       const rows: RowSampling[] = [];

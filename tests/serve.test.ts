@@ -163,6 +163,8 @@ describe('serve over HTTP', () => {
     assert.equal(asText.body.choices.length, 2);
     assert.deepEqual(asText.body.choices[1].token_ids, want.slice(0, 3));
 
+    const dflt = await post(`${server.url}/v1/completions`, { prompt, temperature: 0, ignore_eos: true, return_token_ids: true });
+    assert.equal(dflt.body.choices[0].token_ids.length, 16, 'max_tokens defaults to 16 as in vLLM');
     const two = await post(`${server.url}/v1/completions`, { prompt, n: 2, seed: 77, max_tokens: 6, temperature: 1, return_token_ids: true });
     assert.deepEqual(two.body.choices.map((c: { index: number }) => c.index), [0, 1]);
     const [seeded] = await client.generate([req(prompt, { maxTokens: 6, temperature: 1, seed: 77 })]);

@@ -8,7 +8,7 @@ import { gridRows, uniforms } from './launch.ts';
 export const ROW_PARAMS_BYTES = 16;
 
 export interface RowSampling {
-  /** 0: greedy. */
+  /** 0 (or below GREEDY_BELOW): greedy. */
   temperature: number;
   /** >= 1: off. */
   topP: number;
@@ -18,13 +18,16 @@ export interface RowSampling {
   u: number;
 }
 
+/** Temperatures below this sample greedily (vLLM's _SAMPLING_EPS): 1 / T would overflow f32 long before 0. */
+export const GREEDY_BELOW = 1e-5;
+
 /** The RowParams array the kernel reads, one 16-byte struct per row. */
 export function packRowParams(rows: readonly RowSampling[], vocab: number): ArrayBuffer {
   const buf = new ArrayBuffer(rows.length * ROW_PARAMS_BYTES);
   const f = new Float32Array(buf);
   const u = new Uint32Array(buf);
   rows.forEach((r, i) => {
-    f[i * 4] = r.temperature;
+    f[i * 4] = r.temperature < GREEDY_BELOW ? 0 : r.temperature;
     f[i * 4 + 1] = r.topP;
     u[i * 4 + 2] = r.topK > 0 && r.topK < vocab ? r.topK : 0;
     f[i * 4 + 3] = r.u;

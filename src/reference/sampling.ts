@@ -2,7 +2,7 @@
 // candidates after temperature / top-k / top-p, the inverse-CDF draw, and per-target
 // log-prob + rank.
 
-import type { RowSampling } from '../kernels/sampling.ts';
+import { GREEDY_BELOW, type RowSampling } from '../kernels/sampling.ts';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
@@ -39,7 +39,7 @@ function logSumExp(z: ArrayLike<number>): number {
 export function sampleRow(x: Float32Array, r: RowSampling): ReferenceSample {
   const V = x.length;
   const keys = Array.from(x, floatKey);
-  if (!(r.temperature > 0)) {
+  if (!(r.temperature >= GREEDY_BELOW)) {
     let id = 0;
     for (let i = 1; i < V; i++) if (x[i] > x[id]) id = i;
     const probs = new Float64Array(V);

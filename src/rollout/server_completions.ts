@@ -1,6 +1,7 @@
 // POST /v1/completions: the request fields of PROTOCOLS.md section 5 read into engine
 // requests, and the engine's results written back in vLLM's response shape.
 
+import { GREEDY_BELOW } from '../kernels/sampling.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import type { GenerationRequest, GenerationResult } from './engine.ts';
 import type { PromptTokenStats } from './prompt_logprobs.ts';
@@ -71,7 +72,8 @@ export function parseCompletion(body: Body, tok: Tokenizer | null, limits: Compl
   if (prompts.length * n > limits.maxChoices) throw new ApiError(400, `${prompts.length} prompts x n = ${n} exceed the ${limits.maxChoices} choices one request may ask for`, 'n');
   const longest = Math.max(...prompts.map((p) => p.length));
   if (longest > limits.maxModelLen) throw new ApiError(400, `a prompt of ${longest} tokens exceeds the model's context of ${limits.maxModelLen}`, 'prompt');
-  const maxTokens = intField(body, 'max_tokens', null, 0);
+  // vLLM's default is 16 new tokens; an explicit null means up to the context length.
+  const maxTokens = body.max_tokens === undefined ? 16 : intField(body, 'max_tokens', null, 0);
   const temperature = numberField(body, 'temperature', 1, (x) => x >= 0, 'a number >= 0');
   const topP = numberField(body, 'top_p', 1, (x) => x > 0 && x <= 1, 'a number in (0, 1]');
   const topK = intField(body, 'top_k', -1, -1)!;
@@ -105,7 +107,7 @@ export function parseCompletion(body: Body, tok: Tokenizer | null, limits: Compl
     includeStop: boolField(body, 'include_stop_str_in_output', false),
     logprobs: logprobs !== null,
     promptLogprobs: promptLogprobs !== null || (echo && logprobs !== null),
-    promptTemperature: temperature > 0 ? temperature : 1,
+    promptTemperature: temperature >= GREEDY_BELOW ? temperature : 1,
     returnTokenIds: boolField(body, 'return_token_ids', false),
     tokensAsIds: boolField(body, 'return_tokens_as_token_ids', false),
     skipSpecial,
