@@ -28,13 +28,20 @@ export interface HttpEngineOptions {
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+// fn over items with at most `limit` calls in flight; after a failure no new call starts.
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
   let next = 0;
+  let failed = false;
   const worker = async () => {
-    while (next < items.length) {
+    while (next < items.length && !failed) {
       const i = next++;
-      out[i] = await fn(items[i], i);
+      try {
+        out[i] = await fn(items[i], i);
+      } catch (e) {
+        failed = true;
+        throw e;
+      }
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
@@ -52,6 +59,9 @@ export class HttpEngine implements Engine, WeightSync {
       url = new URL(opts.baseUrl);
     } catch {
       throw new EngineHttpError(`HttpEngine: "${opts.baseUrl}" is not a URL`, null, opts.baseUrl);
+    }
+    if (opts.concurrency !== undefined && !(Number.isInteger(opts.concurrency) && opts.concurrency >= 1)) {
+      throw new RangeError(`HttpEngine: concurrency must be a positive integer, got ${opts.concurrency}`);
     }
     this.base = url.href.replace(/\/+$/, '').replace(/\/v1$/, '');
     this.name = `http:${this.base}`;
