@@ -7,6 +7,7 @@ import { envCommand } from './env.ts';
 import { gpuInfoCommand } from './gpu_info.ts';
 import { makeDefaultModelCommand } from './make_default_model.ts';
 import { scoreCommand } from './score.ts';
+import { trainCommand } from './train.ts';
 import { serveCommand } from './serve.ts';
 
 const main = defineCommand({
@@ -17,6 +18,7 @@ const main = defineCommand({
     gpu: gpuInfoCommand,
     'make-default-model': makeDefaultModelCommand,
     score: scoreCommand,
+    train: trainCommand,
     serve: serveCommand,
   },
 });
