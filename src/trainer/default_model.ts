@@ -18,7 +18,7 @@ import { runRollout, type RolloutStats } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { encodeTurnPrompt } from '../rollout/tokenize_turn.ts';
 import { householdCorpus, householdExpertSamples, type SftTextSample } from './expert_data.ts';
-import { sftLoss, trainSft, type SftSample, type SftStepStats } from './sft.ts';
+import { formatSftStep, sftLoss, trainSft, type SftSample, type SftStepStats } from './sft.ts';
 
 export interface ModelShape {
   hidden: number;
@@ -143,7 +143,7 @@ export async function makeDefaultModel(o: DefaultModelOptions, log: (line: strin
       result = await trainSft(model, train, {
         steps: o.steps, batchTokens: o.batchTokens, microBatchTokens: o.microBatchTokens, lr: o.lr, warmupSteps: o.warmupSteps, seed: o.seed,
         onStep: (s: SftStepStats) => {
-          if (s.step === 1 || s.step % o.logEvery === 0 || s.step === s.steps) log(formatStep(s));
+          if (s.step === 1 || s.step % o.logEvery === 0 || s.step === s.steps) log(formatSftStep(s));
         },
       });
       if (valid.length > 0) {
@@ -186,11 +186,6 @@ function generationConfig(cfg: ModelConfig): Record<string, unknown> {
   // Generation ends at <|im_end|> (the end of an assistant turn) or <|endoftext|>.
   const eos = [...new Set([...cfg.eosTokenIds, ...(cfg.padTokenId === null ? [] : [cfg.padTokenId])])];
   return { bos_token_id: cfg.bosTokenId, eos_token_id: eos, pad_token_id: cfg.padTokenId };
-}
-
-function formatStep(s: SftStepStats): string {
-  return `step ${s.step}/${s.steps} loss ${s.loss.toFixed(4)} lr ${s.lr.toExponential(2)} grad ${s.gradNorm.toFixed(3)}${s.skipped ? ' (skipped)' : ''}` +
-    ` seqs ${s.sequences} micro ${s.microBatches} ${s.seconds.toFixed(1)}s ${Math.round(s.tokensPerSecond)} tok/s`;
 }
 
 /** Greedy episodes of the exported model (reloaded from disk, so the stored dtype is what is measured). */

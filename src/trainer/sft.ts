@@ -172,7 +172,7 @@ export async function trainSft(model: QwenModel, samples: readonly SftSample[], 
   const schedule = {
     base: opts.lr, warmupSteps, kind: 'cosine' as const, totalSteps: Math.max(opts.steps, warmupSteps + 1), minLr: opts.minLr ?? opts.lr / 10,
   };
-  lrAt(0, schedule);
+  lrAt(0, schedule); // throws on a bad schedule before any GPU work
   const params = model.parameters().filter((p) => p.requiresGrad);
   if (params.length === 0) throw new RangeError('trainSft: the model has no trainable parameters');
   const optimizer = new AdamW(params, { lr: opts.lr, weightDecay: opts.weightDecay ?? 0.01 });
