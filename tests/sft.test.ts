@@ -35,6 +35,9 @@ function householdTokenizer(): Promise<Tokenizer> {
   return tokenizerPromise;
 }
 
+// The software GPU is slow and shared: GPU tests get minutes, not bun's default 5 s.
+const slow = { timeout: 300_000 };
+
 const TINY = { hidden: 32, layers: 1, heads: 2, kvHeads: 1, intermediate: 48, maxPositions: 2048 };
 
 describe('word tokenizer', () => {
@@ -44,7 +47,7 @@ describe('word tokenizer', () => {
     ]);
   });
 
-  test('round-trips prompts and expert answers of unseen seeds in every split', async () => {
+  test('round-trips prompts and expert answers of unseen seeds in every split', slow, async () => {
     const tok = await householdTokenizer();
     for (const split of ['train', 'valid_seen', 'valid_unseen'] as const) {
       const samples = [...householdExpertSamples({ split, seeds: [900, 901], detour: 0.3, withSkills: true })];
@@ -135,7 +138,7 @@ describe('SFT', () => {
     assert.deepEqual(microBatches(samples, 1).map((g) => g.length), [1, 1, 1], 'a sample over the budget goes alone');
   });
 
-  test('the response loss falls on household samples; micro-batching does not change it', async () => {
+  test('the response loss falls on household samples; micro-batching does not change it', slow, async () => {
     await gpu();
     const tok = await householdTokenizer();
     // Short left-truncated prompts keep the software GPU quick; the response is whole.
@@ -159,7 +162,7 @@ describe('SFT', () => {
 });
 
 describe('make-default-model', () => {
-  test('runs end to end with a tiny config; the export loads with loadModel and loadTokenizer', async () => {
+  test('runs end to end with a tiny config; the export loads with loadModel and loadTokenizer', slow, async () => {
     await gpu();
     const out = join(root, 'household-tiny');
     const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
@@ -188,7 +191,7 @@ describe('make-default-model', () => {
     for (const p of model.parameters()) p.dispose();
   });
 
-  test('rejects a head count that does not divide the hidden size', () => {
+  test('rejects a head count that does not divide the hidden size', slow, () => {
     const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
     const run = spawnSync(process.execPath, [cli, 'make-default-model', '--hidden', '30', '--heads', '4'], { encoding: 'utf8' });
     assert.notEqual(run.status, 0);
