@@ -14,7 +14,7 @@ export const makeDefaultModelCommand = defineCommand({
   args: {
     ...gpuArgs,
     out: { type: 'string', description: 'output checkpoint directory (replaced)', default: 'models/household-tiny' },
-    steps: { type: 'string', description: 'optimizer steps', default: '600' },
+    steps: { type: 'string', description: 'optimizer steps', default: '1000' },
     'batch-tokens': { type: 'string', description: 'sequence tokens per step', default: '16384' },
     'micro-batch-tokens': { type: 'string', description: 'padded tokens per forward/backward pass (default: batch-tokens)' },
     lr: { type: 'string', description: 'peak learning rate (linear warmup, cosine to lr/10)', default: '1e-3' },
@@ -25,7 +25,7 @@ export const makeDefaultModelCommand = defineCommand({
     'kv-heads': { type: 'string', description: 'key/value heads', default: '2' },
     intermediate: { type: 'string', description: 'MLP size', default: '768' },
     'max-positions': { type: 'string', description: 'max_position_embeddings (prompt + response budget)', default: '2048' },
-    episodes: { type: 'string', description: 'train-split expert episodes', default: '3000' },
+    episodes: { type: 'string', description: 'train-split expert episodes', default: '5000' },
     'train-seed-start': { type: 'string', description: 'first train seed', default: '0' },
     detour: { type: 'string', description: 'chance per expert turn of a random "go to" detour first (recovery data)', default: '0.1' },
     'corpus-episodes': { type: 'string', description: 'episodes per split whose text builds the vocabulary', default: '300' },
