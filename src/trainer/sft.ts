@@ -12,7 +12,7 @@ import { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import { lrAt } from '../optim/schedule.ts';
 import { Prng } from '../../envs/prng.ts';
-import type { QwenModel } from '../models/qwen.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
 import { packedLogprobs, packLeft, type PackedBatch } from '../models/score.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
 import { mul, neg, sum } from '../tensor/ops/index.ts';
@@ -152,7 +152,7 @@ class SampleStream {
 }
 
 /** Forward and backward of one micro-batch; returns its (weighted) loss. */
-async function microStep(model: QwenModel, group: readonly SftSample[], weight: number): Promise<number> {
+async function microStep(model: CausalLM, group: readonly SftSample[], weight: number): Promise<number> {
   return scopeAsync(async () => {
     const packed = packLeft(group.map(sampleIds));
     const { logprobs } = packedLogprobs(model, packed);
@@ -162,7 +162,7 @@ async function microStep(model: QwenModel, group: readonly SftSample[], weight: 
   });
 }
 
-export async function trainSft(model: QwenModel, samples: readonly SftSample[], opts: SftOptions): Promise<SftResult> {
+export async function trainSft(model: CausalLM, samples: readonly SftSample[], opts: SftOptions): Promise<SftResult> {
   checkSamples(samples);
   positiveInt('steps', opts.steps);
   positiveInt('batchTokens', opts.batchTokens);
@@ -212,7 +212,7 @@ export async function trainSft(model: QwenModel, samples: readonly SftSample[], 
 }
 
 /** Mean NLL per response token over `samples`, without gradients. */
-export async function sftLoss(model: QwenModel, samples: readonly SftSample[], microBatchTokens = 8192): Promise<number> {
+export async function sftLoss(model: CausalLM, samples: readonly SftSample[], microBatchTokens = 8192): Promise<number> {
   checkSamples(samples);
   const total = samples.reduce((n, s) => n + s.responseIds.length, 0);
   let loss = 0;
