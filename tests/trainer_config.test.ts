@@ -91,12 +91,12 @@ describe('training config', () => {
     // Later overrides win over earlier ones and over the file.
     const f = file('lr.yaml', 'optim:\n  lr: 0.001\n');
     assert.equal(loadConfig(f, ['optim.lr=0.002', 'optim.lr=0.003']).optim.lr, 0.003);
-    refused(() => loadConfig(undefined, ['optim']), '--set optim', 'key.path=value');
-    refused(() => loadConfig(f, ['optim.lr.x=1']), '--set optim.lr.x=1: optim.lr is 0.001, not a group of settings');
+    refused(() => loadConfig(undefined, ['optim']), 'override optim', 'key.path=value');
+    refused(() => loadConfig(f, ['optim.lr.x=1']), 'override optim.lr.x=1: optim.lr is 0.001, not a group of settings');
   });
 
   test('invalid values are refused naming the field, the value and its origin', () => {
-    refused(() => loadConfig(undefined, ['optim.lr=-1']), 'optim.lr: expected a positive number, got -1 (from --set optim.lr=-1)');
+    refused(() => loadConfig(undefined, ['optim.lr=-1']), 'optim.lr: expected a positive number, got -1 (from override optim.lr=-1)');
     refused(() => loadConfig(undefined, ['rollout.groupSize=2.5']), 'rollout.groupSize: expected an integer, got 2.5');
     refused(() => loadConfig(undefined, ['rollout.groupSize=0']), 'rollout.groupSize: expected an integer >= 1, got 0');
     refused(() => loadConfig(undefined, ['env.name=kitchen']), 'env.name: expected one of "household", "shop", "search", got "kitchen"');

@@ -2,7 +2,7 @@ import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { applySoftwareGpuScale } from '../trainer/default_run.ts';
 import { describeConfig, loadConfig } from '../trainer/config.ts';
-import { train } from '../trainer/train.ts';
+import { checkRunInputs, train } from '../trainer/train.ts';
 import { CliError, intArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
@@ -31,6 +31,7 @@ export const trainCommand = defineCommand({
     if (args.iterations) overrides.push(`iterations=${args.iterations}`);
     // Everything about the configuration is checked before the GPU is touched.
     let cfg = loadConfig(files[0], overrides);
+    checkRunInputs(cfg);
     const rt = await initRuntime(gpuOptions(args));
     console.log(`GPU: ${rt.gpu.description} (${rt.gpu.runtime})`);
     if (rt.caps.compatibility && !args['full-size']) {

@@ -2,7 +2,7 @@
 // defaults), then `a.b.c=value` overrides from the command line, then validation of
 // the whole against the schema, all before any GPU work. Every refusal is a
 // ConfigError that names the field path, the value, and where the value came from
-// (the file and line, or the --set flag).
+// (the file and line, or the command-line override).
 
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -72,7 +72,7 @@ function parseValue(raw: string): unknown {
 
 /** Applies `a.b.c=value` (value as JSON when it parses as JSON, else the string itself). */
 export function applyOverride(data: Record<string, unknown>, assignment: string): Override {
-  const flag = `--set ${assignment}`;
+  const flag = `override ${assignment}`;
   const eq = assignment.indexOf('=');
   if (eq <= 0) throw new ConfigError(`${flag}: expected key.path=value`);
   const keys = assignment.slice(0, eq).trim().split('.');

@@ -72,13 +72,24 @@ function trainableParams(model: CausalLM, cfg: TrainConfig): Tensor[] {
   return chosen;
 }
 
+/** Checks what the config names on disk, so a typo fails before any GPU work. */
+export function checkRunInputs(cfg: TrainConfig): void {
+  assertImplemented(cfg.method, IMPLEMENTED_METHODS);
+  const model = cfg.model.path;
+  if (!fs.existsSync(path.join(model, 'config.json'))) {
+    throw new Error(`model.path: ${model} is not a Hugging Face checkpoint directory (no config.json)${model === 'models/household-tiny' ? '; make it with `bun run cli make-default-model`' : ''}`);
+  }
+  if (!fs.existsSync(path.join(model, 'tokenizer.json'))) throw new Error(`model.path: ${model} has no tokenizer.json`);
+  if (cfg.rollout.engine === 'http') requireServedModel(cfg);
+}
+
 function requireServedModel(cfg: TrainConfig): string {
   if (!cfg.rollout.model) throw new Error('rollout.model: required with rollout.engine http (the model name the server serves)');
   return cfg.rollout.model;
 }
 
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
-  assertImplemented(cfg.method, IMPLEMENTED_METHODS);
+  checkRunInputs(cfg);
   const log = opts.log ?? ((l: string) => console.log(l));
   const dir = runDirOf(cfg);
   const ckptRoot = path.join(dir, 'checkpoints');
