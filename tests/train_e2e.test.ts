@@ -8,24 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { openCheckpoint } from '../src/models/checkpoint.ts';
-import { randomModel, saveModel } from '../src/models/load.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
-import { buildWordTokenizer, writeTokenizerFiles } from '../src/models/word_tokenizer.ts';
-import { qwen2Config } from '../src/trainer/default_model.ts';
-import { householdCorpus } from '../src/trainer/expert_data.ts';
 import { loadConfig } from '../src/trainer/config.ts';
 import { readMetrics } from '../src/trainer/metrics.ts';
 import { train } from '../src/trainer/train.ts';
 import { gpu } from './support/gpu.ts';
-
-async function tinyHouseholdModel(dir: string): Promise<void> {
-  writeTokenizerFiles(dir, buildWordTokenizer(householdCorpus(10)));
-  const tokenizer = await loadTokenizer(dir);
-  const cfg = qwen2Config({ hidden: 32, layers: 1, heads: 2, kvHeads: 1, intermediate: 64, maxPositions: 2048 }, tokenizer.vocabSize, tokenizer);
-  const model = randomModel(cfg, 3);
-  await saveModel(model, dir, { tokenizerDir: dir });
-  for (const p of model.parameters()) p.dispose();
-}
+import { tinyHouseholdModel } from './support/tiny_household.ts';
 
 const timeKeys = (k: string) => k.startsWith('time/') || k.startsWith('throughput/');
 const stable = (row: Record<string, number | null>) => Object.fromEntries(Object.entries(row).filter(([k]) => !timeKeys(k)));

@@ -2,7 +2,7 @@ import { defineCommand } from 'citty';
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
 import { initRuntime } from '../gpu/runtime.ts';
-import { loadModel } from '../models/load.ts';
+import { loadCausalLM } from '../models/load.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { SERVER_DEFAULTS, startServer } from '../rollout/server.ts';
@@ -43,7 +43,7 @@ export const serveCommand = defineCommand({
     if (args['allowed-root'] && !existsSync(args['allowed-root'])) throw new CliError(`--allowed-root ${args['allowed-root']}: no such directory`);
     await initRuntime(gpuOptions(args));
     const tokenizer: Tokenizer | null = tokDir ? await loadTokenizer(tokDir) : null;
-    const model = loadModel(args.model, { trainable: false });
+    const model = loadCausalLM(args.model, { trainable: false });
     const engine = new LocalEngine(model, { tokenizer, name: args['served-model-name'] ?? args.model, path: path.resolve(args.model), maxBatch });
     for (const [name, dir] of adapters) await engine.loadLoraAdapter(name, dir);
     const handle = await startServer(engine, {

@@ -28,6 +28,7 @@ import { grpoIteration, type Reference } from './grpo_iteration.ts';
 import { MetricsLogger, rolloutMetrics, summaryLine, type Metrics } from './metrics.ts';
 import { Progress } from './progress.ts';
 import { writeReport } from './report.ts';
+import { RemoteWeights } from './weight_sync.ts';
 import { Rng } from './rng.ts';
 
 export const IMPLEMENTED_METHODS = ['grpo'];
@@ -115,9 +116,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   const engine: Engine = cfg.rollout.engine === 'local'
     ? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath })
     : new HttpEngine({ baseUrl: cfg.rollout.url!, model: requireServedModel(cfg) });
-  if (cfg.rollout.engine === 'http' && !lora) {
-    log('note: rollouts come from a remote server; with full fine-tuning its weights are not updated by this run (use LoRA for weight sync, or reload the server from the checkpoints)');
-  }
+  const remote = engine instanceof HttpEngine ? new RemoteWeights(engine, path.join(dir, 'sync'), !!lora) : null;
   const env = environment(cfg);
   const spec = agentSpec(cfg.env.name);
 
@@ -133,7 +132,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   const rolloutBase = (tasks: RolloutTask[], groupSize: number, temperature: number, seed: number, label: string, trajectoryLog?: TrajectoryLog): RolloutOptions => {
     const phase = progress.phase(label, tasks.length * groupSize);
     return {
-      env, spec, engine, tokenizer, tasks, groupSize,
+      env, spec, engine, tokenizer, tasks, groupSize, model: remote?.modelName,
       sampling: { temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed },
       maxPromptTokens: cfg.rollout.maxPromptTokens,
       maxResponseTokens: cfg.rollout.maxResponseTokens,
@@ -151,6 +150,8 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   };
   const isDue = (every: number, it: number) => it === cfg.iterations || (every > 0 && it % every === 0);
 
+  // The server starts from the base weights; a resumed or LoRA run sends its own first.
+  if (remote && (ckpt || lora)) await remote.push(model, start);
   let last: Metrics = {};
   if (!ckpt && cfg.validation.atStart) {
     last = await validate(0);
@@ -177,7 +178,10 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       reference,
     );
     trajectoryLog?.close();
+    const syncStart = performance.now();
+    if (remote && result.update) await remote.push(model, it);
     const m: Metrics = { ...rolloutMetrics(result.rollout.stats, 'rollout'), 'actor/lr': lr, 'time/old_logprobs': result.times.oldLogprobs, 'time/reference': result.times.reference, 'time/update': result.times.update };
+    if (remote) m['time/weight_sync'] = (performance.now() - syncStart) / 1000;
     if (result.update) {
       const u = result.update;
       Object.assign(m, {

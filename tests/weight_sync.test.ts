@@ -1,0 +1,51 @@
+// Training against a remote rollout server (our `serve`, the vLLM-compatible API):
+// with LoRA every update arrives as a new adapter name and the old one is unloaded;
+// with full fine-tuning the server reloads the saved weights.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { loadCausalLM } from '../src/models/load.ts';
+import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { HttpEngine } from '../src/rollout/http_engine.ts';
+import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { startServer } from '../src/rollout/server.ts';
+import { loadConfig } from '../src/trainer/config.ts';
+import { readMetrics } from '../src/trainer/metrics.ts';
+import { train } from '../src/trainer/train.ts';
+import { gpu } from './support/gpu.ts';
+import { tinyHouseholdModel } from './support/tiny_household.ts';
+
+describe('weight sync to a rollout server', () => {
+  test('LoRA adapters per update, and a full-weight reload', { timeout: 600_000 }, async () => {
+    await gpu();
+    const root = mkdtempSync(join(tmpdir(), 'wgt-sync-'));
+    const modelDir = join(root, 'model');
+    await tinyHouseholdModel(modelDir);
+    const served = new LocalEngine(loadCausalLM(modelDir, { trainable: false }) as never, { tokenizer: await loadTokenizer(modelDir), name: 'base' });
+    const server = await startServer(served, { allowedRoot: root });
+    try {
+      const common = [
+        `model.path=${modelDir}`, `output.dir=${root}`, 'output.progress=none', 'output.tensorboard=false', 'output.trajectories=false',
+        'rollout.engine=http', `rollout.url=${server.url}`, 'rollout.model=base', 'rollout.tasksPerIteration=1', 'rollout.groupSize=2',
+        'rollout.maxTurns=1', 'rollout.maxResponseTokens=8', 'validation.atStart=false', 'validation.tasks=1', 'checkpoint.every=0',
+        'iterations=2', 'optim.lr=1e-2',
+      ];
+      const quiet = { log: () => {} };
+      await train(loadConfig(undefined, [...common, 'model.lora={"r":2,"alpha":4}', 'output.runName=lora']), quiet);
+      const names = (await new HttpEngine({ baseUrl: server.url, model: 'base' }).models());
+      assert.deepEqual(names.sort(), ['base', 'policy-step-2'], 'the last adapter is served, earlier ones were unloaded');
+
+      const full = await train(loadConfig(undefined, [...common, 'output.runName=full']), quiet);
+      const rows = readMetrics(join(full.runDir, 'metrics.jsonl'));
+      assert.ok(rows.every((r) => r.iteration === 0 || typeof r['time/weight_sync'] === 'number'));
+      const reloaded = served.models.base.param('model.embed_tokens.weight');
+      const trained = loadCausalLM(join(root, 'full', 'sync', 'weights'), { trainable: false }).param('model.embed_tokens.weight');
+      assert.deepEqual(await reloaded.toArray(), await trained.toArray(), 'the server runs the trained weights');
+    } finally {
+      await server.close();
+    }
+  });
+});
