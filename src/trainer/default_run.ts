@@ -5,15 +5,16 @@
 import { validateConfig, type TrainConfig } from './config.ts';
 
 /** The scaled-down values, by config path. */
-export const SOFTWARE_GPU_SCALE: Record<string, number> = {
+export const SOFTWARE_GPU_SCALE: Record<string, number | boolean> = {
   iterations: 2,
   'rollout.tasksPerIteration': 2,
   'rollout.groupSize': 2,
-  'rollout.maxTurns': 4,
-  'rollout.maxResponseTokens': 48,
+  'rollout.maxTurns': 3,
+  'rollout.maxResponseTokens': 40,
   'optim.miniBatchSize': 16,
-  'validation.tasks': 2,
+  'validation.tasks': 1,
   'validation.every': 2,
+  'validation.atStart': false,
   'checkpoint.every': 2,
 };
 
@@ -27,7 +28,8 @@ export function applySoftwareGpuScale(cfg: TrainConfig, overrides: readonly stri
     let obj = data as Record<string, unknown>;
     for (const p of parts.slice(0, -1)) obj = obj[p] as Record<string, unknown>;
     const leaf = parts[parts.length - 1];
-    if (typeof obj[leaf] === 'number' && (obj[leaf] as number) > value) {
+    const smaller = typeof value === 'number' ? typeof obj[leaf] === 'number' && (obj[leaf] as number) > value : obj[leaf] !== value;
+    if (smaller) {
       changes.push(`${key} ${obj[leaf]} -> ${value}`);
       obj[leaf] = value;
     }
