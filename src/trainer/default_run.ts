@@ -7,9 +7,9 @@ import { validateConfig, type TrainConfig } from './config.ts';
 /** The scaled-down values, by config path. */
 export const SOFTWARE_GPU_SCALE: Record<string, number | boolean> = {
   iterations: 2,
-  'rollout.tasksPerIteration': 2,
+  'rollout.tasksPerIteration': 1,
   'rollout.groupSize': 2,
-  'rollout.maxTurns': 3,
+  'rollout.maxTurns': 2,
   'rollout.maxResponseTokens': 40,
   'optim.miniBatchSize': 16,
   'validation.tasks': 1,
