@@ -2,6 +2,7 @@
 // the OpenAI / vLLM error shape {"error": {"message", "type", "param", "code"}}.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readJsonObject as readJsonObjectOf } from '../net/request_body.ts';
 
 const ERROR_TYPES: Record<number, string> = {
   400: 'BadRequestError',
@@ -31,44 +32,9 @@ export class ApiError extends Error {
   }
 }
 
-/**
- * Reads the body, refusing more than maxBytes with 413. An oversize body is drained
- * (so the client can read the answer) up to a hard cap, past which the socket is dropped.
- */
-export function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let ended = false;
-    const tooLarge = () => new ApiError(413, `request body larger than ${maxBytes} bytes`);
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= maxBytes) chunks.push(chunk);
-      else if (size > maxBytes * 4 + (1 << 20)) req.destroy();
-    });
-    req.on('end', () => {
-      ended = true;
-      if (size > maxBytes) reject(tooLarge());
-      else resolve(Buffer.concat(chunks).toString('utf8'));
-    });
-    req.on('close', () => {
-      if (!ended) reject(size > maxBytes ? tooLarge() : new ApiError(400, 'request body ended early'));
-    });
-    req.on('error', (e) => reject(new ApiError(400, `reading the request body failed: ${e.message}`)));
-  });
-}
-
-/** The body as a JSON object; 400 naming the problem otherwise. */
-export async function readJsonObject(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
-  const text = await readBody(req, maxBytes);
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (e) {
-    throw new ApiError(400, `malformed JSON body: ${(e as Error).message}`);
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new ApiError(400, 'the request body must be a JSON object');
-  return value as Record<string, unknown>;
+/** The body as a JSON object; 400 (as ApiError) naming the problem otherwise. */
+export function readJsonObject(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+  return readJsonObjectOf(req, maxBytes, (status, message) => new ApiError(status, message), maxBytes * 4 + (1 << 20));
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
