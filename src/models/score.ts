@@ -54,20 +54,30 @@ export function unpack(p: PackedBatch, values: Float32Array): Float32Array[] {
   return out;
 }
 
-/** Log-probs of tokens 1..n-1 of each sequence, batched by a token budget. */
-export async function scoreSequences(model: CausalLM, seqs: readonly ArrayLike<number>[], opts: { maxBatchTokens?: number; temperature?: number } = {}): Promise<Float32Array[]> {
-  const budget = opts.maxBatchTokens ?? 8192;
-  const order = seqs.map((_, i) => i).sort((a, b) => seqs[a].length - seqs[b].length);
-  const results: Float32Array[] = new Array(seqs.length);
+/**
+ * Splits sequence indices into batches, shortest first, each within `budget` padded
+ * tokens (a batch holds at least one sequence).
+ */
+export function budgetGroups(indices: readonly number[], seqs: readonly ArrayLike<number>[], budget: number): number[][] {
+  const order = [...indices].sort((a, b) => seqs[a].length - seqs[b].length);
+  const groups: number[][] = [];
   let i = 0;
   while (i < order.length) {
     let j = i + 1;
     while (j < order.length && seqs[order[j]].length * (j - i + 1) <= budget) j++;
-    const group = order.slice(i, j);
+    groups.push(order.slice(i, j));
+    i = j;
+  }
+  return groups;
+}
+
+/** Log-probs of tokens 1..n-1 of each sequence, batched by a token budget. */
+export async function scoreSequences(model: CausalLM, seqs: readonly ArrayLike<number>[], opts: { maxBatchTokens?: number; temperature?: number } = {}): Promise<Float32Array[]> {
+  const results: Float32Array[] = new Array(seqs.length);
+  for (const group of budgetGroups(seqs.map((_, i) => i), seqs, opts.maxBatchTokens ?? 8192)) {
     const packed = packLeft(group.map((k) => seqs[k]));
     const values = await scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, packed, opts).logprobs).toArray()));
     unpack(packed, values).forEach((v, g) => (results[group[g]] = v));
-    i = j;
   }
   return results;
 }

@@ -4,7 +4,7 @@
 // GPU; only [positions] log-probs and ranks come back.
 
 import type { CausalLM } from '../models/causal_lm.ts';
-import { packLeft, unpack } from '../models/score.ts';
+import { budgetGroups, packLeft, unpack } from '../models/score.ts';
 import * as mk from '../kernels/matmul.ts';
 import * as sk from '../kernels/sampling.ts';
 import { noGrad } from '../tensor/autograd.ts';
@@ -30,16 +30,11 @@ export interface PromptStatsOptions {
 
 export async function promptTokenStats(model: CausalLM, seqs: readonly ArrayLike<number>[], opts: PromptStatsOptions = {}): Promise<PromptTokenStats[]> {
   const invT = inverseTemperature('promptTokenStats', opts.temperature);
-  const budget = opts.maxBatchTokens ?? 8192;
   const results: PromptTokenStats[] = seqs.map(() => ({ logprobs: new Float32Array(0), ranks: new Uint32Array(0) }));
-  const order = seqs.map((_, i) => i).filter((i) => seqs[i].length >= 2).sort((a, b) => seqs[a].length - seqs[b].length);
+  const scored = seqs.map((_, i) => i).filter((i) => seqs[i].length >= 2);
   const V = model.config.vocabSize;
   const H = model.config.hidden;
-  let i = 0;
-  while (i < order.length) {
-    let j = i + 1;
-    while (j < order.length && seqs[order[j]].length * (j - i + 1) <= budget) j++;
-    const group = order.slice(i, j);
+  for (const group of budgetGroups(scored, seqs, opts.maxBatchTokens ?? 8192)) {
     const packed = packLeft(group.map((k) => seqs[k]));
     const bytes = await scopeAsync(async () => {
       const n = packed.batch * (packed.seq - 1);
@@ -67,7 +62,6 @@ export async function promptTokenStats(model: CausalLM, seqs: readonly ArrayLike
       const start = g * (packed.seq - 1) + packed.padLeft[g];
       results[k] = { logprobs: lps[g], ranks: ranks.slice(start, (g + 1) * (packed.seq - 1)) };
     });
-    i = j;
   }
   return results;
 }
