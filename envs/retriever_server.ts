@@ -6,6 +6,7 @@
 // Run directly: `bun envs/retriever_server.ts [--corpus corpus.jsonl] [--port 8000]`
 // (without --corpus it serves the built-in search world's corpus).
 
+import { listen } from '../src/net/listen.ts';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
 import { builtInSearchData } from './search/env.ts';
@@ -107,7 +108,7 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-export function startRetrieverServer(retriever: Retriever, options: RetrieverServerOptions = {}): Promise<RetrieverServer> {
+export async function startRetrieverServer(retriever: Retriever, options: RetrieverServerOptions = {}): Promise<RetrieverServer> {
   const opts = {
     maxBodyBytes: options.maxBodyBytes ?? 1 << 20,
     maxQueries: options.maxQueries ?? 1024,
@@ -141,24 +142,15 @@ export function startRetrieverServer(retriever: Retriever, options: RetrieverSer
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
     else socket.destroy();
   });
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
-      server.off('error', reject);
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      const host = options.host ?? '127.0.0.1';
-      const shown = host.includes(':') ? `[${host}]` : host;
-      resolve({
-        url: `http://${shown}:${port}/retrieve`,
-        port,
-        close: () => new Promise<void>((done, fail) => {
-          server.close((err) => (err ? fail(err) : done()));
-          server.closeAllConnections();
-        }),
-      });
-    });
-  });
+  const { port, origin } = await listen(server, options.port ?? 0, options.host ?? '127.0.0.1');
+  return {
+    url: `${origin}/retrieve`,
+    port,
+    close: () => new Promise<void>((done, fail) => {
+      server.close((err) => (err ? fail(err) : done()));
+      server.closeAllConnections();
+    }),
+  };
 }
 
 /** The command line: `--corpus <jsonl>` (default: the built-in world), `--host`, `--port`, `--topk`. */

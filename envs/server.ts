@@ -3,9 +3,9 @@
 // Errors are real HTTP statuses with {"error": message}; bad input never takes the
 // server down. Built on node:http so it runs unchanged on Bun, Deno and Node.
 
+import { listen } from '../src/net/listen.ts';
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { SPLITS, type EnvSession, type Environment, type Split } from '../src/envs/types.ts';
 import { EnvInputError, EpisodeDoneError } from './errors.ts';
 import { HttpError, readJsonObject, sendJson } from './http.ts';
@@ -180,21 +180,13 @@ export async function serveEnvironment(env: Environment, options: ServeOptions =
     else socket.destroy();
   });
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  const { port, origin } = await listen(server, opts.port, opts.host);
 
   const sweeper = setInterval(reclaimIdle, Math.max(10, Math.min(60_000, opts.idleTimeoutMs / 4)));
   sweeper.unref?.();
 
   return {
-    url: `http://${host}:${port}`,
+    url: origin,
     port,
     sessionCount: () => sessions.size,
     close: async () => {

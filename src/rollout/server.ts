@@ -7,10 +7,10 @@
 // under --allowed-root. Bad input gets a 4xx in vLLM's error shape and never takes the
 // server down. Built on node:http so it runs unchanged on Bun, Deno and Node.
 
+import { listen } from '../net/listen.ts';
 import { timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { CheckpointError, ConfigError, SafetensorsError } from '../models/errors.ts';
 import { EngineRequestError } from './errors.ts';
 import type { LocalEngine } from './local_engine.ts';
@@ -193,17 +193,9 @@ export async function startServer(engine: LocalEngine, options: ServerOptions = 
     else socket.destroy();
   });
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  const { port, origin } = await listen(server, opts.port, opts.host);
   return {
-    url: `http://${host}:${port}`,
+    url: origin,
     port,
     stats: () => ({ ...scheduler.stats }),
     close: () =>
