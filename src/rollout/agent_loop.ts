@@ -354,6 +354,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       responseIds: tokenIds,
       responseLogprobs: logprobs,
       valid: parsed.valid,
+      state: ep.observation,
     };
     if (turn.teacherPromptIds !== undefined) sample.teacherPromptIds = turn.teacherPromptIds;
     ep.samples.push(sample);

@@ -19,6 +19,8 @@ export interface StepSample {
   /** Episode return R(tau) of the trajectory this turn belongs to. */
   episodeReturn: number;
   won: boolean;
+  /** The observation this turn acted on (GiGPO groups turns of a task that saw the same one). */
+  state: string;
   /** Prompt of this turn with the skills block (teacher passes), when the method needs it. */
   teacherPromptIds?: number[];
 }

@@ -180,7 +180,12 @@ const pcsdSchema = z.strictObject({
   coef: nonNegNum.default(0.01),
 });
 
-const gigpoSchema = z.strictObject({ stepWeight: nonNegNum.default(1) });
+const gigpoSchema = z.strictObject({
+  /** w in A = A_episode + w·A_step. */
+  stepWeight: nonNegNum.default(1),
+  /** Discount of the episode return back to each turn, for the step groups. */
+  gamma: prob.default(0.95),
+});
 
 const sftSchema = z.strictObject({
   /** JSONL of trajectory records to imitate; unset generates them with the environment's expert. */
