@@ -3,6 +3,7 @@ import { benchDispatch } from '../bench/dispatch.ts';
 import { benchGenerate } from '../bench/generate.ts';
 import { benchAttention, benchLoss } from '../bench/kernels.ts';
 import { benchMatmul } from '../bench/matmul.ts';
+import { benchQwen35 } from '../bench/qwen35_step.ts';
 import { benchTrainStep } from '../bench/train_step.ts';
 import { destroyRuntime, initRuntime, type Runtime } from '../gpu/runtime.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
@@ -10,14 +11,19 @@ import { gpuArgs, gpuOptions } from './gpu_args.ts';
 type Suite = (rt: Runtime, args: Record<string, unknown>) => Promise<object[]>;
 
 const presetOf = (args: Record<string, unknown>) => (args.preset as string | undefined) ?? 'qwen05b';
+/** A numeric option, or undefined when not given so each suite keeps its own default. */
+const numberOf = (v: unknown) => (v === undefined || v === '' ? undefined : Number(v));
 
 const suites: Record<string, Suite> = {
   dispatch: (rt) => benchDispatch(rt),
   matmul: (rt) => benchMatmul(rt),
   attention: (rt) => benchAttention(rt),
   loss: (rt) => benchLoss(rt),
-  train: (rt, args) => benchTrainStep(rt, presetOf(args), { batch: Number(args.batch), seq: Number(args.seq) }),
+  train: (rt, args) => benchTrainStep(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
   generate: (rt, args) => benchGenerate(rt, presetOf(args)),
+  qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
+    batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
+  }),
 };
 
 export const benchCommand = defineCommand({
@@ -25,9 +31,14 @@ export const benchCommand = defineCommand({
   args: {
     ...gpuArgs,
     only: { type: 'string', description: `comma-separated suites (${Object.keys(suites).join(', ')})` },
-    batch: { type: 'string', description: 'train suite batch size (default 8)', default: '8' },
-    seq: { type: 'string', description: 'train suite sequence length (default 512)', default: '512' },
-    preset: { type: 'string', description: 'model shapes for train/generate: qwen05b (Qwen2.5-0.5B) or small (12.6M)', default: 'qwen05b' },
+    batch: { type: 'string', description: 'batch size for train (default 8) and qwen35 (default 4)' },
+    seq: { type: 'string', description: 'sequence length for train (default 512) and qwen35 (default 1024)' },
+    warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
+    iters: { type: 'string', description: 'qwen35 timed steps (default 3)' },
+    preset: {
+      type: 'string',
+      description: 'model shapes: train/generate qwen05b (Qwen2.5-0.5B, default) or small (12.6M); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
+    },
   },
   async run({ args }) {
     const names = args.only ? args.only.split(',').map((s) => s.trim()) : Object.keys(suites);
