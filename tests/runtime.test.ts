@@ -65,6 +65,13 @@ describe('gpu runtime', () => {
       assert.ok(c >= n && (c <= 256 || c < n * 1.25 + 1), `${n} -> ${c}`);
     }
   });
+
+  test('a class past the binding limit shrinks to the request, so the buffer stays bindable', () => {
+    const embedding = 248320 * 2048 * 4;
+    assert.equal(sizeClass(embedding), 2 ** 31);
+    assert.equal(sizeClass(embedding, 2147483644), embedding);
+    assert.equal(sizeClass(1000, 2147483644), 1024);
+  });
 });
 
 describe('tensors and scopes', () => {

@@ -19,12 +19,18 @@ export interface PoolStats {
   liveBuffers: number;
 }
 
-export function sizeClass(bytes: number): number {
+/**
+ * The class of a request. A class above `bindingLimit` (the largest storage binding)
+ * shrinks to the request rounded to 256 bytes: kernels bind whole buffers, so a 1.9 GiB
+ * tensor (a 248k-token vocabulary's embedding) must not land in the 2 GiB class.
+ */
+export function sizeClass(bytes: number, bindingLimit = Infinity): number {
   const n = Math.max(bytes, 256);
   const pow = 2 ** Math.floor(Math.log2(n));
   if (pow === n) return n;
   const quarter = pow / 4;
-  return pow + Math.ceil((n - pow) / quarter) * quarter;
+  const cls = pow + Math.ceil((n - pow) / quarter) * quarter;
+  return cls > bindingLimit ? Math.ceil(n / 256) * 256 : cls;
 }
 
 export class BufferPool {
@@ -35,10 +41,11 @@ export class BufferPool {
   constructor(
     private device: GPUDevice,
     private maxBufferSize: number,
+    private bindingLimit = Infinity,
   ) {}
 
   acquire(bytes: number, label?: string): GPUBuffer {
-    const size = sizeClass(bytes);
+    const size = sizeClass(bytes, this.bindingLimit);
     if (size > this.maxBufferSize) {
       throw new GpuError(`${label ?? 'buffer'}: ${bytes} bytes exceeds this adapter's maxBufferSize (${this.maxBufferSize})`);
     }

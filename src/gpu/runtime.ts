@@ -54,7 +54,7 @@ export class Runtime {
 
   constructor(readonly gpu: Gpu) {
     this.device = gpu.device;
-    this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize);
+    this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize, gpu.limits.maxStorageBufferBindingSize);
     this.device.lost.then((info) => {
       this.lost = info;
     });
