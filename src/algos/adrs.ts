@@ -1,0 +1,126 @@
+// ADRS, teacher-aligned reward shaping (shared design ALGORITHMS.md section 3): no
+// auxiliary loss; a dense per-token bonus from the teacher is added to the GRPO
+// advantage during a window of iterations:
+//   r_t = z-score of lT within its response;  τ̄_c = mean lT of response c
+//   α_c = σ(τ̄_c − mean of τ̄ over the batch)
+//   per group: TVA = Σα·R/Σα − Σ(1−α)·R/Σ(1−α),  m = σ(gateScale·TVA)
+//   r'_t = shapingCoef·m·r_t
+//   in groups whose returns spread (σ_group > 0): standardise r' over the group's
+//   tokens, multiply by η, clip to ±clip·min(1, σ_group / median σ_group), add to A.
+// η = eta for startIteration ≤ iteration ≤ endIteration, 0 otherwise; the entropy
+// coefficient is raised to entropyCoef over the same window.
+//
+// Choices the text leaves open, made by this project:
+// - Every z-score/standardisation uses the population std (divisor n) + 1e-6, as
+//   AgentOPSD's does; σ_group, a spread of returns over samples, uses the unbiased
+//   std like the backbone's advantage (a group of one has no spread).
+// - The median σ_group is over this batch's groups with spread; for an even count it
+//   is the mean of the two middle values.
+// - A TVA side with an empty sum (Σα = 0 or Σ(1−α) = 0, only when α saturates to 0
+//   or 1 for every response of the group) gives TVA = 0: no contrast is measurable.
+// - Responses with no tokens have no τ̄: they take no part in the batch mean of τ̄ nor
+//   in the TVA sums, and receive A unchanged.
+// Note that a group's m and shapingCoef are constant over its tokens, so the
+// standardisation removes them up to the 1e-6 in its denominator; they are kept
+// because the text defines r' that way.
+
+import type { StepSample } from '../rollout/sample.ts';
+import type { TrainConfig } from '../trainer/config_schema.ts';
+import { checkTransformInputs, clip, groupIndices, meanOf, median, sigmoid, unbiasedStd, zScores } from './token_stats.ts';
+
+export type AdrsConfig = TrainConfig['algorithm']['adrs'];
+
+export type AdrsSample = Pick<StepSample, 'groupId' | 'responseIds' | 'episodeReturn'>;
+
+/** Whether shaping is on at a 1-based iteration. */
+export function adrsActive(iteration: number, cfg: AdrsConfig): boolean {
+  return iteration >= cfg.startIteration && iteration <= cfg.endIteration;
+}
+
+/** The entropy coefficient at a 1-based iteration: cfg.entropyCoef while shaping is on, else `base`. */
+export function adrsEntropyCoef(iteration: number, cfg: AdrsConfig, base: number): number {
+  return adrsActive(iteration, cfg) ? cfg.entropyCoef : base;
+}
+
+export function adrsAdvantages(
+  samples: readonly AdrsSample[],
+  adv: Float64Array,
+  teacher: readonly Float32Array[],
+  iteration: number,
+  cfg: AdrsConfig,
+): { advantages: Float32Array[]; metrics: Record<string, number> } {
+  const fn = 'adrsAdvantages';
+  checkTransformInputs(fn, samples, adv, [{ name: 'teacher log-probs', arrays: teacher }]);
+  samples.forEach((s, i) => {
+    if (!Number.isFinite(s.episodeReturn)) throw new Error(`${fn}: sample ${i}: episode return is ${s.episodeReturn}`);
+  });
+  const eta = adrsActive(iteration, cfg) ? cfg.eta : 0;
+
+  const scored = samples.map((s) => s.responseIds.length > 0);
+  const tauBar = teacher.map((lt) => meanOf(lt));
+  const batchTau = meanOf(tauBar.filter((_, i) => scored[i]));
+  const alpha = tauBar.map((tau, i) => (scored[i] ? sigmoid(tau - batchTau) : 0));
+
+  const groups = [...groupIndices(samples, (s) => s.groupId).values()];
+  const spread = groups.map((idx) => {
+    const r = idx.map((i) => samples[i].episodeReturn);
+    return unbiasedStd(r, meanOf(r));
+  });
+  const spreadOnes = spread.filter((s) => s > 0);
+  const medianSpread = spreadOnes.length > 0 ? median(spreadOnes) : 0;
+
+  const advantages = samples.map((s, i) => new Float32Array(s.responseIds.length).fill(adv[i]));
+  const gates: number[] = [];
+  const tvas: number[] = [];
+  let shapedTokens = 0;
+  let shapedAbs = 0;
+  let clipped = 0;
+  groups.forEach((idx, g) => {
+    const members = idx.filter((i) => scored[i]);
+    let wHigh = 0;
+    let wLow = 0;
+    let rHigh = 0;
+    let rLow = 0;
+    for (const i of members) {
+      wHigh += alpha[i];
+      wLow += 1 - alpha[i];
+      rHigh += alpha[i] * samples[i].episodeReturn;
+      rLow += (1 - alpha[i]) * samples[i].episodeReturn;
+    }
+    const tva = wHigh > 0 && wLow > 0 ? rHigh / wHigh - rLow / wLow : 0;
+    const m = sigmoid(cfg.gateScale * tva);
+    if (members.length > 0) {
+      tvas.push(tva);
+      gates.push(m);
+    }
+    if (!(spread[g] > 0)) return;
+    const shaped: number[] = [];
+    for (const i of members) for (const r of zScores(teacher[i])) shaped.push(cfg.shapingCoef * m * r);
+    const bound = cfg.clip * Math.min(1, spread[g] / medianSpread);
+    const standard = zScores(shaped);
+    let k = 0;
+    for (const i of members) {
+      for (let t = 0; t < samples[i].responseIds.length; t++, k++) {
+        const raw = eta * standard[k];
+        const bonus = clip(raw, -bound, bound);
+        advantages[i][t] = adv[i] + bonus;
+        shapedTokens++;
+        shapedAbs += Math.abs(bonus);
+        if (bonus !== raw) clipped++;
+      }
+    }
+  });
+
+  const metrics: Record<string, number> = { 'adrs/eta': eta };
+  if (groups.length > 0) metrics['adrs/groups_with_spread'] = spreadOnes.length / groups.length;
+  if (gates.length > 0) {
+    metrics['adrs/gate_mean'] = meanOf(gates);
+    metrics['adrs/tva_mean'] = meanOf(tvas);
+    metrics['adrs/alpha_mean'] = meanOf(alpha.filter((_, i) => scored[i]));
+  }
+  if (shapedTokens > 0) {
+    metrics['adrs/bonus_abs_mean'] = shapedAbs / shapedTokens;
+    metrics['adrs/clip_frac'] = clipped / shapedTokens;
+  }
+  return { advantages, metrics };
+}

@@ -1,0 +1,333 @@
+// The advantage transforms of RLSD, AgentOPSD, ADRS and GiGPO on hand-made inputs;
+// expected values are worked out in this file from the formulas of the shared
+// design (ALGORITHMS.md section 3), not from the implementation's helpers. The last
+// test feeds RLSD's per-token advantages through the GPU policy loss.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { adrsActive, adrsAdvantages, adrsEntropyCoef } from '../src/algos/adrs.ts';
+import { agentOpsdAdvantages } from '../src/algos/agent_opsd.ts';
+import { gigpoAdvantages } from '../src/algos/gigpo.ts';
+import { DEFAULT_POLICY_LOSS, policyLoss } from '../src/algos/policy_loss.ts';
+import { rlsdAdvantages, rlsdLambda } from '../src/algos/rlsd.ts';
+import { ShapeError } from '../src/tensor/errors.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { tensor } from '../src/tensor/tensor.ts';
+import { resolveConfig, TrainConfigSchema } from '../src/trainer/config_schema.ts';
+import { assertClose, gpu, read } from './support/gpu.ts';
+
+const DEFAULTS = resolveConfig(TrainConfigSchema.parse({})).algorithm;
+const sig = (x: number) => 1 / (1 + Math.exp(-x));
+const f32 = (rows: number[][]) => rows.map((r) => Float32Array.from(r));
+const ids = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+const close = (actual: Float32Array[], expected: number[][], label: string) => {
+  assert.equal(actual.length, expected.length, `${label}: samples`);
+  actual.forEach((a, i) => assertClose(a, expected[i], { atol: 1e-6, rtol: 1e-6, label: `${label} sample ${i}` }));
+};
+
+describe('RLSD', () => {
+  const cfg = DEFAULTS.rlsd;
+
+  test('the schema defaults are the text\'s (λ 0.5 over 100 iterations, w clipped to [0.8, 1.2])', () => {
+    assert.deepEqual(cfg, { lambdaStart: 0.5, decayIterations: 100, clipLow: 0.8, clipHigh: 1.2 });
+  });
+
+  test('λ decays linearly from lambdaStart at iteration 1 to 0 at decayIterations + 1, then stays 0', () => {
+    assert.equal(rlsdLambda(1, cfg), 0.5);
+    assertClose([rlsdLambda(51, cfg)], [0.25], { atol: 1e-15 });
+    assertClose([rlsdLambda(100, cfg)], [0.005], { atol: 1e-15 });
+    assert.equal(rlsdLambda(101, cfg), 0);
+    assert.equal(rlsdLambda(150, cfg), 0);
+    assert.equal(rlsdLambda(3, { ...cfg, lambdaStart: 1, decayIterations: 4 }), 0.5);
+    assert.throws(() => rlsdLambda(0, cfg), /rlsdLambda: iteration must be an integer >= 1, got 0/);
+  });
+
+  // Gaps lT − lold: sample 0 [0.125, 0.5, −0.5] with A = 2, sample 1 [0.125, −0.5]
+  // with A = −1 (sign flips the exponent), sample 2 [3, −3] with A = 0.
+  const samples = [{ responseIds: ids(3) }, { responseIds: ids(2) }, { responseIds: ids(2) }];
+  const adv = Float64Array.from([2, -1, 0]);
+  const teacher = f32([[-1, -0.5, -2], [-1, -2], [0, -3]]);
+  const old = f32([[-1.125, -1, -1.5], [-1.125, -1.5], [-3, 0]]);
+  // w: exp(0.125); exp(0.5) = 1.65 -> 1.2; exp(-0.5) = 0.61 -> 0.8 | exp(-0.125); exp(0.5) -> 1.2 | 1, 1
+  const expectedHalf = [
+    [2 * (0.5 + 0.5 * Math.exp(0.125)), 2 * (0.5 + 0.5 * 1.2), 2 * (0.5 + 0.5 * 0.8)],
+    [-1 * (0.5 + 0.5 * Math.exp(-0.125)), -1 * (0.5 + 0.5 * 1.2)],
+    [0, 0],
+  ];
+
+  test('Â = A·[(1−λ) + λ·w] with w clipped on both sides and sign(A) < 0 flipping the gap', () => {
+    const r = rlsdAdvantages(samples, adv, teacher, old, 0.5, cfg);
+    close(r.advantages, expectedHalf, 'rlsd λ=0.5');
+    assert.equal(r.metrics['rlsd/lambda'], 0.5);
+    assertClose([r.metrics['rlsd/weight_mean']], [(Math.exp(0.125) + 1.2 + 0.8 + Math.exp(-0.125) + 1.2 + 1 + 1) / 7], { atol: 1e-12 });
+    assert.equal(r.metrics['rlsd/clip_frac'], 3 / 7);
+  });
+
+  test('λ = 0 is plain GRPO, λ = 1 is A·w', () => {
+    close(rlsdAdvantages(samples, adv, teacher, old, 0, cfg).advantages, [[2, 2, 2], [-1, -1], [0, 0]], 'rlsd λ=0');
+    close(rlsdAdvantages(samples, adv, teacher, old, 1, cfg).advantages, [[2 * Math.exp(0.125), 2.4, 1.6], [-Math.exp(-0.125), -1.2], [0, 0]], 'rlsd λ=1');
+  });
+
+  test('bad inputs name the function, the sample and the problem', () => {
+    assert.throws(() => rlsdAdvantages(samples, adv, f32([[-1, -0.5, -2], [-1], [0, -3]]), old, 0.5, cfg),
+      (e: Error) => e instanceof ShapeError && /rlsdAdvantages: sample 1: 1 teacher log-probs for 2 response tokens/.test(e.message));
+    assert.throws(() => rlsdAdvantages(samples, adv, f32([[-1, -0.5, -2], [-1, -2], [0, NaN]]), old, 0.5, cfg),
+      /rlsdAdvantages: sample 2: teacher log-probs\[1\] is NaN/);
+    assert.throws(() => rlsdAdvantages(samples, Float64Array.from([1, 2]), teacher, old, 0.5, cfg), /rlsdAdvantages: 2 advantages for 3 samples/);
+    assert.throws(() => rlsdAdvantages(samples, adv, teacher, old.slice(0, 2), 0.5, cfg), /rlsdAdvantages: 2 arrays of old log-probs for 3 samples/);
+  });
+});
+
+describe('AgentOPSD', () => {
+  const cfg = { ...DEFAULTS.agent_opsd, granularity: 'turn' as const };
+
+  test('the schema defaults are the text\'s', () => {
+    const { granularity: _, ...rest } = DEFAULTS.agent_opsd;
+    assert.deepEqual(rest, { scale: 0.2, clipLow: 0.8, clipHigh: 1.2, mix: 0.5, priorClamp: 1e-4 });
+  });
+
+  // Group g: trajectory a (R = 10, two turns, listed out of order) and b (R = 0, one
+  // turn), so V0 = (1 + 0)/2 = 0.5. Group h: trajectory c (R = 0, two turns), so V0 is
+  // clamped up to 1e-4.
+  const samples = [
+    { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, responseIds: ids(3) },
+    { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, responseIds: ids(2) },
+    { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, responseIds: ids(2) },
+    { groupId: 'h', trajectoryId: 'c', turn: 0, episodeReturn: 0, responseIds: ids(1) },
+    { groupId: 'h', trajectoryId: 'c', turn: 1, episodeReturn: 0, responseIds: ids(2) },
+  ];
+  const adv = Float64Array.from([-0.5, 1.5, -1, 0.8, 0.8]);
+  // d per turn: a: turn 0 0.5 + 0.5 = 1, turn 1 −0.25 − 0.25 − 0.5 = −1; b: 0.75 − 2; c: 2, then 0.5 − 0.5 = 0.
+  const teacher = f32([[-0.25, -0.25, -0.5], [-0.5, -0.5], [-0.25, -3], [-1], [-0.5, -1.5]]);
+  const old = f32([[0, 0, 0], [-1, -1], [-1, -1], [-3], [-1, -1]]);
+
+  // a: V = σ(0 + 1), σ(0 + 1 − 1) = 0.5; q = [σ(1) − 0.5, 0.5 − σ(1)], mean 0, std σ(1) − 0.5.
+  const cA = sig(1) - 0.5;
+  const zA = cA / (cA + 1e-6);
+  // c: logit V0 = ln(1e-4 / 0.9999); V = σ(ℓ + 2) twice; q = [σ(ℓ + 2) − 1e-4, 0], mean = std = q0/2.
+  const q0C = sig(Math.log(1e-4 / (1 - 1e-4)) + 2) - 1e-4;
+  const zC = (q0C / 2) / (q0C / 2 + 1e-6);
+
+  test('turn granularity: belief increments, z-scored per episode, scale the turn\'s advantage', () => {
+    const r = agentOpsdAdvantages(samples, adv, teacher, old, cfg, 10);
+    // Turn 1 has A < 0 and z < 0, so its multiplier also grows: 1 + 0.2·(−1)·(−zA).
+    const mA = 1 + 0.2 * zA;
+    close(r.advantages, [
+      [-0.5 * (0.5 + 0.5 * mA), -0.5 * (0.5 + 0.5 * mA), -0.5 * (0.5 + 0.5 * mA)],
+      [1.5 * (0.5 + 0.5 * mA), 1.5 * (0.5 + 0.5 * mA)],
+      [-1, -1], // a one-turn episode has z = 0, m = 1
+      [0.8 * (0.5 + 0.5 * (1 + 0.2 * zC))],
+      [0.8 * (0.5 + 0.5 * (1 - 0.2 * zC)), 0.8 * (0.5 + 0.5 * (1 - 0.2 * zC))],
+    ], 'agent_opsd turn');
+    assertClose([r.metrics['agent_opsd/prior_mean']], [(0.5 + 1e-4) / 2], { atol: 1e-12 });
+    assert.equal(r.metrics['agent_opsd/clip_frac'], 0);
+  });
+
+  test('turn granularity at scale 0.5 clips the multiplier to [0.8, 1.2]', () => {
+    const r = agentOpsdAdvantages(samples, adv, teacher, old, { ...cfg, scale: 0.5 }, 10);
+    // m = 1 ± 0.5·z with |z| ≈ 0.99 → 1.2 or 0.8.
+    close(r.advantages, [
+      [-0.5 * 1.1, -0.5 * 1.1, -0.5 * 1.1], [1.5 * 1.1, 1.5 * 1.1], [-1, -1], [0.8 * 1.1], [0.8 * 0.9, 0.8 * 0.9],
+    ], 'agent_opsd turn, clipped');
+    assert.equal(r.metrics['agent_opsd/clip_frac'], 8 / 10);
+    assertClose([r.metrics['agent_opsd/multiplier_mean']], [(6 * 1.2 + 2 * 1 + 2 * 0.8) / 10], { atol: 1e-12 });
+  });
+
+  test('token granularity: each token a step inside its response', () => {
+    // V0 = 0.5 (trajectories a: 1, b: 0). Gaps [1, −1, 0] give q = [c, −c, 0] with
+    // c = σ(1) − 0.5, mean 0, std c·√(2/3); a one-token response has z = 0.
+    const tokenSamples = [
+      { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, responseIds: ids(3) },
+      { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, responseIds: ids(3) },
+      { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, responseIds: ids(1) },
+    ];
+    const tAdv = Float64Array.from([2, -2, 2]);
+    const tTeacher = f32([[0, -2, -1], [0, -2, -1], [4]]);
+    const tOld = f32([[-1, -1, -1], [-1, -1, -1], [-1]]);
+    const z = cA / (Math.sqrt((cA * cA + cA * cA + 0) / 3) + 1e-6);
+    const tokenCfg = { ...cfg, granularity: 'token' as const };
+    // 0.2·z = 0.245: clipped to 1.2 / 0.8 for A > 0, the other way for A < 0.
+    close(agentOpsdAdvantages(tokenSamples, tAdv, tTeacher, tOld, tokenCfg, 10).advantages,
+      [[2.2, 1.8, 2], [-1.8, -2.2, -2], [2]], 'agent_opsd token, clipped');
+    close(agentOpsdAdvantages(tokenSamples, tAdv, tTeacher, tOld, { ...tokenCfg, scale: 0.1 }, 10).advantages, [
+      [2 * (0.5 + 0.5 * (1 + 0.1 * z)), 2 * (0.5 + 0.5 * (1 - 0.1 * z)), 2],
+      [-2 * (0.5 + 0.5 * (1 - 0.1 * z)), -2 * (0.5 + 0.5 * (1 + 0.1 * z)), -2],
+      [2],
+    ], 'agent_opsd token');
+  });
+
+  test('inconsistent trajectories and bad log-probs are refused', () => {
+    const broken = samples.map((s, i) => (i === 4 ? { ...s, episodeReturn: 10 } : s));
+    assert.throws(() => agentOpsdAdvantages(broken, adv, teacher, old, cfg, 10), /agentOpsdAdvantages: sample 4: trajectory "c" has episode returns 0 and 10/);
+    const gap = samples.map((s, i) => (i === 4 ? { ...s, turn: 2 } : s));
+    assert.throws(() => agentOpsdAdvantages(gap, adv, teacher, old, cfg, 10), /agentOpsdAdvantages: sample 4: trajectory "c" has turns 0, 2/);
+    assert.throws(() => agentOpsdAdvantages(samples, adv, teacher, f32([[0, 0, 0], [-1, -1], [-1, -1], [-3], [-1]]), cfg, 10),
+      /agentOpsdAdvantages: sample 4: 1 old log-probs for 2 response tokens/);
+    assert.throws(() => agentOpsdAdvantages(samples, adv, teacher, old, cfg, 0), /agentOpsdAdvantages: maxReturn must be a positive number/);
+  });
+});
+
+describe('ADRS', () => {
+  const cfg = DEFAULTS.adrs;
+
+  test('the schema defaults are the text\'s; active for iterations 21..70 with entropy coefficient 0.01', () => {
+    assert.deepEqual(cfg, { shapingCoef: 0.02, gateScale: 2, eta: 0.02, startIteration: 21, endIteration: 70, clip: 0.2, entropyCoef: 0.01 });
+    assert.deepEqual([20, 21, 70, 71].map((k) => adrsActive(k, cfg)), [false, true, true, false]);
+    assert.deepEqual([20, 21, 70, 71].map((k) => adrsEntropyCoef(k, cfg, 0.001)), [0.001, 0.01, 0.01, 0.001]);
+  });
+
+  // g1: two samples with returns 10 and 0; g2: a group of one (no spread).
+  const samples = [
+    { groupId: 'g1', episodeReturn: 10, responseIds: ids(3) },
+    { groupId: 'g1', episodeReturn: 0, responseIds: ids(2) },
+    { groupId: 'g2', episodeReturn: 1, responseIds: ids(2) },
+  ];
+  const adv = Float64Array.from([0.7, -0.7, 0]);
+  const teacher = f32([[-1, -2, -3], [-0.5, -1.5], [-2, -2]]);
+
+  test('shaped bonus inside a group with spread, exact values at an active iteration', () => {
+    const r = adrsAdvantages(samples, adv, teacher, 21, cfg);
+    // τ̄ = −2, −1, −2; batch mean −5/3; α = σ(−1/3), σ(2/3), σ(−1/3).
+    const a0 = sig(-1 / 3);
+    const a1 = sig(2 / 3);
+    const tva = (a0 * 10 + a1 * 0) / (a0 + a1) - ((1 - a0) * 10 + (1 - a1) * 0) / ((1 - a0) + (1 - a1));
+    const m = sig(2 * tva);
+    // r: sample 0 [1, 0, −1]/(√(2/3) + 1e-6), sample 1 [0.5, −0.5]/(0.5 + 1e-6).
+    const ra = 1 / (Math.sqrt(2 / 3) + 1e-6);
+    const rb = 0.5 / (0.5 + 1e-6);
+    const k = 0.02 * m;
+    // r' = k·r has mean 0 over g1's five tokens; its population std:
+    const std = k * Math.sqrt((2 * ra * ra + 2 * rb * rb) / 5);
+    // η = 0.02; bound 0.2·min(1, σ/median σ) = 0.2 with one group with spread: no clipping.
+    const bonus = (r: number) => 0.02 * (k * r) / (std + 1e-6);
+    close(r.advantages, [
+      [0.7 + bonus(ra), 0.7, 0.7 + bonus(-ra)],
+      [-0.7 + bonus(rb), -0.7 + bonus(-rb)],
+      [0, 0],
+    ], 'adrs');
+    assert.equal(r.metrics['adrs/eta'], 0.02);
+    assert.equal(r.metrics['adrs/groups_with_spread'], 0.5);
+    // g2 alone: TVA = α·1/α − (1−α)·1/(1−α) = 0, gate 0.5.
+    assertClose([r.metrics['adrs/tva_mean'], r.metrics['adrs/gate_mean']], [tva / 2, (m + 0.5) / 2], { atol: 1e-12 });
+    assert.equal(r.metrics['adrs/clip_frac'], 0);
+  });
+
+  test('inactive iterations leave A unchanged', () => {
+    for (const it of [1, 20, 71, 150]) {
+      const r = adrsAdvantages(samples, adv, teacher, it, cfg);
+      assert.deepEqual(r.advantages, f32([[0.7, 0.7, 0.7], [-0.7, -0.7], [0, 0]]), `iteration ${it}`);
+      assert.equal(r.metrics['adrs/eta'], 0);
+    }
+  });
+
+  test('clip bound ±clip·min(1, σ_group / median σ_group); groups without spread untouched', () => {
+    // Returns (0, 1), (0, 2), (0, 4), (3, 3): σ (unbiased) √0.5, √2, √8, 0; median of
+    // the three with spread √2, so bounds 0.1, 0.2, 0.2. η = 10 pushes every
+    // standardised bonus (≈ ±1, the sign of the token's lT against its response's
+    // mean) far past its bound.
+    const s = [[0, 1], [0, 2], [0, 4], [3, 3]].flatMap(([ra, rb], g) => [
+      { groupId: `g${g}`, episodeReturn: ra, responseIds: ids(2) },
+      { groupId: `g${g}`, episodeReturn: rb, responseIds: ids(2) },
+    ]);
+    const a = Float64Array.from([-0.5, 0.5, -0.5, 0.5, -0.5, 0.5, 0, 0]);
+    const lt = f32([[-1, -2], [-3, -1], [-1, -2], [-1, -2], [-2, -1], [-1, -2], [-1, -5], [-1, -5]]);
+    const r = adrsAdvantages(s, a, lt, 30, { ...cfg, eta: 10 });
+    close(r.advantages, [
+      [-0.4, -0.6], [0.4, 0.6], [-0.3, -0.7], [0.7, 0.3], [-0.7, -0.3], [0.7, 0.3], [0, 0], [0, 0],
+    ], 'adrs clipped');
+    assert.equal(r.metrics['adrs/clip_frac'], 1);
+    assert.equal(r.metrics['adrs/groups_with_spread'], 3 / 4);
+  });
+
+  test('a TVA side with an empty sum (α saturated at 1) gives TVA 0 rather than NaN', () => {
+    // τ̄ = −1, −1, −100, −102; batch mean −51: g1's α = σ(50) = 1 exactly, so Σ(1−α) = 0.
+    const s = [
+      { groupId: 'g1', episodeReturn: 1, responseIds: ids(2) },
+      { groupId: 'g1', episodeReturn: 0, responseIds: ids(2) },
+      { groupId: 'g2', episodeReturn: 0, responseIds: ids(2) },
+      { groupId: 'g2', episodeReturn: 1, responseIds: ids(2) },
+    ];
+    const r = adrsAdvantages(s, Float64Array.from([1, -1, -1, 1]), f32([[-0.5, -1.5], [-1, -1], [-99, -101], [-102, -102]]), 21, cfg);
+    const a2 = sig(-49);
+    const a3 = sig(-51);
+    const tva2 = (a2 * 0 + a3 * 1) / (a2 + a3) - ((1 - a2) * 0 + (1 - a3) * 1) / ((1 - a2) + (1 - a3));
+    assertClose([r.metrics['adrs/tva_mean'], r.metrics['adrs/gate_mean']], [tva2 / 2, (0.5 + sig(2 * tva2)) / 2], { atol: 1e-12 });
+    for (const row of r.advantages) for (const v of row) assert.ok(Number.isFinite(v));
+  });
+
+  test('bad teacher log-probs are refused', () => {
+    assert.throws(() => adrsAdvantages(samples, adv, f32([[-1, -2, -3], [NaN, -1.5], [-2, -2]]), 21, cfg),
+      /adrsAdvantages: sample 1: teacher log-probs\[0\] is NaN/);
+    assert.throws(() => adrsAdvantages(samples, adv, f32([[-1, -2, -3], [-0.5, -1.5], [-2]]), 21, cfg),
+      /adrsAdvantages: sample 2: 1 teacher log-probs for 2 response tokens/);
+  });
+});
+
+describe('GiGPO', () => {
+  const cfg = DEFAULTS.gigpo;
+
+  test('the schema defaults: step weight 1, γ 0.95', () => {
+    assert.deepEqual(cfg, { stepWeight: 1, gamma: 0.95 });
+  });
+
+  // Group g: a (R = 10, 3 turns, states s0 s1 s2), b (R = 0, turns s0 s1), c (R = 10,
+  // one turn on s0). Group h: d (R = 10) also on s0, which must not join g's step group.
+  const step = (groupId: string, trajectoryId: string, turn: number, episodeReturn: number, state: string, n = 2) =>
+    ({ groupId, trajectoryId, turn, episodeReturn, state, responseIds: ids(n) });
+  const samples = [
+    step('g', 'a', 2, 10, 's2'), step('g', 'b', 0, 0, 's0', 3), step('g', 'a', 0, 10, 's0'), step('g', 'a', 1, 10, 's1', 1),
+    step('g', 'b', 1, 0, 's1'), step('g', 'c', 0, 10, 's0'), step('h', 'd', 0, 10, 's0'),
+  ];
+  const adv = Float64Array.from([0.5, -1, 0.5, 0.5, -1, 0.7, 0]);
+  // Step returns: a: 0.95²·10, 0.95·10, 10; b: 0, 0; c: 10; d: 10.
+  // s0 in g: [9.025, 0, 10] (samples 2, 1, 5), mean 19.025/3.
+  const mean0 = 19.025 / 3;
+  const std0 = Math.sqrt(((9.025 - mean0) ** 2 + (0 - mean0) ** 2 + (10 - mean0) ** 2) / 2);
+  // s1 in g: [9.5, 0] (samples 3, 4): ±4.75 / (√(2·4.75²) + 1e-6).
+  const z1 = 4.75 / (Math.sqrt(2 * 4.75 * 4.75) + 1e-6);
+  const stepAdv = [0, (0 - mean0) / (std0 + 1e-6), (9.025 - mean0) / (std0 + 1e-6), z1, -z1, (10 - mean0) / (std0 + 1e-6), 0];
+
+  test('step groups of identical states within a task group; singletons get A_step = 0', () => {
+    for (const w of [1, 0.5]) {
+      const r = gigpoAdvantages(samples, adv, { ...cfg, stepWeight: w });
+      close(r.advantages, samples.map((s, i) => new Array<number>(s.responseIds.length).fill(adv[i] + w * stepAdv[i])), `gigpo w=${w}`);
+      assert.equal(r.metrics['gigpo/shared_step_frac'], 5 / 7);
+      assert.equal(r.metrics['gigpo/step_group_size'], 7 / 4);
+    }
+  });
+
+  test('without shared states the advantage is the episode one', () => {
+    const distinct = samples.map((s, i) => ({ ...s, state: `state ${i}` }));
+    const r = gigpoAdvantages(distinct, adv, cfg);
+    close(r.advantages, samples.map((s, i) => new Array<number>(s.responseIds.length).fill(adv[i])), 'gigpo distinct');
+    assert.equal(r.metrics['gigpo/shared_step_frac'], 0);
+    assert.equal(r.metrics['gigpo/step_group_size'], 1);
+  });
+
+  test('bad inputs are refused', () => {
+    assert.throws(() => gigpoAdvantages(samples, adv.subarray(0, 6), cfg), /gigpoAdvantages: 6 advantages for 7 samples/);
+    const dup = samples.map((s, i) => (i === 3 ? { ...s, turn: 0 } : s));
+    assert.throws(() => gigpoAdvantages(dup, adv, cfg), /gigpoAdvantages: sample \d: trajectory "a" has turns 0, 0, 2/);
+  });
+});
+
+describe('GPU path', () => {
+  test('RLSD\'s per-token advantages through the policy loss: at ratio 1 the pg loss is −mean_t(Â)', async () => {
+    await gpu();
+    const samples = [{ responseIds: ids(3) }, { responseIds: ids(2) }];
+    const old = f32([[-1.125, -1, -1.5], [-1.125, -1.5]]);
+    const { advantages } = rlsdAdvantages(samples, Float64Array.from([2, -1]), f32([[-1, -0.5, -2], [-1, -2]]), old, 0.5, DEFAULTS.rlsd);
+    // The same tokens as the RLSD test: Â worked out there.
+    const hand = [2 * (0.5 + 0.5 * Math.exp(0.125)), 2.2, 1.8, -1 * (0.5 + 0.5 * Math.exp(-0.125)), -1.1];
+    const flat = Float32Array.from(advantages.flatMap((a) => [...a]));
+    const lold = Float32Array.from(old.flatMap((a) => [...a]));
+    await scopeAsync(async () => {
+      const t = policyLoss({
+        logprobs: tensor(lold), oldLogprobs: tensor(lold), advantages: tensor(flat),
+        negativeMask: tensor(Array.from(flat, (a) => (a < 0 ? 1 : 0))), weights: tensor(new Array(5).fill(1 / 5)),
+      }, { ...DEFAULT_POLICY_LOSS, klCoef: 0, entropyCoef: 0 });
+      assertClose(await read(t.pg), [-(hand[0] + hand[1] + hand[2] + hand[3] + hand[4]) / 5], { atol: 1e-6, label: 'pg' });
+      assertClose(await read(t.loss), [-(hand[0] + hand[1] + hand[2] + hand[3] + hand[4]) / 5], { atol: 1e-6, label: 'loss' });
+    });
+  });
+});
