@@ -4,6 +4,7 @@
 import { defineCommand, runCommand, runMain } from 'citty';
 import { benchCommand } from './bench.ts';
 import { envCommand } from './env.ts';
+import { evalCommand } from './eval.ts';
 import { gpuInfoCommand } from './gpu_info.ts';
 import { makeDefaultModelCommand } from './make_default_model.ts';
 import { scoreCommand } from './score.ts';
@@ -15,6 +16,7 @@ const main = defineCommand({
   subCommands: {
     bench: benchCommand,
     env: envCommand,
+    eval: evalCommand,
     gpu: gpuInfoCommand,
     'make-default-model': makeDefaultModelCommand,
     score: scoreCommand,

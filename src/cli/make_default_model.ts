@@ -1,6 +1,7 @@
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { makeDefaultModel } from '../trainer/default_model.ts';
+import { DEFAULT_DETOUR } from '../trainer/expert_data.ts';
 import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
@@ -27,7 +28,7 @@ export const makeDefaultModelCommand = defineCommand({
     'max-positions': { type: 'string', description: 'max_position_embeddings (prompt + response budget)', default: '2048' },
     episodes: { type: 'string', description: 'train-split expert episodes', default: '5000' },
     'train-seed-start': { type: 'string', description: 'first train seed', default: '0' },
-    detour: { type: 'string', description: 'chance per expert turn of a random "go to" detour first (recovery data)', default: '0.1' },
+    detour: { type: 'string', description: 'chance per expert turn of a random "go to" detour first (recovery data)', default: String(DEFAULT_DETOUR) },
     'corpus-episodes': { type: 'string', description: 'episodes per split whose text builds the vocabulary', default: '300' },
     seed: { type: 'string', description: 'initialisation and data-order seed', default: '0' },
     dtype: { type: 'string', description: 'stored weights: bf16, f16 or f32', default: 'bf16' },

@@ -17,6 +17,9 @@ import { householdSkills, renderHouseholdPrompt, type HouseholdTurn } from '../.
 import { held, type World } from '../../envs/household/world.ts';
 import { agentSpec } from '../rollout/agent_spec.ts';
 
+/** Chance of a detour per expert turn in the bundled model's data and in generated SFT data. */
+export const DEFAULT_DETOUR = 0.1;
+
 export interface SftTextSample {
   /** The user message of the turn (the agent loop's prompt before the chat template). */
   prompt: string;

@@ -1,0 +1,94 @@
+import { defineCommand } from 'citty';
+import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
+import type { Split } from '../envs/types.ts';
+import { ENV_NAMES, type EnvName } from '../trainer/config.ts';
+import { formatMeanStd, type GroupStats } from '../trainer/eval_stats.ts';
+import { EVAL_DEFAULTS, evaluate, type EvalReport } from '../trainer/evaluate.ts';
+import { resolveModelSource } from '../trainer/model_source.ts';
+import { CliError, intArg, numberArg } from './args.ts';
+import { gpuArgs, gpuOptions } from './gpu_args.ts';
+
+const SPLIT_NAMES: readonly Split[] = ['train', 'valid_seen', 'valid_unseen'];
+
+function parseKs(value: string, seeds: number): number[] {
+  const ks = value.split(',').map((s) => intArg('--k', s.trim(), 1));
+  for (const k of ks) if (k > seeds) throw new CliError(`--k ${value}: pass@${k} needs at least ${k} runs per task, but --seeds is ${seeds}`);
+  return [...new Set(ks)].sort((a, b) => a - b);
+}
+
+/** The report as a table: one row for all tasks, then one per task type. */
+export function formatEvalTable(r: EvalReport): string {
+  const shop = r.summary.score !== null;
+  const head = ['', 'tasks', 'episodes', `success (mean ± std over ${r.seeds} seeds)`, ...r.ks.map((k) => `pass@${k}`), ...(shop ? ['score (mean ± std)'] : [])];
+  const row = (name: string, g: GroupStats) => [
+    name, String(g.tasks), String(g.episodes), formatMeanStd(g.success),
+    ...r.ks.map((k) => (g.passAtK[k] === undefined ? '-' : g.passAtK[k].toFixed(3))),
+    ...(shop ? [g.score ? formatMeanStd(g.score) : '-'] : []),
+  ];
+  const rows = [head, row('all', r.summary), ...Object.entries(r.summary.byType).map(([t, g]) => row(t, g))];
+  const widths = head.map((_, c) => Math.max(...rows.map((cells) => cells[c].length)));
+  const line = (cells: string[]) => cells.map((s, c) => (c === 0 ? s.padEnd(widths[c]) : s.padStart(widths[c]))).join('  ').trimEnd();
+  return [line(rows[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)].join('\n');
+}
+
+export const evalCommand = defineCommand({
+  meta: {
+    name: 'eval',
+    description: 'Evaluate a model over several seeds on a fixed task panel: success mean ± std, pass@k, per task type (shop: native score). ' +
+      'MODEL is a Hugging Face model directory, a training checkpoint, or a run directory (its latest checkpoint).',
+  },
+  args: {
+    ...gpuArgs,
+    model: { type: 'positional', required: true, description: 'model directory, checkpoint directory, or run directory' },
+    env: { type: 'string', description: `environment: ${ENV_NAMES.join(', ')} (default: the run's, else household)` },
+    seeds: { type: 'string', description: 'S: runs of every task, one per seed', default: String(EVAL_DEFAULTS.seeds) },
+    tasks: { type: 'string', description: "panel size (default: the environment's validation.tasks)" },
+    split: { type: 'string', description: 'task split: train, valid_seen, valid_unseen (default: validation.split)' },
+    'panel-seed': { type: 'string', description: "environment seed of the panel's first task (default: validation.seed)" },
+    temperature: { type: 'string', description: 'sampling temperature; 0 is greedy (identical across seeds)', default: String(EVAL_DEFAULTS.temperature) },
+    'max-turns': { type: 'string', description: "turn cap per episode (default: the environment's rollout.maxTurns)" },
+    'max-response-tokens': { type: 'string', description: 'tokens per response (default: rollout.maxResponseTokens)' },
+    'sampling-seed': { type: 'string', description: 'base of the sampling seeds (default: the panel seed, as validation does)' },
+    k: { type: 'string', description: 'pass@k for these k, comma-separated, each <= --seeds (default: 1,2,4,8 up to --seeds)' },
+    out: { type: 'string', description: 'JSON report: settings, summary and every episode' },
+    trajectories: { type: 'string', description: 'every trajectory as JSONL' },
+    progress: { type: 'string', description: 'auto, bar, plain or none', default: 'auto' },
+  },
+  async run({ args }) {
+    const seeds = intArg('--seeds', args.seeds, 1);
+    const env = args.env as EnvName | undefined;
+    if (env !== undefined && !ENV_NAMES.includes(env)) throw new CliError(`--env ${env}: expected one of ${ENV_NAMES.join(', ')}`);
+    const split = args.split as Split | undefined;
+    if (split !== undefined && !SPLIT_NAMES.includes(split)) throw new CliError(`--split ${split}: expected one of ${SPLIT_NAMES.join(', ')}`);
+    const progress = args.progress as 'auto' | 'bar' | 'plain' | 'none';
+    if (!['auto', 'bar', 'plain', 'none'].includes(progress)) throw new CliError(`--progress ${args.progress}: expected auto, bar, plain or none`);
+    const opt = (flag: string, v: string | undefined, min: number) => (v === undefined ? undefined : intArg(flag, v, min));
+    const opts = {
+      model: args.model,
+      env,
+      seeds,
+      split,
+      tasks: opt('--tasks', args.tasks, 1),
+      panelSeed: opt('--panel-seed', args['panel-seed'], 0),
+      temperature: numberArg('--temperature', args.temperature, 0),
+      maxTurns: opt('--max-turns', args['max-turns'], 1),
+      maxResponseTokens: opt('--max-response-tokens', args['max-response-tokens'], 1),
+      samplingSeed: opt('--sampling-seed', args['sampling-seed'], 0),
+      ks: args.k === undefined ? undefined : parseKs(args.k, seeds),
+      out: args.out,
+      trajectories: args.trajectories,
+      progress,
+    };
+    // The model path is checked before the GPU starts.
+    resolveModelSource(args.model, 'MODEL');
+    await initRuntime(gpuOptions(args));
+    try {
+      const report = await evaluate(opts);
+      console.log(formatEvalTable(report));
+      if (report.failed.length) console.log(`${report.failed.length} episodes failed in the environment and are left out`);
+      console.log(`${report.tokensGenerated} tokens generated in ${report.wallSeconds.toFixed(1)}s${opts.out ? `; report ${opts.out}` : ''}`);
+    } finally {
+      destroyRuntime();
+    }
+  },
+});

@@ -1,0 +1,99 @@
+// What a path given as "the model" to evaluate names: a Hugging Face model directory,
+// a training checkpoint (full weights, or a LoRA adapter over its base model), or a
+// run directory (its latest checkpoint). A checkpoint inside a run directory brings
+// the run's configuration along, so evaluation defaults to the run's environment and
+// budgets.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { CausalLM } from '../models/causal_lm.ts';
+import { loadCausalLM } from '../models/load.ts';
+import { loadLora } from '../models/lora.ts';
+import { findLatestCheckpoint, loadCheckpoint, type CheckpointModel } from './checkpoint.ts';
+import { RUN_CONFIG_FILE, validateConfig, type TrainConfig } from './config.ts';
+
+/** A model path that names nothing loadable; the message names the option and the path. */
+export class ModelSourceError extends Error {
+  override name = 'ModelSourceError';
+}
+
+export interface ModelSource {
+  /** The path as given. */
+  input: string;
+  kind: 'model' | 'checkpoint' | 'run';
+  /** The training checkpoint read (kinds checkpoint and run). */
+  checkpoint: string | null;
+  /** Its iteration (for an SFT run, its optimizer steps). */
+  iteration: number | null;
+  weights: CheckpointModel;
+  tokenizerDir: string;
+  /** The configuration of the run the checkpoint belongs to, when it can be found and read. */
+  runConfig: TrainConfig | null;
+  /** Why a run configuration next to the checkpoint was not used. */
+  runConfigProblem: string | null;
+}
+
+const CHECKPOINT_MANIFEST = 'checkpoint.json';
+
+function readRunConfig(runDir: string): { config: TrainConfig | null; problem: string | null } {
+  const file = path.join(runDir, RUN_CONFIG_FILE);
+  if (!fs.existsSync(file)) return { config: null, problem: null };
+  try {
+    return { config: validateConfig(JSON.parse(fs.readFileSync(file, 'utf8'))), problem: null };
+  } catch (e) {
+    return { config: null, problem: `${file}: ${(e as Error).message}` };
+  }
+}
+
+function hasTokenizer(dir: string): boolean {
+  return fs.existsSync(path.join(dir, 'tokenizer.json'));
+}
+
+function fromCheckpoint(input: string, dir: string, kind: 'checkpoint' | 'run', runDir: string | null, option: string): ModelSource {
+  let ckpt;
+  try {
+    ckpt = loadCheckpoint(dir);
+  } catch (e) {
+    throw new ModelSourceError(`${option} ${input}: ${(e as Error).message}`, { cause: e });
+  }
+  const run = runDir ? readRunConfig(runDir) : { config: null, problem: null };
+  const candidates = ckpt.model.kind === 'full' ? [ckpt.model.dir, run.config?.model.path] : [ckpt.model.basePath];
+  const tokenizerDir = candidates.find((d): d is string => d !== undefined && hasTokenizer(d));
+  if (!tokenizerDir) throw new ModelSourceError(`${option} ${input}: no tokenizer.json in ${candidates.filter(Boolean).join(' or ')}`);
+  return { input, kind, checkpoint: dir, iteration: ckpt.iteration, weights: ckpt.model, tokenizerDir, runConfig: run.config, runConfigProblem: run.problem };
+}
+
+/** Resolves `input`; `option` names it in messages (a flag or an argument name). */
+export function resolveModelSource(input: string, option = 'model'): ModelSource {
+  if (!fs.existsSync(input)) throw new ModelSourceError(`${option} ${input}: no such directory`);
+  if (!fs.statSync(input).isDirectory()) throw new ModelSourceError(`${option} ${input}: not a directory`);
+  if (fs.existsSync(path.join(input, CHECKPOINT_MANIFEST))) {
+    // <run>/checkpoints/ckpt-N: the run is two levels up.
+    const runDir = path.dirname(path.dirname(path.resolve(input)));
+    return fromCheckpoint(input, input, 'checkpoint', fs.existsSync(path.join(runDir, 'checkpoints')) ? runDir : null, option);
+  }
+  const root = path.join(input, 'checkpoints');
+  if (fs.existsSync(root)) {
+    const latest = findLatestCheckpoint(root);
+    if (!latest) throw new ModelSourceError(`${option} ${input}: a run directory with no complete checkpoint under ${root}`);
+    return fromCheckpoint(input, latest, 'run', input, option);
+  }
+  if (!fs.existsSync(path.join(input, 'config.json'))) {
+    throw new ModelSourceError(`${option} ${input}: not a Hugging Face model directory (config.json), a training checkpoint (${CHECKPOINT_MANIFEST}) or a run directory (checkpoints/)`);
+  }
+  if (!hasTokenizer(input)) throw new ModelSourceError(`${option} ${input}: the model directory has no tokenizer.json`);
+  return { input, kind: 'model', checkpoint: null, iteration: null, weights: { kind: 'full', dir: input }, tokenizerDir: input, runConfig: null, runConfigProblem: null };
+}
+
+/** Loads the source's weights on the GPU, frozen: a full model, or the base with the adapter attached. */
+export function loadModelSource(src: ModelSource, option = 'model'): CausalLM {
+  const w = src.weights;
+  try {
+    if (w.kind === 'full') return loadCausalLM(w.dir, { trainable: false });
+    const model = loadCausalLM(w.basePath, { trainable: false });
+    loadLora(model, w.adapterDir);
+    return model;
+  } catch (e) {
+    throw new ModelSourceError(`${option} ${src.input}: cannot load the model (${(e as Error).message})`, { cause: e });
+  }
+}

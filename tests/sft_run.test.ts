@@ -1,0 +1,138 @@
+// SFT as a training run on the software GPU with a tiny household model: the expert's
+// episodes as data, metrics with a falling loss, validation on the seeded panel, a
+// checkpoint that reloads with the trained weights, and the report; LoRA on a JSONL
+// file of trajectory records (lost episodes left out); a bad data file fails naming
+// the file and line before anything is written.
+
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { HouseholdEnvironment } from '../envs/household/index.ts';
+import { openCheckpoint } from '../src/models/checkpoint.ts';
+import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { runRollout } from '../src/rollout/agent_loop.ts';
+import { ExpertEngine } from '../src/rollout/expert_engine.ts';
+import { findLatestCheckpoint, loadCheckpoint, restoreModel } from '../src/trainer/checkpoint.ts';
+import { loadConfig } from '../src/trainer/config.ts';
+import { readMetrics } from '../src/trainer/metrics.ts';
+import { runSft } from '../src/trainer/sft_run.ts';
+import { gpu } from './support/gpu.ts';
+import { tinyHouseholdModel } from './support/tiny_household.ts';
+
+// The software GPU is slow and shared: GPU tests get minutes, not bun's default 5 s.
+const slow = { timeout: 600_000 };
+
+const root = mkdtempSync(join(tmpdir(), 'wgt-sft-run-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+let modelPromise: Promise<string> | null = null;
+function tinyModel(): Promise<string> {
+  modelPromise ??= (async () => {
+    await gpu();
+    const dir = join(root, 'model');
+    await tinyHouseholdModel(dir);
+    return dir;
+  })();
+  return modelPromise;
+}
+
+const quiet = { log: () => {} };
+
+function settings(model: string, runName: string): string[] {
+  return [
+    'method=sft', `model.path=${model}`, `output.dir=${root}`, `output.runName=${runName}`, 'output.progress=none', 'output.tensorboard=false',
+    'rollout.maxTurns=1', 'rollout.maxResponseTokens=8', 'optim.microBatchTokens=4096', 'validation.tasks=1',
+  ];
+}
+
+describe('runSft', () => {
+  test('one epoch on expert episodes: falling loss, validation, a checkpoint with the trained weights, the report', slow, async () => {
+    const model = await tinyModel();
+    const cfg = loadConfig(undefined, [...settings(model, 'expert'), 'algorithm.sft.episodes=2', 'optim.miniBatchSize=4', 'optim.lr=1e-2']);
+    const result = await runSft(cfg, quiet);
+
+    const rows = readMetrics(join(result.runDir, 'metrics.jsonl'));
+    assert.equal(rows[0].iteration, 0);
+    assert.equal(typeof rows[0]['val/success'], 'number', 'validation before training (validation.atStart)');
+    const steps = rows.slice(1);
+    assert.ok(result.iterations >= 3, `${result.iterations} steps`);
+    assert.deepEqual(steps.map((r) => r.iteration), Array.from({ length: result.iterations }, (_, i) => i + 1));
+    for (const key of ['sft/loss', 'sft/epoch', 'actor/lr', 'actor/grad_norm', 'tokens/trained', 'throughput/tokens_per_s']) {
+      assert.ok(steps.every((r) => typeof r[key] === 'number'), `${key} on every step`);
+    }
+    const losses = steps.map((r) => r['sft/loss'] as number);
+    assert.ok(losses[losses.length - 1] < losses[0], `loss ${losses.map((l) => l.toFixed(3)).join(' ')}`);
+    assert.ok(Math.abs((steps[steps.length - 1]['sft/epoch'] as number) - 1) < 1e-9, 'one epoch');
+    assert.equal(typeof steps[steps.length - 1]['val/success'], 'number', 'validation after the last step');
+    assert.equal(result.lastMetrics['sft/loss'], losses[losses.length - 1]);
+    assert.ok(existsSync(join(result.runDir, 'rollouts', 'val-0.jsonl')));
+    assert.ok(existsSync(join(result.runDir, 'report.html')));
+    assert.equal(JSON.parse(readFileSync(join(result.runDir, 'config.json'), 'utf8')).method, 'sft');
+
+    const where = findLatestCheckpoint(join(result.runDir, 'checkpoints'));
+    assert.ok(where, 'a checkpoint');
+    const ckpt = loadCheckpoint(where);
+    assert.equal(ckpt.iteration, result.iterations);
+    assert.equal(ckpt.model.kind, 'full');
+    const before = openCheckpoint(model);
+    const after_ = openCheckpoint(join(where, 'model'));
+    const name = 'model.embed_tokens.weight';
+    assert.notDeepEqual(after_.read(name), before.read(name), 'training changed the weights');
+    before.close();
+    after_.close();
+    const reloaded = restoreModel(ckpt, { trainable: false });
+    assert.equal(reloaded.config.vocabSize, (await loadTokenizer(model)).vocabSize);
+    for (const p of reloaded.parameters()) p.dispose();
+  });
+
+  test('LoRA on a JSONL of trajectory records, two epochs; lost episodes are left out', slow, async () => {
+    const model = await tinyModel();
+    const tokenizer = await loadTokenizer(model);
+    const { trajectories } = await runRollout({
+      env: new HouseholdEnvironment(), engine: new ExpertEngine(tokenizer), tokenizer, tasks: [{ split: 'train', seed: 7 }, { split: 'train', seed: 8 }],
+      groupSize: 1, maxPromptTokens: 2048, maxResponseTokens: 64,
+    });
+    const lost = { ...trajectories[1], won: false };
+    const file = join(root, 'records.jsonl');
+    writeFileSync(file, [trajectories[0], lost].map((t) => JSON.stringify(t)).join('\n') + '\n\n');
+    const lines: string[] = [];
+    const cfg = loadConfig(undefined, [
+      ...settings(model, 'lora'), `algorithm.sft.data=${file}`, 'algorithm.sft.epochs=2', 'model.lora={"r":2,"alpha":4,"targetModules":["q_proj","v_proj"]}',
+      'optim.miniBatchSize=2', 'optim.lr=1e-2', 'validation.atStart=false',
+    ]);
+    const result = await runSft(cfg, { log: (l) => lines.push(l) });
+    const turns = trajectories[0].turns.filter((t) => t.valid).length;
+    assert.ok(lines.some((l) => l.includes(`sft data: ${turns} turns from ${file}`) && l.includes('left out 1 lost or failed episodes')), lines.join('\n'));
+    const rows = readMetrics(join(result.runDir, 'metrics.jsonl'));
+    assert.equal(rows[0].iteration, 1, 'no validation before training');
+    assert.ok(Math.abs((rows[rows.length - 1]['sft/epoch'] as number) - 2) < 1e-9, 'two epochs');
+    const ckpt = loadCheckpoint(findLatestCheckpoint(join(result.runDir, 'checkpoints'))!);
+    assert.equal(ckpt.model.kind, 'lora');
+    const reloaded = restoreModel(ckpt);
+    assert.equal(reloaded.lora.size, 2, 'q_proj and v_proj of the one layer');
+    const b = await [...reloaded.lora.values()][0].b.toArray();
+    assert.ok(Array.from(b).some((v) => v !== 0), 'the adapter trained (B left zero)');
+    for (const p of [...reloaded.parameters(), ...[...reloaded.lora.values()].flatMap((l) => [l.a, l.b])]) p.dispose();
+  });
+
+  test('a bad data file or an unsupported option fails before anything is written', slow, async () => {
+    const model = join(root, 'model-unused');
+    const file = join(root, 'bad.jsonl');
+    const record = { trajectoryId: 't', groupId: 'g', task: 'x', taskType: 'pick_and_place', split: 'train', seed: 1, won: true, episodeReturn: 10, truncated: false };
+    writeFileSync(file, `${JSON.stringify({ ...record, turns: [{ prompt: 'p', response: 'r' }] })}\n{"turns": [\n`);
+    const cfgFor = (name: string, extra: string[] = []) => loadConfig(undefined, [...settings(model, name), `algorithm.sft.data=${file}`, ...extra]);
+    // The model path is checked first; point it at the tiny model only where the data is the failure.
+    const real = await tinyModel();
+    const withModel = (name: string, extra: string[] = []) => loadConfig(undefined, [...settings(real, name), `algorithm.sft.data=${file}`, ...extra]);
+    await assert.rejects(runSft(withModel('bad-json'), quiet), new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:2: not JSON`));
+    assert.ok(!existsSync(join(root, 'bad-json')), 'no run directory');
+    writeFileSync(file, `${JSON.stringify({ ...record, turns: [{ prompt: 'p', response: 'r' }] })}\n${JSON.stringify({ ...record, turns: [{ prompt: 'p' }] })}\n`);
+    await assert.rejects(runSft(withModel('bad-turn'), quiet), /bad\.jsonl:2: turns\[0\]\.response must be a non-empty string, got nothing/);
+    await assert.rejects(runSft(cfgFor('no-model'), quiet), /model\.path: .*model-unused is not a Hugging Face model directory/);
+    await assert.rejects(runSft(withModel('resume'), { ...quiet, resume: true }), /--resume: not supported with method sft/);
+    await assert.rejects(runSft(withModel('linear', ['optim.schedule=linear']), quiet), /optim\.schedule: method sft supports "constant" and "cosine"/);
+    await assert.rejects(runSft(loadConfig(undefined, [...settings(real, 'grpo'), 'method=grpo']), quiet), /runSft runs method "sft", got "grpo"/);
+  });
+});
