@@ -17,9 +17,11 @@ export interface PolicyLossConfig {
   dualClip: number;
   klCoef: number;
   entropyCoef: number;
+  /** false drops the policy-gradient term from the loss (OPSD); it is still computed for the metrics. */
+  policyGradient: boolean;
 }
 
-export const DEFAULT_POLICY_LOSS: PolicyLossConfig = { clipLow: 0.2, clipHigh: 0.2, dualClip: 3, klCoef: 0.01, entropyCoef: 0.001 };
+export const DEFAULT_POLICY_LOSS: PolicyLossConfig = { clipLow: 0.2, clipHigh: 0.2, dualClip: 3, klCoef: 0.01, entropyCoef: 0.001, policyGradient: true };
 
 export interface TokenInputs {
   /** lθ [N], differentiable. */
@@ -70,7 +72,8 @@ export function policyLoss(t: TokenInputs, cfg: PolicyLossConfig): PolicyLossTer
     token = add(token, mul(t.negativeMask, sub(dual, token)));
   }
   const pg = tokenMean(token, t.weights);
-  let loss = pg;
+  // A zero-weighted pg keeps the loss a function of lθ even when no other term is on.
+  let loss = cfg.policyGradient ? pg : scale(pg, 0);
   let kl: Tensor | undefined;
   let entropy: Tensor | undefined;
   if (cfg.klCoef > 0) {

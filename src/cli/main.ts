@@ -3,6 +3,7 @@
 
 import { defineCommand, runCommand, runMain } from 'citty';
 import { benchCommand } from './bench.ts';
+import { compareCommand } from './compare.ts';
 import { envCommand } from './env.ts';
 import { evalCommand } from './eval.ts';
 import { gpuInfoCommand } from './gpu_info.ts';
@@ -15,6 +16,7 @@ const main = defineCommand({
   meta: { name: 'wgt', description: 'WebGPU trainer for LLM agents' },
   subCommands: {
     bench: benchCommand,
+    compare: compareCommand,
     env: envCommand,
     eval: evalCommand,
     gpu: gpuInfoCommand,

@@ -3,7 +3,7 @@ import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { applySoftwareGpuScale } from '../trainer/default_run.ts';
 import { describeConfig, loadConfig } from '../trainer/config.ts';
 import { checkRunInputs, train } from '../trainer/train.ts';
-import { CliError, intArg } from './args.ts';
+import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
 export const trainCommand = defineCommand({
@@ -19,6 +19,7 @@ export const trainCommand = defineCommand({
     iterations: { type: 'string', description: 'shortcut for iterations=N' },
     resume: { type: 'boolean', description: 'continue the run in its output directory from its latest checkpoint' },
     'stop-after': { type: 'string', description: 'stop after N iterations of this invocation (continue later with --resume)' },
+    'time-limit': { type: 'string', description: 'stop, with a checkpoint, before an iteration that would end after M minutes (continue later with --resume)' },
     overwrite: { type: 'boolean', description: 'replace an existing run of the same name instead of refusing' },
     'full-size': { type: 'boolean', description: 'on a software GPU, run the configuration as given instead of scaling it down' },
   },
@@ -32,6 +33,8 @@ export const trainCommand = defineCommand({
     // Everything about the configuration is checked before the GPU is touched.
     let cfg = loadConfig(files[0], overrides);
     checkRunInputs(cfg);
+    const stopAfter = args['stop-after'] === undefined ? undefined : intArg('--stop-after', args['stop-after'], 1);
+    const timeLimitSeconds = args['time-limit'] === undefined ? undefined : numberArg('--time-limit', args['time-limit'], 0) * 60;
     const rt = await initRuntime(gpuOptions(args));
     console.log(`GPU: ${rt.gpu.description} (${rt.gpu.runtime})`);
     if (rt.caps.compatibility && !args['full-size']) {
@@ -42,8 +45,7 @@ export const trainCommand = defineCommand({
       }
     }
     console.log(describeConfig(cfg));
-    const stopAfter = args['stop-after'] === undefined ? undefined : intArg('--stop-after', args['stop-after'], 1);
-    await train(cfg, { resume: args.resume, overwrite: args.overwrite, stopAfter });
+    await train(cfg, { resume: args.resume, overwrite: args.overwrite, stopAfter, timeLimitSeconds });
     destroyRuntime();
   },
 });

@@ -135,8 +135,10 @@ const retireOpdSchema = z.strictObject({
   window: posInt.default(3),
   /** Student success needed, as a fraction of the teacher's. */
   fraction: z.number().gt(0).max(1).default(0.9),
-  /** Stage-1 teacher checkpoint (a Skill-GRPO run); unset runs stage 1. */
+  /** Stage-1 teacher: a model or training-checkpoint directory; unset runs stage 1 (Skill-GRPO) first. */
   teacherPath: name.optional(),
+  /** Stage 1's iterations when this run makes the teacher (default: the run's `iterations`). */
+  stage1Iterations: posInt.optional(),
   beta: nonNegNum.default(5),
   coef: nonNegNum.default(0.01),
 });

@@ -20,8 +20,8 @@ export type MetricsRow = Record<string, number | null>;
 
 export const METRICS_FILE = 'metrics.jsonl';
 
-/** Rollout statistics under `prefix` ('rollout' for training rollouts, 'val' for validation). */
-export function rolloutMetrics(stats: RolloutStats, prefix: 'rollout' | 'val'): Metrics {
+/** Rollout statistics under `prefix` ('rollout' for training rollouts, 'val' for validation, 'val_noskills' for a skills method's validation without them). */
+export function rolloutMetrics(stats: RolloutStats, prefix: 'rollout' | 'val' | 'val_noskills'): Metrics {
   const m: Metrics = {
     [`${prefix}/success`]: stats.successRate,
     [`${prefix}/return`]: stats.meanReturn,
@@ -40,7 +40,7 @@ export function rolloutMetrics(stats: RolloutStats, prefix: 'rollout' | 'val'): 
     m['tokens/prompt'] = stats.promptTokens;
     m['time/rollout'] = stats.wallSeconds;
   } else {
-    m['time/validation'] = stats.wallSeconds;
+    m[`time/${prefix === 'val' ? 'validation' : 'validation_noskills'}`] = stats.wallSeconds;
   }
   return m;
 }

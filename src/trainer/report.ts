@@ -108,7 +108,7 @@ function mean(run: RunData, key: string): number | null {
   return vs.length ? vs.reduce((a, b) => a + b, 0) / vs.length : null;
 }
 
-const PHASES = ['time/rollout', 'time/teacher', 'time/reference', 'time/update'];
+const PHASES = ['time/rollout', 'time/old_logprobs', 'time/teacher', 'time/reference', 'time/update'];
 
 export interface RunSummary {
   name: string;

@@ -23,6 +23,7 @@ import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { saveCheckpoint } from './checkpoint.ts';
+import { trainableParams } from './trainable.ts';
 import { ConfigError, configHash, runDir as runDirOf, writeRunConfig, type TrainConfig } from './config.ts';
 import { encodeSample } from './default_model.ts';
 import { makeEnvironment, taskPanel } from './environment.ts';
@@ -45,18 +46,6 @@ function checkSftInputs(cfg: TrainConfig, opts: TrainOptions): void {
   for (const file of ['config.json', 'tokenizer.json']) {
     if (!fs.existsSync(path.join(cfg.model.path, file))) throw new ConfigError(`model.path: ${cfg.model.path} is not a Hugging Face model directory (no ${file})`);
   }
-}
-
-/** The weights the configuration trains: LoRA branches, the parameters model.trainable names, or all. */
-function trainableParams(model: CausalLM, cfg: TrainConfig): Tensor[] {
-  if (cfg.model.lora) return loraParameters(model);
-  const all = model.parameters();
-  const want = cfg.model.trainable;
-  if (!want) return all;
-  const chosen = all.filter((p) => want.some((w) => p.name?.includes(w)));
-  if (!chosen.length) throw new ConfigError(`model.trainable ${JSON.stringify(want)} matches no parameter of ${cfg.model.path}`);
-  for (const p of all) p.requiresGrad = chosen.includes(p);
-  return chosen;
 }
 
 /**

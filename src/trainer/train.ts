@@ -1,17 +1,15 @@
-// The GRPO training run: build the model, engine and environment from a validated
-// config, then iterate rollout -> advantages -> update, validating on a fixed seeded
-// panel, logging metrics and trajectories, and checkpointing (resumable: the same
-// seeds give the same run whether or not it was interrupted).
+// The RL training run of every method: build the model, engine, environment and
+// teacher from a validated config, then iterate rollout -> advantages -> update as
+// the method's plan says (methods.ts), validating on a fixed seeded panel, logging
+// metrics and trajectories, and checkpointing (resumable: the same seeds give the
+// same run whether or not it was interrupted). SFT has its own loop (sft_run.ts);
+// RetireOPD without a teacher checkpoint chains two runs (retire_opd.ts).
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { getEnvironment } from '../../envs/registry.ts';
-import { AGENTGYM_PRESETS, AgentGymEnvironment } from '../envs/agentgym.ts';
-import { RemoteEnvironment } from '../envs/client.ts';
-import type { Environment, Split } from '../envs/types.ts';
-import type { CausalLM } from '../models/causal_lm.ts';
+import type { Split } from '../envs/types.ts';
 import { loadCausalLM } from '../models/load.ts';
-import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
+import { attachLora, loadLora } from '../models/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { lrAt } from '../optim/schedule.ts';
@@ -21,17 +19,20 @@ import type { Engine } from '../rollout/engine.ts';
 import { HttpEngine } from '../rollout/http_engine.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
-import type { Tensor } from '../tensor/tensor.ts';
 import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.ts';
 import { assertImplemented, configHash, runDir as runDirOf, writeRunConfig, type TrainConfig } from './config.ts';
-import { grpoIteration, type Reference } from './grpo_iteration.ts';
+import { trainingIteration, type Reference } from './iteration.ts';
+import { INTERPRETED_METHODS, planIteration, TRAIN_METHODS, type MethodState } from './methods.ts';
+import { isTeacherDir, loadTeacher, recordRetirementGap, retirementDue, stageOneConfig, stageOneDone, stageTwoConfig, type RetireState } from './retire_opd.ts';
+import type { TeacherSource } from './teacher.ts';
 import { MetricsLogger, rolloutMetrics, summaryLine, type Metrics } from './metrics.ts';
 import { Progress } from './progress.ts';
 import { writeReport } from './report.ts';
 import { RemoteWeights } from './weight_sync.ts';
 import { Rng } from './rng.ts';
-
-export const IMPLEMENTED_METHODS = ['grpo'];
+import { runSft } from './sft_run.ts';
+import { trainableParams } from './trainable.ts';
+import { makeEnvironment, taskPanel } from './environment.ts';
 
 export interface TrainOptions {
   /** Continue the run in the output directory from its latest checkpoint. */
@@ -40,6 +41,8 @@ export interface TrainOptions {
   overwrite?: boolean;
   /** Stop after this many iterations in this invocation (time-boxed jobs); `resume` continues. */
   stopAfter?: number;
+  /** Stop (with a checkpoint) before an iteration that would likely end after this many seconds from the start; `resume` continues. */
+  timeLimitSeconds?: number;
   log?: (line: string) => void;
 }
 
@@ -52,36 +55,19 @@ export interface TrainResult {
 /** The seeds of the task splits are drawn in [0, 1e9) (the environments' seed range). */
 const SEED_RANGE = 1_000_000_000;
 
-function environment(cfg: TrainConfig): Environment {
-  if (cfg.env.url && cfg.env.agentgym) {
-    const preset = cfg.env.name === 'shop' ? AGENTGYM_PRESETS.webshop : cfg.env.name === 'household' ? AGENTGYM_PRESETS.alfworld : null;
-    if (!preset) throw new Error(`env.agentgym: no AgentGym preset for "${cfg.env.name}" (have household = ALFWorld, shop = WebShop)`);
-    return new AgentGymEnvironment(cfg.env.url, { ...preset, timeoutMs: cfg.env.timeoutMs });
-  }
-  if (cfg.env.url) return new RemoteEnvironment(cfg.env.url, { name: cfg.env.name, version: 'remote', maxSteps: cfg.rollout.maxTurns }, { timeoutMs: cfg.env.timeoutMs });
-  return getEnvironment(cfg.env.name);
-}
-
-function trainableParams(model: CausalLM, cfg: TrainConfig): Tensor[] {
-  if (cfg.model.lora) return loraParameters(model);
-  const all = model.parameters();
-  const want = cfg.model.trainable;
-  if (!want) return all;
-  const chosen = all.filter((p) => want.some((w) => p.name?.includes(w)));
-  for (const p of all) p.requiresGrad = chosen.includes(p);
-  if (!chosen.length) throw new Error(`model.trainable ${JSON.stringify(want)} matches no parameter of ${cfg.model.path}`);
-  return chosen;
-}
-
 /** Checks what the config names on disk, so a typo fails before any GPU work. */
 export function checkRunInputs(cfg: TrainConfig): void {
-  assertImplemented(cfg.method, IMPLEMENTED_METHODS);
+  assertImplemented(cfg.method, TRAIN_METHODS);
   const model = cfg.model.path;
   if (!fs.existsSync(path.join(model, 'config.json'))) {
     throw new Error(`model.path: ${model} is not a Hugging Face checkpoint directory (no config.json)${model === 'models/household-tiny' ? '; make it with `bun run cli make-default-model`' : ''}`);
   }
   if (!fs.existsSync(path.join(model, 'tokenizer.json'))) throw new Error(`model.path: ${model} has no tokenizer.json`);
   if (cfg.rollout.engine === 'http') requireServedModel(cfg);
+  const teacher = cfg.algorithm.retire_opd.teacherPath;
+  if (cfg.method === 'retire_opd' && teacher && !isTeacherDir(teacher)) {
+    throw new Error(`algorithm.retire_opd.teacherPath: ${teacher} is neither a Hugging Face model directory (config.json) nor a training checkpoint (checkpoint.json)`);
+  }
 }
 
 function requireServedModel(cfg: TrainConfig): string {
@@ -89,8 +75,28 @@ function requireServedModel(cfg: TrainConfig): string {
   return cfg.rollout.model;
 }
 
+/** RetireOPD with no teacher yet: stage 1 (Skill-GRPO) makes one, stage 2 distils from it; --resume continues either. */
+async function trainRetireOpd(cfg: TrainConfig, opts: TrainOptions): Promise<TrainResult> {
+  const log = opts.log ?? ((l: string) => console.log(l));
+  const one = stageOneConfig(cfg);
+  const oneDir = runDirOf(one);
+  if (opts.resume && stageOneDone(one)) {
+    log(`retire_opd: stage 1 already complete in ${oneDir}`);
+  } else {
+    log(`retire_opd stage 1: the skill-conditioned teacher (Skill-GRPO, ${one.iterations} iterations) in ${oneDir}`);
+    const r = await train(one, { ...opts, resume: opts.resume && findLatestCheckpoint(path.join(oneDir, 'checkpoints')) !== null });
+    if (r.iterations < one.iterations) return r;
+  }
+  const two = stageTwoConfig(cfg, oneDir);
+  log(`retire_opd stage 2: the skill-free student, distilled from ${two.algorithm.retire_opd.teacherPath}`);
+  const resumeTwo = opts.resume && findLatestCheckpoint(path.join(runDirOf(two), 'checkpoints')) !== null;
+  return train(two, { ...opts, resume: resumeTwo });
+}
+
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
   checkRunInputs(cfg);
+  if (cfg.method === 'sft') return runSft(cfg, opts);
+  if (cfg.method === 'retire_opd' && !cfg.algorithm.retire_opd.teacherPath) return trainRetireOpd(cfg, opts);
   const log = opts.log ?? ((l: string) => console.log(l));
   const dir = runDirOf(cfg);
   const ckptRoot = path.join(dir, 'checkpoints');
@@ -117,22 +123,36 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     ? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath })
     : new HttpEngine({ baseUrl: cfg.rollout.url!, model: requireServedModel(cfg) });
   const remote = engine instanceof HttpEngine ? new RemoteWeights(engine, path.join(dir, 'sync'), !!lora) : null;
-  const env = environment(cfg);
+  const env = makeEnvironment(cfg);
   const spec = agentSpec(cfg.env.name);
+  const teacherPath = cfg.method === 'retire_opd' ? cfg.algorithm.retire_opd.teacherPath : undefined;
+  const frozenTeacher = teacherPath ? loadTeacher(teacherPath) : null;
+  const teacher: TeacherSource | undefined = frozenTeacher
+    ? { kind: 'model', model: frozenTeacher }
+    : cfg.teacher.engine === 'http'
+      ? { kind: 'engine', engine: new HttpEngine({ baseUrl: cfg.teacher.url!, model: cfg.teacher.model ?? remote?.modelName ?? requireServedModel(cfg) }), model: cfg.teacher.model }
+      : undefined;
 
   const rng = ckpt ? Rng.fromState(ckpt.trainerState.rng.tasks) : Rng.seeded(cfg.seed, 'tasks');
   const start = ckpt?.trainerState.iteration ?? 0;
+  const methodState: MethodState = { distillRetired: false };
+  let retire: RetireState | null = cfg.method === 'retire_opd' ? { teacherSuccess: null, gaps: [], pendingGaps: [], retiredAt: null } : null;
+  if (ckpt && retire) retire = ckpt.trainerState.retire as RetireState;
+  if (retire) methodState.distillRetired = retire.retiredAt !== null;
   fs.mkdirSync(dir, { recursive: true });
   writeRunConfig(dir, cfg);
   const metrics = new MetricsLogger(dir, { tensorboard: cfg.output.tensorboard, resumeFrom: ckpt ? start : undefined, overwrite: opts.overwrite });
   const progress = new Progress(process.stdout, cfg.output.progress);
   if (ckpt) log(`resuming ${dir} after iteration ${start} (${resumeFrom})`);
   log(`training ${cfg.method} on ${cfg.env.name} from ${cfg.model.path}${lora ? ` with LoRA r=${lora.r}` : ''}: ${cfg.iterations} iterations of ${cfg.rollout.tasksPerIteration} tasks x ${cfg.rollout.groupSize}; run directory ${dir}`);
+  const interpreted = INTERPRETED_METHODS[cfg.method];
+  if (interpreted) log(`note: ${interpreted}`);
+  if (teacherPath) log(`teacher: frozen ${teacherPath} with the skills block`);
 
-  const rolloutBase = (tasks: RolloutTask[], groupSize: number, temperature: number, seed: number, label: string, trajectoryLog?: TrajectoryLog): RolloutOptions => {
+  const rolloutBase = (tasks: RolloutTask[], groupSize: number, temperature: number, seed: number, label: string, trajectoryLog?: TrajectoryLog, rolloutEngine: Engine = engine): RolloutOptions => {
     const phase = progress.phase(label, tasks.length * groupSize);
     return {
-      env, spec, engine, tokenizer, tasks, groupSize, model: remote?.modelName,
+      env, spec, engine: rolloutEngine, tokenizer, tasks, groupSize, model: rolloutEngine === engine ? remote?.modelName : undefined,
       sampling: { temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed },
       maxPromptTokens: cfg.rollout.maxPromptTokens,
       maxResponseTokens: cfg.rollout.maxResponseTokens,
@@ -143,44 +163,76 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       onProgress: (p) => (p.completed + p.failed >= p.total ? phase.finish(`${p.turns} turns`) : phase.update(p.completed + p.failed, `${p.turns} turns, ${p.tokensGenerated} tokens`)),
     };
   };
-  const validationPanel: RolloutTask[] = Array.from({ length: cfg.validation.tasks }, (_, i) => ({ split: cfg.validation.split as Split, seed: cfg.validation.seed + i }));
+  const validationPanel = taskPanel(cfg.validation.split as Split, cfg.validation.seed, cfg.validation.tasks);
+  const rolloutsDir = path.join(dir, 'rollouts');
+  const validationRun = async (iteration: number, skills: 'none' | 'policy', rolloutEngine: Engine = engine, label = 'validation') => {
+    const file = cfg.output.trajectories ? path.join(rolloutsDir, `${label === 'validation' ? 'val' : label}${skills === 'policy' ? '' : '-noskills'}-${iteration}.jsonl`) : null;
+    // A resumed run may repeat a validation the interrupted one had started.
+    if (file) fs.rmSync(file, { force: true });
+    const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
+    try {
+      return await runRollout({ ...rolloutBase(validationPanel, 1, cfg.validation.temperature, cfg.validation.seed, label, trajectoryLog, rolloutEngine), groupIdPrefix: `val${iteration}-`, withSkills: skills });
+    } finally {
+      trajectoryLog?.close();
+    }
+  };
+  // Methods whose policy prompts carry the skills block validate with it and without it.
   const validate = async (iteration: number): Promise<Metrics> => {
-    const r = await runRollout({ ...rolloutBase(validationPanel, 1, cfg.validation.temperature, cfg.validation.seed, 'validation'), groupIdPrefix: `val${iteration}-` });
-    return rolloutMetrics(r.stats, 'val');
+    const own = planIteration(cfg, Math.max(iteration, 1), methodState).skills === 'policy';
+    const m = rolloutMetrics((await validationRun(iteration, own ? 'policy' : 'none')).stats, 'val');
+    if (own) Object.assign(m, rolloutMetrics((await validationRun(iteration, 'none')).stats, 'val_noskills'));
+    return m;
   };
   const isDue = (every: number, it: number) => it === cfg.iterations || (every > 0 && it % every === 0);
 
   // The server starts from the base weights; a resumed or LoRA run sends its own first.
   if (remote && (ckpt || lora)) await remote.push(model, start);
   let last: Metrics = {};
+  if (retire && frozenTeacher && retire.teacherSuccess === null) {
+    const teacherEngine = new LocalEngine(frozenTeacher as never, { tokenizer, name: 'teacher', path: teacherPath! });
+    retire.teacherSuccess = (await validationRun(0, 'policy', teacherEngine, 'teacher-validation')).stats.successRate;
+    log(`retire_opd: the teacher (with skills) succeeds on ${(retire.teacherSuccess * 100).toFixed(1)}% of the validation panel`);
+  }
   if (!ckpt && cfg.validation.atStart) {
     last = await validate(0);
+    if (retire?.teacherSuccess !== null && retire) last['retire/teacher_success'] = retire.teacherSuccess;
     metrics.log(0, last);
     log(summaryLine(0, cfg.iterations, last));
   }
-  const end = Math.min(cfg.iterations, opts.stopAfter !== undefined ? start + opts.stopAfter : cfg.iterations);
+  let end = Math.min(cfg.iterations, opts.stopAfter !== undefined ? start + opts.stopAfter : cfg.iterations);
+  const startedAt = performance.now();
+  let slowest = 0;
   for (let it = start + 1; it <= end; it++) {
+    const iterationStart = performance.now();
     const tasks: RolloutTask[] = Array.from({ length: cfg.rollout.tasksPerIteration }, () => ({ split: cfg.env.trainSplit as Split, seed: rng.nextU32() % SEED_RANGE }));
     const engineSeed = rng.nextU32();
-    const trajectoryLog = cfg.output.trajectories ? new TrajectoryLog(path.join(dir, 'rollouts', `iter-${it}.jsonl`)) : undefined;
+    const trajectoryLog = cfg.output.trajectories ? new TrajectoryLog(path.join(rolloutsDir, `iter-${it}.jsonl`)) : undefined;
     const lr = lrAt(it - 1, { base: cfg.optim.lr, warmupSteps: cfg.optim.warmupSteps, kind: cfg.optim.schedule, totalSteps: cfg.iterations, minLr: cfg.optim.minLr });
     const shuffleRng = Rng.seeded(engineSeed, 'shuffle');
-    const result = await grpoIteration(
-      { ...rolloutBase(tasks, cfg.rollout.groupSize, cfg.rollout.temperature, engineSeed, `rollout ${it}`, trajectoryLog), groupIdPrefix: `it${it}-` },
-      {
+    const plan = planIteration(cfg, it, methodState);
+    const a = cfg.algorithm;
+    const result = await trainingIteration({
+      rollout: { ...rolloutBase(tasks, cfg.rollout.groupSize, cfg.rollout.temperature, engineSeed, `rollout ${it}`, trajectoryLog), groupIdPrefix: `it${it}-` },
+      update: {
         model, optimizer, params, lr,
-        loss: { clipLow: cfg.algorithm.clipLow, clipHigh: cfg.algorithm.clipHigh, dualClip: cfg.algorithm.dualClip, klCoef: cfg.algorithm.klCoef, entropyCoef: cfg.algorithm.entropyCoef },
+        loss: { clipLow: a.clipLow, clipHigh: a.clipHigh, dualClip: a.dualClip, klCoef: a.klCoef, entropyCoef: plan.entropyCoef, policyGradient: plan.policyGradient },
         gradClip: cfg.optim.gradClip > 0 ? cfg.optim.gradClip : Infinity,
         miniBatchSize: cfg.optim.miniBatchSize,
         microBatchTokens: cfg.optim.microBatchTokens,
         shuffle: (n) => shuffleRng.shuffle(Array.from({ length: n }, (_, i) => i)),
       },
       reference,
-    );
+      plan,
+      teacher,
+    });
     trajectoryLog?.close();
     const syncStart = performance.now();
     if (remote && result.update) await remote.push(model, it);
-    const m: Metrics = { ...rolloutMetrics(result.rollout.stats, 'rollout'), 'actor/lr': lr, 'time/old_logprobs': result.times.oldLogprobs, 'time/reference': result.times.reference, 'time/update': result.times.update };
+    const t = result.times;
+    const m: Metrics = {
+      ...rolloutMetrics(result.rollout.stats, 'rollout'), ...result.metrics, 'actor/lr': lr,
+      'time/old_logprobs': t.oldLogprobs, 'time/teacher': t.teacher, 'time/reference': t.reference, 'time/update': t.update,
+    };
     if (remote) m['time/weight_sync'] = (performance.now() - syncStart) / 1000;
     if (result.update) {
       const u = result.update;
@@ -189,18 +241,30 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
         'actor/grad_norm': u.gradNorm, 'actor/skipped_steps': u.skippedSteps, 'actor/steps': u.steps, 'tokens/trained': u.trainedTokens,
       });
     }
-    const stepSeconds = result.times.rollout + result.times.oldLogprobs + result.times.reference + result.times.update;
+    const stepSeconds = t.rollout + t.oldLogprobs + t.teacher + t.reference + t.update;
     m['time/step'] = stepSeconds;
+    m['time/teacher_share'] = t.teacher / Math.max(stepSeconds, 1e-9);
     m['throughput/tokens_per_s'] = (result.rollout.stats.tokensGenerated + (result.update?.trainedTokens ?? 0)) / Math.max(stepSeconds, 1e-9);
-    if (isDue(cfg.validation.every, it)) Object.assign(m, await validate(it));
+    if (retire && m['teacher/abs_gap'] !== undefined) recordRetirementGap(retire, m['teacher/abs_gap']);
+    if (isDue(cfg.validation.every, it)) {
+      Object.assign(m, await validate(it));
+      if (retire && retirementDue(retire, m['val/success'], a.retire_opd, it)) {
+        methodState.distillRetired = true;
+        log(`retire_opd: distillation retired after iteration ${it} (gap stopped shrinking for ${a.retire_opd.window} validations; student ${(m['val/success'] * 100).toFixed(1)}% vs teacher ${((retire.teacherSuccess ?? 0) * 100).toFixed(1)}%)`);
+      }
+      if (retire) m['retire/retired'] = methodState.distillRetired ? 1 : 0;
+    }
     metrics.log(it, m);
     log(summaryLine(it, cfg.iterations, m));
     last = m;
-    if (isDue(cfg.checkpoint.every, it)) {
+    slowest = Math.max(slowest, (performance.now() - iterationStart) / 1000);
+    if (opts.timeLimitSeconds !== undefined && it < end && (performance.now() - startedAt) / 1000 + slowest > opts.timeLimitSeconds) end = it;
+    // An invocation that stops early always saves, so --resume loses nothing.
+    if (isDue(cfg.checkpoint.every, it) || it === end) {
       const where = await saveCheckpoint(ckptRoot, {
         model: lora ? { kind: 'lora', model: model as never, basePath: cfg.model.path } : { kind: 'full', model: model as never, tokenizerDir: cfg.model.path },
         optimizerState: await optimizer.stateDict(),
-        trainerState: { iteration: it, configHash: hash, rng: { tasks: rng.state() }, metrics: m },
+        trainerState: { iteration: it, configHash: hash, rng: { tasks: rng.state() }, metrics: m, ...(retire ? { retire } : {}) },
       }, { keepLast: cfg.checkpoint.keepLast });
       log(`checkpoint ${where}`);
     }

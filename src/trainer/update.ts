@@ -10,6 +10,7 @@ import { policyLoss, type PolicyLossConfig } from '../algos/policy_loss.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
+import { add } from '../tensor/ops/index.ts';
 import type { StepSample } from '../rollout/sample.ts';
 
 /** A micro-batch: samples packed left-padded, with where each response token sits. */
@@ -81,12 +82,29 @@ export interface UpdateMetrics {
   skippedSteps: number;
   steps: number;
   trainedTokens: number;
+  /** The auxiliary term's statistics, averaged over optimizer steps like the losses. */
+  aux: Record<string, number>;
 }
+
+/** What an auxiliary term sees of one micro-batch: flat [batch x (seq - 1)] tensors over packed positions. */
+export interface AuxInputs {
+  /** lθ, differentiable. */
+  logprobs: Tensor;
+  teacherLogprobs: Tensor;
+  oldLogprobs: Tensor;
+  /** The micro-batch's share of the mini-batch token mean: 1/(tokens x micro-batches) on response tokens, 0 elsewhere. */
+  weights: Tensor;
+  /** Where each sample's response sits in the flat arrays. */
+  segments: { start: number; length: number }[];
+}
+
+/** An auxiliary loss term added to the policy loss (already scaled by its coefficient), with named scalar statistics. */
+export type AuxLoss = (inputs: AuxInputs) => Promise<{ loss: Tensor; stats: Record<string, Tensor> }>;
 
 export interface UpdateContext {
   model: CausalLM;
   optimizer: AdamW;
-  params: readonly import('../tensor/tensor.ts').Tensor[];
+  params: readonly Tensor[];
   loss: PolicyLossConfig;
   gradClip: number;
   lr: number;
@@ -96,12 +114,26 @@ export interface UpdateContext {
   shuffle: (n: number) => number[];
 }
 
+export interface UpdateInputs {
+  /** Per-token advantages of each sample (a per-sample A broadcast, or a method's transform of it). */
+  advantages: Float32Array[];
+  oldLogprobs: Float32Array[];
+  refLogprobs: Float32Array[] | null;
+  /** lT of each sample's response tokens; needed by `aux`. */
+  teacherLogprobs?: Float32Array[] | null;
+  aux?: AuxLoss | null;
+}
+
+/** Broadcasts one advantage per sample to each of its response tokens. */
+export function broadcastAdvantages(samples: readonly StepSample[], perSample: Float64Array): Float32Array[] {
+  return samples.map((s, i) => new Float32Array(s.responseIds.length).fill(perSample[i]));
+}
+
 /** One pass over the samples: one optimizer step per mini-batch. */
-export async function policyUpdate(
-  ctx: UpdateContext, samples: readonly StepSample[], advantages: Float64Array,
-  oldLogprobs: Float32Array[], refLogprobs: Float32Array[] | null,
-): Promise<UpdateMetrics> {
-  const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0 };
+export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSample[], inputs: UpdateInputs): Promise<UpdateMetrics> {
+  const { advantages, oldLogprobs, refLogprobs, teacherLogprobs, aux } = inputs;
+  if (aux && !teacherLogprobs) throw new Error('policyUpdate: an auxiliary term needs teacher log-probs');
+  const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0, aux: {} };
   const order = ctx.shuffle(samples.length);
   let microCount = 0;
   for (let at = 0; at < order.length; at += ctx.miniBatchSize) {
@@ -113,22 +145,33 @@ export async function policyUpdate(
         const w = 1 / (mb.responseTokens * micro.length);
         const t = (f: (s: number, j: number) => number) => tensor(scatterTokens(mb, samples, f));
         const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true });
+        const weights = t(() => w);
+        const oldT = t((s, j) => oldLogprobs[s][j]);
         const terms = policyLoss({
           logprobs,
           entropy,
-          oldLogprobs: t((s, j) => oldLogprobs[s][j]),
+          oldLogprobs: oldT,
           refLogprobs: refLogprobs ? t((s, j) => refLogprobs[s][j]) : undefined,
-          advantages: t((s) => advantages[s]),
-          negativeMask: t((s) => (advantages[s] < 0 ? 1 : 0)),
-          weights: t(() => w),
+          advantages: t((s, j) => advantages[s][j]),
+          negativeMask: t((s, j) => (advantages[s][j] < 0 ? 1 : 0)),
+          weights,
         }, ctx.loss);
-        backward(terms.loss);
-        return readStats(terms, mb, samples, ctx.loss);
+        let loss = terms.loss;
+        const auxStats: Record<string, number> = {};
+        if (aux) {
+          const segments = mb.indices.map((i, b) => ({ start: mb.starts[b], length: samples[i].responseIds.length }));
+          const term = await aux({ logprobs, teacherLogprobs: t((s, j) => teacherLogprobs![s][j]), oldLogprobs: oldT, weights, segments });
+          loss = add(loss, term.loss);
+          for (const [k, v] of Object.entries(term.stats)) auxStats[k] = await v.item();
+        }
+        backward(loss);
+        return { ...(await readStats(terms, mb, samples, ctx.loss)), aux: auxStats };
       });
       m.pgLoss += stats.pg;
       m.kl += stats.kl;
       m.entropy += stats.entropy;
       m.clipFrac += stats.clipFrac;
+      for (const [k, v] of Object.entries(stats.aux)) m.aux[k] = (m.aux[k] ?? 0) + v;
       m.trainedTokens += mb.responseTokens;
       microCount++;
     }
@@ -140,7 +183,9 @@ export async function policyUpdate(
     zeroGrad(ctx.params);
   }
   const n = Math.max(microCount, 1);
-  return { ...m, pgLoss: m.pgLoss / m.steps, kl: m.kl / m.steps, entropy: m.entropy / m.steps, clipFrac: m.clipFrac / n };
+  const perStep = Math.max(m.steps, 1);
+  const auxMeans = Object.fromEntries(Object.entries(m.aux).map(([k, v]) => [k, v / perStep]));
+  return { ...m, pgLoss: m.pgLoss / perStep, kl: m.kl / perStep, entropy: m.entropy / perStep, clipFrac: m.clipFrac / n, aux: auxMeans };
 }
 
 async function readStats(

@@ -1,0 +1,70 @@
+import * as path from 'node:path';
+import { defineCommand } from 'citty';
+import { METHODS } from '../trainer/config_schema.ts';
+import { loadConfig } from '../trainer/config.ts';
+import { comparePlan, runComparison, writeComparison } from '../trainer/compare.ts';
+import { checkRunInputs } from '../trainer/train.ts';
+import { CliError, intArg } from './args.ts';
+import { gpuArgs } from './gpu_args.ts';
+
+function parseSeeds(value: string): number[] {
+  if (/^\d+$/.test(value)) return Array.from({ length: intArg('--seeds', value, 1, 1000) }, (_, i) => i);
+  const seeds = value.split(',').map((s) => intArg('--seeds', s.trim(), 0));
+  if (new Set(seeds).size !== seeds.length) throw new CliError(`--seeds ${value}: a seed is listed twice`);
+  return seeds;
+}
+
+export const compareCommand = defineCommand({
+  meta: {
+    name: 'compare',
+    description: 'Run several methods over several seeds on one configuration and tabulate them, e.g. ' +
+      '`compare examples/grpo_household.yaml --methods grpo,sdar,rlsd,skill_sd --seeds 3 --parallel 4`.',
+  },
+  args: {
+    ...gpuArgs,
+    config: { type: 'positional', required: false, description: 'YAML or JSON config file, then any number of key=value overrides for every run' },
+    methods: { type: 'string', required: true, description: `comma-separated methods (${METHODS.join(', ')})` },
+    seeds: { type: 'string', default: '3', description: 'a count N (seeds 0..N-1) or a comma-separated list' },
+    parallel: { type: 'string', default: '1', description: 'runs at once (they share the GPU)' },
+    out: { type: 'string', description: 'comparison directory (default: <output.dir>/compare-<env>)' },
+    resume: { type: 'boolean', description: 'continue each run from its latest checkpoint' },
+    overwrite: { type: 'boolean', description: 'replace existing runs of the same names' },
+    'full-size': { type: 'boolean', description: 'on a software GPU, run the configuration as given instead of scaling it down' },
+    'time-limit': { type: 'string', description: 'per run: stop with a checkpoint before an iteration that would end after M minutes (continue with --resume)' },
+    'table-only': { type: 'boolean', description: 'only (re)build the table and report from the runs already in the directory' },
+  },
+  async run({ args }) {
+    const words = (args._ as string[]) ?? [];
+    const files = words.filter((w) => !w.includes('='));
+    if (files.length > 1) throw new CliError(`compare: one config file expected, got ${files.join(', ')}`);
+    const overrides = words.filter((w) => w.includes('='));
+    const methods = args.methods.split(',').map((m) => m.trim()).filter(Boolean);
+    if (!methods.length) throw new CliError('--methods: name at least one method');
+    const seeds = parseSeeds(args.seeds);
+    const parallel = intArg('--parallel', args.parallel, 1, 64);
+    // Every run's configuration is checked before any starts, so a typo fails at once.
+    let base = loadConfig(files[0], overrides);
+    for (const method of methods) {
+      base = loadConfig(files[0], [...overrides, `method=${method}`]);
+      checkRunInputs(base);
+    }
+    const dir = args.out ?? path.join(base.output.dir, `compare-${base.env.name}`);
+    const plan = comparePlan(methods, seeds);
+    if (!args['table-only']) {
+      const flags = [
+        ...(['backend', 'adapter', 'toggles'] as const).flatMap((k) => (args[k] ? [`--${k}`, args[k] as string] : [])),
+        ...(args['time-limit'] ? ['--time-limit', args['time-limit']] : []),
+        ...(args.resume ? ['--resume'] : []), ...(args.overwrite ? ['--overwrite'] : []), ...(args['full-size'] ? ['--full-size'] : []),
+      ];
+      const argv = [process.execPath, process.argv[1]];
+      console.log(`compare: ${plan.length} runs (${methods.join(', ')} x seeds ${seeds.join(',')}), ${parallel} at a time, in ${dir}`);
+      const results = await runComparison(dir, plan, { argv, trainArgs: [...files, ...overrides, ...flags] }, parallel, (l) => console.log(l));
+      const failed = results.filter((r) => r.code !== 0);
+      if (failed.length) console.log(`${failed.length} of ${plan.length} runs failed: ${failed.map((f) => f.run.name).join(', ')}`);
+    }
+    const { table, missing } = writeComparison(dir, plan);
+    if (missing.length) console.log(`no metrics for: ${missing.join(', ')}`);
+    console.log(table);
+    console.log(`table ${path.join(dir, 'compare.md')}, data ${path.join(dir, 'compare.json')}, report ${path.join(dir, 'report.html')}`);
+  },
+});

@@ -1,0 +1,160 @@
+// `compare`: several methods over several seeds on one configuration (shared design
+// ALGORITHMS.md section 4). Each run is a `train` child process (so runs can share a
+// GPU in parallel and one crash does not take the others down); the table is read
+// back from the run directories: final and peak validation success mean ± std over
+// seeds, pass@k per validation task over the seeds (unbiased estimator), tokens,
+// wall time per phase and the teacher's share of step time.
+
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { readTrajectoryLog } from '../rollout/trajectory_log.ts';
+import { formatMeanStd, meanStd, passAtK, type MeanStd } from './eval_stats.ts';
+import { readRun, summarizeRun, writeComparisonReport, type RunData } from './report.ts';
+
+export const COMPARE_FILE = 'compare.json';
+export const COMPARE_TABLE = 'compare.md';
+export const COMPARE_REPORT = 'report.html';
+
+export interface CompareRun {
+  method: string;
+  seed: number;
+  /** Run name inside the comparison directory. */
+  name: string;
+}
+
+export function comparePlan(methods: readonly string[], seeds: readonly number[]): CompareRun[] {
+  return methods.flatMap((method) => seeds.map((seed) => ({ method, seed, name: `${method}-s${seed}` })));
+}
+
+export interface ChildCommand {
+  /** The executable and the arguments before `train` (this CLI as it was started). */
+  argv: readonly string[];
+  /** Arguments after `train`'s own: config file, overrides, flags. */
+  trainArgs: readonly string[];
+}
+
+/** Runs every plan entry as `train` in a child process, `parallel` at a time; logs go to <dir>/<name>/train.log. */
+export async function runComparison(
+  dir: string, plan: readonly CompareRun[], cmd: ChildCommand, parallel: number, log: (line: string) => void,
+): Promise<{ run: CompareRun; code: number }[]> {
+  fs.mkdirSync(dir, { recursive: true });
+  const results: { run: CompareRun; code: number }[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < plan.length) {
+      const run = plan[next++];
+      const runDir = path.join(dir, run.name);
+      fs.mkdirSync(runDir, { recursive: true });
+      const args = [...cmd.argv.slice(1), 'train', ...cmd.trainArgs, `method=${run.method}`, `seed=${run.seed}`, `output.dir=${dir}`, `output.runName=${run.name}`, 'output.progress=plain'];
+      log(`start ${run.name}`);
+      const started = performance.now();
+      const code = await new Promise<number>((resolve) => {
+        const out = fs.openSync(path.join(runDir, 'train.log'), 'w');
+        const child = spawn(cmd.argv[0], args, { stdio: ['ignore', out, out] });
+        child.on('error', (e) => {
+          fs.writeSync(out, `could not start: ${e.message}\n`);
+          resolve(127);
+        });
+        child.on('exit', (c, signal) => {
+          fs.closeSync(out);
+          resolve(c ?? (signal ? 128 : 1));
+        });
+      });
+      const secs = ((performance.now() - started) / 1000).toFixed(0);
+      log(code === 0 ? `done ${run.name} (${secs} s)` : `FAILED ${run.name} (exit ${code}, ${secs} s): see ${path.join(runDir, 'train.log')}`);
+      results.push({ run, code });
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, plan.length)) }, worker));
+  return results;
+}
+
+export interface MethodRow {
+  method: string;
+  seeds: number[];
+  finalVal: MeanStd;
+  peakVal: MeanStd;
+  /** pass@k over seeds of the final validation's tasks (k up to the number of seeds). */
+  passAtK: Record<number, number>;
+  tokensGenerated: MeanStd;
+  tokensTrained: MeanStd;
+  /** Mean seconds per run spent in each phase. */
+  phaseSeconds: Record<string, number>;
+  teacherShare: MeanStd;
+}
+
+const PHASE_KEYS = ['rollout', 'old_logprobs', 'teacher', 'reference', 'update', 'validation'] as const;
+
+const sumOf = (run: RunData, key: string) => run.rows.reduce((a, r) => a + (typeof r[key] === 'number' ? (r[key] as number) : 0), 0);
+
+/** Wins per validation task (by task seed) in the run's last validation log. */
+export function finalValidationWins(run: RunData): Map<number, boolean> | null {
+  const rollouts = path.join(run.dir, 'rollouts');
+  if (!fs.existsSync(rollouts)) return null;
+  const last = fs.readdirSync(rollouts)
+    .map((f) => /^val-(\d+)\.jsonl$/.exec(f))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .sort((a, b) => Number(b[1]) - Number(a[1]))[0];
+  if (!last) return null;
+  const wins = new Map<number, boolean>();
+  for (const r of readTrajectoryLog(path.join(rollouts, last[0]))) if (!r.error) wins.set(r.seed, r.won);
+  return wins;
+}
+
+export function summarizeMethod(method: string, runs: readonly { seed: number; data: RunData }[]): MethodRow {
+  const summaries = runs.map((r) => summarizeRun(r.data));
+  const values = (f: (i: number) => number | null) => runs.map((_, i) => f(i)).filter((v): v is number => v !== null && Number.isFinite(v));
+  const wins = runs.map((r) => finalValidationWins(r.data)).filter((w): w is Map<number, boolean> => w !== null);
+  const pass: Record<number, number> = {};
+  const tasks = wins.length ? [...wins[0].keys()].filter((t) => wins.every((w) => w.has(t))) : [];
+  if (tasks.length) {
+    for (let k = 1; k <= wins.length; k *= 2) {
+      pass[k] = tasks.reduce((a, t) => a + passAtK(wins.length, wins.filter((w) => w.get(t)).length, k), 0) / tasks.length;
+    }
+  }
+  const phaseSeconds: Record<string, number> = {};
+  for (const p of PHASE_KEYS) phaseSeconds[p] = runs.reduce((a, r) => a + sumOf(r.data, `time/${p}`), 0) / Math.max(runs.length, 1);
+  return {
+    method,
+    seeds: runs.map((r) => r.seed),
+    finalVal: meanStd(values((i) => summaries[i].finalValSuccess)),
+    peakVal: meanStd(values((i) => summaries[i].peakValSuccess)),
+    passAtK: pass,
+    tokensGenerated: meanStd(runs.map((r) => sumOf(r.data, 'tokens/generated'))),
+    tokensTrained: meanStd(runs.map((r) => sumOf(r.data, 'tokens/trained'))),
+    phaseSeconds,
+    teacherShare: meanStd(values((i) => summaries[i].teacherShare)),
+  };
+}
+
+export function renderCompareTable(rows: readonly MethodRow[]): string {
+  const ks = [...new Set(rows.flatMap((r) => Object.keys(r.passAtK).map(Number)))].sort((a, b) => a - b);
+  const head = ['method', 'seeds', 'final val success', 'peak val success', ...ks.map((k) => `pass@${k}`), 'tokens generated', 'tokens trained',
+    ...PHASE_KEYS.map((p) => `${p} s`), 'teacher share'];
+  const num = (v: number | undefined, d = 3) => (v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(d));
+  const lines = rows.map((r) => [
+    r.method, r.seeds.join(','), formatMeanStd(r.finalVal), formatMeanStd(r.peakVal), ...ks.map((k) => num(r.passAtK[k])),
+    r.tokensGenerated.mean.toFixed(0), r.tokensTrained.mean.toFixed(0), ...PHASE_KEYS.map((p) => num(r.phaseSeconds[p], 1)),
+    Number.isFinite(r.teacherShare.mean) ? formatMeanStd(r.teacherShare) : '–',
+  ]);
+  return [head, head.map(() => '---'), ...lines].map((cells) => `| ${cells.join(' | ')} |`).join('\n') + '\n';
+}
+
+/** Reads the finished runs, writes compare.json, compare.md and the overlaid HTML report; returns the table. */
+export function writeComparison(dir: string, plan: readonly CompareRun[]): { rows: MethodRow[]; table: string; missing: string[] } {
+  const present = plan.filter((r) => fs.existsSync(path.join(dir, r.name, 'metrics.jsonl')));
+  const missing = plan.filter((r) => !present.includes(r)).map((r) => r.name);
+  const methods = [...new Set(present.map((r) => r.method))];
+  const rows = methods.map((m) => summarizeMethod(m, present.filter((r) => r.method === m).map((r) => ({ seed: r.seed, data: readRun(path.join(dir, r.name)) }))));
+  const table = renderCompareTable(rows);
+  const atomic = (file: string, text: string) => {
+    const temp = `${file}.tmp-${process.pid}`;
+    fs.writeFileSync(temp, text);
+    fs.renameSync(temp, file);
+  };
+  atomic(path.join(dir, COMPARE_FILE), JSON.stringify({ runs: plan, missing, methods: rows }, null, 2) + '\n');
+  atomic(path.join(dir, COMPARE_TABLE), table);
+  if (present.length) writeComparisonReport(present.map((r) => path.join(dir, r.name)), path.join(dir, COMPARE_REPORT), { title: `compare: ${methods.join(', ')}` });
+  return { rows, table, missing };
+}

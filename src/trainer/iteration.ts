@@ -1,0 +1,115 @@
+// One training iteration of any method: roll out groups, score turns, GRPO
+// advantages, recompute old log-probs with the current weights (as verl does, so
+// sampling temperature and batching cannot skew the ratio), the teacher pass when
+// the method has one (once, before the update, so lT stays fixed across
+// mini-batches), reference log-probs from the frozen model, the method's advantage
+// transform, then the mini-batched update with its auxiliary term.
+
+import { groupAdvantages } from '../algos/advantage.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
+import { runRollout, type RolloutOptions, type RolloutResult } from '../rollout/agent_loop.ts';
+import type { Metrics } from './metrics.ts';
+import type { IterationPlan } from './methods.ts';
+import { teacherLogprobs, type TeacherSource } from './teacher.ts';
+import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
+
+/** Where reference log-probs come from: a frozen copy, the LoRA model with its adapters off, or none (no KL). */
+export type Reference = { kind: 'model'; model: CausalLM } | { kind: 'lora-base' } | { kind: 'none' };
+
+export interface IterationTimes {
+  rollout: number;
+  oldLogprobs: number;
+  teacher: number;
+  reference: number;
+  update: number;
+}
+
+export interface IterationResult {
+  rollout: RolloutResult;
+  update: UpdateMetrics | null;
+  times: IterationTimes;
+  /** Teacher-gap summary and the method's own statistics. */
+  metrics: Metrics;
+}
+
+/** Runs fn with the model's LoRA branches detached (the frozen base is the reference). */
+export async function withoutLora<T>(model: CausalLM, fn: () => Promise<T>): Promise<T> {
+  const saved = new Map(model.lora);
+  model.lora.clear();
+  try {
+    return await fn();
+  } finally {
+    for (const [k, v] of saved) model.lora.set(k, v);
+  }
+}
+
+/** Mean of lT − lold and of its magnitude over all response tokens. */
+export function teacherGap(teacher: readonly Float32Array[], old: readonly Float32Array[]): { gap: number; absGap: number } {
+  let sum = 0;
+  let abs = 0;
+  let n = 0;
+  teacher.forEach((t, i) => {
+    for (let j = 0; j < t.length; j++) {
+      const d = t[j] - old[i][j];
+      sum += d;
+      abs += Math.abs(d);
+      n++;
+    }
+  });
+  return { gap: n ? sum / n : 0, absGap: n ? abs / n : 0 };
+}
+
+export interface IterationInputs {
+  rollout: RolloutOptions;
+  update: UpdateContext;
+  reference: Reference;
+  plan: IterationPlan;
+  /** The teacher when it is not the policy's current weights. */
+  teacher?: TeacherSource;
+}
+
+export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher }: IterationInputs): Promise<IterationResult> {
+  const now = () => performance.now() / 1000;
+  const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
+  let t = now();
+  const lap = (phase: keyof IterationTimes) => {
+    const n = now();
+    times[phase] = n - t;
+    t = n;
+  };
+  const rollout = await runRollout({ ...rolloutOpts, withSkills: plan.skills });
+  lap('rollout');
+  const samples = rollout.samples;
+  const metrics: Metrics = { ...plan.metrics };
+  if (!samples.length) return { rollout, update: null, times, metrics };
+
+  const advantages = groupAdvantages(samples);
+  const batches = splitMicroBatches(samples, samples.map((_, i) => i), update.microBatchTokens);
+  const old = await responseLogprobs(update.model, samples, batches);
+  lap('oldLogprobs');
+  let teacherLp: Float32Array[] | null = null;
+  if (plan.teacher) {
+    teacherLp = await teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, update.microBatchTokens);
+    const g = teacherGap(teacherLp, old);
+    metrics['teacher/gap'] = g.gap;
+    metrics['teacher/abs_gap'] = g.absGap;
+  }
+  lap('teacher');
+  let refLogprobs: Float32Array[] | null = null;
+  if (update.loss.klCoef > 0 && reference.kind !== 'none') {
+    refLogprobs = reference.kind === 'model'
+      ? await responseLogprobs(reference.model, samples, batches)
+      : await withoutLora(update.model, () => responseLogprobs(update.model, samples, batches));
+  }
+  lap('reference');
+  let tokenAdvantages = broadcastAdvantages(samples, advantages);
+  if (plan.transform) {
+    const r = plan.transform({ samples, advantages, teacher: teacherLp, old });
+    tokenAdvantages = r.advantages;
+    Object.assign(metrics, r.metrics);
+  }
+  const result = await policyUpdate(update, samples, { advantages: tokenAdvantages, oldLogprobs: old, refLogprobs, teacherLogprobs: teacherLp, aux: plan.aux });
+  Object.assign(metrics, result.aux);
+  lap('update');
+  return { rollout, update: result, times, metrics };
+}
