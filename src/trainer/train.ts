@@ -165,8 +165,9 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   };
   const validationPanel = taskPanel(cfg.validation.split as Split, cfg.validation.seed, cfg.validation.tasks);
   const rolloutsDir = path.join(dir, 'rollouts');
-  const validationRun = async (iteration: number, skills: 'none' | 'policy', rolloutEngine: Engine = engine, label = 'validation') => {
-    const file = cfg.output.trajectories ? path.join(rolloutsDir, `${label === 'validation' ? 'val' : label}${skills === 'policy' ? '' : '-noskills'}-${iteration}.jsonl`) : null;
+  /** One pass over the panel; trajectories go to rollouts/<stem>-<iteration>.jsonl. */
+  const validationRun = async (iteration: number, skills: 'none' | 'policy', stem: string, rolloutEngine: Engine = engine, label = 'validation') => {
+    const file = cfg.output.trajectories ? path.join(rolloutsDir, `${stem}-${iteration}.jsonl`) : null;
     // A resumed run may repeat a validation the interrupted one had started.
     if (file) fs.rmSync(file, { force: true });
     const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
@@ -179,8 +180,8 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   // Methods whose policy prompts carry the skills block validate with it and without it.
   const validate = async (iteration: number): Promise<Metrics> => {
     const own = planIteration(cfg, Math.max(iteration, 1), methodState).skills === 'policy';
-    const m = rolloutMetrics((await validationRun(iteration, own ? 'policy' : 'none')).stats, 'val');
-    if (own) Object.assign(m, rolloutMetrics((await validationRun(iteration, 'none')).stats, 'val_noskills'));
+    const m = rolloutMetrics((await validationRun(iteration, own ? 'policy' : 'none', 'val')).stats, 'val');
+    if (own) Object.assign(m, rolloutMetrics((await validationRun(iteration, 'none', 'val-noskills')).stats, 'val_noskills'));
     return m;
   };
   const isDue = (every: number, it: number) => it === cfg.iterations || (every > 0 && it % every === 0);
@@ -190,7 +191,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   let last: Metrics = {};
   if (retire && frozenTeacher && retire.teacherSuccess === null) {
     const teacherEngine = new LocalEngine(frozenTeacher as never, { tokenizer, name: 'teacher', path: teacherPath! });
-    retire.teacherSuccess = (await validationRun(0, 'policy', teacherEngine, 'teacher-validation')).stats.successRate;
+    retire.teacherSuccess = (await validationRun(0, 'policy', 'teacher-val', teacherEngine, 'teacher validation')).stats.successRate;
     log(`retire_opd: the teacher (with skills) succeeds on ${(retire.teacherSuccess * 100).toFixed(1)}% of the validation panel`);
   }
   if (!ckpt && cfg.validation.atStart) {
