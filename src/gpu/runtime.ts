@@ -220,10 +220,12 @@ export class Runtime {
     const scopes = [this.device.popErrorScope(), this.device.popErrorScope()];
     this.deferError(
       Promise.all(scopes).then(([validation, oom]) => {
-        const err = validation ?? oom;
-        if (err) {
-          throw new GpuError(`GPU ${validation ? 'validation' : 'out-of-memory'} error in a batch with kernels [${labels.join(', ')}]: ${err.message}`);
+        // An allocation that ran out of memory leaves an invalid buffer whose use then
+        // fails validation: the out-of-memory error is the cause, so it leads.
+        if (oom) {
+          throw new GpuError(`GPU out-of-memory error in a batch with kernels [${labels.join(', ')}]: ${oom.message}${validation ? `\n(then: ${validation.message})` : ''}`);
         }
+        if (validation) throw new GpuError(`GPU validation error in a batch with kernels [${labels.join(', ')}]: ${validation.message}`);
       }),
     );
     if (this.stagingToDestroy.length) {
@@ -280,6 +282,17 @@ export class Runtime {
     staging.unmap();
     staging.destroy();
     return out;
+  }
+
+  /**
+   * Returns the pool's cached free buffers to the driver. Phases of a training step
+   * (sampling, scoring, the update) leave differently sized buffers behind; trimming
+   * between them keeps a process's footprint at one phase's, which matters when
+   * several runs share a GPU.
+   */
+  releaseCached(): void {
+    this.flush();
+    this.pool.trim();
   }
 
   destroy(): void {

@@ -30,6 +30,7 @@ import { Progress } from './progress.ts';
 import { writeReport } from './report.ts';
 import { RemoteWeights } from './weight_sync.ts';
 import { Rng } from './rng.ts';
+import { runtime } from '../gpu/runtime.ts';
 import { runSft } from './sft_run.ts';
 import { trainableParams } from './trainable.ts';
 import { makeEnvironment, taskPanel } from './environment.ts';
@@ -227,6 +228,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       teacher,
     });
     trajectoryLog?.close();
+    runtime().releaseCached();
     const syncStart = performance.now();
     if (remote && result.update) await remote.push(model, it);
     const t = result.times;
