@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ref from '../src/reference/attention.ts';
-import { attentionForward, attentionSharedBytes, attentionTiles } from '../src/kernels/attention.ts';
+import { attentionBackward, attentionForward, attentionPath, attentionSharedBytes, attentionTiles, type AttentionLaunch } from '../src/kernels/attention.ts';
 import { randn } from '../src/reference/random.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { ShapeError } from '../src/tensor/errors.ts';
@@ -232,3 +232,69 @@ describe('attention', () => {
     });
   });
 });
+
+/** Forward and backward through the launchers with `launch` (a forced path or window size) against the reference. */
+async function checkLaunch(c: Case, seed: number, launch: AttentionLaunch): Promise<void> {
+  const rt = await gpu();
+  const { sCap, q, k, v } = inputs(c, seed);
+  const dO = randn(q.length, seed + 3);
+  const want = ref.attentionForward(refDims(c, sCap), q, k, v);
+  const grads = ref.attentionBackward(refDims(c, sCap), q, k, v, dO);
+  const name = `${label(c)} ${launch.path ?? 'auto'} window ${launch.windowRows ?? 'auto'}`;
+  await scopeAsync(async () => {
+    const dims = { b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s: c.s ?? sCap, sCap, hd: c.hd, scale: c.scale ?? 1 / Math.sqrt(c.hd), causal: c.causal ?? true };
+    const pad = c.pad ? tensor(Int32Array.from(c.pad), [c.b]).buffer : null;
+    const [qt, kt, vt, dOt] = [tensor(q), tensor(k), tensor(v), tensor(dO)];
+    const o = empty([q.length]);
+    const lse = empty([c.b * c.hq * c.tq]);
+    attentionForward(rt, dims, qt.buffer, kt.buffer, vt.buffer, pad, o.buffer, lse.buffer, launch);
+    assertClose(await read(o), want.o, { atol: 2e-5, rtol: 1e-4, label: `o ${name}` });
+    assertClose(await read(lse), want.lse, { atol: 1e-5, rtol: 1e-5, label: `lse ${name}` });
+    const [dq, dk, dv] = [empty([q.length]), empty([k.length]), empty([v.length])];
+    // Garbage in the gradients shows any element a path forgets to write.
+    for (const g of [dq, dk, dv]) rt.upload(g.buffer, 0, new Float32Array(g.size).fill(7));
+    attentionBackward(rt, dims, qt.buffer, kt.buffer, vt.buffer, pad, o.buffer, dOt.buffer, lse.buffer, empty([c.b * c.hq * c.tq]).buffer,
+      { dq: dq.buffer, dk: dk.buffer, dv: dv.buffer }, launch);
+    const tol = { atol: 1e-4, rtol: 1e-3 };
+    assertClose(await read(dq), grads.dq, { ...tol, label: `dq ${name}` });
+    assertClose(await read(dk), grads.dk, { ...tol, label: `dk ${name}` });
+    assertClose(await read(dv), grads.dv, { ...tol, label: `dv ${name}` });
+  });
+}
+
+describe('attention kernel paths', () => {
+  test('the software GPU takes the uniform-window kernels, real GPUs the tiled ones', async () => {
+    const rt = await gpu();
+    const d = { b: 1, hq: 2, hkv: 1, tq: 8, s: 8, sCap: 8, hd: 64, scale: 0.125, causal: true };
+    assert.equal(attentionPath(rt, d), rt.caps.compatibility ? 'uniform' : 'tiled');
+    assert.equal(attentionPath(rt, { ...d, hd: 30 }), 'tiled');
+    assert.throws(() => attentionPath(rt, { ...d, hd: 30 }, { path: 'uniform' }), /attention: the uniform kernels need a head dim/);
+  });
+
+  test('tiled kernels (the real-GPU path) match the reference', slow, async () => {
+    const cases: Case[] = [
+      { b: 2, hq: 4, hkv: 2, tq: 17, hd: 32, pad: [0, 5] },
+      { b: 1, hq: 2, hkv: 1, tq: 3, s: 9, sCap: 12, hd: 64, pad: [2] },
+      { b: 2, hq: 2, hkv: 2, tq: 6, hd: 32, pad: [1, 0], causal: false },
+    ];
+    for (const [n, c] of cases.entries()) await checkLaunch(c, 300 + 10 * n, { path: 'tiled' });
+  });
+
+  test('uniform kernels match the reference across several windows', slow, async () => {
+    const cases: [Case, number][] = [
+      // The padding ends inside the second window; the third row of batch 1 is all padding.
+      [{ b: 3, hq: 4, hkv: 2, tq: 19, hd: 32, pad: [0, 6, 19] }, 4],
+      [{ b: 1, hq: 3, hkv: 1, tq: 33, hd: 64, pad: [7] }, 8],
+      [{ b: 2, hq: 2, hkv: 2, tq: 9, hd: 32, pad: [2, 0], causal: false, scale: 0.3 }, 4],
+      // Decoding: queries at the last positions of a cache with spare capacity.
+      [{ b: 2, hq: 2, hkv: 1, tq: 3, s: 11, sCap: 14, hd: 32, pad: [4, 0] }, 3],
+      [{ b: 1, hq: 2, hkv: 1, tq: 1, s: 17, hd: 64, pad: [5] }, 5],
+      [{ b: 1, hq: 2, hkv: 1, tq: 6, hd: 128, pad: [1] }, 2],
+    ];
+    for (const [n, [c, rows]] of cases.entries()) {
+      await checkLaunch(c, 400 + 10 * n, { path: 'uniform', windowRows: rows });
+      await checkLaunch(c, 400 + 10 * n, { path: 'uniform' });
+    }
+  });
+});
+

@@ -113,7 +113,8 @@ describe('token log-probs from logits', () => {
 
 describe('per-chunk statistics', () => {
   test('merging ragged vocabulary chunks equals the whole-row result', async () => {
-    await gpu();
+    const rt0 = await gpu();
+    assert.equal(lk.statsLayout(rt0), rt0.caps.compatibility ? 'invocation' : 'workgroup');
     for (const [n, vocab, chunk] of [[7, 333, 64], [33, 50, 16], [1, 50, 49]]) {
       const logits = randn(n * vocab, vocab + 1, 3);
       const targets = targetsFor(n, vocab, vocab + 2);
@@ -137,18 +138,20 @@ describe('per-chunk statistics', () => {
           ck.gather(rt, x.buffer, part.buffer, [n, width], [vocab, 1], col0);
           chunks.push({ col0, width, buf: part.buffer });
         }
-        chunks.forEach((c, i) => {
-          lk.logprobStats(rt, c.buf, ids.buffer, state.buffer, out.buffer,
-            { rows: n, width: c.width, col0: c.col0, invT: 1 / temperature, entropy: true }, i === 0, i === chunks.length - 1);
-        });
+        const label = `N=${n} V=${vocab} chunk=${chunk}`;
+        for (const layout of ['workgroup', 'invocation'] as const) {
+          chunks.forEach((c, i) => {
+            lk.logprobStats(rt, c.buf, ids.buffer, state.buffer, out.buffer,
+              { rows: n, width: c.width, col0: c.col0, invT: 1 / temperature, entropy: true }, i === 0, i === chunks.length - 1, layout);
+          });
+          const got = await read(out);
+          assertClose(got.subarray(0, n), want.logprobs, { atol: 2e-5, rtol: 1e-5, label: `${label} logprobs, row per ${layout}` });
+          assertClose(got.subarray(n), want.entropy, { atol: 2e-5, rtol: 1e-5, label: `${label} entropy, row per ${layout}` });
+        }
         for (const c of chunks) {
           lk.logprobGrad(rt, c.buf, ids.buffer, state.buffer, g.buffer, { rows: n, width: c.width, col0: c.col0, invT: 1 / temperature, entropy: true });
           ck.scatter(rt, c.buf, dlogits.buffer, [n, c.width], [vocab, 1], c.col0);
         }
-        const got = await read(out);
-        const label = `N=${n} V=${vocab} chunk=${chunk}`;
-        assertClose(got.subarray(0, n), want.logprobs, { atol: 2e-5, rtol: 1e-5, label: `${label} logprobs` });
-        assertClose(got.subarray(n), want.entropy, { atol: 2e-5, rtol: 1e-5, label: `${label} entropy` });
         assertClose(await read(dlogits), wantGrad, { atol: 1e-6, rtol: 1e-4, label: `${label} dlogits (in place)` });
       });
     }

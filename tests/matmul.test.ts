@@ -63,6 +63,10 @@ describe('matmul kernel', () => {
     await check({ m: 300, n: 260, k: 50, tile: '128x128/k8', transA: true });
     await check({ m: 1100, n: 9, k: 3, tile: '128x128/k16', transB: true });
     await check({ m: 4, n: 4, k: 0, label: 'k = 0 gives zeros' });
+    // Uniform panels: several row and column panels and K chunks, partial last ones.
+    await check({ m: 300, n: 260, k: 130, tile: 'panels/k128' });
+    await check({ m: 300, n: 261, k: 130, tile: 'panels/k128', transA: true, transB: true });
+    await check({ m: 600, n: 520, k: 70, tile: 'panels/k32', transB: true });
   });
 
   test('batched, with per-batch operands, a broadcast (stride 0) operand and offsets', slow, async () => {
@@ -80,6 +84,12 @@ describe('matmul kernel', () => {
       await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, label: `unaligned offsets ${transA} ${transB}` });
       await check({ m: 8, n: 12, k: 4, batch: 2, transA, transB, offsetA: 8, offsetB: 4, offsetC: 12, strideB: 0, label: `aligned offsets ${transA} ${transB}` });
     }
+    for (const [transA, transB] of TRANS) {
+      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideA: 0, tile: 'panels/k32' });
+      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideB: 0, tile: 'panels/k32' });
+      await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, tile: 'panels/k32' });
+      await check({ m: 8, n: 12, k: 36, batch: 2, transA, transB, offsetA: 8, offsetB: 4, offsetC: 12, strideC: 100, tile: 'panels/k32' });
+    }
   });
 
   test('bias and activation epilogues, and accumulation into the output', slow, async () => {
@@ -89,6 +99,27 @@ describe('matmul kernel', () => {
       await check({ m: 10, n: 13, k: 11, act, init: true, accumulate: true });
     }
     await check({ m: 19, n: 16, k: 12, batch: 2, bias: true, act: 'gelu', init: true, accumulate: true, transA: true });
+    // Uniform panels split K into chunks of 32: partial sums go through C, the last
+    // chunk applies bias and activation.
+    const tile = 'panels/k32';
+    for (const act of ['none', 'silu', 'gelu', 'relu'] as const) {
+      await check({ m: 19, n: 13, k: 70, act, bias: true, tile });
+      await check({ m: 19, n: 16, k: 70, act, bias: true, transB: true, tile });
+      await check({ m: 10, n: 13, k: 30, act, bias: true, init: true, accumulate: true, tile });
+    }
+    await check({ m: 10, n: 13, k: 70, bias: true, init: true, accumulate: true, tile, label: 'panels accumulate over K chunks' });
+    await check({ m: 19, n: 16, k: 70, batch: 2, bias: true, init: true, accumulate: true, transA: true, tile, label: 'panels accumulate, batched' });
+  });
+
+  test('the software GPU picks uniform panels for large products; other adapters keep the workgroup tiles', async () => {
+    const rt = await gpu();
+    if (rt.caps.compatibility) {
+      assert.equal(mk.chooseTile(rt, 1600, 768, 1, 256), 'panels/k128');
+      assert.notEqual(mk.chooseTile(rt, 9, 6, 3, 5), 'panels/k128', 'tiny products are not worth the packing dispatches');
+    }
+    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false } } as unknown as typeof rt;
+    assert.equal(mk.chooseTile(hardware, 1600, 768, 1, 256), '128x128/k8');
+    assert.equal(mk.chooseTile(hardware, 100, 100, 1, 256), '64x64/k8');
   });
 
   test('launcher errors name the problem', slow, async () => {
@@ -98,6 +129,8 @@ describe('matmul kernel', () => {
       assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 100, n: 1, k: 1 }), /matmul: A needs 400 bytes/);
       assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: t.buffer, m: 1, n: 1, k: 1 }), /output buffer is also an input/);
       assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 2, n: 2, k: 1, batch: 2, strideC: 1 }), /overlap/);
+      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 1, n: 1, k: 40, act: 'silu', accumulate: true, tile: 'panels/k32' }),
+        /matmul: tile panels\/k32 cannot split k = 40 into 2 chunks under an accumulated activation/);
     });
   });
 });

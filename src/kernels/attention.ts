@@ -93,13 +93,126 @@ function tilesOrThrow(rt: Runtime, pass: 'forward' | 'backward', d: AttentionDim
 const constants = (d: AttentionDims, t: AttentionTiles) => ({ HD: d.hd, BR: t.br, BC: t.bc, WG: t.wg });
 
 /**
+ * `tiled`: the flash kernels with tiles in workgroup memory (real GPUs). `uniform`: the
+ * software GPU's kernels, which read keys and values (queries and dO in the dK/dV
+ * pass) from 64 KiB uniform-buffer windows; see the end of shaders/attention.wgsl.
+ */
+export type AttentionPath = 'tiled' | 'uniform';
+
+export interface AttentionLaunch {
+  /** Default: `uniform` on the software GPU (compatibility mode) when the head dim allows, else `tiled`. */
+  path?: AttentionPath;
+  /** Rows per uniform window; default (and at most) 16384 / hd. Tests force small ones. */
+  windowRows?: number;
+}
+
+/** Floats in one uniform window (64 KiB, WebGPU's default uniform binding limit). */
+const WINDOW_FLOATS = 16384;
+const WINDOW_BYTES = WINDOW_FLOATS * 4;
+/** Invocations per workgroup of the uniform kernels (UWG in the shader). */
+const UWG = 32;
+const UNIFORM_MAX_HD = 128;
+
+function uniformFits(rt: Runtime, hd: number): boolean {
+  return hd % 4 === 0 && hd <= UNIFORM_MAX_HD && rt.gpu.limits.maxUniformBufferBindingSize >= WINDOW_BYTES;
+}
+
+/**
+ * The kernels an attention call runs. The software GPU gets the uniform-window kernels
+ * because llvmpipe assembles every workgroup-memory load lane by lane through the
+ * stack: for B4 Hq4 Hkv2 T400 D64 causal on its 2 cores the tiled forward took
+ * 2,610 ms and backward 7,890 ms, the uniform ones 73 and 220 ms.
+ */
+export function attentionPath(rt: Runtime, d: AttentionDims, launch: AttentionLaunch = {}): AttentionPath {
+  const path = launch.path ?? (rt.caps.compatibility && uniformFits(rt, d.hd) ? 'uniform' : 'tiled');
+  if (path === 'uniform' && !uniformFits(rt, d.hd)) throw new Error(`attention: the uniform kernels need a head dim that is a multiple of 4 up to ${UNIFORM_MAX_HD}, got ${d.hd}`);
+  return path;
+}
+
+function windowRows(d: AttentionDims, launch: AttentionLaunch): number {
+  const most = Math.floor(WINDOW_FLOATS / d.hd);
+  const rows = launch.windowRows ?? most;
+  if (!Number.isInteger(rows) || rows < 1 || rows > most) throw new Error(`attention: ${rows} rows per window; head dim ${d.hd} allows 1 to ${most}`);
+  return rows;
+}
+
+// Windows are copied out per call into one buffer per runtime, grown as needed: a
+// uniform binding needs UNIFORM usage, which pooled buffers lack.
+const windowBuffers = new WeakMap<Runtime, GPUBuffer>();
+
+function windowScratch(rt: Runtime, windows: number): GPUBuffer {
+  const bytes = windows * WINDOW_BYTES;
+  const old = windowBuffers.get(rt);
+  if (old && old.size >= bytes) return old;
+  if (old) {
+    // Recorded dispatches may still read the old buffer: submit them before it goes.
+    rt.flush();
+    old.destroy();
+  }
+  const buf = rt.device.createBuffer({ size: Math.max(bytes, 2 * (old?.size ?? 0)), usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, label: 'attention windows' });
+  windowBuffers.set(rt, buf);
+  return buf;
+}
+
+const windowAt = (buffer: GPUBuffer, index: number) => ({ buffer, offset: index * WINDOW_BYTES, size: WINDOW_BYTES });
+
+/**
+ * Copies rows [0, rows) of each of `heads` blocks of `stride` rows (hd floats each)
+ * from `src` into windows of `per` rows, ceil(rows / per) per head, starting at window
+ * `first`.
+ */
+function copyWindows(rt: Runtime, src: GPUBuffer, dst: GPUBuffer, first: number, heads: number, stride: number, rows: number, per: number, hd: number): void {
+  const count = Math.ceil(rows / per);
+  for (let h = 0; h < heads; h++) {
+    for (let c = 0; c < count; c++) {
+      const n = Math.min(per, rows - c * per);
+      rt.copy(src, (h * stride + c * per) * hd * 4, dst, (first + h * count + c) * WINDOW_BYTES, n * hd * 4);
+    }
+  }
+}
+
+function windowParams(d: AttentionDims, hasPad: boolean, hkvIndex: number, w0: number, per: number): Uint32Array {
+  const p = uniforms(13);
+  p.u.set([d.tq, d.s, d.s - d.tq, d.hq, d.hq / d.hkv, d.causal ? 1 : 0, hasPad ? 1 : 0, Math.floor(hkvIndex / d.hkv), hkvIndex, w0]);
+  p.f[10] = d.scale;
+  p.u[11] = d.sCap;
+  p.u[12] = per;
+  return p.u;
+}
+
+function forwardUniform(
+  rt: Runtime, d: AttentionDims,
+  q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, padLeft: GPUBuffer | null, o: GPUBuffer, lse: GPUBuffer, per: number,
+): void {
+  const heads = d.b * d.hkv;
+  const count = Math.ceil(d.s / per);
+  const buf = windowScratch(rt, 2 * heads * count);
+  copyWindows(rt, k, buf, 0, heads, d.sCap, d.s, per, d.hd);
+  copyWindows(rt, v, buf, heads * count, heads, d.sCap, d.s, per, d.hd);
+  const kernel = rt.kernel('attention', 'forward_uniform', { HD: d.hd });
+  const lanes = (d.hq / d.hkv) * d.tq;
+  for (let hi = 0; hi < heads; hi++) {
+    for (let c = 0; c < count; c++) {
+      const p = windowParams(d, !!padLeft, hi, c * per, per);
+      const wi = hi * count + c;
+      rt.dispatch(kernel, [q, windowAt(buf, wi), windowAt(buf, heads * count + wi), padLeft ?? q, o, lse], p, [Math.ceil(lanes / UWG)]);
+    }
+  }
+}
+
+/**
  * o and lse (the row log-sum-exp the backward needs). Without a pad_left buffer the
  * shader ignores binding 4, which then gets `q` (bindings must all be filled).
  */
 export function attentionForward(
   rt: Runtime, d: AttentionDims,
   q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, padLeft: GPUBuffer | null, o: GPUBuffer, lse: GPUBuffer,
+  launch: AttentionLaunch = {},
 ): void {
+  if (attentionPath(rt, d, launch) === 'uniform') {
+    forwardUniform(rt, d, q, k, v, padLeft, o, lse, windowRows(d, launch));
+    return;
+  }
   const t = tilesOrThrow(rt, 'forward', d);
   rt.dispatch(rt.kernel('attention', 'forward', constants(d, t)), [q, k, v, padLeft ?? q, o, lse], params(d, !!padLeft).u,
     [Math.ceil(d.tq / t.br), d.hq, d.b]);
@@ -120,10 +233,15 @@ export function attentionBackward(
   rt: Runtime, d: AttentionDims,
   q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, padLeft: GPUBuffer | null,
   o: GPUBuffer, dO: GPUBuffer, lse: GPUBuffer, delta: GPUBuffer, grads: AttentionGrads,
+  launch: AttentionLaunch = {},
 ): void {
   const p = params(d, !!padLeft).u;
   const rows = d.b * d.hq * d.tq;
   rt.dispatch(rt.kernel('attention', 'delta', { HD: d.hd }), [o, dO, delta], p, grid1d(rows));
+  if (attentionPath(rt, d, launch) === 'uniform') {
+    backwardUniform(rt, d, q, k, v, padLeft, dO, lse, delta, grads, windowRows(d, launch));
+    return;
+  }
   const t = tilesOrThrow(rt, 'backward', d);
   const pad = padLeft ?? q;
   if (grads.dk || grads.dv) {
@@ -143,4 +261,62 @@ export function attentionBackward(
     rt.dispatch(rt.kernel('attention', 'backward_dq', constants(d, t)), [q, k, v, pad, dO, lse, delta, grads.dq], p,
       [Math.ceil(d.tq / t.br), d.hq, d.b]);
   }
+}
+
+function backwardUniform(
+  rt: Runtime, d: AttentionDims,
+  q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, padLeft: GPUBuffer | null,
+  dO: GPUBuffer, lse: GPUBuffer, delta: GPUBuffer, grads: AttentionGrads, per: number,
+): void {
+  const group = d.hq / d.hkv;
+  const kvHeads = d.b * d.hkv;
+  const qHeads = d.b * d.hq;
+  const kvBytes = kvHeads * d.sCap * d.hd * 4;
+  if (grads.dq) {
+    const count = Math.ceil(d.s / per);
+    const buf = windowScratch(rt, 2 * kvHeads * count);
+    copyWindows(rt, k, buf, 0, kvHeads, d.sCap, d.s, per, d.hd);
+    copyWindows(rt, v, buf, kvHeads * count, kvHeads, d.sCap, d.s, per, d.hd);
+    rt.clear(grads.dq, 0, qHeads * d.tq * d.hd * 4);
+    const kernel = rt.kernel('attention', 'backward_dq_uniform', { HD: d.hd });
+    for (let hi = 0; hi < kvHeads; hi++) {
+      for (let c = 0; c < count; c++) {
+        const wi = hi * count + c;
+        rt.dispatch(kernel, [q, windowAt(buf, wi), windowAt(buf, kvHeads * count + wi), padLeft ?? q, dO, lse, delta, grads.dq],
+          windowParams(d, !!padLeft, hi, c * per, per), [Math.ceil((group * d.tq) / UWG)]);
+      }
+    }
+  }
+  if (!grads.dk && !grads.dv) return;
+  const dk = grads.dk ?? rt.pool.acquire(kvBytes);
+  const dv = grads.dv ?? rt.pool.acquire(kvBytes);
+  rt.clear(dk, 0, kvBytes);
+  rt.clear(dv, 0, kvBytes);
+  // Windows of query rows per query head: q, dO, then each window's lse and delta.
+  const count = Math.ceil(d.tq / per);
+  const windows = qHeads * count;
+  const buf = windowScratch(rt, 3 * windows);
+  copyWindows(rt, q, buf, 0, qHeads, d.tq, d.tq, per, d.hd);
+  copyWindows(rt, dO, buf, windows, qHeads, d.tq, d.tq, per, d.hd);
+  copyWindows(rt, lse, buf, 2 * windows, qHeads, d.tq, d.tq, per, 1);
+  for (let h = 0; h < qHeads; h++) {
+    for (let c = 0; c < count; c++) {
+      const n = Math.min(per, d.tq - c * per);
+      rt.copy(delta, (h * d.tq + c * per) * 4, buf, (2 * windows + h * count + c) * WINDOW_BYTES + per * 4, n * 4);
+    }
+  }
+  const kernel = rt.kernel('attention', 'backward_dkv_uniform', { HD: d.hd });
+  for (let hi = 0; hi < kvHeads; hi++) {
+    const b = Math.floor(hi / d.hkv);
+    for (let g = 0; g < group; g++) {
+      const qh = b * d.hq + (hi % d.hkv) * group + g;
+      for (let c = 0; c < count; c++) {
+        const wi = qh * count + c;
+        rt.dispatch(kernel, [k, windowAt(buf, wi), windowAt(buf, windows + wi), padLeft ?? k, v, windowAt(buf, 2 * windows + wi), dk, dv],
+          windowParams(d, !!padLeft, hi, c * per, per), [Math.ceil(d.s / UWG)]);
+      }
+    }
+  }
+  if (!grads.dk) rt.pool.release(dk);
+  if (!grads.dv) rt.pool.release(dv);
 }

@@ -35,15 +35,25 @@ function params(s: ChunkShape, flags: number): Uint32Array {
 }
 
 /**
+ * How `stats` spreads a row: one 256-wide workgroup (real GPUs), or one invocation
+ * (the software GPU, where workgroup-memory merges cost more than the row itself).
+ */
+export type StatsLayout = 'workgroup' | 'invocation';
+
+export const statsLayout = (rt: Runtime): StatsLayout => (rt.caps.compatibility ? 'invocation' : 'workgroup');
+
+/**
  * Merges one chunk of logits [rows, width] into `state`; the last chunk writes the
  * log-probs to `out` (and the entropies after them when `entropy`).
  */
 export function logprobStats(
   rt: Runtime, logits: GPUBuffer, targets: GPUBuffer, state: GPUBuffer, out: GPUBuffer,
-  shape: ChunkShape, first: boolean, last: boolean,
+  shape: ChunkShape, first: boolean, last: boolean, layout = statsLayout(rt),
 ): void {
   const flags = (first ? FIRST : 0) | (last ? LAST : 0);
-  rt.dispatch(rt.kernel('logprob', 'stats'), [logits, targets, state, out], params(shape, flags), gridRows(shape.rows));
+  const buffers = [logits, targets, state, out];
+  if (layout === 'invocation') rt.dispatch(rt.kernel('logprob', 'stats_rows'), buffers, params(shape, flags), grid1d(shape.rows, 64));
+  else rt.dispatch(rt.kernel('logprob', 'stats'), buffers, params(shape, flags), gridRows(shape.rows));
 }
 
 /**

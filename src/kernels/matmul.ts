@@ -11,23 +11,39 @@ export type MatmulAct = keyof typeof MATMUL_ACTS;
  * Workgroup tile configurations: threads along N and M (each owning an 8x8 block of
  * C, so the tile is 8*WG_Y x 8*WG_X) and the K slice per stage. Workgroup memory is
  * 2 operands x 2 stages x BK x 32 vec4s (32 KiB for BK 16, which the software
- * GPU's limit just admits).
+ * GPU's limit just admits). `panels/k*` are not workgroup tiles but the software
+ * GPU's path (see the end of shaders/matmul.wgsl): operands packed into 64 KiB
+ * uniform-buffer panels of KC consecutive k.
  */
 export const MATMUL_TILES = {
   '128x128/k16': { WG_X: 16, WG_Y: 16, BK: 16 },
   // Half the staged registers of k16, twice the barriers.
   '128x128/k8': { WG_X: 16, WG_Y: 16, BK: 8 },
   '64x64/k8': { WG_X: 8, WG_Y: 8, BK: 8 },
+  'panels/k128': { KC: 128 },
+  'panels/k32': { KC: 32 },
 } as const;
 export type MatmulTile = keyof typeof MATMUL_TILES;
+type WorkgroupTile = { [T in MatmulTile]: (typeof MATMUL_TILES)[T] extends { BK: number } ? T : never }[MatmulTile];
+
+/** The panel tile chosen on the software GPU. */
+const PANEL_TILE = 'panels/k128';
+
+const isPanels = (tile: MatmulTile): tile is Exclude<MatmulTile, WorkgroupTile> => tile.startsWith('panels/');
 
 // Measured on the H200 (bench, 2026-11-30): 128x128/k8 beat k16 on every shape
 // (30.9 vs 19.9 TFLOP/s at 4096^3) and the 64-tile at every size from 1024^3 up,
 // including 4096x896 outputs of only 224 workgroups; the 64-tile only wins on grids
 // smaller than that.
-const BIG_TILE: MatmulTile = '128x128/k8';
-const SMALL_TILE: MatmulTile = '64x64/k8';
+const BIG_TILE: WorkgroupTile = '128x128/k8';
+const SMALL_TILE: WorkgroupTile = '64x64/k8';
 const BIG_TILE_MIN_WORKGROUPS = 64;
+
+/** Floats in one uniform-buffer panel (64 KiB, WebGPU's default binding limit). */
+const PANEL_FLOATS = 16384;
+const PANEL_BYTES = PANEL_FLOATS * 4;
+/** Invocations per `panels` workgroup (PANEL_WG in the shader), each an 8x8 block. */
+const PANEL_WG = 32;
 
 export interface MatmulArgs {
   a: GPUBuffer;
@@ -58,19 +74,48 @@ export interface MatmulArgs {
   tile?: MatmulTile;
 }
 
-function workgroupBytes(tile: MatmulTile): number {
+function workgroupBytes(tile: WorkgroupTile): number {
   return 2 * 2 * MATMUL_TILES[tile].BK * 32 * 16;
 }
 
-/** Whether this device has the workgroup memory and invocations for `tile`. */
+/** Whether this device has the workgroup memory and invocations (or uniform binding size) for `tile`. */
 export function tileFits(rt: Runtime, tile: MatmulTile): boolean {
-  const { WG_X, WG_Y } = MATMUL_TILES[tile];
   const l = rt.gpu.limits;
+  if (isPanels(tile)) return PANEL_BYTES <= l.maxUniformBufferBindingSize;
+  const { WG_X, WG_Y } = MATMUL_TILES[tile];
   return workgroupBytes(tile) <= l.maxComputeWorkgroupStorageSize && WG_X * WG_Y <= l.maxComputeInvocationsPerWorkgroup;
 }
 
-/** The tile the launcher uses for an m x n output repeated `batch` times. */
-export function chooseTile(rt: Runtime, m: number, n: number, batch = 1): MatmulTile {
+/** Panel geometry for a K of `k`: k per panel (a power of two, at most the tile's KC) and rows per panel. */
+function panelShape(tile: Exclude<MatmulTile, WorkgroupTile>, k: number): { kc: number; rows: number } {
+  const kc = Math.min(MATMUL_TILES[tile].KC, 2 ** Math.ceil(Math.log2(Math.max(k, 4))));
+  return { kc, rows: PANEL_FLOATS / kc };
+}
+
+function panelDispatches(m: number, n: number, k: number, batch: number): number {
+  const { kc, rows } = panelShape(PANEL_TILE, k);
+  return batch * (2 + Math.ceil(m / rows) * Math.ceil(n / rows) * Math.ceil(k / kc));
+}
+
+// Software-GPU costs measured with .bench-style timings on llvmpipe (2 cores, Mesa
+// 22.3): the tiled kernel runs at about 1.3 GFLOP/s whatever its tile, the panel kernel
+// at about 8 GFLOP/s, and every dispatch costs about 60 us of recording and launch.
+const TILED_FLOPS = 1.3e9;
+const PANEL_FLOPS = 8e9;
+const DISPATCH_SECONDS = 60e-6;
+
+/**
+ * The tile the launcher uses for an m x n (x k) output repeated `batch` times. On the
+ * software GPU (compatibility mode) that is the panel path unless its dispatch count
+ * costs more than its faster loads save; elsewhere the workgroup tiles.
+ */
+export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_TILES[PANEL_TILE].KC): MatmulTile {
+  if (rt.caps.compatibility && k > 0 && tileFits(rt, PANEL_TILE)) {
+    const flops = 2 * m * n * k * batch;
+    const panels = panelDispatches(m, n, k, batch) * DISPATCH_SECONDS + flops / PANEL_FLOPS;
+    const tiled = batch * DISPATCH_SECONDS + flops / TILED_FLOPS;
+    if (panels < tiled) return PANEL_TILE;
+  }
   if (!tileFits(rt, BIG_TILE)) return SMALL_TILE;
   const edge = 8 * MATMUL_TILES[BIG_TILE].WG_Y;
   const workgroups = Math.ceil(m / edge) * Math.ceil(n / edge) * batch;
@@ -113,11 +158,16 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   checkBuffer('C', out, offsetC + last * strideC + m * n);
   if (bias) checkBuffer('bias', bias, n);
 
-  const tile = args.tile ?? chooseTile(rt, m, n, batch);
-  if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
-  const cfg = MATMUL_TILES[tile];
+  const tile = args.tile ?? chooseTile(rt, m, n, batch, k);
   const aligned = (row: number, offset: number, stride: number) => row % 4 === 0 && offset % 4 === 0 && (batch === 1 || stride % 4 === 0);
   const vecC = aligned(n, offsetC, strideC);
+  if (isPanels(tile)) {
+    if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs a ${PANEL_BYTES}-byte uniform binding, this device offers ${rt.gpu.limits.maxUniformBufferBindingSize}`);
+    matmulPanels(rt, tile, { ...args, batch, transA, transB, strideA, strideB, strideC, offsetA, offsetB, offsetC, act, accumulate }, vecC, aligned);
+    return;
+  }
+  if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
+  const cfg = MATMUL_TILES[tile];
   const kernel = rt.kernel('matmul', vecC ? 'main_vec4' : 'main', {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
@@ -140,5 +190,91 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
     const p = uniforms(12);
     p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offsetA, offsetB, offsetC]);
     rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
+  }
+}
+
+type Resolved = Required<Omit<MatmulArgs, 'bias' | 'tile'>> & Pick<MatmulArgs, 'bias'>;
+
+interface PanelScratch {
+  a: GPUBuffer | null;
+  b: GPUBuffer | null;
+}
+
+// Packed operands, kept per runtime and grown as needed: a uniform binding needs a
+// buffer with UNIFORM usage, which the pool's buffers do not have.
+const scratch = new WeakMap<Runtime, PanelScratch>();
+
+function scratchBuffer(rt: Runtime, which: 'a' | 'b', bytes: number): GPUBuffer {
+  let s = scratch.get(rt);
+  if (!s) scratch.set(rt, (s = { a: null, b: null }));
+  const old = s[which];
+  if (old && old.size >= bytes) return old;
+  if (old) {
+    // Recorded dispatches may still read the old buffer: submit them before it goes.
+    rt.flush();
+    old.destroy();
+  }
+  const size = Math.max(bytes, 2 * (old?.size ?? 0));
+  return (s[which] = rt.device.createBuffer({ size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.UNIFORM, label: `matmul panels ${which}` }));
+}
+
+/**
+ * Packs one operand of one batch into panels: `rows` of `k` elements, stored [rows, k]
+ * (k contiguous) or, when `kMajor`, [k, rows].
+ */
+function pack(
+  rt: Runtime, src: GPUBuffer, dst: GPUBuffer, base: number, rows: number, k: number, kMajor: boolean, vec: boolean,
+  geo: { kc: number; rows: number },
+): void {
+  const kChunks = Math.ceil(k / geo.kc);
+  const total = Math.ceil(rows / geo.rows) * kChunks * PANEL_FLOATS / 4;
+  const p = uniforms(5);
+  p.u.set([rows, k, base, kChunks, total]);
+  const kernel = rt.kernel('matmul', 'pack', { TRANS_A: Number(kMajor), VEC_A: Number(vec), PR: geo.rows, KC: geo.kc });
+  rt.dispatch(kernel, [src, dst], p.u, grid1d(total, 64));
+}
+
+/** The software GPU's matmul: see the end of shaders/matmul.wgsl. */
+// Flags of the `panels` epilogue (P_* in the shader).
+const P_FIRST = 1;
+const P_LAST = 2;
+const P_BIAS = 4;
+const P_ACCUM = 8;
+const P_ACT_SHIFT = 4;
+
+function matmulPanels(
+  rt: Runtime, tile: Exclude<MatmulTile, WorkgroupTile>, r: Resolved, vecC: boolean,
+  aligned: (row: number, offset: number, stride: number) => boolean,
+): void {
+  const { m, n, k } = r;
+  const geo = panelShape(tile, k);
+  const kChunks = Math.ceil(k / geo.kc);
+  if (r.accumulate && r.act !== 'none' && kChunks > 1) {
+    throw new GpuError(`matmul: tile ${tile} cannot split k = ${k} into ${kChunks} chunks under an accumulated activation`);
+  }
+  const mPanels = Math.ceil(m / geo.rows);
+  const nPanels = Math.ceil(n / geo.rows);
+  const pa = scratchBuffer(rt, 'a', mPanels * kChunks * PANEL_BYTES);
+  const pb = scratchBuffer(rt, 'b', nPanels * kChunks * PANEL_BYTES);
+  const vecA = aligned(r.transA ? m : k, r.offsetA, r.strideA);
+  const vecB = aligned(r.transB ? k : n, r.offsetB, r.strideB);
+  const kernel = rt.kernel('matmul', vecC ? 'panels_vec4' : 'panels', { PR: geo.rows, KC: geo.kc });
+  const epilogue = (r.bias ? P_BIAS : 0) | (r.accumulate ? P_ACCUM : 0) | (MATMUL_ACTS[r.act] << P_ACT_SHIFT);
+  const window = (buffer: GPUBuffer, panel: number, chunk: number) => ({ buffer, offset: (panel * kChunks + chunk) * PANEL_BYTES, size: PANEL_BYTES });
+  for (let bi = 0; bi < r.batch; bi++) {
+    // A packs as rows m of k (stored transposed when transA); B as rows n of k, which
+    // is its storage order when transB.
+    if (bi === 0 || r.strideA !== 0) pack(rt, r.a, pa, r.offsetA + bi * r.strideA, m, k, r.transA, vecA, geo);
+    if (bi === 0 || r.strideB !== 0) pack(rt, r.b, pb, r.offsetB + bi * r.strideB, n, k, !r.transB, vecB, geo);
+    for (let mp = 0; mp < mPanels; mp++) {
+      for (let np = 0; np < nPanels; np++) {
+        const lanes = Math.ceil(Math.min(geo.rows, m - mp * geo.rows) / 8) * Math.ceil(Math.min(geo.rows, n - np * geo.rows) / 16);
+        for (let kc = 0; kc < kChunks; kc++) {
+          const p = uniforms(6);
+          p.u.set([m, n, mp * geo.rows, np * geo.rows, r.offsetC + bi * r.strideC, epilogue | (kc === 0 ? P_FIRST : 0) | (kc === kChunks - 1 ? P_LAST : 0)]);
+          rt.dispatch(kernel, [window(pa, mp, kc), window(pb, np, kc), r.bias ?? r.a, r.out], p.u, [Math.ceil(lanes / PANEL_WG)]);
+        }
+      }
+    }
   }
 }
