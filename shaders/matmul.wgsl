@@ -377,34 +377,35 @@ struct PackParams {
   k: u32,
   base: u32,        // element offset of this batch's operand
   k_chunks: u32,
-  total: u32,       // vec4s written: panels * k_chunks * PR * KQ_P
+  total: u32,       // vec4s written: rows * k_chunks * KQ_P
 }
 
 @group(0) @binding(0) var<uniform> pk: PackParams;
 @group(0) @binding(2) var<storage, read_write> packed: array<vec4f>;
 
-// Vec4 i of the packed operand: panel-major blocks of [PR rows][KC k], so the block of
-// (panel, k chunk) is one 64 KiB window. TRANS_A: the source is stored [k][rows].
+// Vec4 kq of k chunk `chunk` of operand row `row`, written where it sits in the packed
+// layout: panel-major blocks of [PR rows][KC k], so the block of (panel, k chunk) is
+// one 64 KiB window. K past the end is zero-filled; rows past the end are not written
+// (they only reach outputs that are never stored). TRANS_A: the source is stored
+// [k][rows].
 @compute @workgroup_size(64)
 fn pack(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
   let i = (wid.y * nwg.x + wid.x) * 64u + li;
   if (i >= pk.total) { return; }
-  let kk = (i % KQ_P) * 4u;
-  let row_in = (i / KQ_P) % PR;
-  let block = i / (KQ_P * PR);
-  let col = (block % pk.k_chunks) * KC + kk;
-  let row = (block / pk.k_chunks) * PR + row_in;
+  let kq = i % KQ_P;
+  let chunk = (i / KQ_P) % pk.k_chunks;
+  let row = i / (KQ_P * pk.k_chunks);
+  let col = chunk * KC + kq * 4u;
+  let at = (((row / PR) * pk.k_chunks + chunk) * PR + row % PR) * KQ_P + kq;
   if (!TRANS_A) {
-    packed[i] = fetch_a(pk.base, row, col, pk.rows, pk.k);
+    packed[at] = fetch_a(pk.base, row, col, pk.rows, pk.k);
     return;
   }
   var v = vec4f(0.0);
-  if (row < pk.rows) {
-    for (var j = 0u; j < 4u; j++) {
-      if (col + j < pk.k) { v[j] = element_a(pk.base + (col + j) * pk.rows + row); }
-    }
+  for (var j = 0u; j < 4u; j++) {
+    if (col + j < pk.k) { v[j] = element_a(pk.base + (col + j) * pk.rows + row); }
   }
-  packed[i] = v;
+  packed[at] = v;
 }
 
 struct PanelParams {

@@ -92,34 +92,50 @@ function panelShape(tile: Exclude<MatmulTile, WorkgroupTile>, k: number): { kc: 
   return { kc, rows: PANEL_FLOATS / kc };
 }
 
-function panelDispatches(m: number, n: number, k: number, batch: number): number {
-  const { kc, rows } = panelShape(PANEL_TILE, k);
-  return batch * (2 + Math.ceil(m / rows) * Math.ceil(n / rows) * Math.ceil(k / kc));
-}
-
-// Software-GPU costs measured with .bench-style timings on llvmpipe (2 cores, Mesa
-// 22.3): the tiled kernel runs at about 1.3 GFLOP/s whatever its tile, the panel kernel
-// at about 8 GFLOP/s, and every dispatch costs about 60 us of recording and launch.
+// Software-GPU costs measured on llvmpipe (2 cores, Mesa 22.3): the tiled kernel runs
+// at about 1.3 GFLOP/s of whole-tile work whatever its tile (so a 4-row product costs
+// as much as a 64-row one), the panel kernel at about 8 GFLOP/s, packing at about
+// 7.5 ns a float, and every dispatch costs about 100 us to record and launch.
 const TILED_FLOPS = 1.3e9;
 const PANEL_FLOPS = 8e9;
-const DISPATCH_SECONDS = 60e-6;
+const PACK_SECONDS = 7.5e-9;
+const DISPATCH_SECONDS = 100e-6;
 
-/**
- * The tile the launcher uses for an m x n (x k) output repeated `batch` times. On the
- * software GPU (compatibility mode) that is the panel path unless its dispatch count
- * costs more than its faster loads save; elsewhere the workgroup tiles.
- */
-export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_TILES[PANEL_TILE].KC): MatmulTile {
-  if (rt.caps.compatibility && k > 0 && tileFits(rt, PANEL_TILE)) {
-    const flops = 2 * m * n * k * batch;
-    const panels = panelDispatches(m, n, k, batch) * DISPATCH_SECONDS + flops / PANEL_FLOPS;
-    const tiled = batch * DISPATCH_SECONDS + flops / TILED_FLOPS;
-    if (panels < tiled) return PANEL_TILE;
-  }
+const roundUp = (x: number, to: number) => Math.ceil(x / to) * to;
+
+function panelSeconds(m: number, n: number, k: number, batch: number): number {
+  const { kc, rows } = panelShape(PANEL_TILE, k);
+  const chunks = Math.ceil(k / kc);
+  const dispatches = batch * (2 + Math.ceil(m / rows) * Math.ceil(n / rows) * chunks);
+  const packed = batch * (m + n) * chunks * kc;
+  return dispatches * DISPATCH_SECONDS + packed * PACK_SECONDS + (2 * roundUp(m, 8) * roundUp(n, 16) * k * batch) / PANEL_FLOPS;
+}
+
+function workgroupTile(rt: Runtime, m: number, n: number, batch: number): WorkgroupTile {
   if (!tileFits(rt, BIG_TILE)) return SMALL_TILE;
   const edge = 8 * MATMUL_TILES[BIG_TILE].WG_Y;
   const workgroups = Math.ceil(m / edge) * Math.ceil(n / edge) * batch;
   return workgroups >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
+}
+
+/**
+ * The tile the launcher uses for an m x n (x k) output repeated `batch` times: the
+ * workgroup tiles, except on the software GPU (compatibility mode), which takes the
+ * panel path unless its packing and dispatches cost more than its faster loads save
+ * (tiny or many-batched products).
+ */
+export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_TILES[PANEL_TILE].KC): MatmulTile {
+  const tile = workgroupTile(rt, m, n, batch);
+  if (!rt.caps.compatibility || k === 0 || !tileFits(rt, PANEL_TILE) || packedBytes(m, k) > rt.gpu.limits.maxStorageBufferBindingSize || packedBytes(n, k) > rt.gpu.limits.maxStorageBufferBindingSize) return tile;
+  const edge = 8 * MATMUL_TILES[tile].WG_Y;
+  const tiled = DISPATCH_SECONDS + (2 * roundUp(m, edge) * roundUp(n, edge) * k * batch) / TILED_FLOPS;
+  return panelSeconds(m, n, k, batch) < tiled ? PANEL_TILE : tile;
+}
+
+/** Bytes of `rows` rows of k, packed into panels for the panel tile. */
+function packedBytes(rows: number, k: number, tile: Exclude<MatmulTile, WorkgroupTile> = PANEL_TILE): number {
+  const { kc, rows: per } = panelShape(tile, k);
+  return Math.ceil(rows / per) * Math.ceil(k / kc) * PANEL_BYTES;
 }
 
 function checkBuffer(what: string, buf: GPUBuffer, elements: number): void {
@@ -227,11 +243,13 @@ function pack(
   geo: { kc: number; rows: number },
 ): void {
   const kChunks = Math.ceil(k / geo.kc);
-  const total = Math.ceil(rows / geo.rows) * kChunks * PANEL_FLOATS / 4;
+  const total = rows * kChunks * geo.kc / 4;
   const p = uniforms(5);
   p.u.set([rows, k, base, kChunks, total]);
   const kernel = rt.kernel('matmul', 'pack', { TRANS_A: Number(kMajor), VEC_A: Number(vec), PR: geo.rows, KC: geo.kc });
-  rt.dispatch(kernel, [src, dst], p.u, grid1d(total, 64));
+  // Only the part in use: the scratch may have grown past the storage binding limit.
+  const used = Math.ceil(rows / geo.rows) * kChunks * PANEL_BYTES;
+  rt.dispatch(kernel, [src, { buffer: dst, size: used }], p.u, grid1d(total, 64));
 }
 
 /** The software GPU's matmul: see the end of shaders/matmul.wgsl. */
@@ -254,8 +272,12 @@ function matmulPanels(
   }
   const mPanels = Math.ceil(m / geo.rows);
   const nPanels = Math.ceil(n / geo.rows);
-  const pa = scratchBuffer(rt, 'a', mPanels * kChunks * PANEL_BYTES);
-  const pb = scratchBuffer(rt, 'b', nPanels * kChunks * PANEL_BYTES);
+  const bytes = Math.max(packedBytes(m, k, tile), packedBytes(n, k, tile));
+  if (bytes > rt.gpu.limits.maxStorageBufferBindingSize) {
+    throw new GpuError(`matmul: tile ${tile} would pack ${bytes} bytes, over the ${rt.gpu.limits.maxStorageBufferBindingSize}-byte storage binding limit`);
+  }
+  const pa = scratchBuffer(rt, 'a', packedBytes(m, k, tile));
+  const pb = scratchBuffer(rt, 'b', packedBytes(n, k, tile));
   const vecA = aligned(r.transA ? m : k, r.offsetA, r.strideA);
   const vecB = aligned(r.transB ? k : n, r.offsetB, r.strideB);
   const kernel = rt.kernel('matmul', vecC ? 'panels_vec4' : 'panels', { PR: geo.rows, KC: geo.kc });
