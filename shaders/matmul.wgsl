@@ -420,6 +420,9 @@ struct PanelParams {
 @group(0) @binding(0) var<uniform> pp: PanelParams;
 @group(0) @binding(1) var<uniform> panel_a: array<vec4f, PANEL_V4>;
 @group(0) @binding(2) var<uniform> panel_b: array<vec4f, PANEL_V4>;
+// The next K chunk's pair (P_SECOND), so one dispatch covers two.
+@group(0) @binding(5) var<uniform> panel_a2: array<vec4f, PANEL_V4>;
+@group(0) @binding(6) var<uniform> panel_b2: array<vec4f, PANEL_V4>;
 
 // Four consecutive columns of B at the 4 k of one step, transposed so a row's update
 // is four vec4 multiply-adds.
@@ -440,6 +443,7 @@ const P_LAST = 2u;        // last K chunk
 const P_BIAS = 4u;
 const P_ACCUM = 8u;       // C += result
 const P_ACT_SHIFT = 4u;   // activation (MATMUL_ACTS) in bits 4-5
+const P_SECOND = 64u;     // a second K chunk in panel_a2, panel_b2
 
 fn has(flag: u32) -> bool { return (pp.flags & flag) != 0u; }
 
@@ -504,6 +508,26 @@ fn update_row(acc: ptr<function, array<vec4f, 32>>, at: u32, a: vec4f, t0: Cols,
   (*acc)[at + 3u] += rank4(a, t3);
 }
 
+// One K chunk: the rows of A at `ra` and of B at `rb` of a pair of panels. Written out
+// (no loops over the block) so every index is a constant and the block stays in
+// registers.
+fn panel_chunk(acc: ptr<function, array<vec4f, 32>>, pa: ptr<uniform, array<vec4f, PANEL_V4>>, pb: ptr<uniform, array<vec4f, PANEL_V4>>, ra: u32, rb: u32) {
+  for (var kq = 0u; kq < KQ_P; kq++) {
+    let t0 = cols((*pb)[rb + kq], (*pb)[rb + KQ_P + kq], (*pb)[rb + 2u * KQ_P + kq], (*pb)[rb + 3u * KQ_P + kq]);
+    let t1 = cols((*pb)[rb + 4u * KQ_P + kq], (*pb)[rb + 5u * KQ_P + kq], (*pb)[rb + 6u * KQ_P + kq], (*pb)[rb + 7u * KQ_P + kq]);
+    let t2 = cols((*pb)[rb + 8u * KQ_P + kq], (*pb)[rb + 9u * KQ_P + kq], (*pb)[rb + 10u * KQ_P + kq], (*pb)[rb + 11u * KQ_P + kq]);
+    let t3 = cols((*pb)[rb + 12u * KQ_P + kq], (*pb)[rb + 13u * KQ_P + kq], (*pb)[rb + 14u * KQ_P + kq], (*pb)[rb + 15u * KQ_P + kq]);
+    update_row(acc, 0u, (*pa)[ra + kq], t0, t1, t2, t3);
+    update_row(acc, 4u, (*pa)[ra + KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 8u, (*pa)[ra + 2u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 12u, (*pa)[ra + 3u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 16u, (*pa)[ra + 4u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 20u, (*pa)[ra + 5u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 24u, (*pa)[ra + 6u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 28u, (*pa)[ra + 7u * KQ_P + kq], t0, t1, t2, t3);
+  }
+}
+
 // This invocation's block of the panel product, 8 rows by 16 columns: its first row
 // and column in C, or false when the invocation has no block. acc[4 * r + g] is row r,
 // columns 4g..4g+3.
@@ -516,22 +540,8 @@ fn panel_product(wid: vec3u, li: u32, origin: ptr<function, vec2u>, acc: ptr<fun
   let bn = id % lanes_n;
   let ra = bm * 8u * KQ_P;
   let rb = bn * 16u * KQ_P;
-  // Written out (no loops over the block) so every index is a constant and the block
-  // stays in registers.
-  for (var kq = 0u; kq < KQ_P; kq++) {
-    let t0 = cols(panel_b[rb + kq], panel_b[rb + KQ_P + kq], panel_b[rb + 2u * KQ_P + kq], panel_b[rb + 3u * KQ_P + kq]);
-    let t1 = cols(panel_b[rb + 4u * KQ_P + kq], panel_b[rb + 5u * KQ_P + kq], panel_b[rb + 6u * KQ_P + kq], panel_b[rb + 7u * KQ_P + kq]);
-    let t2 = cols(panel_b[rb + 8u * KQ_P + kq], panel_b[rb + 9u * KQ_P + kq], panel_b[rb + 10u * KQ_P + kq], panel_b[rb + 11u * KQ_P + kq]);
-    let t3 = cols(panel_b[rb + 12u * KQ_P + kq], panel_b[rb + 13u * KQ_P + kq], panel_b[rb + 14u * KQ_P + kq], panel_b[rb + 15u * KQ_P + kq]);
-    update_row(acc, 0u, panel_a[ra + kq], t0, t1, t2, t3);
-    update_row(acc, 4u, panel_a[ra + KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 8u, panel_a[ra + 2u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 12u, panel_a[ra + 3u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 16u, panel_a[ra + 4u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 20u, panel_a[ra + 5u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 24u, panel_a[ra + 6u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 28u, panel_a[ra + 7u * KQ_P + kq], t0, t1, t2, t3);
-  }
+  panel_chunk(acc, &panel_a, &panel_b, ra, rb);
+  if (has(P_SECOND)) { panel_chunk(acc, &panel_a2, &panel_b2, ra, rb); }
   *origin = vec2u(pp.m0 + bm * 8u, pp.n0 + bn * 16u);
   return true;
 }

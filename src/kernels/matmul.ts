@@ -106,7 +106,7 @@ const roundUp = (x: number, to: number) => Math.ceil(x / to) * to;
 function panelSeconds(m: number, n: number, k: number, batch: number): number {
   const { kc, rows } = panelShape(PANEL_TILE, k);
   const chunks = Math.ceil(k / kc);
-  const dispatches = batch * (2 + Math.ceil(m / rows) * Math.ceil(n / rows) * chunks);
+  const dispatches = batch * (2 + Math.ceil(m / rows) * Math.ceil(n / rows) * Math.ceil(chunks / 2));
   const packed = batch * (m + n) * chunks * kc;
   return dispatches * DISPATCH_SECONDS + packed * PACK_SECONDS + (2 * roundUp(m, 8) * roundUp(n, 16) * k * batch) / PANEL_FLOPS;
 }
@@ -259,6 +259,7 @@ const P_LAST = 2;
 const P_BIAS = 4;
 const P_ACCUM = 8;
 const P_ACT_SHIFT = 4;
+const P_SECOND = 64;
 
 function matmulPanels(
   rt: Runtime, tile: Exclude<MatmulTile, WorkgroupTile>, r: Resolved, vecC: boolean,
@@ -291,10 +292,14 @@ function matmulPanels(
     for (let mp = 0; mp < mPanels; mp++) {
       for (let np = 0; np < nPanels; np++) {
         const lanes = Math.ceil(Math.min(geo.rows, m - mp * geo.rows) / 8) * Math.ceil(Math.min(geo.rows, n - np * geo.rows) / 16);
-        for (let kc = 0; kc < kChunks; kc++) {
+        // Two K chunks a dispatch (P_SECOND), halving dispatches and partial-sum passes.
+        for (let kc = 0; kc < kChunks; kc += 2) {
+          const next = Math.min(kc + 1, kChunks - 1);
+          const flags = epilogue | (kc === 0 ? P_FIRST : 0) | (kc + 2 >= kChunks ? P_LAST : 0) | (next > kc ? P_SECOND : 0);
           const p = uniforms(6);
-          p.u.set([m, n, mp * geo.rows, np * geo.rows, r.offsetC + bi * r.strideC, epilogue | (kc === 0 ? P_FIRST : 0) | (kc === kChunks - 1 ? P_LAST : 0)]);
-          rt.dispatch(kernel, [window(pa, mp, kc), window(pb, np, kc), r.bias ?? r.a, r.out], p.u, [Math.ceil(lanes / PANEL_WG)]);
+          p.u.set([m, n, mp * geo.rows, np * geo.rows, r.offsetC + bi * r.strideC, flags]);
+          rt.dispatch(kernel, [window(pa, mp, kc), window(pb, np, kc), r.bias ?? r.a, r.out, window(pa, mp, next), window(pb, np, next)], p.u,
+            [Math.ceil(lanes / PANEL_WG)]);
         }
       }
     }
