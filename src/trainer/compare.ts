@@ -73,6 +73,10 @@ export async function runComparison(
 export interface MethodRow {
   method: string;
   seeds: number[];
+  /** Iterations each run completed. */
+  iterations: MeanStd;
+  /** Validation success before the first update (iteration 0). */
+  startVal: MeanStd;
   finalVal: MeanStd;
   peakVal: MeanStd;
   /** pass@k over seeds of the final validation's tasks (k up to the number of seeds). */
@@ -118,6 +122,8 @@ export function summarizeMethod(method: string, runs: readonly { seed: number; d
   return {
     method,
     seeds: runs.map((r) => r.seed),
+    iterations: meanStd(summaries.map((x) => x.iterations)),
+    startVal: meanStd(runs.map((r) => r.data.rows.find((row) => row.iteration === 0)?.['val/success']).filter((v): v is number => typeof v === 'number')),
     finalVal: meanStd(values((i) => summaries[i].finalValSuccess)),
     peakVal: meanStd(values((i) => summaries[i].peakValSuccess)),
     passAtK: pass,
@@ -130,11 +136,11 @@ export function summarizeMethod(method: string, runs: readonly { seed: number; d
 
 export function renderCompareTable(rows: readonly MethodRow[]): string {
   const ks = [...new Set(rows.flatMap((r) => Object.keys(r.passAtK).map(Number)))].sort((a, b) => a - b);
-  const head = ['method', 'seeds', 'final val success', 'peak val success', ...ks.map((k) => `pass@${k}`), 'tokens generated', 'tokens trained',
+  const head = ['method', 'seeds', 'iterations', 'start val success', 'final val success', 'peak val success', ...ks.map((k) => `pass@${k}`), 'tokens generated', 'tokens trained',
     ...PHASE_KEYS.map((p) => `${p} s`), 'teacher share'];
   const num = (v: number | undefined, d = 3) => (v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(d));
   const lines = rows.map((r) => [
-    r.method, r.seeds.join(','), formatMeanStd(r.finalVal), formatMeanStd(r.peakVal), ...ks.map((k) => num(r.passAtK[k])),
+    r.method, r.seeds.join(','), r.iterations.mean.toFixed(1), Number.isFinite(r.startVal.mean) ? formatMeanStd(r.startVal) : '–', formatMeanStd(r.finalVal), formatMeanStd(r.peakVal), ...ks.map((k) => num(r.passAtK[k])),
     r.tokensGenerated.mean.toFixed(0), r.tokensTrained.mean.toFixed(0), ...PHASE_KEYS.map((p) => num(r.phaseSeconds[p], 1)),
     Number.isFinite(r.teacherShare.mean) ? formatMeanStd(r.teacherShare) : '–',
   ]);
