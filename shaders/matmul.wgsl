@@ -360,11 +360,12 @@ fn main_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
 // buffer is a register gather (10 ns). The tiled kernel above is bound by such loads
 // whatever its tile (1.3 GFLOP/s for every tile on 1600x256x768). Here `pack` first
 // copies each operand, once, into 64 KiB panels of PR rows (of C's rows for A, of
-// C's columns for B) by KC consecutive k, zero-padded, and `panels` multiplies one A
-// panel by one B panel, both bound as uniform-buffer windows, each invocation
-// accumulating an 8x8 block of C in registers (9.7 GFLOP/s on the same shape). The
-// launcher dispatches `panels` per (A panel, B panel, K chunk); K chunks after the
-// first add to the partial sums in C, and the last applies bias and activation.
+// C's columns for B) by KC consecutive k, zero-padded, and `panels` multiplies an A
+// panel by a B panel, both bound as uniform-buffer windows, each invocation
+// accumulating an 8x16 block of C in registers (8-10 GFLOP/s on the same shape; 8x8
+// blocks were no faster, 16x16 slower). The launcher dispatches `panels` per (A panel,
+// B panel, two K chunks); chunks after those add to the partial sums in C, and the
+// last applies bias and activation.
 
 override PR: u32 = 128u;                 // panel rows; PR * KC = PANEL_FLOATS
 override KC: u32 = 128u;                 // k per panel (a power of two >= 4)
@@ -438,8 +439,8 @@ fn rank4(a: vec4f, t: Cols) -> vec4f {
 
 // The epilogue is chosen by flags rather than override constants: it runs once per
 // output, and each override combination would cost a pipeline compile of seconds.
-const P_FIRST = 1u;       // first K chunk
-const P_LAST = 2u;        // last K chunk
+const P_FIRST = 1u;       // the dispatch with the first K chunk
+const P_LAST = 2u;        // the dispatch with the last K chunk
 const P_BIAS = 4u;
 const P_ACCUM = 8u;       // C += result
 const P_ACT_SHIFT = 4u;   // activation (MATMUL_ACTS) in bits 4-5
@@ -449,17 +450,18 @@ fn has(flag: u32) -> bool { return (pp.flags & flag) != 0u; }
 
 fn panel_act() -> u32 { return (pp.flags >> P_ACT_SHIFT) & 3u; }
 
-// C's value from this chunk's sums `acc`, `prior` (the partial sums of earlier chunks,
-// or C itself when accumulating; read only when needed) and the bias `bv`.
+// C's value from this dispatch's sums `acc`, `prior` (the partial sums of earlier
+// dispatches, or C itself when accumulating; read only when needed) and the bias `bv`.
 fn panel_value(acc: vec4f, prior: vec4f, bv: vec4f) -> vec4f {
   if (panel_act() == 0u) {
-    // Linear: the bias and any accumulated C enter once, with the first chunk.
+    // Linear: the bias and any accumulated C enter once, with the first dispatch.
     var v = acc + prior;
     if (has(P_BIAS) && has(P_FIRST)) { v += bv; }
     return v;
   }
-  // The launcher never splits K for an accumulating activation, so `prior` is either
-  // the partial sum (later chunks) or, with one chunk and P_ACCUM, C to add to.
+  // The launcher never splits K over dispatches for an accumulating activation, so
+  // `prior` is either the partial sum (later dispatches) or, with one dispatch and
+  // P_ACCUM, C to add to.
   var v = acc;
   if (!has(P_FIRST)) { v += prior; }
   if (!has(P_LAST)) { return v; }
