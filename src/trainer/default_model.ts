@@ -215,10 +215,10 @@ async function evaluate(o: DefaultModelOptions, log: (line: string) => void): Pr
 function modelCard(o: DefaultModelOptions, s: DefaultModelSummary): string {
   const e = s.eval;
   const lines = [
-    '# household-tiny',
+    `# ${path.basename(path.resolve(o.out))}`,
     '',
     'A tiny Qwen2-architecture model trained from scratch by this project (supervised fine-tuning on the household',
-    "environment's expert episodes), bundled so that `bun run train` works with no downloads. It is a starting point",
+    "environment's expert episodes), bundled so that the trainer works with no downloads. It is a starting point",
     'for RL on the household environment, not a general language model: its word-level tokenizer knows only the',
     "household environment's vocabulary (other text is spelled out in characters and bytes).",
     '',
