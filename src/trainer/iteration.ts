@@ -93,8 +93,8 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;
     metrics['teacher/abs_gap'] = g.absGap;
+    lap('teacher');
   }
-  lap('teacher');
   let refLogprobs: Float32Array[] | null = null;
   if (update.loss.klCoef > 0 && reference.kind !== 'none') {
     refLogprobs = reference.kind === 'model'
