@@ -39,6 +39,14 @@ describe('GRPO', () => {
       assertClose(await read(t.kl!), [kl], { atol: 1e-6, label: 'kl' });
       assertClose(await read(t.entropy!), [2.5], { atol: 1e-6, label: 'entropy' });
       assertClose(await read(t.loss), [0.15 + 0.01 * kl - 0.001 * 2.5], { atol: 1e-6, label: 'loss' });
+      // OPSD switches the policy-gradient term off; KL and entropy stay, pg is still reported.
+      const off = policyLoss({
+        logprobs: tensor(l), oldLogprobs: tensor([0, 0, 0, 0]), refLogprobs: tensor([0, 0, 0, 0]),
+        advantages: tensor(A), negativeMask: tensor(A.map((a) => (a < 0 ? 1 : 0))), weights: tensor([0.25, 0.25, 0.25, 0.25]),
+        entropy: tensor([1, 2, 3, 4]),
+      }, { ...DEFAULT_POLICY_LOSS, policyGradient: false });
+      assertClose(await read(off.pg), [0.15], { atol: 1e-6, label: 'pg without the term' });
+      assertClose(await read(off.loss), [0.01 * kl - 0.001 * 2.5], { atol: 1e-6, label: 'loss without pg' });
     });
   });
 
