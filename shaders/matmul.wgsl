@@ -512,21 +512,39 @@ fn update_row(acc: ptr<function, array<vec4f, 32>>, at: u32, a: vec4f, t0: Cols,
 
 // One K chunk: the rows of A at `ra` and of B at `rb` of a pair of panels. Written out
 // (no loops over the block) so every index is a constant and the block stays in
-// registers.
-fn panel_chunk(acc: ptr<function, array<vec4f, 32>>, pa: ptr<uniform, array<vec4f, PANEL_V4>>, pb: ptr<uniform, array<vec4f, PANEL_V4>>, ra: u32, rb: u32) {
+// registers. Two copies, one per pair of panels: a pointer to a uniform as a function
+// parameter needs WGSL's unrestricted_pointer_parameters, which wgpu's naga (Deno) lacks.
+fn panel_chunk_first(acc: ptr<function, array<vec4f, 32>>, ra: u32, rb: u32) {
   for (var kq = 0u; kq < KQ_P; kq++) {
-    let t0 = cols((*pb)[rb + kq], (*pb)[rb + KQ_P + kq], (*pb)[rb + 2u * KQ_P + kq], (*pb)[rb + 3u * KQ_P + kq]);
-    let t1 = cols((*pb)[rb + 4u * KQ_P + kq], (*pb)[rb + 5u * KQ_P + kq], (*pb)[rb + 6u * KQ_P + kq], (*pb)[rb + 7u * KQ_P + kq]);
-    let t2 = cols((*pb)[rb + 8u * KQ_P + kq], (*pb)[rb + 9u * KQ_P + kq], (*pb)[rb + 10u * KQ_P + kq], (*pb)[rb + 11u * KQ_P + kq]);
-    let t3 = cols((*pb)[rb + 12u * KQ_P + kq], (*pb)[rb + 13u * KQ_P + kq], (*pb)[rb + 14u * KQ_P + kq], (*pb)[rb + 15u * KQ_P + kq]);
-    update_row(acc, 0u, (*pa)[ra + kq], t0, t1, t2, t3);
-    update_row(acc, 4u, (*pa)[ra + KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 8u, (*pa)[ra + 2u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 12u, (*pa)[ra + 3u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 16u, (*pa)[ra + 4u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 20u, (*pa)[ra + 5u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 24u, (*pa)[ra + 6u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 28u, (*pa)[ra + 7u * KQ_P + kq], t0, t1, t2, t3);
+    let t0 = cols(panel_b[rb + kq], panel_b[rb + KQ_P + kq], panel_b[rb + 2u * KQ_P + kq], panel_b[rb + 3u * KQ_P + kq]);
+    let t1 = cols(panel_b[rb + 4u * KQ_P + kq], panel_b[rb + 5u * KQ_P + kq], panel_b[rb + 6u * KQ_P + kq], panel_b[rb + 7u * KQ_P + kq]);
+    let t2 = cols(panel_b[rb + 8u * KQ_P + kq], panel_b[rb + 9u * KQ_P + kq], panel_b[rb + 10u * KQ_P + kq], panel_b[rb + 11u * KQ_P + kq]);
+    let t3 = cols(panel_b[rb + 12u * KQ_P + kq], panel_b[rb + 13u * KQ_P + kq], panel_b[rb + 14u * KQ_P + kq], panel_b[rb + 15u * KQ_P + kq]);
+    update_row(acc, 0u, panel_a[ra + kq], t0, t1, t2, t3);
+    update_row(acc, 4u, panel_a[ra + KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 8u, panel_a[ra + 2u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 12u, panel_a[ra + 3u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 16u, panel_a[ra + 4u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 20u, panel_a[ra + 5u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 24u, panel_a[ra + 6u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 28u, panel_a[ra + 7u * KQ_P + kq], t0, t1, t2, t3);
+  }
+}
+
+fn panel_chunk_second(acc: ptr<function, array<vec4f, 32>>, ra: u32, rb: u32) {
+  for (var kq = 0u; kq < KQ_P; kq++) {
+    let t0 = cols(panel_b2[rb + kq], panel_b2[rb + KQ_P + kq], panel_b2[rb + 2u * KQ_P + kq], panel_b2[rb + 3u * KQ_P + kq]);
+    let t1 = cols(panel_b2[rb + 4u * KQ_P + kq], panel_b2[rb + 5u * KQ_P + kq], panel_b2[rb + 6u * KQ_P + kq], panel_b2[rb + 7u * KQ_P + kq]);
+    let t2 = cols(panel_b2[rb + 8u * KQ_P + kq], panel_b2[rb + 9u * KQ_P + kq], panel_b2[rb + 10u * KQ_P + kq], panel_b2[rb + 11u * KQ_P + kq]);
+    let t3 = cols(panel_b2[rb + 12u * KQ_P + kq], panel_b2[rb + 13u * KQ_P + kq], panel_b2[rb + 14u * KQ_P + kq], panel_b2[rb + 15u * KQ_P + kq]);
+    update_row(acc, 0u, panel_a2[ra + kq], t0, t1, t2, t3);
+    update_row(acc, 4u, panel_a2[ra + KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 8u, panel_a2[ra + 2u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 12u, panel_a2[ra + 3u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 16u, panel_a2[ra + 4u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 20u, panel_a2[ra + 5u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 24u, panel_a2[ra + 6u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 28u, panel_a2[ra + 7u * KQ_P + kq], t0, t1, t2, t3);
   }
 }
 
@@ -542,8 +560,8 @@ fn panel_product(wid: vec3u, li: u32, origin: ptr<function, vec2u>, acc: ptr<fun
   let bn = id % lanes_n;
   let ra = bm * 8u * KQ_P;
   let rb = bn * 16u * KQ_P;
-  panel_chunk(acc, &panel_a, &panel_b, ra, rb);
-  if (has(P_SECOND)) { panel_chunk(acc, &panel_a2, &panel_b2, ra, rb); }
+  panel_chunk_first(acc, ra, rb);
+  if (has(P_SECOND)) { panel_chunk_second(acc, ra, rb); }
   *origin = vec2u(pp.m0 + bm * 8u, pp.n0 + bn * 16u);
   return true;
 }
