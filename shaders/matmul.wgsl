@@ -359,33 +359,35 @@ fn main_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
 // (measured on Mesa 22.3: 118 ns per 8-lane vec4 load), while a load from a uniform
 // buffer is a register gather (10 ns). The tiled kernel above is bound by such loads
 // whatever its tile (1.3 GFLOP/s for every tile on 1600x256x768). Here `pack` first
-// copies each operand, once, into 64 KiB panels of PR rows (of C's rows for A, of
-// C's columns for B) by KC consecutive k, zero-padded, and `panels` multiplies an A
+// copies each operand, once, into 64 KiB panels of pr rows (of C's rows for A, of
+// C's columns for B) by kc consecutive k, zero-padded, and `panels` multiplies an A
 // panel by a B panel, both bound as uniform-buffer windows, each invocation
 // accumulating an 8x16 block of C in registers (8-10 GFLOP/s on the same shape; 8x8
 // blocks were no faster, 16x16 slower). The launcher dispatches `panels` per (A panel,
 // B panel, two K chunks); chunks after those add to the partial sums in C, and the
 // last applies bias and activation.
 
-override PR: u32 = 128u;                 // panel rows; PR * KC = PANEL_FLOATS
-override KC: u32 = 128u;                 // k per panel (a power of two >= 4)
-override KQ_P = KC / 4u;                 // vec4s in a panel row
 const PANEL_V4 = 4096u;                  // 64 KiB, the uniform binding limit
 const PANEL_WG = 32u;
 
+// Panel geometry is in the parameters, not override constants, so that every K
+// compiles to the same pipeline: `pr` rows of `kc` = 4 * `kq` consecutive k, with
+// pr * kc = 16384 floats (64 KiB).
 struct PackParams {
   rows: u32,        // rows of the operand as packed (M for A, N for B)
   k: u32,
   base: u32,        // element offset of this batch's operand
   k_chunks: u32,
-  total: u32,       // vec4s written: rows * k_chunks * KQ_P
+  total: u32,       // vec4s written: rows * k_chunks * kq
+  pr: u32,
+  kq: u32,
 }
 
 @group(0) @binding(0) var<uniform> pk: PackParams;
 @group(0) @binding(2) var<storage, read_write> packed: array<vec4f>;
 
 // Vec4 kq of k chunk `chunk` of operand row `row`, written where it sits in the packed
-// layout: panel-major blocks of [PR rows][KC k], so the block of (panel, k chunk) is
+// layout: panel-major blocks of [pr rows][kc k], so the block of (panel, k chunk) is
 // one 64 KiB window. K past the end is zero-filled; rows past the end are not written
 // (they only reach outputs that are never stored). TRANS_A: the source is stored
 // [k][rows].
@@ -393,11 +395,11 @@ struct PackParams {
 fn pack(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
   let i = (wid.y * nwg.x + wid.x) * 64u + li;
   if (i >= pk.total) { return; }
-  let kq = i % KQ_P;
-  let chunk = (i / KQ_P) % pk.k_chunks;
-  let row = i / (KQ_P * pk.k_chunks);
-  let col = chunk * KC + kq * 4u;
-  let at = (((row / PR) * pk.k_chunks + chunk) * PR + row % PR) * KQ_P + kq;
+  let kq = i % pk.kq;
+  let chunk = (i / pk.kq) % pk.k_chunks;
+  let row = i / (pk.kq * pk.k_chunks);
+  let col = (chunk * pk.kq + kq) * 4u;
+  let at = (((row / pk.pr) * pk.k_chunks + chunk) * pk.pr + row % pk.pr) * pk.kq + kq;
   if (!TRANS_A) {
     packed[at] = fetch_a(pk.base, row, col, pk.rows, pk.k);
     return;
@@ -416,6 +418,8 @@ struct PanelParams {
   n0: u32,
   base_c: u32,      // element offset of this batch's C
   flags: u32,       // P_* below
+  pr: u32,
+  kq: u32,
 }
 
 @group(0) @binding(0) var<uniform> pp: PanelParams;
@@ -515,36 +519,38 @@ fn update_row(acc: ptr<function, array<vec4f, 32>>, at: u32, a: vec4f, t0: Cols,
 // registers. Two copies, one per pair of panels: a pointer to a uniform as a function
 // parameter needs WGSL's unrestricted_pointer_parameters, which wgpu's naga (Deno) lacks.
 fn panel_chunk_first(acc: ptr<function, array<vec4f, 32>>, ra: u32, rb: u32) {
-  for (var kq = 0u; kq < KQ_P; kq++) {
-    let t0 = cols(panel_b[rb + kq], panel_b[rb + KQ_P + kq], panel_b[rb + 2u * KQ_P + kq], panel_b[rb + 3u * KQ_P + kq]);
-    let t1 = cols(panel_b[rb + 4u * KQ_P + kq], panel_b[rb + 5u * KQ_P + kq], panel_b[rb + 6u * KQ_P + kq], panel_b[rb + 7u * KQ_P + kq]);
-    let t2 = cols(panel_b[rb + 8u * KQ_P + kq], panel_b[rb + 9u * KQ_P + kq], panel_b[rb + 10u * KQ_P + kq], panel_b[rb + 11u * KQ_P + kq]);
-    let t3 = cols(panel_b[rb + 12u * KQ_P + kq], panel_b[rb + 13u * KQ_P + kq], panel_b[rb + 14u * KQ_P + kq], panel_b[rb + 15u * KQ_P + kq]);
+  let q = pp.kq;
+  for (var kq = 0u; kq < q; kq++) {
+    let t0 = cols(panel_b[rb + kq], panel_b[rb + q + kq], panel_b[rb + 2u * q + kq], panel_b[rb + 3u * q + kq]);
+    let t1 = cols(panel_b[rb + 4u * q + kq], panel_b[rb + 5u * q + kq], panel_b[rb + 6u * q + kq], panel_b[rb + 7u * q + kq]);
+    let t2 = cols(panel_b[rb + 8u * q + kq], panel_b[rb + 9u * q + kq], panel_b[rb + 10u * q + kq], panel_b[rb + 11u * q + kq]);
+    let t3 = cols(panel_b[rb + 12u * q + kq], panel_b[rb + 13u * q + kq], panel_b[rb + 14u * q + kq], panel_b[rb + 15u * q + kq]);
     update_row(acc, 0u, panel_a[ra + kq], t0, t1, t2, t3);
-    update_row(acc, 4u, panel_a[ra + KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 8u, panel_a[ra + 2u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 12u, panel_a[ra + 3u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 16u, panel_a[ra + 4u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 20u, panel_a[ra + 5u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 24u, panel_a[ra + 6u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 28u, panel_a[ra + 7u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 4u, panel_a[ra + q + kq], t0, t1, t2, t3);
+    update_row(acc, 8u, panel_a[ra + 2u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 12u, panel_a[ra + 3u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 16u, panel_a[ra + 4u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 20u, panel_a[ra + 5u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 24u, panel_a[ra + 6u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 28u, panel_a[ra + 7u * q + kq], t0, t1, t2, t3);
   }
 }
 
 fn panel_chunk_second(acc: ptr<function, array<vec4f, 32>>, ra: u32, rb: u32) {
-  for (var kq = 0u; kq < KQ_P; kq++) {
-    let t0 = cols(panel_b2[rb + kq], panel_b2[rb + KQ_P + kq], panel_b2[rb + 2u * KQ_P + kq], panel_b2[rb + 3u * KQ_P + kq]);
-    let t1 = cols(panel_b2[rb + 4u * KQ_P + kq], panel_b2[rb + 5u * KQ_P + kq], panel_b2[rb + 6u * KQ_P + kq], panel_b2[rb + 7u * KQ_P + kq]);
-    let t2 = cols(panel_b2[rb + 8u * KQ_P + kq], panel_b2[rb + 9u * KQ_P + kq], panel_b2[rb + 10u * KQ_P + kq], panel_b2[rb + 11u * KQ_P + kq]);
-    let t3 = cols(panel_b2[rb + 12u * KQ_P + kq], panel_b2[rb + 13u * KQ_P + kq], panel_b2[rb + 14u * KQ_P + kq], panel_b2[rb + 15u * KQ_P + kq]);
+  let q = pp.kq;
+  for (var kq = 0u; kq < q; kq++) {
+    let t0 = cols(panel_b2[rb + kq], panel_b2[rb + q + kq], panel_b2[rb + 2u * q + kq], panel_b2[rb + 3u * q + kq]);
+    let t1 = cols(panel_b2[rb + 4u * q + kq], panel_b2[rb + 5u * q + kq], panel_b2[rb + 6u * q + kq], panel_b2[rb + 7u * q + kq]);
+    let t2 = cols(panel_b2[rb + 8u * q + kq], panel_b2[rb + 9u * q + kq], panel_b2[rb + 10u * q + kq], panel_b2[rb + 11u * q + kq]);
+    let t3 = cols(panel_b2[rb + 12u * q + kq], panel_b2[rb + 13u * q + kq], panel_b2[rb + 14u * q + kq], panel_b2[rb + 15u * q + kq]);
     update_row(acc, 0u, panel_a2[ra + kq], t0, t1, t2, t3);
-    update_row(acc, 4u, panel_a2[ra + KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 8u, panel_a2[ra + 2u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 12u, panel_a2[ra + 3u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 16u, panel_a2[ra + 4u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 20u, panel_a2[ra + 5u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 24u, panel_a2[ra + 6u * KQ_P + kq], t0, t1, t2, t3);
-    update_row(acc, 28u, panel_a2[ra + 7u * KQ_P + kq], t0, t1, t2, t3);
+    update_row(acc, 4u, panel_a2[ra + q + kq], t0, t1, t2, t3);
+    update_row(acc, 8u, panel_a2[ra + 2u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 12u, panel_a2[ra + 3u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 16u, panel_a2[ra + 4u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 20u, panel_a2[ra + 5u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 24u, panel_a2[ra + 6u * q + kq], t0, t1, t2, t3);
+    update_row(acc, 28u, panel_a2[ra + 7u * q + kq], t0, t1, t2, t3);
   }
 }
 
@@ -552,14 +558,14 @@ fn panel_chunk_second(acc: ptr<function, array<vec4f, 32>>, ra: u32, rb: u32) {
 // and column in C, or false when the invocation has no block. acc[4 * r + g] is row r,
 // columns 4g..4g+3.
 fn panel_product(wid: vec3u, li: u32, origin: ptr<function, vec2u>, acc: ptr<function, array<vec4f, 32>>) -> bool {
-  let lanes_n = (min(PR, pp.n - pp.n0) + 15u) / 16u;
-  let lanes_m = (min(PR, pp.m - pp.m0) + 7u) / 8u;
+  let lanes_n = (min(pp.pr, pp.n - pp.n0) + 15u) / 16u;
+  let lanes_m = (min(pp.pr, pp.m - pp.m0) + 7u) / 8u;
   let id = wid.x * PANEL_WG + li;
   if (id >= lanes_m * lanes_n) { return false; }
   let bm = id / lanes_n;
   let bn = id % lanes_n;
-  let ra = bm * 8u * KQ_P;
-  let rb = bn * 16u * KQ_P;
+  let ra = bm * 8u * pp.kq;
+  let rb = bn * 16u * pp.kq;
   panel_chunk_first(acc, ra, rb);
   if (has(P_SECOND)) { panel_chunk_second(acc, ra, rb); }
   *origin = vec2u(pp.m0 + bm * 8u, pp.n0 + bn * 16u);

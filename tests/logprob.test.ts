@@ -16,10 +16,14 @@ function targetsFor(n: number, vocab: number, seed: number): Int32Array {
   return Int32Array.from({ length: n }, () => Math.floor(r() * vocab));
 }
 
+// The software GPU shares two cores with other work; compiling a kernel (the LM-head
+// matmul's among them) can take seconds.
+const slow = { timeout: 300_000 };
+
 const sizes: [number, number][] = [[1, 50], [7, 333], [33, 50]];
 
 describe('token log-probs from logits', () => {
-  test('log-probs and entropies match the CPU reference', async () => {
+  test('log-probs and entropies match the CPU reference', slow, async () => {
     await gpu();
     for (const [n, vocab] of sizes) {
       for (const temperature of [1, 0.7]) {
@@ -40,7 +44,7 @@ describe('token log-probs from logits', () => {
     }
   });
 
-  test('large logits and a peaked distribution keep their precision', async () => {
+  test('large logits and a peaked distribution keep their precision', slow, async () => {
     await gpu();
     const n = 3;
     const vocab = 333;
@@ -56,7 +60,7 @@ describe('token log-probs from logits', () => {
     });
   });
 
-  test('the logits gradient matches the CPU reference', async () => {
+  test('the logits gradient matches the CPU reference', slow, async () => {
     await gpu();
     const [n, vocab, temperature] = [7, 333, 0.7];
     const logits = randn(n * vocab, 3, 2);
@@ -75,7 +79,7 @@ describe('token log-probs from logits', () => {
     }
   });
 
-  test('backward passes finite differences', async () => {
+  test('backward passes finite differences', slow, async () => {
     await gpu();
     const [n, vocab] = [3, 11];
     const targets = targetsFor(n, vocab, 8);
@@ -102,7 +106,7 @@ describe('token log-probs from logits', () => {
     });
   });
 
-  test('a target id outside the vocabulary in a GPU tensor gives NaN', async () => {
+  test('a target id outside the vocabulary in a GPU tensor gives NaN', slow, async () => {
     await gpu();
     await scopeAsync(async () => {
       const got = await read(tokenLogprobsFromLogits(tensor(randn(12, 2), [3, 4]), tensor(Int32Array.from([1, 4, -1]), [3])).logprobs);
@@ -112,7 +116,7 @@ describe('token log-probs from logits', () => {
 });
 
 describe('per-chunk statistics', () => {
-  test('merging ragged vocabulary chunks equals the whole-row result', async () => {
+  test('merging ragged vocabulary chunks equals the whole-row result', slow, async () => {
     const rt0 = await gpu();
     assert.equal(lk.statsLayout(rt0), rt0.caps.compatibility ? 'invocation' : 'workgroup');
     for (const [n, vocab, chunk] of [[7, 333, 64], [33, 50, 16], [1, 50, 49]]) {
@@ -161,7 +165,7 @@ describe('per-chunk statistics', () => {
 describe('token log-probs from hidden states and the LM head', () => {
   const h = 9;
 
-  test('chunked log-probs and entropies match the CPU reference', async () => {
+  test('chunked log-probs and entropies match the CPU reference', slow, async () => {
     await gpu();
     const cases: [number, number, number | undefined][] = [[1, 50, 16], [7, 333, 64], [33, 50, 7], [7, 333, undefined], [33, 333, 100]];
     for (const [n, vocab, chunk] of cases) {
@@ -185,7 +189,7 @@ describe('token log-probs from hidden states and the LM head', () => {
     }
   });
 
-  test('hidden and weight gradients match the CPU reference', async () => {
+  test('hidden and weight gradients match the CPU reference', slow, async () => {
     await gpu();
     const [n, vocab, temperature] = [7, 333, 0.8];
     const hidden = randn(n * h, 30, 1);
@@ -210,7 +214,7 @@ describe('token log-probs from hidden states and the LM head', () => {
     }
   });
 
-  test('only the inputs that need a gradient get one', async () => {
+  test('only the inputs that need a gradient get one', slow, async () => {
     await gpu();
     const [n, vocab] = [5, 50];
     const hidden = randn(n * h, 40);
@@ -227,7 +231,7 @@ describe('token log-probs from hidden states and the LM head', () => {
     });
   });
 
-  test('backward passes finite differences on hidden and weight', async () => {
+  test('backward passes finite differences on hidden and weight', slow, async () => {
     await gpu();
     const [n, vocab, hh] = [3, 23, 5];
     const targets = targetsFor(n, vocab, 50);

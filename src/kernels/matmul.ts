@@ -253,9 +253,9 @@ function pack(
 ): void {
   const kChunks = Math.ceil(k / geo.kc);
   const total = rows * kChunks * geo.kc / 4;
-  const p = uniforms(5);
-  p.u.set([rows, k, base, kChunks, total]);
-  const kernel = rt.kernel('matmul', 'pack', { TRANS_A: Number(kMajor), VEC_A: Number(vec && !kMajor), PR: geo.rows, KC: geo.kc });
+  const p = uniforms(7);
+  p.u.set([rows, k, base, kChunks, total, geo.rows, geo.kc / 4]);
+  const kernel = rt.kernel('matmul', 'pack', { TRANS_A: Number(kMajor), VEC_A: Number(vec && !kMajor) });
   // Only the part in use: the scratch may have grown past the storage binding limit.
   const used = Math.ceil(rows / geo.rows) * kChunks * PANEL_BYTES;
   rt.dispatch(kernel, [src, { buffer: dst, size: used }], p.u, grid1d(total, 64));
@@ -291,7 +291,7 @@ function matmulPanels(
   const pb = scratchBuffer(rt, 'b', packedBytes(n, k, tile));
   const vecA = aligned(r.transA ? m : k, r.offsetA, r.strideA);
   const vecB = aligned(r.transB ? k : n, r.offsetB, r.strideB);
-  const kernel = rt.kernel('matmul', vecC ? 'panels_vec4' : 'panels', { PR: geo.rows, KC: geo.kc });
+  const kernel = rt.kernel('matmul', vecC ? 'panels_vec4' : 'panels');
   const epilogue = (r.bias ? P_BIAS : 0) | (r.accumulate ? P_ACCUM : 0) | (MATMUL_ACTS[r.act] << P_ACT_SHIFT);
   const window = (buffer: GPUBuffer, panel: number, chunk: number) => ({ buffer, offset: (panel * kChunks + chunk) * PANEL_BYTES, size: PANEL_BYTES });
   for (let bi = 0; bi < r.batch; bi++) {
@@ -306,8 +306,8 @@ function matmulPanels(
         for (let kc = 0; kc < kChunks; kc += 2) {
           const next = Math.min(kc + 1, kChunks - 1);
           const flags = epilogue | (kc === 0 ? P_FIRST : 0) | (kc + 2 >= kChunks ? P_LAST : 0) | (next > kc ? P_SECOND : 0);
-          const p = uniforms(6);
-          p.u.set([m, n, mp * geo.rows, np * geo.rows, r.offsetC + bi * r.strideC, flags]);
+          const p = uniforms(8);
+          p.u.set([m, n, mp * geo.rows, np * geo.rows, r.offsetC + bi * r.strideC, flags, geo.rows, geo.kc / 4]);
           rt.dispatch(kernel, [window(pa, mp, kc), window(pb, np, kc), r.bias ?? r.a, r.out, window(pa, mp, next), window(pb, np, next)], p.u,
             [Math.ceil(lanes / PANEL_WG)]);
         }
