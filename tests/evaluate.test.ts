@@ -15,8 +15,7 @@ import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { saveCheckpoint } from '../src/trainer/checkpoint.ts';
 import { validateConfig, writeRunConfig } from '../src/trainer/config.ts';
 import { evaluate, type EvalOptions, type EvalReport } from '../src/trainer/evaluate.ts';
-import { gpu } from './support/gpu.ts';
-import { tinyHouseholdModel } from './support/tiny_household.ts';
+import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 
 // The software GPU is slow and shared: GPU tests get minutes, not bun's default 5 s.
 const slow = { timeout: 600_000 };
@@ -24,16 +23,7 @@ const slow = { timeout: 600_000 };
 const root = mkdtempSync(join(tmpdir(), 'wgt-eval-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-let modelPromise: Promise<string> | null = null;
-function tinyModel(): Promise<string> {
-  modelPromise ??= (async () => {
-    await gpu();
-    const dir = join(root, 'model');
-    await tinyHouseholdModel(dir);
-    return dir;
-  })();
-  return modelPromise;
-}
+const tinyModel = lazyTinyHouseholdModel(root);
 
 const quiet = { progress: 'none', log: () => {} } as const;
 const small: Partial<EvalOptions> = { maxTurns: 2, maxResponseTokens: 6, ...quiet };

@@ -18,8 +18,7 @@ import { findLatestCheckpoint, loadCheckpoint, restoreModel } from '../src/train
 import { loadConfig } from '../src/trainer/config.ts';
 import { readMetrics } from '../src/trainer/metrics.ts';
 import { runSft } from '../src/trainer/sft_run.ts';
-import { gpu } from './support/gpu.ts';
-import { tinyHouseholdModel } from './support/tiny_household.ts';
+import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 
 // The software GPU is slow and shared: GPU tests get minutes, not bun's default 5 s.
 const slow = { timeout: 600_000 };
@@ -27,16 +26,7 @@ const slow = { timeout: 600_000 };
 const root = mkdtempSync(join(tmpdir(), 'wgt-sft-run-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-let modelPromise: Promise<string> | null = null;
-function tinyModel(): Promise<string> {
-  modelPromise ??= (async () => {
-    await gpu();
-    const dir = join(root, 'model');
-    await tinyHouseholdModel(dir);
-    return dir;
-  })();
-  return modelPromise;
-}
+const tinyModel = lazyTinyHouseholdModel(root);
 
 const quiet = { log: () => {} };
 

@@ -10,7 +10,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { readTrajectoryLog } from '../rollout/trajectory_log.ts';
 import { formatMeanStd, meanStd, passAtK, type MeanStd } from './eval_stats.ts';
-import { readRun, summarizeRun, writeComparisonReport, type RunData } from './report.ts';
+import { metricTotal, readRun, summarizeRun, writeComparisonReport, type RunData } from './report.ts';
+import { writeFileAtomic } from './atomic_write.ts';
 
 export const COMPARE_FILE = 'compare.json';
 export const COMPARE_TABLE = 'compare.md';
@@ -90,7 +91,7 @@ export interface MethodRow {
 
 const PHASE_KEYS = ['rollout', 'old_logprobs', 'teacher', 'reference', 'update', 'validation'] as const;
 
-const sumOf = (run: RunData, key: string) => run.rows.reduce((a, r) => a + (typeof r[key] === 'number' ? (r[key] as number) : 0), 0);
+const sumOf = (run: RunData, key: string) => metricTotal(run, key) ?? 0;
 
 /** Wins per validation task (by task seed) in the run's last validation log. */
 export function finalValidationWins(run: RunData): Map<number, boolean> | null {
@@ -154,13 +155,8 @@ export function writeComparison(dir: string, plan: readonly CompareRun[]): { row
   const methods = [...new Set(present.map((r) => r.method))];
   const rows = methods.map((m) => summarizeMethod(m, present.filter((r) => r.method === m).map((r) => ({ seed: r.seed, data: readRun(path.join(dir, r.name)) }))));
   const table = renderCompareTable(rows);
-  const atomic = (file: string, text: string) => {
-    const temp = `${file}.tmp-${process.pid}`;
-    fs.writeFileSync(temp, text);
-    fs.renameSync(temp, file);
-  };
-  atomic(path.join(dir, COMPARE_FILE), JSON.stringify({ runs: plan, missing, methods: rows }, null, 2) + '\n');
-  atomic(path.join(dir, COMPARE_TABLE), table);
+  writeFileAtomic(path.join(dir, COMPARE_FILE), JSON.stringify({ runs: plan, missing, methods: rows }, null, 2) + '\n');
+  writeFileAtomic(path.join(dir, COMPARE_TABLE), table);
   if (present.length) writeComparisonReport(present.map((r) => path.join(dir, r.name)), path.join(dir, COMPARE_REPORT), { title: `compare: ${methods.join(', ')}` });
   return { rows, table, missing };
 }

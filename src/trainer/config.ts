@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, stringify, type Document } from 'yaml';
 import type { z } from 'zod';
 import { resolveConfig, TrainConfigSchema, type Method, type TrainConfig } from './config_schema.ts';
+import { writeFileAtomic } from './atomic_write.ts';
 
 export * from './config_schema.ts';
 
@@ -276,10 +277,7 @@ export const RUN_CONFIG_FILE = 'config.json';
 
 /** Records the resolved configuration in the run directory; validateConfig reads it back unchanged. */
 export function writeRunConfig(dir: string, cfg: TrainConfig): string {
-  fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, RUN_CONFIG_FILE);
-  const temp = `${file}.tmp-${process.pid}`;
-  fs.writeFileSync(temp, JSON.stringify(cfg, null, 2) + '\n');
-  fs.renameSync(temp, file);
+  writeFileAtomic(file, JSON.stringify(cfg, null, 2) + '\n');
   return file;
 }

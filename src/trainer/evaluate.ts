@@ -10,8 +10,6 @@
 // defaults to 0.4 (the RL recipes' validation temperature) for every environment, even
 // search, whose training validates greedily: greedy runs are identical across seeds.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type { Split } from '../envs/types.ts';
 import { loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
@@ -24,6 +22,7 @@ import { makeEnvironment, taskPanel } from './environment.ts';
 import { summarizeEval, type EpisodeOutcome, type EvalSummary } from './eval_stats.ts';
 import { loadModelSource, resolveModelSource } from './model_source.ts';
 import { Progress, type ProgressMode } from './progress.ts';
+import { writeFileAtomic } from './atomic_write.ts';
 
 export const EVAL_DEFAULTS = { seeds: 8, temperature: 0.4, ks: [1, 2, 4, 8] } as const;
 
@@ -130,10 +129,7 @@ function baseConfig(runConfig: TrainConfig | null, env: EnvName | undefined): Tr
 }
 
 function writeJsonAtomic(file: string, value: unknown): void {
-  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-  const temp = `${file}.tmp-${process.pid}`;
-  fs.writeFileSync(temp, JSON.stringify(value, null, 2) + '\n');
-  fs.renameSync(temp, file);
+  writeFileAtomic(file, JSON.stringify(value, null, 2) + '\n');
 }
 
 export async function evaluate(o: EvalOptions): Promise<EvalReport> {

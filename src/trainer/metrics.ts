@@ -12,6 +12,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { RolloutStats } from '../rollout/agent_loop.ts';
 import { TensorBoardWriter } from './tensorboard.ts';
+import { writeFileAtomic } from './atomic_write.ts';
 
 export type Metrics = Record<string, number>;
 
@@ -114,9 +115,7 @@ export function readMetrics(file: string): MetricsRow[] {
 export function truncateMetrics(file: string, iteration: number): void {
   if (!fs.existsSync(file)) return;
   const kept = readMetrics(file).filter((r) => (r.iteration as number) <= iteration);
-  const temp = `${file}.tmp-${process.pid}`;
-  fs.writeFileSync(temp, kept.map((r) => JSON.stringify(r) + '\n').join(''));
-  fs.renameSync(temp, file);
+  writeFileAtomic(file, kept.map((r) => JSON.stringify(r) + '\n').join(''));
 }
 
 function short(v: number): string {

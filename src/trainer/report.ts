@@ -9,6 +9,7 @@ import { RUN_CONFIG_FILE } from './config.ts';
 import { stability } from './eval_stats.ts';
 import { METRICS_FILE, readMetrics, type MetricsRow } from './metrics.ts';
 import { escapeXml, lineChart, type Series } from './svg_chart.ts';
+import { writeFileAtomic } from './atomic_write.ts';
 
 export const REPORT_FILE = 'report.html';
 
@@ -98,7 +99,8 @@ function lastValue(run: RunData, key: string): number | null {
   return null;
 }
 
-function total(run: RunData, key: string): number | null {
+/** The sum of a metric over the run's rows; null when no row has it. */
+export function metricTotal(run: RunData, key: string): number | null {
   const vs = run.rows.map((r) => r[key]).filter((v): v is number => typeof v === 'number');
   return vs.length ? vs.reduce((a, b) => a + b, 0) : null;
 }
@@ -129,8 +131,8 @@ export interface RunSummary {
 
 export function summarizeRun(run: RunData): RunSummary {
   const val = stability(run.rows.filter((r) => typeof r['val/success'] === 'number').map((r) => [r.iteration as number, r['val/success'] as number]));
-  const phaseTotal = PHASES.map((k) => total(run, k) ?? 0).reduce((a, b) => a + b, 0);
-  const teacher = total(run, 'time/teacher');
+  const phaseTotal = PHASES.map((k) => metricTotal(run, k) ?? 0).reduce((a, b) => a + b, 0);
+  const teacher = metricTotal(run, 'time/teacher');
   const pick = (obj: unknown, ...keys: string[]): string | null => {
     let v = obj;
     for (const k of keys) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined;
@@ -148,7 +150,7 @@ export function summarizeRun(run: RunData): RunSummary {
     peakIteration: val?.peakIteration ?? null,
     dropFromPeak: val?.dropFromPeak ?? null,
     meanTokensPerSecond: mean(run, 'throughput/tokens_per_s'),
-    totalSeconds: total(run, 'time/iteration') ?? (phaseTotal > 0 ? phaseTotal : null),
+    totalSeconds: metricTotal(run, 'time/iteration') ?? (phaseTotal > 0 ? phaseTotal : null),
     teacherShare: teacher !== null && phaseTotal > 0 ? teacher / phaseTotal : null,
   };
 }
@@ -227,7 +229,7 @@ export function renderReport(runs: readonly RunData[], opts: ReportOptions = {})
 /** Writes <runDir>/report.html from its metrics.jsonl; returns the file's path. */
 export function writeReport(runDir: string, opts: ReportOptions = {}): string {
   const out = path.join(runDir, REPORT_FILE);
-  writeHtml(out, renderReport([readRun(runDir)], opts));
+  writeFileAtomic(out, renderReport([readRun(runDir)], opts));
   return out;
 }
 
@@ -237,13 +239,7 @@ export function writeComparisonReport(runDirs: readonly string[], outFile: strin
   const names = runs.map((r) => r.name);
   const dup = names.find((n, i) => names.indexOf(n) !== i);
   if (dup !== undefined) throw new Error(`writeComparisonReport: two runs are both named "${dup}"; pass distinct names`);
-  writeHtml(outFile, renderReport(runs, opts));
+  writeFileAtomic(outFile, renderReport(runs, opts));
   return outFile;
 }
 
-function writeHtml(file: string, html: string): void {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const temp = `${file}.tmp-${process.pid}`;
-  fs.writeFileSync(temp, html);
-  fs.renameSync(temp, file);
-}

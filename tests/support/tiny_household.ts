@@ -1,11 +1,13 @@
 // A tiny random household model (word-level tokenizer over the household text) for
 // trainer tests on the software GPU.
 
+import { join } from 'node:path';
 import { randomModel, saveModel } from '../../src/models/load.ts';
 import { loadTokenizer } from '../../src/models/tokenizer.ts';
 import { buildWordTokenizer, writeTokenizerFiles } from '../../src/models/word_tokenizer.ts';
 import { qwen2Config } from '../../src/trainer/default_model.ts';
 import { householdCorpus } from '../../src/trainer/expert_data.ts';
+import { gpu } from './gpu.ts';
 
 export async function tinyHouseholdModel(dir: string): Promise<void> {
   writeTokenizerFiles(dir, buildWordTokenizer(householdCorpus(10)));
@@ -14,4 +16,15 @@ export async function tinyHouseholdModel(dir: string): Promise<void> {
   const model = randomModel(cfg, 3);
   await saveModel(model, dir, { tokenizerDir: dir });
   for (const p of model.parameters()) p.dispose();
+}
+
+/** A getter that builds the tiny model in `<root>/model` on first use (GPU ready) and hands out its directory after. */
+export function lazyTinyHouseholdModel(root: string): () => Promise<string> {
+  let made: Promise<string> | null = null;
+  return () => (made ??= (async () => {
+    await gpu();
+    const dir = join(root, 'model');
+    await tinyHouseholdModel(dir);
+    return dir;
+  })());
 }
