@@ -25,7 +25,7 @@ function putAway(w: World, hand: Item): string {
 }
 
 /** Where the task object(s) go: for two objects, the target receptacle already holding the most. */
-function goalReceptacle(w: World): string {
+export function goalReceptacle(w: World): string {
   let best: string | null = null;
   let bestCount = -1;
   for (const [name, n] of deliveredCounts(w)) {

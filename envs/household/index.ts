@@ -5,6 +5,7 @@ export { COMBOS, LAYOUTS, TASK_TYPES, type Combo, type Layout, type RoomType, ty
 export { admissibleCommands, execute } from './commands.ts';
 export { HOUSEHOLD_MAX_STEPS, HOUSEHOLD_WIN_REWARD, HouseholdEnvironment, HouseholdSession, type HouseholdInfo } from './env.ts';
 export { expertPlan, nextExpertAction } from './expert.ts';
+export { SearchingExpert } from './searcher.ts';
 export { generateWorld, parseTaskRequest, SEEDS_PER_SPLIT, type TaskRequest } from './generate.ts';
 export { isWon } from './goal.ts';
 export { HOUSEHOLD_HISTORY_LENGTH, renderHouseholdPrompt, SKILL_HEADER, skillBlock, type HouseholdPromptInput, type HouseholdTurn } from './prompt.ts';

@@ -1,20 +1,22 @@
-// Household SFT data: the environment's expert played over many seeds, each turn
-// written as the agent loop will later show it to the model (the real prompt renderer
-// with K = 2 history and the household answer format) with a short templated thought
-// saying why the expert's action follows from the task and the state.
+// Household SFT data: an expert played over many seeds, each turn written as the agent
+// loop will later show it to the model (the real prompt renderer with K = 2 history
+// and the household answer format) with a short templated thought saying why the
+// expert's action follows from the task and the state.
 //
-// The expert walks straight to what it needs, so alone it never shows how to carry on
-// after a wrong turn. With `detour` > 0 some turns are replaced by a random "go to"
-// that is not a training sample: it enters the history as the action taken, and the
-// expert's next turns, which are samples, recover from wherever it led.
+// The expert is the searching one (envs/household/searcher.ts), which knows only what
+// it has seen: a model cloned from the environment's all-seeing expert learns to take
+// objects that are not there, since after each of that expert's "go to" the object
+// was there. With `detour` > 0 some turns are replaced by a random "go to" that is not
+// a training sample: it enters the history as the action taken, and the expert's next
+// turns, which are samples, recover from wherever it led.
 
 import { SPLITS, type Split } from '../envs/types.ts';
 import { Prng } from '../../envs/prng.ts';
 import { transformOf } from '../../envs/household/catalog.ts';
 import { HouseholdEnvironment, type HouseholdInfo } from '../../envs/household/env.ts';
 import { hasRequiredState } from '../../envs/household/goal.ts';
-import { householdSkills, renderHouseholdPrompt, type HouseholdTurn } from '../../envs/household/index.ts';
-import { held, type World } from '../../envs/household/world.ts';
+import { householdSkills, renderHouseholdPrompt, SearchingExpert, type HouseholdTurn } from '../../envs/household/index.ts';
+import { held, isReachable, itemsIn, receptacle, type World } from '../../envs/household/world.ts';
 import { agentSpec } from '../rollout/agent_spec.ts';
 
 /** Chance of a detour per expert turn in the bundled model's data and in generated SFT data. */
@@ -53,7 +55,11 @@ export function expertThought(w: World, action: string): string {
   const verb = words[0];
   if (verb === 'go' && words[1] === 'to') {
     const place = words.slice(2).join(' ');
-    if (!hand) return `I need to find a ${object}, so I will go to the ${place}.`;
+    if (!hand) {
+      const here = w.at === null ? undefined : receptacle(w, w.at);
+      const lookedHere = here !== undefined && isReachable(here) && !itemsIn(w, here.name).some((o) => o.type === object);
+      return lookedHere ? `There is no ${object} here, so I will go to the ${place}.` : `I need to find a ${object}, so I will go to the ${place}.`;
+    }
     if (hand.type !== object) return `I need to put down the ${hand.name} first, so I will go to the ${place}.`;
     const transform = transformOf(type);
     if (transform && !hasRequiredState(w, hand)) return `I need to ${transform} the ${hand.name}, so I will go to the ${place}.`;
@@ -94,8 +100,9 @@ export function* householdExpertSamples(opts: ExpertDataOptions): Generator<SftT
     let detours = 0;
     const render = (skills?: string) =>
       renderHouseholdPrompt({ task: session.task, history, observation, admissibleActions: admissible, skills });
-    while (info.expert_action !== null && session.stepCount < env.maxSteps) {
-      let action = info.expert_action;
+    const expert = new SearchingExpert();
+    for (let next = expert.next(session.state()); next !== null && session.stepCount < env.maxSteps; next = expert.next(session.state())) {
+      let action = next;
       const moves = admissible.filter((a) => a.startsWith('go to ') && a !== action);
       if (detours < maxDetours && moves.length > 0 && rng.next() < detour) {
         action = rng.pick(moves);
