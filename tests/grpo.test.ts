@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { groupAdvantages } from '../src/algos/advantage.ts';
+import { rolloutProbsDiff } from '../src/trainer/iteration.ts';
+import type { StepSample } from '../src/rollout/sample.ts';
 import { DEFAULT_POLICY_LOSS, policyLoss } from '../src/algos/policy_loss.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
@@ -61,5 +63,13 @@ describe('GRPO', () => {
       [{ data: Float32Array.from([0.05, -0.1, 0.1, 0.02, -0.05]), shape: [5] }],
       { eps: 1e-3, label: 'policy loss' },
     );
+  });
+
+  test('rollout/probs_diff compares the engine\'s token probabilities with the recomputed ones', () => {
+    const sample = (responseLogprobs: number[]) => ({ responseLogprobs }) as StepSample;
+    const m = rolloutProbsDiff([sample([Math.log(0.5), Math.log(0.25)]), sample([0])], [Float32Array.of(Math.log(0.5), Math.log(0.5)), Float32Array.of(Math.log(0.9))]);
+    assert.ok(Math.abs(m['rollout/probs_diff_mean'] - (0 + 0.25 + 0.1) / 3) < 1e-6);
+    assert.ok(Math.abs(m['rollout/probs_diff_max'] - 0.25) < 1e-6);
+    assert.deepEqual(rolloutProbsDiff([], []), {});
   });
 });

@@ -8,6 +8,7 @@
 import { groupAdvantages } from '../algos/advantage.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { runRollout, type RolloutOptions, type RolloutResult } from '../rollout/agent_loop.ts';
+import type { StepSample } from '../rollout/sample.ts';
 import type { Metrics } from './metrics.ts';
 import type { IterationPlan } from './methods.ts';
 import { teacherLogprobs, type TeacherSource } from './teacher.ts';
@@ -86,6 +87,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   const advantages = groupAdvantages(samples);
   const batches = splitMicroBatches(samples, samples.map((_, i) => i), update.microBatchTokens);
   const old = await responseLogprobs(update.model, samples, batches);
+  Object.assign(metrics, rolloutProbsDiff(samples, old));
   lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;
   if (plan.teacher) {
@@ -112,4 +114,24 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   Object.assign(metrics, result.aux);
   lap('update');
   return { rollout, update: result, times, metrics };
+}
+
+/**
+ * How far the rollout engine's token probabilities are from the trainer's recomputation
+ * with the same weights (verl's rollout_probs_diff): near 0 unless sampling and scoring
+ * disagree (precision, padding, positions), which would bias every ratio.
+ */
+export function rolloutProbsDiff(samples: readonly StepSample[], old: readonly Float32Array[]): Metrics {
+  let sum = 0;
+  let max = 0;
+  let n = 0;
+  samples.forEach((s, i) => {
+    s.responseLogprobs.forEach((lp, j) => {
+      const d = Math.abs(Math.exp(lp) - Math.exp(old[i][j]));
+      sum += d;
+      max = Math.max(max, d);
+      n++;
+    });
+  });
+  return n === 0 ? {} : { 'rollout/probs_diff_mean': sum / n, 'rollout/probs_diff_max': max };
 }
