@@ -15,7 +15,7 @@ export const makeDefaultModelCommand = defineCommand({
   args: {
     ...gpuArgs,
     out: { type: 'string', description: 'output checkpoint directory (replaced)', default: 'models/household-tiny' },
-    steps: { type: 'string', description: 'optimizer steps', default: '1000' },
+    steps: { type: 'string', description: 'optimizer steps', default: '1200' },
     'batch-tokens': { type: 'string', description: 'sequence tokens per step', default: '16384' },
     'micro-batch-tokens': { type: 'string', description: 'padded tokens per forward/backward pass (default: batch-tokens)' },
     lr: { type: 'string', description: 'peak learning rate (linear warmup, cosine to lr/10)', default: '1e-3' },
