@@ -44,6 +44,40 @@ describe('gpu runtime', () => {
     assert.equal(rt.kernel('elementwise', 'unary', { OP: 1 }), k1);
   });
 
+  test('a repeated dispatch reuses its bind group and still reads its new parameters and data', async () => {
+    const rt = await gpu();
+    await rt.sync();
+    rt.releaseCached();
+    const dev = rt.device as GPUDevice & { createBindGroup: GPUDevice['createBindGroup'] };
+    const create = dev.createBindGroup;
+    let made = 0;
+    dev.createBindGroup = function (this: GPUDevice, d: GPUBindGroupDescriptor) {
+      made++;
+      return create.call(this, d);
+    };
+    try {
+      const counts: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const y = await scopeAsync(async () => read(F.addScalar(tensor(Float32Array.of(i, 2 * i), [2]), 10 * i)));
+        assert.deepEqual([...y], [11 * i, 12 * i]);
+        counts.push(made);
+      }
+      // The pool hands the same buffers back and the uniform arena the same slot, so the
+      // groups made settle after the first steps instead of growing with every step.
+      assert.equal(counts[5], counts[3], `bind groups made after each step: ${counts.join(', ')}`);
+      // Other buffers make other groups.
+      await scopeAsync(async () => {
+        const held = tensor(Float32Array.of(5, 6), [2]);
+        const y = await read(F.addScalar(tensor(Float32Array.of(7, 8), [2]), 1));
+        assert.deepEqual([...y], [8, 9]);
+        assert.deepEqual([...(await read(held))], [5, 6]);
+      });
+      assert.ok(made > counts[5]);
+    } finally {
+      dev.createBindGroup = create;
+    }
+  });
+
   test('grids past 65535 workgroups fold into two dimensions', async () => {
     await gpu();
     const n = 65536 * 256 + 77;

@@ -14,6 +14,8 @@ import { shaderSource } from './shader_source.ts';
 
 const UNIFORM_SLOT = 256;
 const UNIFORM_CHUNK = 256 * UNIFORM_SLOT;
+/** Bind groups kept for reuse; past this many the cache starts over. */
+const BIND_GROUP_CACHE = 8192;
 
 export interface Kernel {
   readonly name: string;
@@ -51,6 +53,9 @@ export class Runtime {
   private lost: GPUDeviceLostInfo | null = null;
   private uncaptured: string[] = [];
   private destroyed = false;
+  private bindGroups = new Map<string, GPUBindGroup>();
+  private objectIds = new WeakMap<object, number>();
+  private nextObjectId = 1;
 
   constructor(readonly gpu: Gpu) {
     this.device = gpu.device;
@@ -141,6 +146,36 @@ export class Runtime {
     return { buffer: chunk.gpu, offset };
   }
 
+  private idOf<T extends object>(ids: WeakMap<T, number>, o: T): number {
+    let id = ids.get(o);
+    if (id === undefined) ids.set(o, (id = this.nextObjectId++));
+    return id;
+  }
+
+  /**
+   * The bind group of one dispatch, reused when the same kernel layout meets the same
+   * uniform slot and buffer ranges again. createBindGroup is most of a dispatch's host
+   * cost, and a decode or update loop repeats its kernels on the same pooled buffers
+   * and slots step after step. Keys hold object ids, never reused, so a destroyed
+   * buffer's entries can only go unused until the cache is cleared.
+   */
+  private bindGroup(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly Binding[]): GPUBindGroup {
+    let key = `${this.idOf(this.objectIds, kernel.layout)}|${this.idOf(this.objectIds, slot.buffer)}:${slot.offset}`;
+    for (const b of buffers) {
+      key += 'buffer' in b ? `|${this.idOf(this.objectIds, b.buffer)}:${b.offset ?? 0}:${b.size ?? -1}` : `|${this.idOf(this.objectIds, b)}`;
+    }
+    let group = this.bindGroups.get(key);
+    if (group) return group;
+    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: slot.buffer, offset: slot.offset, size: UNIFORM_SLOT } }];
+    buffers.forEach((b, i) => {
+      entries.push({ binding: i + 1, resource: 'buffer' in b ? b : { buffer: b } });
+    });
+    group = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
+    if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.clear();
+    this.bindGroups.set(key, group);
+    return group;
+  }
+
   /**
    * Records one dispatch. Binding 0 is the kernel's uniform parameters, bindings 1..n
    * are `buffers` in order.
@@ -154,13 +189,8 @@ export class Runtime {
     }
     const pass = this.computePass();
     const slot = this.uniformSlot(params);
-    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: slot.buffer, offset: slot.offset, size: UNIFORM_SLOT } }];
-    buffers.forEach((b, i) => {
-      entries.push({ binding: i + 1, resource: 'buffer' in b ? b : { buffer: b } });
-    });
-    const bindGroup = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
     pass.setPipeline(kernel.pipeline);
-    pass.setBindGroup(0, bindGroup);
+    pass.setBindGroup(0, this.bindGroup(kernel, slot, buffers));
     pass.dispatchWorkgroups(x, y, z);
     this.batchLabels.add(kernel.name);
     this.dispatchCount++;
@@ -292,6 +322,7 @@ export class Runtime {
    */
   releaseCached(): void {
     this.flush();
+    this.bindGroups.clear();
     this.pool.trim();
   }
 
