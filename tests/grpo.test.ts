@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { groupAdvantages } from '../src/algos/advantage.ts';
 import { rolloutProbsDiff } from '../src/trainer/iteration.ts';
+import { statsRow } from '../src/trainer/update.ts';
 import type { StepSample } from '../src/rollout/sample.ts';
 import { DEFAULT_POLICY_LOSS, policyLoss } from '../src/algos/policy_loss.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
@@ -71,5 +72,16 @@ describe('GRPO', () => {
     assert.ok(Math.abs(m['rollout/probs_diff_mean'] - (0 + 0.25 + 0.1) / 3) < 1e-6);
     assert.ok(Math.abs(m['rollout/probs_diff_max'] - 0.25) < 1e-6);
     assert.deepEqual(rolloutProbsDiff([], []), {});
+  });
+
+  test('update statistics: the clip fraction counts response tokens strictly outside the clip range', async () => {
+    await gpu();
+    await scopeAsync(async () => {
+      const ratio = tensor(Float32Array.of(0.5, 0.8, 1, 1.2, 1.3, 2, 0.1));
+      // Five response tokens of a micro-batch that is one of two: weights 1/(5 x 2); the last two are padding.
+      const weights = tensor(Float32Array.of(0.1, 0.1, 0.1, 0.1, 0.1, 0, 0));
+      const row = await read(statsRow({ loss: tensor(Float32Array.of(0)), pg: tensor(Float32Array.of(0.25)), ratio }, weights, 2, DEFAULT_POLICY_LOSS, [tensor(Float32Array.of(7))]));
+      assertClose(row, Float32Array.of(0.25, 0, 0, 2 / 5, 7), { atol: 1e-6 });
+    });
   });
 });

@@ -6,11 +6,11 @@ import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, packedLogprobs, type PackedBatch } from '../models/score.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
-import { policyLoss, type PolicyLossConfig } from '../algos/policy_loss.ts';
+import { policyLoss, tokenMean, type PolicyLossConfig, type PolicyLossTerms } from '../algos/policy_loss.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
 import { scopeAsync } from '../tensor/scope.ts';
-import { tensor, type Tensor } from '../tensor/tensor.ts';
-import { add } from '../tensor/ops/index.ts';
+import { tensor, zeros, type Tensor } from '../tensor/tensor.ts';
+import { abs, add, clamp, concat, reshape, scale, sub } from '../tensor/ops/index.ts';
 import type { StepSample } from '../rollout/sample.ts';
 
 /** A micro-batch: samples packed left-padded, with where each response token sits. */
@@ -140,8 +140,10 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
     const mini = order.slice(at, at + ctx.miniBatchSize);
     const micro = splitMicroBatches(samples, mini, ctx.microBatchTokens);
     zeroGrad(ctx.params);
+    const rows: Tensor[] = [];
+    let auxNames: string[] = [];
     for (const mb of micro) {
-      const stats = await scopeAsync(async () => {
+      const row = await scopeAsync(async () => {
         const w = 1 / (mb.responseTokens * micro.length);
         const t = (f: (s: number, j: number) => number) => tensor(scatterTokens(mb, samples, f));
         const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true });
@@ -157,25 +159,30 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
           weights,
         }, ctx.loss);
         let loss = terms.loss;
-        const auxStats: Record<string, number> = {};
+        let auxStats: Record<string, Tensor> = {};
         if (aux) {
           const segments = mb.indices.map((i, b) => ({ start: mb.starts[b], length: samples[i].responseIds.length }));
           const term = await aux({ logprobs, teacherLogprobs: t((s, j) => teacherLogprobs![s][j]), oldLogprobs: oldT, weights, segments });
           loss = add(loss, term.loss);
-          for (const [k, v] of Object.entries(term.stats)) auxStats[k] = await v.item();
+          auxStats = term.stats;
         }
         backward(loss);
-        return { ...(await readStats(terms, mb, samples, ctx.loss)), aux: auxStats };
+        auxNames = Object.keys(auxStats);
+        return statsRow(terms, weights, micro.length, ctx.loss, auxNames.map((k) => auxStats[k]));
       });
-      m.pgLoss += stats.pg;
-      m.kl += stats.kl;
-      m.entropy += stats.entropy;
-      m.clipFrac += stats.clipFrac;
-      for (const [k, v] of Object.entries(stats.aux)) m.aux[k] = (m.aux[k] ?? 0) + v;
+      rows.push(row);
       m.trainedTokens += mb.responseTokens;
       microCount++;
     }
     const clip = await clipGradNorm(ctx.params, ctx.gradClip);
+    const stats = await readRows(rows);
+    for (const r of stats) {
+      m.pgLoss += r[0];
+      m.kl += r[1];
+      m.entropy += r[2];
+      m.clipFrac += r[3];
+      auxNames.forEach((k, i) => (m.aux[k] = (m.aux[k] ?? 0) + r[STAT_COLUMNS + i]));
+    }
     m.gradNorm = clip.norm;
     if (clip.finite) ctx.optimizer.step(ctx.lr, clip.scale);
     else m.skippedSteps++;
@@ -188,17 +195,30 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
   return { ...m, pgLoss: m.pgLoss / perStep, kl: m.kl / perStep, entropy: m.entropy / perStep, clipFrac: m.clipFrac / n, aux: auxMeans };
 }
 
-async function readStats(
-  terms: ReturnType<typeof policyLoss>, mb: MicroBatch, samples: readonly StepSample[], cfg: PolicyLossConfig,
-): Promise<{ pg: number; kl: number; entropy: number; clipFrac: number }> {
-  const ratio = await terms.ratio.toArray();
-  let clipped = 0;
-  mb.indices.forEach((i, b) => {
-    for (let j = 0; j < samples[i].responseIds.length; j++) {
-      const r = ratio[mb.starts[b] + j];
-      if (r < 1 - cfg.clipLow || r > 1 + cfg.clipHigh) clipped++;
-    }
+const STAT_COLUMNS = 4;
+
+/**
+ * A micro-batch's statistics as one small GPU tensor: [pg, kl, entropy, clip fraction,
+ * ...aux]. They are read together after the mini-batch's micro-batches are recorded,
+ * since a readback per micro-batch would leave the GPU idle while the next one is
+ * encoded.
+ */
+export function statsRow(terms: PolicyLossTerms, weights: Tensor, microBatches: number, cfg: PolicyLossConfig, aux: readonly Tensor[]): Tensor {
+  return noGrad(() => {
+    // 1 where the ratio lies outside [1 - clipLow, 1 + clipHigh], 0 inside or on the edge,
+    // from the distance to its clamped value (there is no comparison op).
+    const outside = clamp(scale(abs(sub(terms.ratio, clamp(terms.ratio, 1 - cfg.clipLow, 1 + cfg.clipHigh))), 1e30), 0, 1);
+    // The weights carry 1/(tokens x micro-batches), so this is the micro-batch's fraction.
+    const clipFrac = scale(tokenMean(outside, weights), microBatches);
+    const scalars = [terms.pg, terms.kl, terms.entropy, clipFrac, ...aux].map((x) => (x ? reshape(x, [1]) : zeros([1])));
+    return concat(scalars, 0);
   });
-  const scalar = async (t?: Tensor) => (t ? await t.item() : 0);
-  return { pg: await scalar(terms.pg), kl: await scalar(terms.kl), entropy: await scalar(terms.entropy), clipFrac: clipped / Math.max(mb.responseTokens, 1) };
+}
+
+async function readRows(rows: readonly Tensor[]): Promise<Float32Array[]> {
+  if (rows.length === 0) return [];
+  const width = rows[0].size;
+  const all = await scopeAsync(async () => Float32Array.from(await noGrad(() => concat(rows, 0)).toArray()));
+  rows.forEach((r) => r.dispose());
+  return rows.map((_, i) => all.subarray(i * width, (i + 1) * width));
 }
