@@ -8,7 +8,7 @@ import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import { policyLoss, tokenMean, type PolicyLossConfig, type PolicyLossTerms } from '../algos/policy_loss.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
-import { scopeAsync } from '../tensor/scope.ts';
+import { scope, scopeAsync } from '../tensor/scope.ts';
 import { tensor, zeros, type Tensor } from '../tensor/tensor.ts';
 import { abs, add, clamp, concat, reshape, scale, sub } from '../tensor/ops/index.ts';
 import type { StepSample } from '../rollout/sample.ts';
@@ -63,13 +63,25 @@ function gatherTokens(mb: MicroBatch, samples: readonly StepSample[], values: Fl
   });
 }
 
-/** Response-token log-probs of every sample under `model` (no gradients). */
+/**
+ * Response-token log-probs of every sample under `model` (no gradients). Every
+ * micro-batch is recorded before anything is read back, in one readback at the end,
+ * so the GPU runs while the next micro-batch is encoded.
+ */
 export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[]): Promise<Float32Array[]> {
   const out: Float32Array[] = new Array(samples.length);
-  for (const mb of batches) {
-    const values = await scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, mb.packed).logprobs).toArray()));
-    gatherTokens(mb, samples, values, out);
-  }
+  if (batches.length === 0) return out;
+  const parts = batches.map((mb) => scope(() => noGrad(() => {
+    const lp = packedLogprobs(model, mb.packed).logprobs;
+    return reshape(lp, [lp.size]);
+  })));
+  const all = await scopeAsync(async () => Float32Array.from(await noGrad(() => concat(parts, 0)).toArray()));
+  let at = 0;
+  batches.forEach((mb, k) => {
+    gatherTokens(mb, samples, all.subarray(at, at + parts[k].size), out);
+    at += parts[k].size;
+    parts[k].dispose();
+  });
   return out;
 }
 
