@@ -3,7 +3,8 @@
 // Dispatches are recorded into one command encoder (one compute pass) and submitted
 // at sync points: a readback, an explicit flush, or every `autoFlush` dispatches.
 // Each kernel's shape parameters go into a 256-byte slot of a uniform arena that is
-// written once per submit, so changing sizes never compiles a new pipeline.
+// written once per submit, so changing sizes never compiles a new pipeline. Bind groups
+// are reused when a kernel meets the same slot and buffers again, as loops do.
 // Validation errors are captured with an error scope around each batch and thrown at
 // the next sync point with the labels (kernel names) Dawn puts in its messages.
 
