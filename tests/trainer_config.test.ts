@@ -48,7 +48,7 @@ describe('training config', () => {
     );
     assert.deepEqual([c.algorithm.clipLow, c.algorithm.clipHigh, c.algorithm.dualClip, c.algorithm.klCoef, c.algorithm.entropyCoef, c.algorithm.invalidPenalty], [0.2, 0.2, 3, 0.01, 0.001, 0.1]);
     assert.deepEqual([c.optim.lr, c.optim.weightDecay, c.optim.betas, c.optim.gradClip, c.optim.miniBatchSize], [1e-5, 0.01, [0.9, 0.999], 1, 256]);
-    assert.deepEqual([c.validation.every, c.validation.temperature, c.validation.split], [5, 0.4, 'valid_seen']);
+    assert.deepEqual([c.validation.every, c.validation.temperature, c.validation.split, c.validation.runs], [5, 0.4, 'valid_seen', 1]);
     assert.deepEqual(c.algorithm.sdar, { beta: 5, coef: 0.01 });
     assert.deepEqual(c.algorithm.rlsd, { lambdaStart: 0.5, decayIterations: 100, clipLow: 0.8, clipHigh: 1.2 });
     assert.equal(c.algorithm.skill_sd.coef, 0.001);
@@ -99,6 +99,7 @@ describe('training config', () => {
     refused(() => loadConfig(undefined, ['optim.lr=-1']), 'optim.lr: expected a positive number, got -1 (from override optim.lr=-1)');
     refused(() => loadConfig(undefined, ['rollout.groupSize=2.5']), 'rollout.groupSize: expected an integer, got 2.5');
     refused(() => loadConfig(undefined, ['rollout.groupSize=0']), 'rollout.groupSize: expected an integer >= 1, got 0');
+    refused(() => loadConfig(undefined, ['validation.runs=0']), 'validation.runs: expected an integer >= 1, got 0');
     refused(() => loadConfig(undefined, ['env.name=kitchen']), 'env.name: expected one of "household", "shop", "search", got "kitchen"');
     refused(() => loadConfig(undefined, ['method=ppo']), 'method: expected one of "grpo"', '"sft"', 'got "ppo"');
     refused(() => loadConfig(undefined, ['optim.lr=fast']), 'optim.lr: expected a number, got "fast"');

@@ -93,8 +93,8 @@ const PHASE_KEYS = ['rollout', 'old_logprobs', 'teacher', 'reference', 'update',
 
 const sumOf = (run: RunData, key: string) => metricTotal(run, key) ?? 0;
 
-/** Wins per validation task (by task seed) in the run's last validation log. */
-export function finalValidationWins(run: RunData): Map<number, boolean> | null {
+/** Attempts and wins per validation task (by task seed) in the run's last validation log (validation.runs attempts each). */
+export function finalValidationWins(run: RunData): Map<number, { attempts: number; wins: number }> | null {
   const rollouts = path.join(run.dir, 'rollouts');
   if (!fs.existsSync(rollouts)) return null;
   const last = fs.readdirSync(rollouts)
@@ -102,20 +102,29 @@ export function finalValidationWins(run: RunData): Map<number, boolean> | null {
     .filter((m): m is RegExpExecArray => m !== null)
     .sort((a, b) => Number(b[1]) - Number(a[1]))[0];
   if (!last) return null;
-  const wins = new Map<number, boolean>();
-  for (const r of readTrajectoryLog(path.join(rollouts, last[0]))) if (!r.error) wins.set(r.seed, r.won);
-  return wins;
+  const tally = new Map<number, { attempts: number; wins: number }>();
+  for (const r of readTrajectoryLog(path.join(rollouts, last[0]))) {
+    if (r.error) continue;
+    const t = tally.get(r.seed) ?? { attempts: 0, wins: 0 };
+    t.attempts++;
+    if (r.won) t.wins++;
+    tally.set(r.seed, t);
+  }
+  return tally;
 }
 
 export function summarizeMethod(method: string, runs: readonly { seed: number; data: RunData }[]): MethodRow {
   const summaries = runs.map((r) => summarizeRun(r.data));
   const values = (f: (i: number) => number | null) => runs.map((_, i) => f(i)).filter((v): v is number => v !== null && Number.isFinite(v));
-  const wins = runs.map((r) => finalValidationWins(r.data)).filter((w): w is Map<number, boolean> => w !== null);
+  const tallies = runs.map((r) => finalValidationWins(r.data)).filter((w): w is Map<number, { attempts: number; wins: number }> => w !== null);
   const pass: Record<number, number> = {};
-  const tasks = wins.length ? [...wins[0].keys()].filter((t) => wins.every((w) => w.has(t))) : [];
+  // Tasks every seed finished, with their attempts and wins summed over the seeds.
+  const tasks = tallies.length ? [...tallies[0].keys()].filter((t) => tallies.every((w) => w.has(t))) : [];
+  const totals = tasks.map((t) => tallies.reduce((a, w) => ({ attempts: a.attempts + w.get(t)!.attempts, wins: a.wins + w.get(t)!.wins }), { attempts: 0, wins: 0 }));
+  const attempts = Math.min(...totals.map((x) => x.attempts));
   if (tasks.length) {
-    for (let k = 1; k <= wins.length; k *= 2) {
-      pass[k] = tasks.reduce((a, t) => a + passAtK(wins.length, wins.filter((w) => w.get(t)).length, k), 0) / tasks.length;
+    for (let k = 1; k <= attempts; k *= 2) {
+      pass[k] = totals.reduce((a, x) => a + passAtK(x.attempts, x.wins, k), 0) / tasks.length;
     }
   }
   const phaseSeconds: Record<string, number> = {};

@@ -237,6 +237,8 @@ const validationSchema = z.strictObject({
   every: nonNegInt.optional(),
   /** Panel size: the same seeded tasks at every validation. */
   tasks: posInt.optional(),
+  /** Runs of each panel task (distinct sampling seeds); val/success averages them, so more runs, less noise. */
+  runs: posInt.default(1),
   seed: nonNegInt.default(1_000_000),
   split: z.enum(['train', 'valid_seen', 'valid_unseen']).default('valid_seen'),
   /** 0 is greedy. */

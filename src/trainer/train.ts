@@ -173,7 +173,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     if (file) fs.rmSync(file, { force: true });
     const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
     try {
-      return await runRollout({ ...rolloutBase(validationPanel, 1, cfg.validation.temperature, cfg.validation.seed, label, trajectoryLog, rolloutEngine), groupIdPrefix: `val${iteration}-`, withSkills: skills });
+      return await runRollout({ ...rolloutBase(validationPanel, cfg.validation.runs, cfg.validation.temperature, cfg.validation.seed, label, trajectoryLog, rolloutEngine), groupIdPrefix: `val${iteration}-`, withSkills: skills });
     } finally {
       trajectoryLog?.close();
     }
