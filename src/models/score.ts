@@ -4,7 +4,7 @@
 
 import type { CausalLM } from './causal_lm.ts';
 import { noGrad } from '../tensor/autograd.ts';
-import { reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
+import { embedding, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import { ShapeError } from '../tensor/errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -40,11 +40,20 @@ export function packLeft(seqs: readonly ArrayLike<number>[]): PackedBatch {
 /**
  * Log-probs (and entropies) [batch * (seq - 1)] of each packed position's next token,
  * differentiable when gradients are on. Padding positions hold junk; use `unpack`.
+ * With `positions` (flat indices into those), only theirs, in that order.
  */
-export function packedLogprobs(model: CausalLM, p: PackedBatch, opts: { temperature?: number; withEntropy?: boolean } = {}): { logprobs: Tensor; entropy?: Tensor } {
+export function packedLogprobs(
+  model: CausalLM, p: PackedBatch, opts: { temperature?: number; withEntropy?: boolean; positions?: Int32Array } = {},
+): { logprobs: Tensor; entropy?: Tensor } {
   const hidden = model.hidden({ ids: p.ids, batch: p.batch, seq: p.seq, padLeft: p.padLeft });
   const used = reshape(slice(hidden, 1, 0, p.seq - 1), [p.batch * (p.seq - 1), model.config.hidden]);
-  return tokenLogprobs(used, model.lmHead(), p.targets, { temperature: opts.temperature, withEntropy: opts.withEntropy });
+  const lm = { temperature: opts.temperature, withEntropy: opts.withEntropy };
+  if (!opts.positions) return tokenLogprobs(used, model.lmHead(), p.targets, lm);
+  // Only these positions go through the LM head (forward and backward): in agent RL
+  // the responses are a few percent of the packed tokens, and the head is a quarter
+  // of a small Qwen's compute. The gather's backward scatters into the hidden states.
+  const rows = embedding(used, opts.positions);
+  return tokenLogprobs(rows, model.lmHead(), opts.positions.map((i) => p.targets[i]), lm);
 }
 
 /** Splits packed per-position values back into per-sequence arrays (tokens 1..n-1). */

@@ -13,21 +13,35 @@ import { tensor, zeros, type Tensor } from '../tensor/tensor.ts';
 import { abs, add, clamp, concat, reshape, scale, sub } from '../tensor/ops/index.ts';
 import type { StepSample } from '../rollout/sample.ts';
 
-/** A micro-batch: samples packed left-padded, with where each response token sits. */
+/**
+ * A micro-batch: samples packed left-padded, and the packed positions scoring their
+ * response tokens. Per-token values (log-probs, advantages, weights) of a micro-batch
+ * are compact arrays over those positions, sample after sample.
+ */
 export interface MicroBatch {
   indices: number[];
   packed: PackedBatch;
-  /** For each sample of the micro-batch, the packed position scoring its first response token. */
-  starts: number[];
+  /** Flat packed positions of every response token, in compact order. */
+  positions: Int32Array;
+  /** For each sample of the micro-batch, where its response starts in the compact arrays. */
+  offsets: number[];
   responseTokens: number;
 }
 
 export function makeMicroBatch(samples: readonly StepSample[], indices: number[]): MicroBatch {
   const seqs = indices.map((i) => [...samples[i].promptIds, ...samples[i].responseIds]);
   const packed = packLeft(seqs);
-  const starts = indices.map((i, b) => b * (packed.seq - 1) + packed.padLeft[b] + samples[i].promptIds.length - 1);
   const responseTokens = indices.reduce((s, i) => s + samples[i].responseIds.length, 0);
-  return { indices, packed, starts, responseTokens };
+  const positions = new Int32Array(responseTokens);
+  const offsets: number[] = [];
+  let at = 0;
+  indices.forEach((i, b) => {
+    offsets.push(at);
+    // Position t scores token t + 1, so the first response token is scored one before it.
+    const first = b * (packed.seq - 1) + packed.padLeft[b] + samples[i].promptIds.length - 1;
+    for (let j = 0; j < samples[i].responseIds.length; j++) positions[at++] = first + j;
+  });
+  return { indices, packed, positions, offsets, responseTokens };
 }
 
 /** Splits sample indices into micro-batches of at most `budget` padded tokens (longest first). */
@@ -48,18 +62,18 @@ export function splitMicroBatches(samples: readonly StepSample[], indices: reado
   return out;
 }
 
-/** Scatters per-response-token values of the micro-batch's samples into packed positions. */
-function scatterTokens(mb: MicroBatch, samples: readonly StepSample[], value: (sample: number, token: number) => number): Float32Array {
-  const out = new Float32Array(mb.packed.batch * (mb.packed.seq - 1));
+/** The micro-batch's compact per-response-token array of `value(sample, token)`. */
+function compactTokens(mb: MicroBatch, samples: readonly StepSample[], value: (sample: number, token: number) => number): Float32Array {
+  const out = new Float32Array(mb.responseTokens);
   mb.indices.forEach((i, b) => {
-    for (let j = 0; j < samples[i].responseIds.length; j++) out[mb.starts[b] + j] = value(i, j);
+    for (let j = 0; j < samples[i].responseIds.length; j++) out[mb.offsets[b] + j] = value(i, j);
   });
   return out;
 }
 
 function gatherTokens(mb: MicroBatch, samples: readonly StepSample[], values: Float32Array, into: Float32Array[]): void {
   mb.indices.forEach((i, b) => {
-    into[i] = values.slice(mb.starts[b], mb.starts[b] + samples[i].responseIds.length);
+    into[i] = values.slice(mb.offsets[b], mb.offsets[b] + samples[i].responseIds.length);
   });
 }
 
@@ -71,10 +85,7 @@ function gatherTokens(mb: MicroBatch, samples: readonly StepSample[], values: Fl
 export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[]): Promise<Float32Array[]> {
   const out: Float32Array[] = new Array(samples.length);
   if (batches.length === 0) return out;
-  const parts = batches.map((mb) => scope(() => noGrad(() => {
-    const lp = packedLogprobs(model, mb.packed).logprobs;
-    return reshape(lp, [lp.size]);
-  })));
+  const parts = batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions }).logprobs)));
   const all = await scopeAsync(async () => Float32Array.from(await noGrad(() => concat(parts, 0)).toArray()));
   let at = 0;
   batches.forEach((mb, k) => {
@@ -98,15 +109,15 @@ export interface UpdateMetrics {
   aux: Record<string, number>;
 }
 
-/** What an auxiliary term sees of one micro-batch: flat [batch x (seq - 1)] tensors over packed positions. */
+/** What an auxiliary term sees of one micro-batch: tensors over its response tokens, sample after sample. */
 export interface AuxInputs {
   /** lθ, differentiable. */
   logprobs: Tensor;
   teacherLogprobs: Tensor;
   oldLogprobs: Tensor;
-  /** The micro-batch's share of the mini-batch token mean: 1/(tokens x micro-batches) on response tokens, 0 elsewhere. */
+  /** The micro-batch's share of the mini-batch token mean: 1/(tokens x micro-batches) on every token. */
   weights: Tensor;
-  /** Where each sample's response sits in the flat arrays. */
+  /** Where each sample's response sits in the arrays. */
   segments: { start: number; length: number }[];
 }
 
@@ -157,8 +168,8 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
     for (const mb of micro) {
       const row = await scopeAsync(async () => {
         const w = 1 / (mb.responseTokens * micro.length);
-        const t = (f: (s: number, j: number) => number) => tensor(scatterTokens(mb, samples, f));
-        const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true });
+        const t = (f: (s: number, j: number) => number) => tensor(compactTokens(mb, samples, f));
+        const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true, positions: mb.positions });
         const weights = t(() => w);
         const oldT = t((s, j) => oldLogprobs[s][j]);
         const terms = policyLoss({
@@ -173,7 +184,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
         let loss = terms.loss;
         let auxStats: Record<string, Tensor> = {};
         if (aux) {
-          const segments = mb.indices.map((i, b) => ({ start: mb.starts[b], length: samples[i].responseIds.length }));
+          const segments = mb.indices.map((i, b) => ({ start: mb.offsets[b], length: samples[i].responseIds.length }));
           const term = await aux({ logprobs, teacherLogprobs: t((s, j) => teacherLogprobs![s][j]), oldLogprobs: oldT, weights, segments });
           loss = add(loss, term.loss);
           auxStats = term.stats;
