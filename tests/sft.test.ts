@@ -18,7 +18,7 @@ import { buildWordTokenizer, byteToken, IM_END, preTokenize, writeTokenizerFiles
 import { turnPromptText } from '../src/rollout/tokenize_turn.ts';
 import { encodeSample, qwen2Config } from '../src/trainer/default_model.ts';
 import { expertThought, householdCorpus, householdExpertSamples } from '../src/trainer/expert_data.ts';
-import { microBatches, responseMask, sampleIds, sftLoss, trainSft, type SftSample } from '../src/trainer/sft.ts';
+import { microBatches, responsePositions, sampleIds, sftLoss, trainSft, type SftSample } from '../src/trainer/sft.ts';
 import { gpu } from './support/gpu.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'wgt-sft-'));
@@ -123,17 +123,17 @@ describe('expert data', () => {
 });
 
 describe('SFT', () => {
-  test('the loss mask covers exactly the response tokens of each left-padded row', () => {
+  test('the loss positions are exactly the response tokens of each left-padded row', () => {
     const samples: SftSample[] = [
       { promptIds: [1, 2, 3, 4, 5], responseIds: [10, 11] },
       { promptIds: [6, 7], responseIds: [12, 13, 14] },
       { promptIds: [8], responseIds: [15] },
     ];
     const packed = packLeft(samples.map(sampleIds));
-    const mask = responseMask(packed, samples, 0.5);
-    const picked = [...mask].flatMap((w, i) => (w !== 0 ? [packed.targets[i]] : []));
-    assert.deepEqual(picked, [10, 11, 12, 13, 14, 15]);
-    assert.ok([...mask].every((w) => w === 0 || w === 0.5));
+    const positions = responsePositions(packed, samples);
+    assert.deepEqual([...positions].map((i) => packed.targets[i]), [10, 11, 12, 13, 14, 15]);
+    // Row b's positions lie in row b: [b * (seq - 1), (b + 1) * (seq - 1)).
+    assert.deepEqual([...positions].map((i) => Math.floor(i / (packed.seq - 1))), [0, 0, 1, 1, 1, 2]);
     assert.deepEqual(microBatches(samples, 10).map((g) => g.length), [2, 1]);
     assert.deepEqual(microBatches(samples, 1).map((g) => g.length), [1, 1, 1], 'a sample over the budget goes alone');
   });

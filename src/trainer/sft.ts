@@ -15,7 +15,7 @@ import { Prng } from '../../envs/prng.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { packedLogprobs, packLeft, type PackedBatch } from '../models/score.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
-import { mul, neg, sum } from '../tensor/ops/index.ts';
+import { scale, sum } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import { tensor } from '../tensor/tensor.ts';
 
@@ -92,18 +92,18 @@ export function sampleIds(s: SftSample): number[] {
 }
 
 /**
- * Loss weights per packed target position [batch * (seq - 1)]: `weight` where the
- * target is a response token of its row, 0 on prompt and padding positions. Position
- * t scores token t + 1, so a row's response occupies targets pad + P - 1 ... pad + L - 2.
+ * The packed target positions [batch * (seq - 1)] whose target is a response token of
+ * its row, row after row. Position t scores token t + 1, so a row's response occupies
+ * targets pad + P - 1 ... pad + L - 2. Only these go through the LM head.
  */
-export function responseMask(packed: PackedBatch, samples: readonly SftSample[], weight = 1): Float32Array {
-  const w = new Float32Array(packed.batch * (packed.seq - 1));
+export function responsePositions(packed: PackedBatch, samples: readonly SftSample[]): Int32Array {
+  const out = new Int32Array(samples.reduce((n, s) => n + s.responseIds.length, 0));
+  let at = 0;
   samples.forEach((s, b) => {
-    const row = b * (packed.seq - 1) + packed.padLeft[b];
-    const from = s.promptIds.length - 1;
-    w.fill(weight, row + from, row + from + s.responseIds.length);
+    const first = b * (packed.seq - 1) + packed.padLeft[b] + s.promptIds.length - 1;
+    for (let j = 0; j < s.responseIds.length; j++) out[at++] = first + j;
   });
-  return w;
+  return out;
 }
 
 /** Groups samples (sorted by length) into micro-batches whose padded size fits `budget`; a longer sample goes alone. */
@@ -155,8 +155,8 @@ class SampleStream {
 async function microStep(model: CausalLM, group: readonly SftSample[], weight: number): Promise<number> {
   return scopeAsync(async () => {
     const packed = packLeft(group.map(sampleIds));
-    const { logprobs } = packedLogprobs(model, packed);
-    const loss = neg(sum(mul(logprobs, tensor(responseMask(packed, group, weight), [logprobs.size]))));
+    const { logprobs } = packedLogprobs(model, packed, { positions: responsePositions(packed, group) });
+    const loss = scale(sum(logprobs), -weight);
     backward(loss);
     return (await loss.toArray())[0];
   });
@@ -220,8 +220,8 @@ export async function sftLoss(model: CausalLM, samples: readonly SftSample[], mi
     loss += await scopeAsync(async () => {
       const packed = packLeft(group.map(sampleIds));
       const value = noGrad(() => {
-        const { logprobs } = packedLogprobs(model, packed);
-        return neg(sum(mul(logprobs, tensor(responseMask(packed, group, 1 / total), [logprobs.size]))));
+        const { logprobs } = packedLogprobs(model, packed, { positions: responsePositions(packed, group) });
+        return scale(sum(logprobs), -1 / total);
       });
       return (await value.toArray())[0];
     });
