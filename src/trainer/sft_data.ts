@@ -4,10 +4,11 @@
 // and of those only turns whose response parsed as an action (a file of RL rollouts
 // thus gives rejection-sampling fine-tuning).
 //
-// The household expert without a server plays through householdExpertSamples, the
-// recipe the bundled model was made with (its reasons and recovery detours); any other
-// environment, or a household server, plays through the agent loop with ExpertEngine,
-// so the prompts are the ones the loop renders for that environment.
+// Household without a server plays the searching expert through householdExpertSamples,
+// the recipe the bundled model was made with (its reasons and recovery detours); any
+// other environment, or a household server, plays the server's `expert_action` (for
+// household the all-seeing expert) through the agent loop with ExpertEngine, so the
+// prompts are the ones the loop renders for that environment.
 
 import * as fs from 'node:fs';
 import { SPLITS, type Split } from '../envs/types.ts';
