@@ -1,11 +1,14 @@
 // packedLogprobs restricted to some positions (what the RL update scores: response
-// tokens only) gives the full computation's values there, and the same gradients.
+// tokens only) gives the full computation's values there, and the same gradients; the
+// trainer's per-sample response log-probs built on it match scoring whole sequences.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { randomModel } from '../src/models/load.ts';
 import { configFromPreset } from '../src/models/presets.ts';
-import { packedLogprobs, packLeft } from '../src/models/score.ts';
+import { packedLogprobs, packLeft, scoreSequences } from '../src/models/score.ts';
+import type { StepSample } from '../src/rollout/sample.ts';
+import { responseLogprobs, splitMicroBatches } from '../src/trainer/update.ts';
 import { backward, zeroGrad } from '../src/tensor/autograd.ts';
 import { mul, sum } from '../src/tensor/ops/index.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
@@ -48,5 +51,24 @@ describe('scoring chosen positions', () => {
     full.grads.forEach((g, i) => assertClose(chosen.grads[i], g, { atol: 1e-5, label: `gradient ${i}` }));
     assert.ok(full.grads.some((g) => g.some((x) => x !== 0)));
     for (const p of params) p.dispose();
+  });
+});
+
+describe('response log-probs of step samples', () => {
+  test('match scoring the whole sequences; a sample without response tokens gets an empty array', async () => {
+    await gpu();
+    const cfg = configFromPreset('qwen2.5-0.5b', {
+      vocab_size: 97, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, tie_word_embeddings: true,
+    });
+    const model = randomModel(cfg, 9);
+    const sample = (promptIds: number[], responseIds: number[]) => ({ promptIds, responseIds }) as StepSample;
+    const samples = [sample([3, 4, 5], [6, 7]), sample([8, 9], []), sample([10], [11, 12, 13])];
+    // A budget that splits them into several micro-batches.
+    const lp = await responseLogprobs(model, samples, splitMicroBatches(samples, [0, 1, 2], 5));
+    const whole = await scoreSequences(model, [[3, 4, 5, 6, 7], [10, 11, 12, 13]]);
+    assert.deepEqual(lp.map((a) => a.length), [2, 0, 3]);
+    assertClose(lp[0], whole[0].subarray(2), { atol: 1e-5 });
+    assertClose(lp[2], whole[1], { atol: 1e-5 });
+    for (const p of model.parameters()) p.dispose();
   });
 });

@@ -44,10 +44,14 @@ export function makeMicroBatch(samples: readonly StepSample[], indices: number[]
   return { indices, packed, positions, offsets, responseTokens };
 }
 
-/** Splits sample indices into micro-batches of at most `budget` padded tokens (longest first). */
+/**
+ * Splits sample indices into micro-batches of at most `budget` padded tokens (longest
+ * first). Samples without response tokens (an engine may return none) have nothing to
+ * score or train and are left out.
+ */
 export function splitMicroBatches(samples: readonly StepSample[], indices: readonly number[], budget: number): MicroBatch[] {
   const len = (i: number) => samples[i].promptIds.length + samples[i].responseIds.length;
-  const order = [...indices].sort((a, b) => len(b) - len(a));
+  const order = indices.filter((i) => samples[i].responseIds.length > 0).sort((a, b) => len(b) - len(a));
   const out: MicroBatch[] = [];
   let cur: number[] = [];
   for (const i of order) {
@@ -83,7 +87,7 @@ function gatherTokens(mb: MicroBatch, samples: readonly StepSample[], values: Fl
  * so the GPU runs while the next micro-batch is encoded.
  */
 export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[]): Promise<Float32Array[]> {
-  const out: Float32Array[] = new Array(samples.length);
+  const out = samples.map(() => new Float32Array(0));
   if (batches.length === 0) return out;
   const parts = batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions }).logprobs)));
   const all = await scopeAsync(async () => Float32Array.from(await noGrad(() => concat(parts, 0)).toArray()));
