@@ -8,6 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { CliError, configWords } from '../src/cli/args.ts';
 import { agentSpec } from '../src/rollout/agent_spec.ts';
 import {
   assertImplemented, ConfigError, configHash, describeConfig, ENV_DEFAULTS, ENV_NAMES, loadConfig, METHODS, RUN_CONFIG_FILE, validateConfig, writeRunConfig,
@@ -111,6 +112,12 @@ describe('training config', () => {
     refused(() => loadConfig(f), `optim.weightDecay: expected a number >= 0, got -2 (from ${f}:4)`);
     // Several problems are all reported.
     refused(() => loadConfig(undefined, ['optim.lr=0', 'seed=-1']), 'invalid configuration:', 'optim.lr:', 'seed:');
+  });
+
+  test('command words: one config file and key=value overrides, in any order', () => {
+    assert.deepEqual(configWords('train', ['optim.lr=1e-5', 'a.yaml', 'seed=2']), { file: 'a.yaml', overrides: ['optim.lr=1e-5', 'seed=2'] });
+    assert.deepEqual(configWords('train', undefined), { file: undefined, overrides: [] });
+    assert.throws(() => configWords('compare', ['a.yaml', 'b.yaml']), (e: Error) => e instanceof CliError && e.message === 'compare: one config file expected, got a.yaml, b.yaml');
   });
 
   test('unknown keys are errors, with a suggestion', () => {

@@ -18,3 +18,10 @@ export function numberArg(flag: string, value: string | undefined, min = -Infini
   if (value === undefined || value.trim() === '' || !Number.isFinite(n) || n < min) throw new CliError(`${flag} ${value ?? ''}: expected a number${min > -Infinity ? ` >= ${min}` : ''}`);
   return n;
 }
+
+/** Positional words of `command`: at most one config file, then key=value overrides (in any order). */
+export function configWords(command: string, words: readonly string[] = []): { file: string | undefined; overrides: string[] } {
+  const files = words.filter((w) => !w.includes('='));
+  if (files.length > 1) throw new CliError(`${command}: one config file expected, got ${files.join(', ')}`);
+  return { file: files[0], overrides: words.filter((w) => w.includes('=')) };
+}

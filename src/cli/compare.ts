@@ -4,7 +4,7 @@ import { METHODS } from '../trainer/config_schema.ts';
 import { loadConfig } from '../trainer/config.ts';
 import { comparePlan, runComparison, writeComparison } from '../trainer/compare.ts';
 import { checkRunInputs } from '../trainer/train.ts';
-import { CliError, intArg } from './args.ts';
+import { CliError, configWords, intArg } from './args.ts';
 import { gpuArgs } from './gpu_args.ts';
 
 function parseSeeds(value: string): number[] {
@@ -34,18 +34,15 @@ export const compareCommand = defineCommand({
     'table-only': { type: 'boolean', description: 'only (re)build the table and report from the runs already in the directory' },
   },
   async run({ args }) {
-    const words = (args._ as string[]) ?? [];
-    const files = words.filter((w) => !w.includes('='));
-    if (files.length > 1) throw new CliError(`compare: one config file expected, got ${files.join(', ')}`);
-    const overrides = words.filter((w) => w.includes('='));
+    const { file, overrides } = configWords('compare', args._ as string[]);
     const methods = args.methods.split(',').map((m) => m.trim()).filter(Boolean);
     if (!methods.length) throw new CliError('--methods: name at least one method');
     const seeds = parseSeeds(args.seeds);
     const parallel = intArg('--parallel', args.parallel, 1, 64);
     // Every run's configuration is checked before any starts, so a typo fails at once.
-    let base = loadConfig(files[0], overrides);
+    let base = loadConfig(file, overrides);
     for (const method of methods) {
-      base = loadConfig(files[0], [...overrides, `method=${method}`]);
+      base = loadConfig(file, [...overrides, `method=${method}`]);
       checkRunInputs(base);
     }
     const dir = args.out ?? path.join(base.output.dir, `compare-${base.env.name}`);
@@ -58,7 +55,7 @@ export const compareCommand = defineCommand({
       ];
       const argv = [process.execPath, process.argv[1]];
       console.log(`compare: ${plan.length} runs (${methods.join(', ')} x seeds ${seeds.join(',')}), ${parallel} at a time, in ${dir}`);
-      const results = await runComparison(dir, plan, { argv, trainArgs: [...files, ...overrides, ...flags] }, parallel, (l) => console.log(l));
+      const results = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags] }, parallel, (l) => console.log(l));
       const failed = results.filter((r) => r.code !== 0);
       if (failed.length) console.log(`${failed.length} of ${plan.length} runs failed: ${failed.map((f) => f.run.name).join(', ')}`);
     }

@@ -3,7 +3,7 @@ import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { applySoftwareGpuScale } from '../trainer/default_run.ts';
 import { describeConfig, loadConfig } from '../trainer/config.ts';
 import { checkRunInputs, train } from '../trainer/train.ts';
-import { CliError, intArg, numberArg } from './args.ts';
+import { configWords, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
 export const trainCommand = defineCommand({
@@ -24,14 +24,11 @@ export const trainCommand = defineCommand({
     'full-size': { type: 'boolean', description: 'on a software GPU, run the configuration as given instead of scaling it down' },
   },
   async run({ args }) {
-    const words = (args._ as string[]) ?? [];
-    const files = words.filter((w) => !w.includes('='));
-    if (files.length > 1) throw new CliError(`train: one config file expected, got ${files.join(', ')}`);
-    const overrides = words.filter((w) => w.includes('='));
+    const { file, overrides } = configWords('train', args._ as string[]);
     if (args.method) overrides.push(`method=${args.method}`);
     if (args.iterations) overrides.push(`iterations=${args.iterations}`);
     // Everything about the configuration is checked before the GPU is touched.
-    let cfg = loadConfig(files[0], overrides);
+    let cfg = loadConfig(file, overrides);
     checkRunInputs(cfg);
     const stopAfter = args['stop-after'] === undefined ? undefined : intArg('--stop-after', args['stop-after'], 1);
     const timeLimitSeconds = args['time-limit'] === undefined ? undefined : numberArg('--time-limit', args['time-limit'], 0) * 60;
