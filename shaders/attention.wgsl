@@ -421,16 +421,31 @@ fn win_pad() -> u32 {
   return u32(max(pad_left[w.b], 0));
 }
 
+// The query row a lane of forward_uniform or backward_dq_uniform serves (flat index,
+// absolute position, the batch row's padding) and the keys [start, end) of this
+// window it sees; none when start >= end.
+struct QueryRow { row: u32, pos: u32, pad: u32, start: u32, end: u32 }
+
+fn query_row(lane: u32) -> QueryRow {
+  let i = lane % w.tq;
+  let h = (w.hkv_index % (w.hq / w.group)) * w.group + lane / w.tq;
+  var q: QueryRow;
+  q.row = (w.b * w.hq + h) * w.tq + i;
+  q.pad = win_pad();
+  q.pos = w.q_offset + i;
+  q.start = max(w.w0, q.pad);
+  q.end = min(w.w0 + w.win, w.s);
+  if (w.causal != 0u) { q.end = min(q.end, q.pos + 1u); }
+  return q;
+}
+
 @compute @workgroup_size(UWG)
 fn forward_uniform(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   let lane = wid.x * UWG + li;
   if (lane >= w.tq * w.group) { return; }
-  let i = lane % w.tq;
-  let h = (w.hkv_index % (w.hq / w.group)) * w.group + lane / w.tq;
-  let row = (w.b * w.hq + h) * w.tq + i;
-  let pad = win_pad();
-  let pos = w.q_offset + i;
-  if (pos < pad) {
+  let q = query_row(lane);
+  let row = q.row;
+  if (q.pos < q.pad) {
     // A row inside the padding sees nothing: zeros, written by the first window.
     if (w.w0 == 0u) {
       lse[row] = 0.0;
@@ -438,13 +453,10 @@ fn forward_uniform(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_
     }
     return;
   }
-  let start = max(w.w0, pad);
-  var end = min(w.w0 + w.win, w.s);
-  if (w.causal != 0u) { end = min(end, pos + 1u); }
-  if (start >= end) { return; }
+  if (q.start >= q.end) { return; }
   // Keys before this window that the row sees left (o, lse): the running state
   // restarts from m = lse, l = 1, acc = o.
-  let before = pad < w.w0;
+  let before = q.pad < w.w0;
   var m = MASKED;
   var l = 0.0;
   if (before) {
@@ -457,7 +469,7 @@ fn forward_uniform(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_
     qv[d] = rows_a[row * HQ4 + d] * w.scale;
     acc[d] = select(vec4f(0.0), o4[row * HQ4 + d], before);
   }
-  for (var j = start; j < end; j++) {
+  for (var j = q.start; j < q.end; j++) {
     let at = (j - w.w0) * HQ4;
     var sc = 0.0;
     for (var d = 0u; d < HQ4; d++) { sc += dot(qv[d], win_a[at + d]); }
@@ -477,16 +489,9 @@ fn forward_uniform(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_
 fn backward_dq_uniform(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   let lane = wid.x * UWG + li;
   if (lane >= w.tq * w.group) { return; }
-  let i = lane % w.tq;
-  let h = (w.hkv_index % (w.hq / w.group)) * w.group + lane / w.tq;
-  let row = (w.b * w.hq + h) * w.tq + i;
-  let pad = win_pad();
-  let pos = w.q_offset + i;
-  if (pos < pad) { return; }
-  let start = max(w.w0, pad);
-  var end = min(w.w0 + w.win, w.s);
-  if (w.causal != 0u) { end = min(end, pos + 1u); }
-  if (start >= end) { return; }
+  let q = query_row(lane);
+  if (q.pos < q.pad || q.start >= q.end) { return; }
+  let row = q.row;
   let row_lse = lse_in[row];
   let row_delta = delta_in[row];
   var qv: array<vec4f, MAXQ4>;
@@ -497,7 +502,7 @@ fn backward_dq_uniform(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocat
     dov[d] = rows_b[row * HQ4 + d];
     dq[d] = vec4f(0.0);
   }
-  for (var j = start; j < end; j++) {
+  for (var j = q.start; j < q.end; j++) {
     let at = (j - w.w0) * HQ4;
     var sc = 0.0;
     var dp = 0.0;
