@@ -12,13 +12,13 @@ import { after, describe, test } from 'node:test';
 import { parseAction } from '../envs/household/index.ts';
 import { openCheckpoint } from '../src/models/checkpoint.ts';
 import { loadModel, randomModel } from '../src/models/load.ts';
-import { packLeft } from '../src/models/score.ts';
+import { packLeft, responsePositions } from '../src/models/score.ts';
 import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
 import { buildWordTokenizer, byteToken, IM_END, preTokenize, writeTokenizerFiles } from '../src/models/word_tokenizer.ts';
 import { turnPromptText } from '../src/rollout/tokenize_turn.ts';
 import { encodeSample, qwen2Config } from '../src/trainer/default_model.ts';
 import { expertThought, householdCorpus, householdExpertSamples } from '../src/trainer/expert_data.ts';
-import { microBatches, responsePositions, sampleIds, sftLoss, trainSft, type SftSample } from '../src/trainer/sft.ts';
+import { microBatches, sampleIds, sftLoss, trainSft, type SftSample } from '../src/trainer/sft.ts';
 import { gpu } from './support/gpu.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'wgt-sft-'));

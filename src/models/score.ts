@@ -38,6 +38,21 @@ export function packLeft(seqs: readonly ArrayLike<number>[]): PackedBatch {
 }
 
 /**
+ * The packed positions [batch * (seq - 1)] scoring each row's response tokens, row after
+ * row (row b packs prompt then response of `parts[b]`). Position t scores token t + 1,
+ * so a row's response is scored from one before its first token.
+ */
+export function responsePositions(p: PackedBatch, parts: readonly { promptIds: ArrayLike<number>; responseIds: ArrayLike<number> }[]): Int32Array {
+  const out = new Int32Array(parts.reduce((n, s) => n + s.responseIds.length, 0));
+  let at = 0;
+  parts.forEach((s, b) => {
+    const first = b * (p.seq - 1) + p.padLeft[b] + s.promptIds.length - 1;
+    for (let j = 0; j < s.responseIds.length; j++) out[at++] = first + j;
+  });
+  return out;
+}
+
+/**
  * Log-probs (and entropies) [batch * (seq - 1)] of each packed position's next token,
  * differentiable when gradients are on. Padding positions hold junk; use `unpack`.
  * With `positions` (flat indices into those), only theirs, in that order.

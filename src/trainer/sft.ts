@@ -13,7 +13,7 @@ import { clipGradNorm } from '../optim/clip.ts';
 import { lrAt } from '../optim/schedule.ts';
 import { Prng } from '../../envs/prng.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
-import { packedLogprobs, packLeft, type PackedBatch } from '../models/score.ts';
+import { packedLogprobs, packLeft, responsePositions } from '../models/score.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
 import { scale, sum } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
@@ -89,21 +89,6 @@ function positiveInt(name: string, v: number): void {
 /** The full sequence of a sample: prompt then response. */
 export function sampleIds(s: SftSample): number[] {
   return [...s.promptIds, ...s.responseIds];
-}
-
-/**
- * The packed target positions [batch * (seq - 1)] whose target is a response token of
- * its row, row after row. Position t scores token t + 1, so a row's response occupies
- * targets pad + P - 1 ... pad + L - 2. Only these go through the LM head.
- */
-export function responsePositions(packed: PackedBatch, samples: readonly SftSample[]): Int32Array {
-  const out = new Int32Array(samples.reduce((n, s) => n + s.responseIds.length, 0));
-  let at = 0;
-  samples.forEach((s, b) => {
-    const first = b * (packed.seq - 1) + packed.padLeft[b] + s.promptIds.length - 1;
-    for (let j = 0; j < s.responseIds.length; j++) out[at++] = first + j;
-  });
-  return out;
 }
 
 /** Groups samples (sorted by length) into micro-batches whose padded size fits `budget`; a longer sample goes alone. */

@@ -3,7 +3,7 @@
 // budget with gradients accumulated across them (shared design ALGORITHMS.md §1).
 
 import type { CausalLM } from '../models/causal_lm.ts';
-import { packLeft, packedLogprobs, type PackedBatch } from '../models/score.ts';
+import { packLeft, packedLogprobs, responsePositions, type PackedBatch } from '../models/score.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import { policyLoss, tokenMean, type PolicyLossConfig, type PolicyLossTerms } from '../algos/policy_loss.ts';
@@ -31,17 +31,14 @@ export interface MicroBatch {
 export function makeMicroBatch(samples: readonly StepSample[], indices: number[]): MicroBatch {
   const seqs = indices.map((i) => [...samples[i].promptIds, ...samples[i].responseIds]);
   const packed = packLeft(seqs);
-  const responseTokens = indices.reduce((s, i) => s + samples[i].responseIds.length, 0);
-  const positions = new Int32Array(responseTokens);
+  const positions = responsePositions(packed, indices.map((i) => samples[i]));
   const offsets: number[] = [];
   let at = 0;
-  indices.forEach((i, b) => {
+  for (const i of indices) {
     offsets.push(at);
-    // Position t scores token t + 1, so the first response token is scored one before it.
-    const first = b * (packed.seq - 1) + packed.padLeft[b] + samples[i].promptIds.length - 1;
-    for (let j = 0; j < samples[i].responseIds.length; j++) positions[at++] = first + j;
-  });
-  return { indices, packed, positions, offsets, responseTokens };
+    at += samples[i].responseIds.length;
+  }
+  return { indices, packed, positions, offsets, responseTokens: positions.length };
 }
 
 /**
@@ -88,15 +85,8 @@ function gatherTokens(mb: MicroBatch, samples: readonly StepSample[], values: Fl
  */
 export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[]): Promise<Float32Array[]> {
   const out = samples.map(() => new Float32Array(0));
-  if (batches.length === 0) return out;
   const parts = batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions }).logprobs)));
-  const all = await scopeAsync(async () => Float32Array.from(await noGrad(() => concat(parts, 0)).toArray()));
-  let at = 0;
-  batches.forEach((mb, k) => {
-    gatherTokens(mb, samples, all.subarray(at, at + parts[k].size), out);
-    at += parts[k].size;
-    parts[k].dispose();
-  });
+  (await readTogether(parts)).forEach((values, k) => gatherTokens(batches[k], samples, values, out));
   return out;
 }
 
@@ -202,7 +192,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
       microCount++;
     }
     const clip = await clipGradNorm(ctx.params, ctx.gradClip);
-    const stats = await readRows(rows);
+    const stats = await readTogether(rows);
     for (const r of stats) {
       m.pgLoss += r[0];
       m.kl += r[1];
@@ -242,10 +232,14 @@ export function statsRow(terms: PolicyLossTerms, weights: Tensor, microBatches: 
   });
 }
 
-async function readRows(rows: readonly Tensor[]): Promise<Float32Array[]> {
-  if (rows.length === 0) return [];
-  const width = rows[0].size;
-  const all = await scopeAsync(async () => Float32Array.from(await noGrad(() => concat(rows, 0)).toArray()));
-  rows.forEach((r) => r.dispose());
-  return rows.map((_, i) => all.subarray(i * width, (i + 1) * width));
+/** The values of 1-D tensors (disposed after) in one readback rather than one each. */
+async function readTogether(parts: readonly Tensor[]): Promise<Float32Array[]> {
+  if (parts.length === 0) return [];
+  const all = await scopeAsync(async () => Float32Array.from(await noGrad(() => concat(parts, 0)).toArray()));
+  let at = 0;
+  return parts.map((t) => {
+    const values = all.subarray(at, (at += t.size));
+    t.dispose();
+    return values;
+  });
 }
