@@ -147,9 +147,9 @@ export class Runtime {
     return { buffer: chunk.gpu, offset };
   }
 
-  private idOf<T extends object>(ids: WeakMap<T, number>, o: T): number {
-    let id = ids.get(o);
-    if (id === undefined) ids.set(o, (id = this.nextObjectId++));
+  private idOf(o: object): number {
+    let id = this.objectIds.get(o);
+    if (id === undefined) this.objectIds.set(o, (id = this.nextObjectId++));
     return id;
   }
 
@@ -161,9 +161,9 @@ export class Runtime {
    * buffer's entries can only go unused until the cache is cleared.
    */
   private bindGroup(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly Binding[]): GPUBindGroup {
-    let key = `${this.idOf(this.objectIds, kernel.layout)}|${this.idOf(this.objectIds, slot.buffer)}:${slot.offset}`;
+    let key = `${this.idOf(kernel.layout)}|${this.idOf(slot.buffer)}:${slot.offset}`;
     for (const b of buffers) {
-      key += 'buffer' in b ? `|${this.idOf(this.objectIds, b.buffer)}:${b.offset ?? 0}:${b.size ?? -1}` : `|${this.idOf(this.objectIds, b)}`;
+      key += 'buffer' in b ? `|${this.idOf(b.buffer)}:${b.offset ?? 0}:${b.size ?? -1}` : `|${this.idOf(b)}`;
     }
     let group = this.bindGroups.get(key);
     if (group) return group;
