@@ -42,13 +42,8 @@ function wanted(w: World): Wanted | null {
 export class SearchingExpert {
   private readonly seen = new Set<string>();
 
-  /** Receptacles whose contents this expert has seen, in the order it saw them. */
-  get seenReceptacles(): string[] {
-    return [...this.seen];
-  }
-
   /** Notes what is visible in state `w`: the contents of the receptacle the agent stands at, unless it is closed. */
-  observe(w: World): void {
+  private observe(w: World): void {
     const here = w.at === null ? undefined : receptacle(w, w.at);
     if (here && isReachable(here)) this.seen.add(here.name);
   }
