@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { DEFAULT_POLICY_LOSS } from '../src/algos/policy_loss.ts';
 import type { Environment, EnvSession, StepResult } from '../src/envs/types.ts';
 import { loadModel } from '../src/models/load.ts';
 import { scoreSequences } from '../src/models/score.ts';
@@ -99,7 +100,7 @@ describe('GRPO learns', () => {
         },
         update: {
           model, optimizer, params, lr: 1e-2,
-          loss: { clipLow: 0.2, clipHigh: 0.2, dualClip: 3, klCoef: 0.01, entropyCoef: 0, policyGradient: true },
+          loss: { ...DEFAULT_POLICY_LOSS, entropyCoef: 0 },
           gradClip: 1, miniBatchSize: 16, microBatchTokens: 8192,
           shuffle: (n) => Rng.seeded(seed, 'shuffle').shuffle(Array.from({ length: n }, (_, i) => i)),
         },
