@@ -7,8 +7,9 @@
 // strides come in the uniform; the variants below are override constants.
 //
 // Entry points: `main_vec4` stores C as vec4s (N, offset_c and stride_c multiples
-// of 4),
-// `main` element by element. Storage is bound as vec4 arrays either way: VEC_A and
+// of 4), `main` element by element (both tiled, below); `skinny` for products of a
+// few rows by a weight stored [N, K] (decoding, at the end); `pack` and `panels` for
+// the software GPU (after the tiled kernel). Storage is bound as vec4 arrays either way: VEC_A and
 // VEC_B say whether that operand's rows, offset and batch stride are multiples of 4, so a
 // 4-element run along a row is one aligned vec4 load; otherwise the 4 elements are
 // read one by one.
@@ -602,4 +603,62 @@ fn panels_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_inde
   panel_emit_vec4(o.x + 5u, o.y, acc[20]); panel_emit_vec4(o.x + 5u, o.y + 4u, acc[21]); panel_emit_vec4(o.x + 5u, o.y + 8u, acc[22]); panel_emit_vec4(o.x + 5u, o.y + 12u, acc[23]);
   panel_emit_vec4(o.x + 6u, o.y, acc[24]); panel_emit_vec4(o.x + 6u, o.y + 4u, acc[25]); panel_emit_vec4(o.x + 6u, o.y + 8u, acc[26]); panel_emit_vec4(o.x + 6u, o.y + 12u, acc[27]);
   panel_emit_vec4(o.x + 7u, o.y, acc[28]); panel_emit_vec4(o.x + 7u, o.y + 4u, acc[29]); panel_emit_vec4(o.x + 7u, o.y + 8u, acc[30]); panel_emit_vec4(o.x + 7u, o.y + 12u, acc[31]);
+}
+
+// ---- Skinny products: a few rows by a weight, for decoding ----
+//
+// C = act(A @ B^T + bias) (C += ... with ACCUM) for A of M rows [M, K] and B stored
+// [N, K] (a Linear layer's weight), K a multiple of 4, offset_a and offset_b too;
+// batch 1. A decode step multiplies one to a few dozen rows by every weight; the tiled
+// kernel would give that product one row of output tiles, a few dozen workgroups each
+// streaming a long strip of B through one SM, so the weight (the whole cost) is read
+// at a small fraction of the memory bandwidth. Here each output column is a dot
+// product of one row of B with the rows of A: the 32 lanes of a column read that row
+// as consecutive vec4s (coalesced), each keeping SKINNY_ROWS partial sums, and a
+// workgroup-memory tree adds up the lanes. A workgroup of 256 serves 8 columns
+// (x and y of the grid, folded past 65535); workgroup z takes rows
+// [z * SKINNY_ROWS, z * SKINNY_ROWS + SKINNY_ROWS), so B is read once per that many
+// rows. tiles_n carries the grid's x extent.
+
+override SKINNY_ROWS: u32 = 1u;    // 1..8
+const SKINNY_LANES = 32u;
+const SKINNY_COLS = 8u;
+const SKINNY_WG = 256u;
+
+var<workgroup> skinny_sum: array<f32, SKINNY_ROWS * SKINNY_WG>;
+
+@compute @workgroup_size(SKINNY_WG)
+fn skinny(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
+  let col = (wid.y * p.tiles_n + wid.x) * SKINNY_COLS + li / SKINNY_LANES;
+  let lane = li % SKINNY_LANES;
+  let row0 = wid.z * SKINNY_ROWS;
+  let rows = min(SKINNY_ROWS, p.m - row0);
+  let k4 = p.k / 4u;
+  var acc: array<f32, 8>;
+  if (col < p.n) {
+    let wb = p.offset_b / 4u + col * k4;
+    let ab = p.offset_a / 4u + row0 * k4;
+    for (var q = lane; q < k4; q += SKINNY_LANES) {
+      let w = b[wb + q];
+      for (var r = 0u; r < SKINNY_ROWS; r++) {
+        if (r < rows) { acc[r] += dot(a[ab + r * k4 + q], w); }
+      }
+    }
+  }
+  for (var r = 0u; r < SKINNY_ROWS; r++) { skinny_sum[r * SKINNY_WG + li] = acc[r]; }
+  workgroupBarrier();
+  for (var s = SKINNY_LANES / 2u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      for (var r = 0u; r < SKINNY_ROWS; r++) { skinny_sum[r * SKINNY_WG + li] += skinny_sum[r * SKINNY_WG + li + s]; }
+    }
+    workgroupBarrier();
+  }
+  // Lane r of each column writes row r.
+  if (col >= p.n || lane >= rows) { return; }
+  var v = skinny_sum[lane * SKINNY_WG + li - lane];
+  if (BIAS) { v += bias[col / 4u][col % 4u]; }
+  let at = p.offset_c + (row0 + lane) * p.n + col;
+  v = activate(vec4f(v)).x;
+  if (ACCUM) { v += c[at]; }
+  c[at] = v;
 }

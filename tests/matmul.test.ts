@@ -111,6 +111,31 @@ describe('matmul kernel', () => {
     await check({ m: 19, n: 16, k: 70, batch: 2, bias: true, init: true, accumulate: true, transA: true, tile, label: 'panels accumulate, batched' });
   });
 
+  test('skinny products (a few rows by a [N, K] weight) match the reference: row blocks, partial column groups, epilogues', slow, async () => {
+    const tile = mk.SKINNY_TILE;
+    for (const m of [1, 2, 3, 5, 8, 9, 17]) await check({ m, n: 13, k: 36, transB: true, tile });
+    await check({ m: 4, n: 1, k: 4, transB: true, tile });
+    await check({ m: 3, n: 70, k: 260, transB: true, tile, label: 'K longer than one pass of the 32 lanes' });
+    for (const act of ['none', 'silu', 'gelu', 'relu'] as const) await check({ m: 6, n: 9, k: 20, transB: true, act, bias: true, tile });
+    await check({ m: 5, n: 9, k: 20, transB: true, bias: true, act: 'silu', init: true, accumulate: true, tile });
+    await check({ m: 3, n: 9, k: 12, transB: true, offsetA: 8, offsetB: 4, offsetC: 5, tile, label: 'skinny with offsets' });
+  });
+
+  test('a real GPU takes the skinny path for few rows when it can; other products and the software GPU keep theirs', async () => {
+    assert.equal(mk.skinnyFits({ k: 896, transB: true }), true);
+    assert.equal(mk.skinnyFits({ k: 896, transB: false }), false);
+    assert.equal(mk.skinnyFits({ k: 896, transB: true, transA: true }), false);
+    assert.equal(mk.skinnyFits({ k: 30, transB: true }), false);
+    assert.equal(mk.skinnyFits({ k: 896, transB: true, offsetA: 2 }), false);
+    assert.equal(mk.skinnyFits({ k: 896, transB: true, batch: 2 }), false);
+    const rt = await gpu();
+    await scopeAsync(async () => {
+      const t = zeros([64]);
+      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, m: 2, n: 2, k: 3, transB: true, tile: mk.SKINNY_TILE }),
+        /the skinny tile needs transB without transA, batch 1, and k, offsetA, offsetB multiples of 4/);
+    });
+  });
+
   test('the software GPU picks uniform panels for large products; other adapters keep the workgroup tiles', async () => {
     const rt = await gpu();
     if (rt.caps.compatibility) {

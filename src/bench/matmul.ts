@@ -54,6 +54,16 @@ export function qwenMatmulShapes(tokens = 4096): MatmulShape[] {
   ];
 }
 
+/** A decode step's products of Qwen2.5-0.5B at `rows` rows (a batch of sequences, one token each). */
+export function decodeMatmulShapes(rows: number): MatmulShape[] {
+  return [
+    { name: `decode q/o proj x${rows}`, m: rows, n: 896, k: 896, transB: true },
+    { name: `decode mlp up/gate x${rows}`, m: rows, n: 4864, k: 896, transB: true },
+    { name: `decode mlp down x${rows}`, m: rows, n: 896, k: 4864, transB: true },
+    { name: `decode lm head x${rows}`, m: rows, n: 151936, k: 896, transB: true },
+  ];
+}
+
 // Operand contents: a random pattern repeated, value(i) = PATTERN[i % PERIOD], so
 // uploads stream one host block and the CPU check needs no copy of the operands.
 const PERIOD = 65521;
@@ -125,8 +135,8 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], o
   fill(rt, b, k * n, pb);
   const out: object[] = [];
   try {
-    const auto = mk.chooseTile(rt, rows, n);
-    for (const tile of tiles) {
+    const auto = mk.autoTile(rt, { m: rows, n, k, transA, transB });
+    for (const tile of tiles.filter((t) => t !== mk.SKINNY_TILE || mk.skinnyFits({ k, transA, transB }))) {
       const once = () => {
         for (let at = 0; at < m; at += rows) {
           mk.matmul(rt, { a, b, out: c, m: Math.min(rows, m - at), n, k, transA, transB, tile });
@@ -144,7 +154,9 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], o
         for (let r = 0; r < reps; r++) once();
       }, { warmup: 1, iters: opts.iters ?? 7 });
       const ms = sample / reps;
-      out.push({ ...base, tile, auto: tile === auto, chunks, ms, tflops: (2 * m * n * k) / (ms * 1e9), relErr: err, ok: err < 1e-3 });
+      // B streamed once per product: the figure that bounds a decode step's products.
+      const bGbs = (n * k * 4) / (ms * 1e6);
+      out.push({ ...base, tile, auto: tile === auto, chunks, ms, tflops: (2 * m * n * k) / (ms * 1e9), b_gb_s: +bGbs.toFixed(1), relErr: err, ok: err < 1e-3 });
     }
   } finally {
     rt.pool.release(a);
@@ -152,6 +164,14 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], o
     rt.pool.release(c);
   }
   return out;
+}
+
+/** Decode-step products at each row count, every workgroup tile beside the skinny path. */
+export async function benchDecodeMatmul(rt: Runtime, rowCounts: number[] = [1, 8, 32, 64], opts: MatmulBenchOptions = {}): Promise<object[]> {
+  const tiles = ([...Object.keys(mk.MATMUL_TILES), mk.SKINNY_TILE] as mk.MatmulTile[]).filter((t) => t !== '128x128/k16' && mk.tileFits(rt, t));
+  const rows: object[] = [];
+  for (const m of rowCounts) for (const s of decodeMatmulShapes(m)) rows.push(...(await benchShape(rt, s, tiles, opts)));
+  return rows;
 }
 
 /** One row per (shape, tile): square `sizes`, then `opts.shapes` (default Qwen2.5-0.5B). */

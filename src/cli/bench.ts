@@ -2,7 +2,8 @@ import { defineCommand } from 'citty';
 import { benchDispatch } from '../bench/dispatch.ts';
 import { benchGenerate } from '../bench/generate.ts';
 import { benchAttention, benchLoss } from '../bench/kernels.ts';
-import { benchMatmul } from '../bench/matmul.ts';
+import { benchDecodeMatmul, benchMatmul } from '../bench/matmul.ts';
+import { benchProfile } from '../bench/profile.ts';
 import { benchQwen35 } from '../bench/qwen35_step.ts';
 import { benchTrainStep } from '../bench/train_step.ts';
 import { destroyRuntime, initRuntime, type Runtime } from '../gpu/runtime.ts';
@@ -17,10 +18,12 @@ const numberOf = (v: unknown) => (v === undefined || v === '' ? undefined : Numb
 const suites: Record<string, Suite> = {
   dispatch: (rt) => benchDispatch(rt),
   matmul: (rt) => benchMatmul(rt),
+  'decode-matmul': (rt) => benchDecodeMatmul(rt),
   attention: (rt) => benchAttention(rt),
   loss: (rt) => benchLoss(rt),
   train: (rt, args) => benchTrainStep(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
   generate: (rt, args) => benchGenerate(rt, presetOf(args)),
+  profile: (rt, args) => benchProfile(rt, presetOf(args)),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
   }),

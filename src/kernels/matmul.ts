@@ -31,14 +31,28 @@ export const MATMUL_PANELS = {
   'panels/k32': { KC: 32 },
 } as const;
 
+/**
+ * The skinny path (the end of shaders/matmul.wgsl): a few rows of A by a B stored
+ * [N, K], a decode step's products, streaming B at full width instead of through one
+ * row of output tiles. It needs transB without transA, batch 1, and K and the A/B
+ * offsets multiples of 4.
+ */
+export const SKINNY_TILE = 'skinny';
+/** The launcher's choices that benchmarks vary to compare paths. */
+export const matmulPolicy = {
+  /** Rows of A up to which a real GPU takes the skinny path (0: never). */
+  skinnyMaxRows: 32,
+};
+
 type WorkgroupTile = keyof typeof MATMUL_TILES;
 type PanelTile = keyof typeof MATMUL_PANELS;
-export type MatmulTile = WorkgroupTile | PanelTile;
+export type MatmulTile = WorkgroupTile | PanelTile | typeof SKINNY_TILE;
 
 /** The panel tile chosen on the software GPU. */
 const PANEL_TILE: PanelTile = 'panels/k128';
 
 const isPanels = (tile: MatmulTile): tile is PanelTile => tile in MATMUL_PANELS;
+const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MATMUL_TILES;
 
 // Measured on the H200 (bench, 2026-11-30): 128x128/k8 beat k16 on every shape
 // (30.9 vs 19.9 TFLOP/s at 4096^3) and the 64-tile at every size from 1024^3 up,
@@ -83,6 +97,11 @@ export interface MatmulArgs {
   tile?: MatmulTile;
 }
 
+/** Whether the skinny kernel can compute this product (see SKINNY_TILE). */
+export function skinnyFits(args: Pick<MatmulArgs, 'k' | 'batch' | 'transA' | 'transB' | 'offsetA' | 'offsetB'>): boolean {
+  return !!args.transB && !args.transA && (args.batch ?? 1) === 1 && args.k % 4 === 0 && (args.offsetA ?? 0) % 4 === 0 && (args.offsetB ?? 0) % 4 === 0;
+}
+
 function workgroupBytes(tile: WorkgroupTile): number {
   return 2 * 2 * MATMUL_TILES[tile].BK * 32 * 16;
 }
@@ -90,6 +109,7 @@ function workgroupBytes(tile: WorkgroupTile): number {
 /** Whether this device has the workgroup memory and invocations (or uniform binding size) for `tile`. */
 export function tileFits(rt: Runtime, tile: MatmulTile): boolean {
   const l = rt.gpu.limits;
+  if (tile === SKINNY_TILE) return 256 <= l.maxComputeInvocationsPerWorkgroup && 8 * 256 * 4 <= l.maxComputeWorkgroupStorageSize;
   if (isPanels(tile)) return PANEL_BYTES <= l.maxUniformBufferBindingSize;
   const { WG_X, WG_Y } = MATMUL_TILES[tile];
   return workgroupBytes(tile) <= l.maxComputeWorkgroupStorageSize && WG_X * WG_Y <= l.maxComputeInvocationsPerWorkgroup;
@@ -141,6 +161,14 @@ export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: numb
   return panelSeconds(m, n, k, batch) < tiled ? PANEL_TILE : tile;
 }
 
+/** The tile `matmul` uses for these arguments when none is forced. */
+export function autoTile(rt: Runtime, args: Pick<MatmulArgs, 'm' | 'n' | 'k' | 'batch' | 'transA' | 'transB' | 'offsetA' | 'offsetB'>): MatmulTile {
+  // The software GPU keeps its panel path: there every product is bound by loads, not
+  // by how many cores stream B.
+  if (!rt.caps.compatibility && args.m <= matmulPolicy.skinnyMaxRows && skinnyFits(args) && tileFits(rt, SKINNY_TILE)) return SKINNY_TILE;
+  return chooseTile(rt, args.m, args.n, args.batch ?? 1, args.k);
+}
+
 /** Bytes of `rows` rows of k, packed into panels for the panel tile. */
 function packedBytes(rows: number, k: number, tile: PanelTile = PANEL_TILE): number {
   const { kc, rows: per } = panelShape(tile, k);
@@ -183,7 +211,12 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   checkBuffer('C', out, offsetC + last * strideC + m * n);
   if (bias) checkBuffer('bias', bias, n);
 
-  const tile = args.tile ?? chooseTile(rt, m, n, batch, k);
+  const tile = args.tile ?? autoTile(rt, args);
+  if (tile === SKINNY_TILE) {
+    if (!skinnyFits(args)) throw new GpuError(`matmul: the ${SKINNY_TILE} tile needs transB without transA, batch 1, and k, offsetA, offsetB multiples of 4`);
+    matmulSkinny(rt, { a, b, bias, out, m, n, k, offsetA, offsetB, offsetC, act, accumulate });
+    return;
+  }
   const aligned = (row: number, offset: number, stride: number) => row % 4 === 0 && offset % 4 === 0 && (batch === 1 || stride % 4 === 0);
   const vecC = aligned(n, offsetC, strideC);
   if (isPanels(tile)) {
@@ -191,6 +224,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
     matmulPanels(rt, tile, { ...args, batch, transA, transB, strideA, strideB, strideC, offsetA, offsetB, offsetC, act, accumulate }, vecC, aligned);
     return;
   }
+  if (!isWorkgroupTile(tile)) throw new GpuError(`matmul: unknown tile "${tile}"`);
   if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
   const cfg = MATMUL_TILES[tile];
   const kernel = rt.kernel('matmul', vecC ? 'main_vec4' : 'main', {
@@ -216,6 +250,21 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
     p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offsetA, offsetB, offsetC]);
     rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
   }
+}
+
+type SkinnyArgs = Required<Pick<MatmulArgs, 'a' | 'b' | 'out' | 'm' | 'n' | 'k' | 'offsetA' | 'offsetB' | 'offsetC' | 'act' | 'accumulate'>> & Pick<MatmulArgs, 'bias'>;
+
+/** Rows of A per skinny workgroup (SKINNY_ROWS in the shader): B is read once per this many. */
+const skinnyRows = (m: number) => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
+
+function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
+  const rows = skinnyRows(r.m);
+  const kernel = rt.kernel('matmul', 'skinny', { SKINNY_ROWS: rows, BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate) });
+  // 8 columns per workgroup (SKINNY_COLS).
+  const [gx, gy] = grid1d(r.n, 8);
+  const p = uniforms(12);
+  p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, 0, gx, r.offsetA, r.offsetB, r.offsetC]);
+  rt.dispatch(kernel, [r.a, r.b, r.bias ?? r.a, r.out], p.u, [gx, gy, Math.ceil(r.m / rows)]);
 }
 
 type Resolved = Required<Omit<MatmulArgs, 'bias' | 'tile'>> & Pick<MatmulArgs, 'bias'>;
