@@ -30,9 +30,8 @@ export function randomIds(n: number, vocab: number, seed: number): Int32Array {
   return Int32Array.from({ length: n }, () => Math.floor(r() * vocab));
 }
 
-export async function benchTrainStep(rt: Runtime, preset: string, opts: { batch?: number; seq?: number; iters?: number } = {}): Promise<object[]> {
-  const B = opts.batch ?? 8;
-  const T = opts.seq ?? 512;
+/** One full training step of the bench model, ready to run repeatedly. */
+export function trainStepRunner(rt: Runtime, preset: string, B = 8, T = 512): { step: () => Promise<void>; nparam: number; dispose: () => void } {
   const model = benchModel(preset);
   const params = model.parameters();
   const opt = new AdamW(params, { lr: 1e-5, weightDecay: 0.01 });
@@ -49,6 +48,18 @@ export async function benchTrainStep(rt: Runtime, preset: string, opts: { batch?
     zeroGrad(params);
     await rt.sync();
   });
+  const dispose = () => {
+    opt.dispose();
+    for (const p of params) p.dispose();
+    rt.pool.trim();
+  };
+  return { step, nparam: params.reduce((s, p) => s + p.size, 0), dispose };
+}
+
+export async function benchTrainStep(rt: Runtime, preset: string, opts: { batch?: number; seq?: number; iters?: number } = {}): Promise<object[]> {
+  const B = opts.batch ?? 8;
+  const T = opts.seq ?? 512;
+  const { step, nparam, dispose } = trainStepRunner(rt, preset, B, T);
   await step();
   rt.pool.resetPeaks();
   const times: number[] = [];
@@ -60,15 +71,12 @@ export async function benchTrainStep(rt: Runtime, preset: string, opts: { batch?
   }
   times.sort((a, b) => a - b);
   const ms = times[Math.floor(times.length / 2)];
-  const nparam = params.reduce((s, p) => s + p.size, 0);
   const row = {
     kind: 'train_step', preset, batch: B, seq: T, params_m: +(nparam / 1e6).toFixed(1), ms: +ms.toFixed(1),
     tokens_per_s: Math.round((B * T) / (ms / 1000)), tflops_6nd: +((6 * nparam * B * T) / (ms / 1000) / 1e12).toFixed(2),
     peak_gib: +(rt.pool.stats.peakAllocated / 2 ** 30).toFixed(2), peak_in_use_gib: +(rt.pool.stats.peakInUse / 2 ** 30).toFixed(2),
     dispatches: rt.dispatchCount,
   };
-  opt.dispose();
-  for (const p of params) p.dispose();
-  rt.pool.trim();
+  dispose();
   return [row];
 }

@@ -11,6 +11,7 @@
 import { BufferPool } from './buffer_pool.ts';
 import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
 import { DeviceLostError, GpuError } from './errors.ts';
+import { KernelProfiler, type KernelTime } from './profiler.ts';
 import { shaderSource } from './shader_source.ts';
 
 const UNIFORM_SLOT = 256;
@@ -57,6 +58,7 @@ export class Runtime {
   private bindGroups = new Map<string, GPUBindGroup>();
   private objectIds = new WeakMap<object, number>();
   private nextObjectId = 1;
+  private profiler: KernelProfiler | null = null;
 
   constructor(readonly gpu: Gpu) {
     this.device = gpu.device;
@@ -188,11 +190,17 @@ export class Runtime {
     if (x > maxDim || y > maxDim || z > maxDim) {
       throw new GpuError(`kernel ${kernel.name}: workgroup grid [${x}, ${y}, ${z}] exceeds ${maxDim} per dimension`);
     }
+    if (this.profiler) {
+      if (this.profiler.full) this.flush();
+      this.endPass();
+      this.pass = this.beginBatch().beginComputePass(this.profiler.passFor(kernel.name));
+    }
     const pass = this.computePass();
     const slot = this.uniformSlot(params);
     pass.setPipeline(kernel.pipeline);
     pass.setBindGroup(0, this.bindGroup(kernel, slot, buffers));
     pass.dispatchWorkgroups(x, y, z);
+    if (this.profiler) this.endPass();
     this.batchLabels.add(kernel.name);
     this.dispatchCount++;
     if (++this.pending >= this.autoFlush) this.flush();
@@ -242,6 +250,7 @@ export class Runtime {
     }
     this.chunkIndex = 0;
     this.slotIndex = 0;
+    this.profiler?.resolve(this.encoder);
     this.device.queue.submit([this.encoder.finish()]);
     this.submitCount++;
     this.encoder = null;
@@ -313,6 +322,34 @@ export class Runtime {
     staging.unmap();
     staging.destroy();
     return out;
+  }
+
+  /**
+   * Starts timing every dispatch on the GPU (timestamp queries; see profiler.ts), from
+   * the next dispatch on. Throws when the adapter has no timestamp queries.
+   */
+  startProfiling(): void {
+    if (this.profiler) return;
+    this.flush();
+    this.profiler = new KernelProfiler(this.device, this.caps.timestampQuery);
+  }
+
+  /** GPU time per kernel since startProfiling (or the last reset), slowest first; `reset` starts the totals over. */
+  async profile(opts: { reset?: boolean } = {}): Promise<KernelTime[]> {
+    if (!this.profiler) throw new GpuError('no profile: call startProfiling() first');
+    await this.sync();
+    const rows = await this.profiler.collect();
+    if (opts.reset) this.profiler.reset();
+    return rows;
+  }
+
+  /** Stops timing dispatches and drops the profiler. */
+  async stopProfiling(): Promise<void> {
+    if (!this.profiler) return;
+    await this.sync();
+    await this.profiler.collect();
+    this.profiler.destroy();
+    this.profiler = null;
   }
 
   /**

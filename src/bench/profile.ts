@@ -1,0 +1,56 @@
+// Where a step's GPU time goes: the training step and decoding of the bench model,
+// each run once with the kernel profiler attached (timestamp queries, one pass per
+// dispatch), as rows of GPU milliseconds per kernel. Beside them, the same work's
+// wall time without the profiler: wall time far above the GPU total means the step
+// is bound by the host (recording, submits, readbacks), not by the kernels.
+
+import type { Runtime } from '../gpu/runtime.ts';
+import type { KernelTime } from '../gpu/profiler.ts';
+import { LocalEngine } from '../rollout/local_engine.ts';
+import { benchModel, randomIds, trainStepRunner } from './train_step.ts';
+
+async function profiled(rt: Runtime, what: string, fn: () => Promise<void>): Promise<object[]> {
+  await fn();
+  const t0 = performance.now();
+  await fn();
+  await rt.sync();
+  const wallMs = performance.now() - t0;
+  rt.startProfiling();
+  let rows: KernelTime[];
+  try {
+    await fn();
+    rows = await rt.profile();
+  } finally {
+    await rt.stopProfiling();
+  }
+  const gpuMs = rows.reduce((s, r) => s + r.ms, 0);
+  return [
+    { kind: 'profile_total', what, wall_ms: +wallMs.toFixed(2), gpu_ms: +gpuMs.toFixed(2), dispatches: rows.reduce((s, r) => s + r.dispatches, 0) },
+    ...rows.map((r) => ({ kind: 'profile', what, kernel: r.kernel, dispatches: r.dispatches, ms: +r.ms.toFixed(3), share: +(r.ms / Math.max(gpuMs, 1e-9)).toFixed(3) })),
+  ];
+}
+
+export async function benchProfile(rt: Runtime, preset: string, opts: { batches?: number[]; newTokens?: number } = {}): Promise<object[]> {
+  if (!rt.caps.timestampQuery) return [{ kind: 'profile', skipped: 'this adapter has no timestamp-query feature' }];
+  const out: object[] = [];
+  const train = trainStepRunner(rt, preset);
+  try {
+    out.push(...(await profiled(rt, `train step ${preset} 8x512`, train.step)));
+  } finally {
+    train.dispose();
+  }
+  const model = benchModel(preset);
+  const engine = new LocalEngine(model, { maxBatch: 64 });
+  const newTokens = opts.newTokens ?? 32;
+  for (const B of opts.batches ?? [1, 32]) {
+    const requests = Array.from({ length: B }, (_, b) => ({
+      promptIds: Array.from(randomIds(128, model.config.vocabSize, 1000 + b)),
+      params: { maxTokens: newTokens, temperature: 1, topP: 1, topK: 0, ignoreEos: true, seed: b },
+    }));
+    out.push(...(await profiled(rt, `generate ${preset} batch ${B}, 128 + ${newTokens} tokens`, async () => void (await engine.generate(requests)))));
+  }
+  await engine.close();
+  for (const p of model.parameters()) p.dispose();
+  rt.pool.trim();
+  return out;
+}

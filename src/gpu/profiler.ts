@@ -1,0 +1,107 @@
+// GPU time per kernel from timestamp queries. While a profiler is attached to the
+// runtime, every dispatch runs in a compute pass of its own whose beginning and end
+// write timestamps; each submit resolves its timestamps into a buffer that `collect`
+// reads back. The passes serialise the kernels and add a little time between them,
+// so profile to see where a step's GPU time goes, and time it without the profiler.
+
+import { GpuError } from './errors.ts';
+
+/** Timestamp pairs one submit can hold; the runtime submits early when they run out. */
+export const PROFILE_PASSES = 2048;
+
+export interface KernelTime {
+  /** Kernel family and entry point, e.g. `matmul.main_vec4` (override constants dropped). */
+  kernel: string;
+  dispatches: number;
+  ms: number;
+}
+
+interface Pending {
+  names: string[];
+  buffer: GPUBuffer;
+}
+
+/** Kernel label without its override constants: `matmul.skinny<SKINNY_ROWS=1,...>` -> `matmul.skinny`. */
+export function kernelFamily(label: string): string {
+  const at = label.indexOf('<');
+  return at < 0 ? label : label.slice(0, at);
+}
+
+/**
+ * Sums GPU time per kernel from begin/end timestamp pairs (nanoseconds, as a resolved
+ * query set holds them): pair i belongs to names[i]. A pair whose end precedes its
+ * beginning (a counter reset) counts as zero time.
+ */
+export function addKernelTimes(into: Map<string, KernelTime>, names: readonly string[], stamps: BigUint64Array): void {
+  names.forEach((name, i) => {
+    const kernel = kernelFamily(name);
+    const begin = stamps[2 * i];
+    const end = stamps[2 * i + 1];
+    const row = into.get(kernel) ?? { kernel, dispatches: 0, ms: 0 };
+    row.dispatches++;
+    if (end > begin) row.ms += Number(end - begin) / 1e6;
+    into.set(kernel, row);
+  });
+}
+
+export class KernelProfiler {
+  private readonly querySet: GPUQuerySet;
+  private readonly resolveBuffer: GPUBuffer;
+  private names: string[] = [];
+  private pending: Pending[] = [];
+  private readonly times = new Map<string, KernelTime>();
+
+  constructor(private readonly device: GPUDevice, hasTimestamps: boolean) {
+    if (!hasTimestamps) throw new GpuError('kernel profiling needs the timestamp-query feature, which this adapter does not offer');
+    this.querySet = device.createQuerySet({ type: 'timestamp', count: 2 * PROFILE_PASSES, label: 'kernel profile' });
+    this.resolveBuffer = device.createBuffer({ size: 16 * PROFILE_PASSES, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC, label: 'kernel profile resolve' });
+  }
+
+  get full(): boolean {
+    return this.names.length >= PROFILE_PASSES;
+  }
+
+  /** The pass descriptor of the next dispatch, kernel `name`. */
+  passFor(name: string): GPUComputePassDescriptor {
+    const i = this.names.length;
+    if (i >= PROFILE_PASSES) throw new GpuError('kernel profiler: too many dispatches in one submit (the runtime should have submitted)');
+    this.names.push(name);
+    return { timestampWrites: { querySet: this.querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } };
+  }
+
+  /** Records the resolve of this submit's timestamps into `encoder`, before it is finished. */
+  resolve(encoder: GPUCommandEncoder): void {
+    const n = this.names.length;
+    if (n === 0) return;
+    const buffer = this.device.createBuffer({ size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'kernel profile readback' });
+    encoder.resolveQuerySet(this.querySet, 0, 2 * n, this.resolveBuffer, 0);
+    encoder.copyBufferToBuffer(this.resolveBuffer, 0, buffer, 0, 16 * n);
+    this.pending.push({ names: this.names, buffer });
+    this.names = [];
+  }
+
+  /** Reads back every submitted batch's timestamps and returns the totals so far, slowest first. */
+  async collect(): Promise<KernelTime[]> {
+    const pending = this.pending;
+    this.pending = [];
+    for (const p of pending) {
+      await p.buffer.mapAsync(GPUMapMode.READ);
+      addKernelTimes(this.times, p.names, new BigUint64Array(p.buffer.getMappedRange().slice(0)));
+      p.buffer.unmap();
+      p.buffer.destroy();
+    }
+    return [...this.times.values()].sort((a, b) => b.ms - a.ms);
+  }
+
+  /** Forgets the totals (a warm-up's, say). */
+  reset(): void {
+    this.times.clear();
+  }
+
+  destroy(): void {
+    for (const p of this.pending) p.buffer.destroy();
+    this.pending = [];
+    this.querySet.destroy();
+    this.resolveBuffer.destroy();
+  }
+}
