@@ -1,5 +1,6 @@
 // Flash attention: causal, grouped-query, left padding, KV-cache offsets.
 //   forward:      o = softmax(scale * q k^T + mask) v, and lse = the row log-sum-exp
+//   decode:       the same for a few query rows (a decode step), one workgroup per row
 //   delta:        delta[i] = rowsum(dO[i] * o[i])                  (backward prologue)
 //   backward_dkv: dk, dv of one key tile, summed over the query heads of its kv head
 //   backward_dq:  dq of one query tile
@@ -564,4 +565,96 @@ fn backward_dkv_uniform(@builtin(workgroup_id) wid: vec3u, @builtin(local_invoca
     dk4[row * HQ4 + d] += dk[d] * w.scale;
     dv4[row * HQ4 + d] += dv[d];
   }
+}
+
+// ---- Decode: a few query rows against the whole cache ----
+//
+// A decode step has one query row per head; the tiled forward would give it a
+// workgroup whose score tile is one row wide, its softmax run by one invocation, key
+// tile after key tile. Here one workgroup serves one query row (x: row, y: query
+// head, z: batch row) with all DWG invocations: the visible keys [lo, hi) go by in
+// chunks of DCHUNK, each invocation scoring every DWG-th key of the chunk against q
+// (kept in workgroup memory, pre-scaled), a workgroup tree giving the chunk's max and
+// then its sum of exp (online softmax across chunks); for P V the invocations form
+// DWG / HD groups of HD lanes, lane d of group g adding up dimension d over every
+// group-th key, and the groups' sums meet in workgroup memory at the end. Outputs and
+// visibility rules are the forward's; HD must divide DWG.
+
+const DWG = 256u;
+const DCHUNK = 1024u;
+override DGROUPS = DWG / HD;
+
+var<workgroup> dec_q: array<f32, HD>;
+var<workgroup> dec_s: array<f32, DCHUNK>;
+var<workgroup> dec_red: array<f32, DWG>;
+
+// Tree reduction of one value per invocation over the workgroup; `is_max` picks max
+// over sum. Every invocation gets the result.
+fn dec_reduce(tid: u32, x: f32, is_max: bool) -> f32 {
+  workgroupBarrier();
+  dec_red[tid] = x;
+  for (var step = DWG / 2u; step > 0u; step >>= 1u) {
+    workgroupBarrier();
+    if (tid < step) {
+      let y = dec_red[tid + step];
+      dec_red[tid] = select(dec_red[tid] + y, max(dec_red[tid], y), is_max);
+    }
+  }
+  workgroupBarrier();
+  return dec_red[0];
+}
+
+@compute @workgroup_size(DWG)
+fn decode(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let b = wid.z;
+  let h = wid.y;
+  let i = wid.x;
+  let row = (b * p.hq + h) * p.tq + i;
+  let kbase = (b * p.hkv + h / p.group) * p.s_cap * HD;
+  let pad = pad_of(b);
+  let pos = p.q_offset + i;
+  let lo = min(pad, p.s);
+  var hi = p.s;
+  if (p.causal != 0u) { hi = min(hi, pos + 1u); }
+  if (pos < pad) { hi = lo; }
+  if (tid < HD) { dec_q[tid] = q[row * HD + tid] * p.scale; }
+  let d = tid % HD;
+  let g = tid / HD;
+  var m = MASKED;
+  var l = 0.0;
+  var acc = 0.0;
+  for (var c0 = lo; c0 < hi; c0 += DCHUNK) {
+    let n = min(DCHUNK, hi - c0);
+    workgroupBarrier();
+    var local_max = MASKED;
+    for (var j = tid; j < n; j += DWG) {
+      let kr = kbase + (c0 + j) * HD;
+      var sc = 0.0;
+      for (var e = 0u; e < HD; e++) { sc += dec_q[e] * k[kr + e]; }
+      dec_s[j] = sc;
+      local_max = max(local_max, sc);
+    }
+    let m_new = max(m, dec_reduce(tid, local_max, true));
+    var local_sum = 0.0;
+    for (var j = tid; j < n; j += DWG) {
+      let pr = exp(dec_s[j] - m_new);
+      dec_s[j] = pr;
+      local_sum += pr;
+    }
+    let alpha = exp(m - m_new);
+    l = l * alpha + dec_reduce(tid, local_sum, false);
+    m = m_new;
+    var pv = 0.0;
+    for (var j = g; j < n; j += DGROUPS) { pv += dec_s[j] * v[kbase + (c0 + j) * HD + d]; }
+    acc = acc * alpha + pv;
+  }
+  workgroupBarrier();
+  dec_red[tid] = acc;
+  workgroupBarrier();
+  if (tid < HD) {
+    var total = 0.0;
+    for (var gg = 0u; gg < DGROUPS; gg++) { total += dec_red[gg * HD + tid]; }
+    o[row * HD + tid] = select(0.0, total / l, l > 0.0);
+  }
+  if (tid == 0u) { lse[row] = select(0.0, m + log(l), l > 0.0); }
 }

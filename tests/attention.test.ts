@@ -277,7 +277,28 @@ describe('attention kernel paths', () => {
       { b: 1, hq: 2, hkv: 1, tq: 3, s: 9, sCap: 12, hd: 64, pad: [2] },
       { b: 2, hq: 2, hkv: 2, tq: 6, hd: 32, pad: [1, 0], causal: false },
     ];
-    for (const [n, c] of cases.entries()) await checkLaunch(c, 300 + 10 * n, { path: 'tiled' });
+    for (const [n, c] of cases.entries()) await checkLaunch(c, 300 + 10 * n, { path: 'tiled', decode: false });
+  });
+
+  test('the decode kernel (one workgroup per query row) matches the reference: chunks of keys, padding, full attention', slow, async () => {
+    const cases: Case[] = [
+      { b: 2, hq: 4, hkv: 2, tq: 1, s: 17, sCap: 20, hd: 64, pad: [0, 5] },
+      { b: 1, hq: 2, hkv: 1, tq: 3, s: 9, sCap: 12, hd: 32, pad: [2] },
+      // Past one chunk of 1024 keys: the online softmax carries across chunks.
+      { b: 1, hq: 2, hkv: 1, tq: 2, s: 1100, sCap: 1100, hd: 32, pad: [3] },
+      // Batch row 1 is all padding up to its last query: no visible key for its first row.
+      { b: 2, hq: 2, hkv: 2, tq: 2, s: 6, hd: 128, pad: [0, 5] },
+      { b: 2, hq: 2, hkv: 2, tq: 4, s: 10, hd: 32, pad: [1, 0], causal: false, scale: 0.3 },
+      { b: 1, hq: 1, hkv: 1, tq: 1, s: 5, hd: 256 },
+    ];
+    for (const [n, c] of cases.entries()) await checkLaunch(c, 500 + 10 * n, { path: 'tiled', decode: true });
+    const rt = await gpu();
+    const d = { b: 1, hq: 1, hkv: 1, tq: 1, s: 4, sCap: 4, hd: 48, scale: 1, causal: true };
+    await scopeAsync(async () => {
+      const t = empty([1024]).buffer;
+      assert.throws(() => attentionForward(rt, d, t, t, t, null, empty([64]).buffer, empty([4]).buffer, { path: 'tiled', decode: true }),
+        /attention: the decode kernel needs a head dim dividing 256, got 48/);
+    });
   });
 
   test('uniform kernels match the reference across several windows', slow, async () => {

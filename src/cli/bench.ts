@@ -38,6 +38,7 @@ export const benchCommand = defineCommand({
     seq: { type: 'string', description: 'sequence length for train (default 512) and qwen35 (default 1024)' },
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
     iters: { type: 'string', description: 'qwen35 timed steps (default 3)' },
+    'flush-every': { type: 'string', description: 'dispatches recorded per submit (the runtime default is 512)' },
     preset: {
       type: 'string',
       description: 'model shapes: train/generate qwen05b (Qwen2.5-0.5B, default) or small (12.6M); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
@@ -47,6 +48,11 @@ export const benchCommand = defineCommand({
     const names = args.only ? args.only.split(',').map((s) => s.trim()) : Object.keys(suites);
     for (const n of names) if (!suites[n]) throw new Error(`bench: unknown suite "${n}" (have ${Object.keys(suites).join(', ')})`);
     const rt = await initRuntime(gpuOptions(args));
+    const flushEvery = numberOf(args['flush-every']);
+    if (flushEvery !== undefined) {
+      if (!Number.isInteger(flushEvery) || flushEvery < 1) throw new Error(`bench: --flush-every must be a positive integer, got ${args['flush-every']}`);
+      rt.autoFlush = flushEvery;
+    }
     console.log(JSON.stringify({ kind: 'device', adapter: rt.gpu.description, runtime: rt.gpu.runtime, caps: rt.gpu.caps }));
     for (const n of names) {
       for (const row of await suites[n](rt, args)) console.log(JSON.stringify(row));

@@ -104,6 +104,20 @@ export interface AttentionLaunch {
   path?: AttentionPath;
   /** Rows per uniform window; default (and at most) 16384 / hd. Tests force small ones. */
   windowRows?: number;
+  /**
+   * The forward's one-workgroup-per-query-row kernel (`decode` in the shader). Default:
+   * on the tiled path when there are at most DECODE_MAX_ROWS query rows per head.
+   */
+  decode?: boolean;
+}
+
+/** Query rows per head up to which the tiled path's forward takes the decode kernel. */
+export const DECODE_MAX_ROWS = 8;
+/** Invocations of a decode workgroup (DWG in the shader); the head dim must divide it. */
+const DECODE_WG = 256;
+
+export function decodeFits(hd: number): boolean {
+  return hd <= DECODE_WG && DECODE_WG % hd === 0;
 }
 
 /** Floats in one uniform window (64 KiB, WebGPU's default uniform binding limit). */
@@ -211,6 +225,12 @@ export function attentionForward(
 ): void {
   if (attentionPath(rt, d, launch) === 'uniform') {
     forwardUniform(rt, d, q, k, v, padLeft, o, lse, windowRows(d, launch));
+    return;
+  }
+  const decode = launch.decode ?? (d.tq <= DECODE_MAX_ROWS && decodeFits(d.hd));
+  if (decode) {
+    if (!decodeFits(d.hd)) throw new Error(`attention: the decode kernel needs a head dim dividing ${DECODE_WG}, got ${d.hd}`);
+    rt.dispatch(rt.kernel('attention', 'decode', { HD: d.hd }), [q, k, v, padLeft ?? q, o, lse], params(d, !!padLeft).u, [d.tq, d.hq, d.b]);
     return;
   }
   const t = tilesOrThrow(rt, 'forward', d);

@@ -20,6 +20,10 @@ export function permute(x: Tensor, perm: readonly number[], grad = true): Tensor
   const rt = x.storage.rt;
   const inStrides = stridesOf(x.shape);
   const shape = perm.map((p) => x.shape[p]);
+  // Moving only axes of size 1 leaves the elements in place (a decode step's
+  // [B, 1, H, D] -> [B, H, 1, D]): a view, not a copy.
+  const kept = perm.filter((p) => x.shape[p] !== 1);
+  if (kept.every((p, i) => i === 0 || kept[i - 1] < p)) return grad ? reshape(x, shape) : x.view(shape);
   const out = empty(shape, x.dtype, rt);
   ck.gather(rt, x.buffer, out.buffer, shape, perm.map((p) => inStrides[p]));
   if (!grad) return out;
@@ -42,6 +46,7 @@ export function slice(x: Tensor, axis: number, start: number, end: number): Tens
   if (!(Number.isInteger(start) && Number.isInteger(end) && 0 <= start && start <= end && end <= x.shape[ax])) {
     throw new ShapeError(`slice: [${start}, ${end}) out of range for axis ${axis} of ${fmt(x.shape)}`);
   }
+  if (start === 0 && end === x.shape[ax]) return reshape(x, x.shape);
   const rt = x.storage.rt;
   const shape = x.shape.map((d, i) => (i === ax ? end - start : d));
   const strides = stridesOf(x.shape);

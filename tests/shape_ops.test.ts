@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { randn } from '../src/reference/random.ts';
+import { permute, slice } from '../src/tensor/ops/shape_ops.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { tensor } from '../src/tensor/tensor.ts';
+import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
+
+/** CPU permute of a row-major array: output dim i is input dim perm[i]. */
+function permuteRef(x: Float32Array, shape: number[], perm: number[]): Float32Array {
+  const outShape = perm.map((p) => shape[p]);
+  const strides = shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
+  const out = new Float32Array(x.length);
+  const idx = new Array(shape.length).fill(0);
+  for (let o = 0; o < out.length; o++) {
+    let rem = o;
+    for (let i = outShape.length - 1; i >= 0; i--) {
+      idx[i] = rem % outShape[i];
+      rem = Math.floor(rem / outShape[i]);
+    }
+    out[o] = x[idx.reduce((s, v, i) => s + v * strides[perm[i]], 0)];
+  }
+  return out;
+}
+
+const size = (s: number[]) => s.reduce((a, b) => a * b, 1);
+
+describe('shape ops', () => {
+  test('permute matches the reference; moving only size-1 axes is a view of the same buffer', async () => {
+    await gpu();
+    const cases: [number[], number[], boolean][] = [
+      [[2, 3, 4], [2, 0, 1], false],
+      [[2, 3, 4], [0, 2, 1], false],
+      [[2, 1, 3, 4], [0, 2, 1, 3], true],
+      [[2, 3, 1, 4], [0, 2, 1, 3], true],
+      [[3, 1, 1, 5], [0, 2, 1, 3], true],
+      [[1, 4, 1, 3], [2, 1, 0, 3], true],
+    ];
+    for (const [shape, perm, isView] of cases) {
+      const x = randn(size(shape), 3);
+      await scopeAsync(async () => {
+        const xt = tensor(x, shape);
+        const y = permute(xt, perm);
+        assert.deepEqual([...y.shape], perm.map((p) => shape[p]));
+        assert.equal(y.buffer === xt.buffer, isView, `permute ${shape} by ${perm}: view ${isView}`);
+        assertClose(await read(y), permuteRef(x, shape, perm), { label: `permute ${shape} by ${perm}` });
+      });
+      await gradCheck((t) => permute(t, perm), [{ data: x, shape }], { label: `permute grad ${shape} by ${perm}` });
+    }
+  });
+
+  test('slice copies a range, a full range is a view; both pass finite differences', async () => {
+    await gpu();
+    const x = randn(2 * 5 * 3, 4);
+    await scopeAsync(async () => {
+      const xt = tensor(x, [2, 5, 3]);
+      const part = slice(xt, 1, 1, 4);
+      const want = new Float32Array(2 * 3 * 3);
+      for (let b = 0; b < 2; b++) want.set(x.subarray(b * 15 + 3, b * 15 + 12), b * 9);
+      assertClose(await read(part), want);
+      const full = slice(xt, 1, 0, 5);
+      assert.equal(full.buffer, xt.buffer);
+      assertClose(await read(full), x);
+    });
+    await gradCheck((t) => slice(t, 1, 1, 4), [{ data: x, shape: [2, 5, 3] }], { label: 'slice grad' });
+    await gradCheck((t) => slice(t, 2, 0, 3), [{ data: x, shape: [2, 5, 3] }], { label: 'full slice grad' });
+  });
+});
