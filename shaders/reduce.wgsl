@@ -1,8 +1,11 @@
 // Reductions of f32 tensors viewed as [outer, R, inner] over the middle axis.
 //   reduce_rows:  inner == 1; one 256-wide workgroup per row, strided loads,
 //                 tree reduction in workgroup memory.
-//   reduce_cols:  inner > 1; one invocation per (outer, inner) output walking R,
-//                 so neighbouring invocations read neighbouring addresses.
+//   reduce_cols:  inner > 1; one workgroup per (outer, 32 consecutive inner): eight
+//                 slices of rows, 32 lanes each reading neighbouring addresses, the
+//                 slices' results combined in workgroup memory. (One invocation per
+//                 output walking all of R left a [4096, 896] bias gradient to 896
+//                 invocations: 450 us on the H200.)
 // OP: 0 sum, 1 max, 2 mean (sum scaled by 1/R).
 
 override OP: u32 = 0u;
@@ -52,14 +55,29 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) 
   if (lid.x == 0u) { y[row] = finish(partial[0]); }
 }
 
+// Columns per reduce_cols workgroup (neighbouring lanes, neighbouring addresses) and
+// the row slices its invocations split R into.
+const COL_LANES: u32 = 32u;
+const COL_SLICES: u32 = WG / COL_LANES;
+
 @compute @workgroup_size(256)
 fn reduce_cols(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let j = (wid.y * nwg.x + wid.x) * WG + lid.x;
-  if (j >= p.outer * p.inner) { return; }
-  let o = j / p.inner;
-  let c = j % p.inner;
-  let base = o * p.r * p.inner + c;
+  let block = wid.y * nwg.x + wid.x;
+  let blocks = (p.inner + COL_LANES - 1u) / COL_LANES;
+  let o = block / blocks;
+  let c = (block % blocks) * COL_LANES + lid.x % COL_LANES;
+  let slice = lid.x / COL_LANES;
+  let inside = o < p.outer && c < p.inner;
   var acc = identity();
-  for (var i = 0u; i < p.r; i++) { acc = combine(acc, x[base + i * p.inner]); }
-  y[j] = finish(acc);
+  if (inside) {
+    let base = o * p.r * p.inner + c;
+    for (var i = slice; i < p.r; i += COL_SLICES) { acc = combine(acc, x[base + i * p.inner]); }
+  }
+  partial[lid.x] = acc;
+  workgroupBarrier();
+  if (slice == 0u && inside) {
+    var total = acc;
+    for (var s = 1u; s < COL_SLICES; s++) { total = combine(total, partial[s * COL_LANES + lid.x]); }
+    y[o * p.inner + c] = finish(total);
+  }
 }

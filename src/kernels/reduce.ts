@@ -13,5 +13,6 @@ export function reduce(rt: Runtime, op: ReduceOp, x: GPUBuffer, y: GPUBuffer, ou
   p.u[2] = inner;
   const constants = { OP: REDUCE_OPS[op] };
   if (inner === 1) rt.dispatch(rt.kernel('reduce', 'reduce_rows', constants), [x, y], p.u, gridRows(outer));
-  else rt.dispatch(rt.kernel('reduce', 'reduce_cols', constants), [x, y], p.u, grid1d(outer * inner));
+  // 32 columns per workgroup (COL_LANES in the shader).
+  else rt.dispatch(rt.kernel('reduce', 'reduce_cols', constants), [x, y], p.u, grid1d(outer * Math.ceil(inner / 32), 1));
 }

@@ -1,0 +1,39 @@
+import { describe, test } from 'node:test';
+import * as rk from '../src/kernels/reduce.ts';
+import * as ref from '../src/reference/reduce.ts';
+import { randn } from '../src/reference/random.ts';
+import { max, mean, sum } from '../src/tensor/ops/reduce.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { empty, tensor } from '../src/tensor/tensor.ts';
+import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
+
+describe('reduce kernels', () => {
+  test('rows and columns of [outer, r, inner] match the reference for sum, mean and max', async () => {
+    const rt = await gpu();
+    // Inner 1 takes reduce_rows; otherwise reduce_cols, here with partial 32-column
+    // blocks, several outer rows, r below and above the eight row slices.
+    const shapes: [number, number, number][] = [[5, 300, 1], [1, 1, 7], [3, 5, 45], [2, 600, 70], [1, 4096, 33]];
+    let seed = 11;
+    for (const [outer, r, inner] of shapes) {
+      const x = randn(outer * r * inner, seed++);
+      for (const op of ['sum', 'mean', 'max'] as const) {
+        await scopeAsync(async () => {
+          const y = empty([outer * inner]);
+          rk.reduce(rt, op, tensor(x).buffer, y.buffer, outer, r, inner);
+          assertClose(await read(y), ref.reduce(x, outer, r, inner, op), { atol: 1e-4, rtol: 1e-4, label: `${op} [${outer}, ${r}, ${inner}]` });
+        });
+      }
+    }
+  });
+
+  test('sum, mean and max over axes pass finite differences', async () => {
+    await gpu();
+    const x = randn(3 * 40 * 5, 31);
+    const shape = [3, 40, 5];
+    for (const axis of [0, 1, 2, [0, 2]]) {
+      await gradCheck((t) => sum(t, axis), [{ data: x, shape }], { label: `sum ${axis}` });
+      await gradCheck((t) => mean(t, axis), [{ data: x, shape }], { label: `mean ${axis}` });
+      await gradCheck((t) => max(t, axis), [{ data: x, shape }], { label: `max ${axis}` });
+    }
+  });
+});
