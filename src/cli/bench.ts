@@ -38,7 +38,7 @@ export const benchCommand = defineCommand({
     seq: { type: 'string', description: 'sequence length for train (default 512) and qwen35 (default 1024)' },
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
     iters: { type: 'string', description: 'qwen35 timed steps (default 3)' },
-    'flush-every': { type: 'string', description: 'dispatches recorded per submit (the runtime default is 512)' },
+    'flush-every': { type: 'string', description: 'dispatches recorded per submit (the runtime default is 64)' },
     preset: {
       type: 'string',
       description: 'model shapes: train/generate qwen05b (Qwen2.5-0.5B, default) or small (12.6M); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',

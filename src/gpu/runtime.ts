@@ -40,7 +40,10 @@ export class Runtime {
   /** Dispatches recorded since the runtime started (benchmarks read this). */
   dispatchCount = 0;
   submitCount = 0;
-  autoFlush = 512;
+  // Measured on the H200 (Qwen2.5-0.5B shapes, 128 sampled tokens): submitting every
+  // 64 dispatches let the GPU start while the host records the rest of a step, batch 1
+  // decoding 61 -> 98 tokens/s and batch 32 1,526 -> 2,776; every 16 was slower again.
+  autoFlush = 64;
 
   private kernels = new Map<string, Kernel>();
   private encoder: GPUCommandEncoder | null = null;
