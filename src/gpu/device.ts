@@ -22,10 +22,26 @@ export interface GpuOptions {
   requireHardware?: boolean;
 }
 
+/** One subgroup matrix shape and type the adapter offers (GPUAdapterInfo.subgroupMatrixConfigs, Dawn). */
+export interface SubgroupMatrixConfig {
+  componentType: string;
+  resultComponentType: string;
+  M: number;
+  N: number;
+  K: number;
+}
+
 export interface GpuCapabilities {
   f16: boolean;
   subgroups: boolean;
   subgroupMatrix: boolean;
+  /** What the adapter reports for subgroup matrices; empty without the feature. */
+  subgroupMatrixConfigs: SubgroupMatrixConfig[];
+  /**
+   * 16x16x16 subgroup matrices with f16 inputs and f32 results, usable here (shader-f16
+   * and subgroups enabled too): the tensor-core matmul (shaders/matmul_tensor.wgsl).
+   */
+  subgroupMatrixF16F32: boolean;
   timestampQuery: boolean;
   /** Compatibility-level adapter (the software GPU path). */
   compatibility: boolean;
@@ -198,11 +214,20 @@ export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
   } catch (e) {
     throw new GpuError(`requestDevice failed on ${describe(adapter)}: ${(e as Error).message}`);
   }
-  const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number };
+  const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number; subgroupMatrixConfigs?: readonly SubgroupMatrixConfig[] };
+  const subgroupMatrix = device.features.has('chromium-experimental-subgroup-matrix' as GPUFeatureName);
+  // Copied into plain objects: Dawn's are getters that JSON.stringify would show as {}.
+  const subgroupMatrixConfigs = subgroupMatrix
+    ? (info.subgroupMatrixConfigs ?? []).map((c) => ({ componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K }))
+    : [];
+  const f16 = device.features.has('shader-f16');
+  const subgroups = device.features.has('subgroups');
   const caps: GpuCapabilities = {
-    f16: device.features.has('shader-f16'),
-    subgroups: device.features.has('subgroups'),
-    subgroupMatrix: device.features.has('chromium-experimental-subgroup-matrix' as GPUFeatureName),
+    f16,
+    subgroups,
+    subgroupMatrix,
+    subgroupMatrixConfigs,
+    subgroupMatrixF16F32: f16 && subgroups && subgroupMatrixConfigs.some((c) => c.componentType === 'f16' && c.resultComponentType === 'f32' && c.M === 16 && c.N === 16 && c.K === 16),
     timestampQuery: device.features.has('timestamp-query'),
     compatibility,
     subgroupMinSize: info.subgroupMinSize ?? 0,

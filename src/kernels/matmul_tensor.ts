@@ -1,0 +1,232 @@
+// Launcher for shaders/matmul_tensor.wgsl: batched C = op(A) @ op(B) + bias (+= C) on
+// tensor cores, f32 operands rounded to f16, f32 accumulation. Kept out of matmul()
+// and autograd: nothing routes here until it has been measured on the GPU
+// (.bench/sgm.ts); callers opt in.
+
+import { GpuError } from '../gpu/errors.ts';
+import type { Runtime } from '../gpu/runtime.ts';
+import { grid1d, uniforms } from './launch.ts';
+
+/**
+ * Tile configurations: SG_M x SG_N subgroups of 32 per workgroup, each owning FM x FN
+ * 16x16 accumulators, and the K slice per stage. Named BMxBN (the workgroup's tile of
+ * C) / wWMxWN (a subgroup's block) / kBK. None is measured yet: .bench/sgm.ts compares
+ * them.
+ */
+export const TENSOR_TILES = {
+  '128x128/w64x32/k32': { SG_M: 2, SG_N: 4, FM: 4, FN: 2, BK: 32 },
+  '128x128/w64x32/k16': { SG_M: 2, SG_N: 4, FM: 4, FN: 2, BK: 16 },
+  // Four subgroups with 16 accumulators each: fewer fragment loads per MMA, more registers.
+  '128x128/w64x64/k16': { SG_M: 2, SG_N: 2, FM: 4, FN: 4, BK: 16 },
+  '128x256/w64x64/k16': { SG_M: 2, SG_N: 4, FM: 4, FN: 4, BK: 16 },
+  '128x64/w32x32/k32': { SG_M: 4, SG_N: 2, FM: 2, FN: 2, BK: 32 },
+  '64x128/w32x32/k32': { SG_M: 2, SG_N: 4, FM: 2, FN: 2, BK: 32 },
+  '64x64/w32x32/k32': { SG_M: 2, SG_N: 2, FM: 2, FN: 2, BK: 32 },
+} as const;
+
+export type TensorTile = keyof typeof TENSOR_TILES;
+
+// Until measured: the largest 8-subgroup tile, and the 64x64 one when the big tile
+// would leave fewer workgroups than the f32 path's threshold for its big tile.
+const BIG_TILE: TensorTile = '128x128/w64x32/k32';
+const SMALL_TILE: TensorTile = '64x64/w32x32/k32';
+const BIG_TILE_MIN_WORKGROUPS = 64;
+
+/** The subgroup size the shader's workgroup arithmetic assumes (SUBGROUP there). */
+const SUBGROUP = 32;
+/** Halves of padding per stored tile row (PAD in the shader). */
+const PAD = 8;
+/** Most vec4 loads per invocation per K slice the shader unrolls (Staged). */
+const MAX_LOADS = 8;
+/** Bytes of one 16x16 f32 subgroup matrix: Dawn's minimum binding size for C under `main`. */
+const DIRECT_C_MIN_BYTES = 16 * 16 * 4;
+
+export interface TensorTileGeometry {
+  threads: number;
+  bm: number;
+  bn: number;
+  /** Workgroup memory for these transposes: two f16 stages of each operand plus the f32 scratch. */
+  workgroupBytes: number;
+}
+
+/** Sizes the shader derives from a tile's override constants, checked for what it assumes. */
+export function tensorTileGeometry(tile: TensorTile, transA = false, transB = false): TensorTileGeometry {
+  const cfg = TENSOR_TILES[tile];
+  if (!cfg) throw new GpuError(`matmulTensor: unknown tile "${tile}" (known: ${Object.keys(TENSOR_TILES).join(', ')})`);
+  const { SG_M, SG_N, FM, FN, BK } = cfg;
+  const subgroups = SG_M * SG_N;
+  const threads = SUBGROUP * subgroups;
+  const bm = 16 * FM * SG_M;
+  const bn = 16 * FN * SG_N;
+  const [aRows, aCols] = transA ? [BK, bm] : [bm, BK];
+  const [bRows, bCols] = transB ? [bn, BK] : [BK, bn];
+  const loadsA = (aRows * aCols) / 4 / threads;
+  const loadsB = (bRows * bCols) / 4 / threads;
+  const ok = FM >= 1 && FM <= 4 && FN >= 1 && FN <= 4 && BK % 16 === 0 && BK > 0 &&
+    [loadsA, loadsB].every((l) => Number.isInteger(l) && l >= 1 && l <= MAX_LOADS);
+  if (!ok) throw new GpuError(`matmulTensor: tile ${tile} breaks the shader's assumptions (FM, FN 1-4, BK a multiple of 16, 1-${MAX_LOADS} vec4 loads per invocation per slice)`);
+  const halves = 2 * (aRows * (aCols + PAD) + bRows * (bCols + PAD));
+  return { threads, bm, bn, workgroupBytes: 2 * halves + 4 * 256 * subgroups };
+}
+
+/** Why this device cannot run the tensor-core matmul, or null when it can. */
+export function tensorMatmulMissing(rt: Runtime): string | null {
+  const c = rt.caps;
+  const missing: string[] = [];
+  if (!c.f16) missing.push('shader-f16');
+  if (!c.subgroups) missing.push('subgroups');
+  if (!c.subgroupMatrix) missing.push('chromium-experimental-subgroup-matrix');
+  else if (!c.subgroupMatrixF16F32) {
+    const offered = c.subgroupMatrixConfigs.map((s) => `${s.M}x${s.N}x${s.K} ${s.componentType}->${s.resultComponentType}`).join(', ') || 'none';
+    missing.push(`a 16x16x16 f16->f32 subgroup matrix configuration (offered: ${offered})`);
+  }
+  if (c.subgroups && (c.subgroupMinSize !== SUBGROUP || c.subgroupMaxSize !== SUBGROUP)) {
+    missing.push(`subgroups of exactly ${SUBGROUP} invocations (this adapter: ${c.subgroupMinSize}-${c.subgroupMaxSize})`);
+  }
+  if (!missing.length) return null;
+  return `the tensor-core matmul needs ${missing.join(', ')}; ${rt.gpu.description} lacks it` +
+    ' (on NVIDIA through Dawn, the toggles allow_unsafe_apis,vulkan_enable_f16_on_nvidia unlock f16 and subgroup matrices)';
+}
+
+/** Whether matmulTensor can run on this device. */
+export function tensorMatmulAvailable(rt: Runtime): boolean {
+  return tensorMatmulMissing(rt) === null;
+}
+
+/** Whether the device has the workgroup memory and invocations `tile` needs with these transposes. */
+export function tensorTileFits(rt: Runtime, tile: TensorTile, transA = false, transB = false): boolean {
+  const g = tensorTileGeometry(tile, transA, transB);
+  const l = rt.gpu.limits;
+  return g.workgroupBytes <= l.maxComputeWorkgroupStorageSize && g.threads <= l.maxComputeInvocationsPerWorkgroup && g.threads <= l.maxComputeWorkgroupSizeX;
+}
+
+/** The tile matmulTensor uses for an m x n output repeated `batch` times when none is forced. */
+export function chooseTensorTile(rt: Runtime, m: number, n: number, batch = 1, transA = false, transB = false): TensorTile {
+  const g = tensorTileGeometry(BIG_TILE, transA, transB);
+  const workgroups = Math.ceil(m / g.bm) * Math.ceil(n / g.bn) * batch;
+  if (workgroups >= BIG_TILE_MIN_WORKGROUPS && tensorTileFits(rt, BIG_TILE, transA, transB)) return BIG_TILE;
+  return SMALL_TILE;
+}
+
+export interface TensorMatmulArgs {
+  a: GPUBuffer;
+  b: GPUBuffer;
+  out: GPUBuffer;
+  /** [n], added to every row. */
+  bias?: GPUBuffer;
+  m: number;
+  n: number;
+  k: number;
+  batch?: number;
+  /** A is stored [k, m] (per batch) instead of [m, k]. */
+  transA?: boolean;
+  /** B is stored [n, k] instead of [k, n]. */
+  transB?: boolean;
+  /** Elements between consecutive batches of A (0 broadcasts A); default m*k. */
+  strideA?: number;
+  strideB?: number;
+  strideC?: number;
+  /** Elements before the first batch of A (B, C); default 0. */
+  offsetA?: number;
+  offsetB?: number;
+  offsetC?: number;
+  /** out += result instead of out = result. */
+  accumulate?: boolean;
+  /** Force a tile configuration (benchmarks); by default chooseTensorTile's. */
+  tile?: TensorTile;
+  /**
+   * Spread each batch's output tiles over dispatches of at most this many workgroups
+   * (diagnosing per-dispatch limits); default one dispatch.
+   */
+  tilesPerDispatch?: number;
+}
+
+function checkBuffer(what: string, buf: GPUBuffer, elements: number, vec4: boolean): void {
+  if (vec4 && (buf.size % 16 !== 0 || buf.size < 16)) {
+    throw new GpuError(`matmulTensor: ${what} buffer of ${buf.size} bytes; the kernel binds it as a vec4 array and needs a multiple of 16`);
+  }
+  if (elements * 4 > buf.size) throw new GpuError(`matmulTensor: ${what} needs ${elements * 4} bytes, its buffer has ${buf.size}`);
+}
+
+const isCount = (x: number) => Number.isInteger(x) && x >= 0 && x < 2 ** 32;
+
+/**
+ * Records C[b] = op(A[b]) @ op(B[b]) + bias (or C[b] += ...) for b < batch, with A and
+ * B rounded to f16 and f32 accumulation. Throws, naming what is missing, on a device
+ * without f16 subgroup matrices (see tensorMatmulMissing).
+ */
+export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
+  const missing = tensorMatmulMissing(rt);
+  if (missing) throw new GpuError(`matmulTensor: ${missing}`);
+  const { a, b, out, bias, m, n, k } = args;
+  const batch = args.batch ?? 1;
+  const transA = args.transA ?? false;
+  const transB = args.transB ?? false;
+  const strideA = args.strideA ?? m * k;
+  const strideB = args.strideB ?? k * n;
+  const strideC = args.strideC ?? m * n;
+  const offsetA = args.offsetA ?? 0;
+  const offsetB = args.offsetB ?? 0;
+  const offsetC = args.offsetC ?? 0;
+  const accumulate = args.accumulate ?? false;
+  for (const [name, v] of Object.entries({ m, n, k, batch, strideA, strideB, strideC, offsetA, offsetB, offsetC })) {
+    if (!isCount(v)) throw new GpuError(`matmulTensor: ${name} = ${v} is not a count`);
+  }
+  if (args.tilesPerDispatch !== undefined && !(Number.isInteger(args.tilesPerDispatch) && args.tilesPerDispatch >= 1)) {
+    throw new GpuError(`matmulTensor: tilesPerDispatch = ${args.tilesPerDispatch} is not a positive integer`);
+  }
+  if (out === a || out === b || out === bias) throw new GpuError('matmulTensor: the output buffer is also an input');
+  if (batch > 1 && strideC < m * n) throw new GpuError(`matmulTensor: batches of the output overlap (strideC ${strideC} < m*n ${m * n})`);
+  if (m === 0 || n === 0 || batch === 0) return;
+  const last = batch - 1;
+  checkBuffer('A', a, offsetA + last * strideA + m * k, true);
+  checkBuffer('B', b, offsetB + last * strideB + k * n, true);
+  checkBuffer('C', out, offsetC + last * strideC + m * n, false);
+  if (bias) checkBuffer('bias', bias, n, false);
+  // Element offsets and the kernel's index arithmetic are u32.
+  for (const [what, end] of [['A', offsetA + last * strideA + m * k], ['B', offsetB + last * strideB + k * n], ['C', offsetC + last * strideC + m * n]] as const) {
+    if (end >= 2 ** 32) throw new GpuError(`matmulTensor: ${what} spans ${end} elements, past u32 indexing`);
+  }
+
+  const tile = args.tile ?? chooseTensorTile(rt, m, n, batch, transA, transB);
+  const g = tensorTileGeometry(tile, transA, transB);
+  if (!tensorTileFits(rt, tile, transA, transB)) {
+    const l = rt.gpu.limits;
+    throw new GpuError(`matmulTensor: tile ${tile} needs ${g.workgroupBytes} bytes of workgroup memory and ${g.threads} invocations; this device offers ${l.maxComputeWorkgroupStorageSize} and ${l.maxComputeInvocationsPerWorkgroup}`);
+  }
+  const cfg = TENSOR_TILES[tile];
+  const aligned = (row: number, offset: number, stride: number) => row % 4 === 0 && offset % 4 === 0 && (batch === 1 || stride % 4 === 0);
+  // `main` stores whole tiles straight from the accumulators: C's rows and batches must
+  // start 16-byte aligned, and Dawn requires a buffer that subgroup matrices touch to
+  // hold at least one 16x16 f32 block. Everything else goes through scratch.
+  const direct = !bias && aligned(n, offsetC, strideC) && out.size >= DIRECT_C_MIN_BYTES;
+  const kernel = rt.kernel('matmul_tensor', direct ? 'main' : 'main_staged', {
+    TRANS_A: Number(transA),
+    TRANS_B: Number(transB),
+    VEC_A: Number(aligned(transA ? m : k, offsetA, strideA)),
+    VEC_B: Number(aligned(transB ? k : n, offsetB, strideB)),
+    BIAS: Number(!!bias),
+    ACCUM: Number(accumulate),
+    SG_M: cfg.SG_M,
+    SG_N: cfg.SG_N,
+    FM: cfg.FM,
+    FN: cfg.FN,
+    BK: cfg.BK,
+  });
+  const tilesM = Math.ceil(m / g.bm);
+  const tilesN = Math.ceil(n / g.bn);
+  const tiles = tilesM * tilesN;
+  const per = Math.min(args.tilesPerDispatch ?? tiles, tiles);
+  const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
+  // Without a bias the binding still needs a buffer; A is read-only already.
+  const buffers = [a, b, bias ?? a, out];
+  for (let base = 0; base < batch; base += maxZ) {
+    for (let first = 0; first < tiles; first += per) {
+      const end = Math.min(first + per, tiles);
+      const p = uniforms(14);
+      p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offsetA, offsetB, offsetC, first, end]);
+      const [gx, gy] = grid1d(end - first, 1);
+      rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
+    }
+  }
+}
