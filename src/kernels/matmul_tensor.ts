@@ -1,7 +1,5 @@
 // Launcher for shaders/matmul_tensor.wgsl: batched C = op(A) @ op(B) + bias (+= C) on
-// tensor cores, f32 operands rounded to f16, f32 accumulation. Kept out of matmul()
-// and autograd: nothing routes here until it has been measured on the GPU
-// (.bench/sgm.ts); callers opt in.
+// tensor cores, f32 operands rounded to f16, f32 accumulation.
 
 import { GpuError } from '../gpu/errors.ts';
 import type { Runtime } from '../gpu/runtime.ts';
@@ -10,8 +8,7 @@ import { grid1d, uniforms } from './launch.ts';
 /**
  * Tile configurations: SG_M x SG_N subgroups of 32 per workgroup, each owning FM x FN
  * 16x16 accumulators, and the K slice per stage. Named BMxBN (the workgroup's tile of
- * C) / wWMxWN (a subgroup's block) / kBK. None is measured yet: .bench/sgm.ts compares
- * them.
+ * C) / wWMxWN (a subgroup's block) / kBK. See chooseTensorTile for how they measured.
  */
 export const TENSOR_TILES = {
   '128x128/w64x32/k32': { SG_M: 2, SG_N: 4, FM: 4, FN: 2, BK: 32 },
@@ -26,8 +23,14 @@ export const TENSOR_TILES = {
 
 export type TensorTile = keyof typeof TENSOR_TILES;
 
-// Until measured: the largest 8-subgroup tile, and the 64x64 one when the big tile
-// would leave fewer workgroups than the f32 path's threshold for its big tile.
+// Measured on the H200 (.bench/sgm.ts, 2026-12-01; kernel TFLOP/s from timestamps):
+// 128x256/w64x64/k16 led on the squares (52 at 2048, 62 at 4096) and on every
+// Qwen2.5-0.5B product with A untransposed and K up to a few thousand (49-58), but
+// fell to 28 on the lm head's dX (K = 151,936), where 128x128/w64x32/k32 kept 47; with
+// A transposed (weight gradients) 128x128/w64x32/k32 led (36 against 32). The 64x64 tile
+// trailed everywhere (30-40) and stays for grids too small for the others.
+const WIDE_TILE: TensorTile = '128x256/w64x64/k16';
+const WIDE_TILE_MAX_K = 16384;
 const BIG_TILE: TensorTile = '128x128/w64x32/k32';
 const SMALL_TILE: TensorTile = '64x64/w32x32/k32';
 const BIG_TILE_MIN_WORKGROUPS = 64;
@@ -101,11 +104,13 @@ export function tensorTileFits(rt: Runtime, tile: TensorTile, transA = false, tr
 }
 
 /** The tile matmulTensor uses for an m x n output repeated `batch` times when none is forced. */
-export function chooseTensorTile(rt: Runtime, m: number, n: number, batch = 1, transA = false, transB = false): TensorTile {
-  const g = tensorTileGeometry(BIG_TILE, transA, transB);
-  const workgroups = Math.ceil(m / g.bm) * Math.ceil(n / g.bn) * batch;
-  if (workgroups >= BIG_TILE_MIN_WORKGROUPS && tensorTileFits(rt, BIG_TILE, transA, transB)) return BIG_TILE;
-  return SMALL_TILE;
+export function chooseTensorTile(rt: Runtime, m: number, n: number, batch = 1, transA = false, transB = false, k = 0): TensorTile {
+  const enough = (tile: TensorTile) => {
+    const g = tensorTileGeometry(tile, transA, transB);
+    return Math.ceil(m / g.bm) * Math.ceil(n / g.bn) * batch >= BIG_TILE_MIN_WORKGROUPS && tensorTileFits(rt, tile, transA, transB);
+  };
+  if (!transA && k <= WIDE_TILE_MAX_K && enough(WIDE_TILE)) return WIDE_TILE;
+  return enough(BIG_TILE) ? BIG_TILE : SMALL_TILE;
 }
 
 export interface TensorMatmulArgs {
@@ -188,7 +193,7 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
     if (end >= 2 ** 32) throw new GpuError(`matmulTensor: ${what} spans ${end} elements, past u32 indexing`);
   }
 
-  const tile = args.tile ?? chooseTensorTile(rt, m, n, batch, transA, transB);
+  const tile = args.tile ?? chooseTensorTile(rt, m, n, batch, transA, transB, k);
   const g = tensorTileGeometry(tile, transA, transB);
   if (!tensorTileFits(rt, tile, transA, transB)) {
     const l = rt.gpu.limits;
