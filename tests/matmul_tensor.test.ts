@@ -9,7 +9,11 @@ import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundToF16 } f
 import { randn, rng } from '../src/reference/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
-import { gpu, read } from './support/gpu.ts';
+import { forwardMatmul, tensorCorePolicy, usesTensorCores } from '../src/kernels/matmul_precision.ts';
+import { backward, requireGrad } from '../src/tensor/autograd.ts';
+import { linear } from '../src/tensor/ops/matmul.ts';
+import { mul, sum } from '../src/tensor/ops/index.ts';
+import { assertClose, gpu, read } from './support/gpu.ts';
 
 // The GPU tests need f16 subgroup matrices, which neither the software GPU nor an
 // NVIDIA GPU without Dawn's unsafe toggles offers (on the H200: WEBGPU_TOGGLES=
@@ -242,6 +246,58 @@ async function check(c: Case): Promise<Float32Array> {
     return got.subarray(0, want.length);
   });
 }
+
+describe('routing forward products to tensor cores', () => {
+  test('only large forward products without an epilogue activation, on devices that have f16 subgroup matrices', () => {
+    const caps = { f16: true, subgroups: true, subgroupMatrix: true, subgroupMatrixF16F32: true, subgroupMatrixConfigs: [], subgroupMinSize: 32, subgroupMaxSize: 32 };
+    const h200 = { caps, gpu: { description: 'H200' } } as unknown as Runtime;
+    const without = { caps: { ...caps, subgroupMatrix: false }, gpu: { description: 'no tensor cores' } } as unknown as Runtime;
+    const big = { a: null, b: null, out: null, m: 4096, n: 4864, k: 896, transB: true } as unknown as Parameters<typeof usesTensorCores>[1];
+    assert.equal(usesTensorCores(h200, big), true);
+    assert.equal(usesTensorCores(without, big), false);
+    assert.equal(usesTensorCores(h200, { ...big, m: 32 }), false, 'decode rows take the f32 skinny path');
+    assert.equal(usesTensorCores(h200, { ...big, n: 64, k: 64 }), false, 'too small to gain');
+    assert.equal(usesTensorCores(h200, { ...big, act: 'silu' }), false);
+    assert.equal(usesTensorCores(h200, { ...big, tile: '128x128/k8' }), false, 'a forced f32 tile stays');
+    tensorCorePolicy.enabled = false;
+    try {
+      assert.equal(usesTensorCores(h200, big), false);
+    } finally {
+      tensorCorePolicy.enabled = true;
+    }
+  });
+
+  test('linear: the forward runs on tensor cores (f16-rounded operands), the gradients on the f32 kernels', onDevice, async () => {
+    const saved = tensorCorePolicy.minMacs;
+    tensorCorePolicy.minMacs = 0;
+    try {
+      const [rows, inF, outF] = [130, 200, 70];
+      const x = randn(rows * inF, 901);
+      const w = randn(outF * inF, 902);
+      const bias = randn(outF, 903);
+      const g = randn(rows * outF, 904);
+      await scopeAsync(async () => {
+        const xt = requireGrad(tensor(x, [rows, inF]));
+        const wt = requireGrad(tensor(w, [outF, inF]));
+        const y = linear(xt, wt, tensor(bias, [outF]));
+        const yWant = matmulF16({ a: x, b: w, bias, m: rows, n: outF, k: inF, transB: true });
+        const got = await read(y);
+        const tol = matmulF16Tolerance({ a: x, b: w, m: rows, n: outF, k: inF, transB: true });
+        for (let i = 0; i < got.length; i++) assert.ok(Math.abs(got[i] - yWant[i]) <= tol[i] + 1e-6, `y[${i}] = ${got[i]}, f16-rounded reference ${yWant[i]}`);
+        backward(sum(mul(y, tensor(g, [rows, outF]))));
+        assertClose(await read(xt.grad!), ref.matmul({ a: g, b: w, m: rows, n: inF, k: outF }), { atol: 1e-4, rtol: 1e-4, label: 'dx in f32' });
+        assertClose(await read(wt.grad!), ref.matmul({ a: g, b: x, m: outF, n: inF, k: rows, transA: true }), { atol: 1e-4, rtol: 1e-4, label: 'dw in f32' });
+      });
+      await scopeAsync(async () => {
+        const out = zeros([rows * outF]);
+        forwardMatmul(rt, { a: tensor(x).buffer, b: tensor(w).buffer, out: out.buffer, m: rows, n: outF, k: inF, transB: true, act: 'silu' });
+        assertClose(await read(out), ref.matmul({ a: x, b: w, m: rows, n: outF, k: inF, transB: true, act: 'silu' }), { atol: 1e-4, rtol: 1e-4, label: 'an epilogue activation stays f32' });
+      });
+    } finally {
+      tensorCorePolicy.minMacs = saved;
+    }
+  });
+});
 
 describe('tensor-core matmul kernel', () => {
   test('odd and aligned shapes, every transpose combination, every tile', onDevice, async () => {

@@ -2,14 +2,20 @@
 
 import type { ArgsDef } from 'citty';
 import type { Backend, GpuOptions } from '../gpu/device.ts';
+import { tensorCorePolicy } from '../kernels/matmul_precision.ts';
 
 export const gpuArgs = {
   backend: { type: 'string', description: 'GPU backend: auto, vulkan, metal, d3d12, opengl (env WEBGPU_BACKEND)' },
   adapter: { type: 'string', description: 'substring of the adapter name to use (env WEBGPU_ADAPTER)' },
   toggles: { type: 'string', description: 'Dawn toggles, comma-separated, e.g. allow_unsafe_apis,vulkan_enable_f16_on_nvidia (env WEBGPU_TOGGLES)' },
+  'tensor-cores': { type: 'string', description: 'auto (default): forward products on f16 tensor cores when the adapter offers them; off: f32 kernels only' },
 } as const satisfies ArgsDef;
 
-export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string }): GpuOptions {
+/** The adapter options these arguments ask for; also applies --tensor-cores. */
+export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; 'tensor-cores'?: string }): GpuOptions {
+  const mode = args['tensor-cores'] ?? 'auto';
+  if (mode !== 'auto' && mode !== 'off') throw new Error(`--tensor-cores must be auto or off, got "${mode}"`);
+  tensorCorePolicy.enabled = mode === 'auto';
   const opts: GpuOptions = {};
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;

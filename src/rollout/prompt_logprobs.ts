@@ -5,7 +5,7 @@
 
 import type { CausalLM } from '../models/causal_lm.ts';
 import { budgetGroups, packLeft, unpack } from '../models/score.ts';
-import * as mk from '../kernels/matmul.ts';
+import { forwardMatmul } from '../kernels/matmul_precision.ts';
 import * as sk from '../kernels/sampling.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { reshape, slice } from '../tensor/ops/index.ts';
@@ -48,7 +48,7 @@ export async function promptTokenStats(model: CausalLM, seqs: readonly ArrayLike
         const logits = empty([block, V]);
         for (let r0 = 0; r0 < n; r0 += block) {
           const rows = Math.min(block, n - r0);
-          mk.matmul(rt, { a: used.buffer, b: model.lmHead().buffer, out: logits.buffer, m: rows, n: V, k: H, transB: true, offsetA: r0 * H });
+          forwardMatmul(rt, { a: used.buffer, b: model.lmHead().buffer, out: logits.buffer, m: rows, n: V, k: H, transB: true, offsetA: r0 * H });
           sk.tokenStats(rt, logits.buffer, targets.buffer, stats.buffer, { rows, vocab: V, row0: r0, total: n, invT });
         }
         return stats;

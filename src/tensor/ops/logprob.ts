@@ -4,6 +4,7 @@
 
 import * as lk from '../../kernels/logprob.ts';
 import * as mk from '../../kernels/matmul.ts';
+import { forwardMatmul } from '../../kernels/matmul_precision.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
@@ -164,7 +165,7 @@ export function tokenLogprobs(hidden: Tensor, weight: Tensor, targets: Targets, 
   const rows = chunks.length > 1 ? empty([width, h], 'f32', rt) : null;
   chunks.forEach((c, i) => {
     const w = headRows(weight, c, rows);
-    mk.matmul(rt, { a: hidden.buffer, b: w, out: logits.buffer, m: n, n: c.width, k: h, transB: true });
+    forwardMatmul(rt, { a: hidden.buffer, b: w, out: logits.buffer, m: n, n: c.width, k: h, transB: true });
     lk.logprobStats(rt, logits.buffer, ids.buffer, state.buffer, fused.buffer, shapeOf(c), i === 0, i === chunks.length - 1);
   });
   logits.dispose();
@@ -177,7 +178,7 @@ export function tokenLogprobs(hidden: Tensor, weight: Tensor, targets: Targets, 
     const dRows = dWeight && chunks.length > 1 ? empty([width, h], 'f32', rt) : null;
     chunks.forEach((c, i) => {
       const w = headRows(weight, c, wRows);
-      mk.matmul(rt, { a: hidden.buffer, b: w, out: dlogits.buffer, m: n, n: c.width, k: h, transB: true });
+      forwardMatmul(rt, { a: hidden.buffer, b: w, out: dlogits.buffer, m: n, n: c.width, k: h, transB: true });
       lk.logprobGrad(rt, dlogits.buffer, ids.buffer, state.buffer, g.buffer, shapeOf(c));
       if (dHidden) mk.matmul(rt, { a: dlogits.buffer, b: w, out: dHidden.buffer, m: n, n: h, k: c.width, accumulate: i > 0 });
       if (dWeight) {

@@ -5,6 +5,7 @@
 // over the flattened rows.
 
 import * as mk from '../../kernels/matmul.ts';
+import { forwardMatmul } from '../../kernels/matmul_precision.ts';
 import { record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
@@ -145,7 +146,7 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor): Tensor {
   const rows = numel(x.shape.slice(0, -1));
   const rt = x.storage.rt;
   const y = empty([...x.shape.slice(0, -1), outF], 'f32', rt);
-  mk.matmul(rt, { a: x.buffer, b: weight.buffer, bias: bias?.buffer, out: y.buffer, m: rows, n: outF, k: inF, transB: true });
+  forwardMatmul(rt, { a: x.buffer, b: weight.buffer, bias: bias?.buffer, out: y.buffer, m: rows, n: outF, k: inF, transB: true });
   const inputs = bias ? [x, weight, bias] : [x, weight];
   return record(y, 'linear', inputs, (g) => {
     let dx: Tensor | null = null;
