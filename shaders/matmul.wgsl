@@ -8,7 +8,8 @@
 //
 // Entry points: `main_vec4` stores C as vec4s (N, offset_c and stride_c multiples
 // of 4), `main` element by element (both tiled, below); `skinny` for products of a
-// few rows by a weight stored [N, K] (decoding, at the end); `pack` and `panels` for
+// few rows by a weight stored [N, K] (decoding, at the end; with `skinny_concat` and
+// `skinny_swiglu`, which fold a decode step's neighbouring operations into it); `pack` and `panels` for
 // the software GPU (after the tiled kernel). Storage is bound as vec4 arrays either way: VEC_A and
 // VEC_B say whether that operand's rows, offset and batch stride are multiples of 4, so a
 // 4-element run along a row is one aligned vec4 load; otherwise the 4 elements are
@@ -619,46 +620,176 @@ fn panels_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_inde
 // (x and y of the grid, folded past 65535); workgroup z takes rows
 // [z * SKINNY_ROWS, z * SKINNY_ROWS + SKINNY_ROWS), so B is read once per that many
 // rows. tiles_n carries the grid's x extent.
+//
+// A decode step is bound by its dispatches more than by its arithmetic, so three
+// variants fold the neighbours of a projection into it:
+// - `skinny` with RESID adds `resid` (laid out like C) last: the residual connection
+//   after o_proj and down_proj, without mutating the residual stream in place.
+// - `skinny_concat` multiplies A by up to three weights in one dispatch (q, k and v):
+//   C's columns are weight 0's n0, then weight 1's n1, then weight 2's, each with its
+//   own bias, i.e. the product with the weights stacked. Its 8 storage bindings are
+//   the least any WebGPU device offers (maxStorageBuffersPerShaderStage).
+// - `skinny_swiglu` keeps two dot products per column, against the gate and the up
+//   weight (two planes of partial sums), and writes silu(gate) * up.
 
 override SKINNY_ROWS: u32 = 1u;    // 1..8
+override SKINNY_PLANES: u32 = 1u;  // dot products per column: 2 in skinny_swiglu
+override RESID: bool = false;
 const SKINNY_LANES = 32u;
 const SKINNY_COLS = 8u;
 const SKINNY_WG = 256u;
 
-var<workgroup> skinny_sum: array<f32, SKINNY_ROWS * SKINNY_WG>;
+var<workgroup> skinny_sum: array<f32, SKINNY_PLANES * SKINNY_ROWS * SKINNY_WG>;
 
-@compute @workgroup_size(SKINNY_WG)
-fn skinny(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  let col = (wid.y * p.tiles_n + wid.x) * SKINNY_COLS + li / SKINNY_LANES;
-  let lane = li % SKINNY_LANES;
+@group(0) @binding(5) var<storage, read> resid: array<f32>;
+
+// Where a lane works: the output column its group of 32 serves, its lane in that
+// group, and the rows of A of its workgroup.
+struct SkinnyAt {
+  col: u32,
+  lane: u32,
+  row0: u32,
+  rows: u32,
+}
+
+fn skinny_at(wid: vec3u, li: u32, tiles_n: u32, m: u32) -> SkinnyAt {
   let row0 = wid.z * SKINNY_ROWS;
-  let rows = min(SKINNY_ROWS, p.m - row0);
-  let k4 = p.k / 4u;
-  var acc: array<f32, 8>;
-  if (col < p.n) {
-    let wb = p.offset_b / 4u + col * k4;
-    let ab = p.offset_a / 4u + row0 * k4;
-    for (var q = lane; q < k4; q += SKINNY_LANES) {
-      let w = b[wb + q];
-      for (var r = 0u; r < SKINNY_ROWS; r++) {
-        if (r < rows) { acc[r] += dot(a[ab + r * k4 + q], w); }
-      }
-    }
-  }
-  for (var r = 0u; r < SKINNY_ROWS; r++) { skinny_sum[r * SKINNY_WG + li] = acc[r]; }
+  return SkinnyAt((wid.y * tiles_n + wid.x) * SKINNY_COLS + li / SKINNY_LANES, li % SKINNY_LANES, row0, min(SKINNY_ROWS, m - row0));
+}
+
+fn skinny_store(plane: u32, li: u32, acc: array<f32, 8>) {
+  for (var r = 0u; r < SKINNY_ROWS; r++) { skinny_sum[(plane * SKINNY_ROWS + r) * SKINNY_WG + li] = acc[r]; }
+}
+
+// Adds up the 32 lanes of every column, in every plane and row.
+fn skinny_tree(lane: u32, li: u32) {
   workgroupBarrier();
   for (var s = SKINNY_LANES / 2u; s > 0u; s >>= 1u) {
     if (lane < s) {
-      for (var r = 0u; r < SKINNY_ROWS; r++) { skinny_sum[r * SKINNY_WG + li] += skinny_sum[r * SKINNY_WG + li + s]; }
+      for (var i = 0u; i < SKINNY_PLANES * SKINNY_ROWS; i++) { skinny_sum[i * SKINNY_WG + li] += skinny_sum[i * SKINNY_WG + li + s]; }
     }
     workgroupBarrier();
   }
-  // Lane r of each column writes row r.
-  if (col >= p.n || lane >= rows) { return; }
-  var v = skinny_sum[lane * SKINNY_WG + li - lane];
-  if (BIAS) { v += bias[col / 4u][col % 4u]; }
-  let at = p.offset_c + (row0 + lane) * p.n + col;
+}
+
+// After skinny_tree, lane r of a column reads row row0 + r of a plane.
+fn skinny_total(at: SkinnyAt, li: u32, plane: u32) -> f32 {
+  return skinny_sum[(plane * SKINNY_ROWS + at.lane) * SKINNY_WG + li - at.lane];
+}
+
+@compute @workgroup_size(SKINNY_WG)
+fn skinny(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
+  let at = skinny_at(wid, li, p.tiles_n, p.m);
+  let k4 = p.k / 4u;
+  var acc: array<f32, 8>;
+  if (at.col < p.n) {
+    let wb = p.offset_b / 4u + at.col * k4;
+    let ab = p.offset_a / 4u + at.row0 * k4;
+    for (var q = at.lane; q < k4; q += SKINNY_LANES) {
+      let w = b[wb + q];
+      for (var r = 0u; r < SKINNY_ROWS; r++) {
+        if (r < at.rows) { acc[r] += dot(a[ab + r * k4 + q], w); }
+      }
+    }
+  }
+  skinny_store(0u, li, acc);
+  skinny_tree(at.lane, li);
+  if (at.col >= p.n || at.lane >= at.rows) { return; }
+  var v = skinny_total(at, li, 0u);
+  if (BIAS) { v += bias[at.col / 4u][at.col % 4u]; }
+  let i = p.offset_c + (at.row0 + at.lane) * p.n + at.col;
   v = activate(vec4f(v)).x;
-  if (ACCUM) { v += c[at]; }
-  c[at] = v;
+  if (RESID) { v += resid[i]; }
+  if (ACCUM) { v += c[i]; }
+  c[i] = v;
+}
+
+struct SkinnyParams {
+  m: u32,
+  n: u32,           // columns of C: all weights' together
+  k: u32,
+  tiles_n: u32,
+  n0: u32,          // columns from weight 0 (skinny_concat)
+  n1: u32,          // from weight 1; the rest from weight 2
+}
+
+@group(0) @binding(0) var<uniform> ps: SkinnyParams;
+// Weight 0 is `b` (binding 2); A is `a` (binding 1), both at offset 0.
+@group(0) @binding(3) var<storage, read> b1: array<vec4f>;
+@group(0) @binding(4) var<storage, read> b2: array<vec4f>;
+@group(0) @binding(5) var<storage, read> bias0: array<f32>;
+@group(0) @binding(6) var<storage, read> bias1: array<f32>;
+@group(0) @binding(7) var<storage, read> bias2: array<f32>;
+@group(0) @binding(8) var<storage, read_write> c_concat: array<f32>;
+
+fn concat_weight(w: u32, i: u32) -> vec4f {
+  switch w {
+    case 0u: { return b[i]; }
+    case 1u: { return b1[i]; }
+    default: { return b2[i]; }
+  }
+}
+
+fn concat_bias(w: u32, j: u32) -> f32 {
+  switch w {
+    case 0u: { return bias0[j]; }
+    case 1u: { return bias1[j]; }
+    default: { return bias2[j]; }
+  }
+}
+
+@compute @workgroup_size(SKINNY_WG)
+fn skinny_concat(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
+  let at = skinny_at(wid, li, ps.tiles_n, ps.m);
+  let k4 = ps.k / 4u;
+  // Which weight this column comes from, and its row there. The 32 lanes of a column
+  // agree, so the choice never diverges within a warp.
+  let w = select(select(2u, 1u, at.col < ps.n0 + ps.n1), 0u, at.col < ps.n0);
+  let j = at.col - select(select(ps.n0 + ps.n1, ps.n0, w == 1u), 0u, w == 0u);
+  var acc: array<f32, 8>;
+  if (at.col < ps.n) {
+    let ab = at.row0 * k4;
+    for (var q = at.lane; q < k4; q += SKINNY_LANES) {
+      let x = concat_weight(w, j * k4 + q);
+      for (var r = 0u; r < SKINNY_ROWS; r++) {
+        if (r < at.rows) { acc[r] += dot(a[ab + r * k4 + q], x); }
+      }
+    }
+  }
+  skinny_store(0u, li, acc);
+  skinny_tree(at.lane, li);
+  if (at.col >= ps.n || at.lane >= at.rows) { return; }
+  var v = skinny_total(at, li, 0u);
+  if (BIAS) { v += concat_bias(w, j); }
+  c_concat[(at.row0 + at.lane) * ps.n + at.col] = v;
+}
+
+// Gate weight `b`, up weight `b1`, output `c` (binding 4).
+@compute @workgroup_size(SKINNY_WG)
+fn skinny_swiglu(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
+  let at = skinny_at(wid, li, ps.tiles_n, ps.m);
+  let k4 = ps.k / 4u;
+  var gate: array<f32, 8>;
+  var up: array<f32, 8>;
+  if (at.col < ps.n) {
+    let wb = at.col * k4;
+    let ab = at.row0 * k4;
+    for (var q = at.lane; q < k4; q += SKINNY_LANES) {
+      let wg = b[wb + q];
+      let wu = b1[wb + q];
+      for (var r = 0u; r < SKINNY_ROWS; r++) {
+        if (r < at.rows) {
+          let x = a[ab + r * k4 + q];
+          gate[r] += dot(x, wg);
+          up[r] += dot(x, wu);
+        }
+      }
+    }
+  }
+  skinny_store(0u, li, gate);
+  skinny_store(1u, li, up);
+  skinny_tree(at.lane, li);
+  if (at.col >= ps.n || at.lane >= at.rows) { return; }
+  let g = skinny_total(at, li, 0u);
+  c[(at.row0 + at.lane) * ps.n + at.col] = g / (1.0 + exp(-g)) * skinny_total(at, li, 1u);
 }

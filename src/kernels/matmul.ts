@@ -93,6 +93,11 @@ export interface MatmulArgs {
   act?: MatmulAct;
   /** out += result instead of out = result. */
   accumulate?: boolean;
+  /**
+   * out = residual + result, `residual` laid out like out (offsetC included): the skinny
+   * tile only, which folds a decode step's residual connection into its projection.
+   */
+  residual?: GPUBuffer;
   /** Force a tile size (benchmarks); by default chosen from the shape and the limits. */
   tile?: MatmulTile;
 }
@@ -109,7 +114,8 @@ function workgroupBytes(tile: WorkgroupTile): number {
 /** Whether this device has the workgroup memory and invocations (or uniform binding size) for `tile`. */
 export function tileFits(rt: Runtime, tile: MatmulTile): boolean {
   const l = rt.gpu.limits;
-  if (tile === SKINNY_TILE) return 256 <= l.maxComputeInvocationsPerWorkgroup && 8 * 256 * 4 <= l.maxComputeWorkgroupStorageSize;
+  // Two planes of 8 rows of partial sums (skinny_swiglu).
+  if (tile === SKINNY_TILE) return 256 <= l.maxComputeInvocationsPerWorkgroup && 2 * 8 * 256 * 4 <= l.maxComputeWorkgroupStorageSize;
   if (isPanels(tile)) return PANEL_BYTES <= l.maxUniformBufferBindingSize;
   const { WG_X, WG_Y } = MATMUL_TILES[tile];
   return workgroupBytes(tile) <= l.maxComputeWorkgroupStorageSize && WG_X * WG_Y <= l.maxComputeInvocationsPerWorkgroup;
@@ -186,7 +192,7 @@ const isCount = (x: number) => Number.isInteger(x) && x >= 0 && x < 2 ** 32;
 
 /** Records C[b] = act(op(A[b]) @ op(B[b]) + bias) (or C[b] += ...) for b < batch. */
 export function matmul(rt: Runtime, args: MatmulArgs): void {
-  const { a, b, out, bias, m, n, k } = args;
+  const { a, b, out, bias, residual, m, n, k } = args;
   const batch = args.batch ?? 1;
   const transA = args.transA ?? false;
   const transB = args.transB ?? false;
@@ -202,7 +208,8 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
     if (!isCount(v)) throw new GpuError(`matmul: ${name} = ${v} is not a count`);
   }
   if (!(act in MATMUL_ACTS)) throw new GpuError(`matmul: unknown activation "${act}"`);
-  if (out === a || out === b || out === bias) throw new GpuError('matmul: the output buffer is also an input');
+  if (out === a || out === b || out === bias || out === residual) throw new GpuError('matmul: the output buffer is also an input');
+  if (residual && accumulate) throw new GpuError('matmul: residual and accumulate both add to the result; pass one');
   if (batch > 1 && strideC < m * n) throw new GpuError(`matmul: batches of the output overlap (strideC ${strideC} < m*n ${m * n})`);
   if (m === 0 || n === 0 || batch === 0) return;
   const last = batch - 1;
@@ -210,13 +217,15 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   checkBuffer('B', b, offsetB + last * strideB + k * n);
   checkBuffer('C', out, offsetC + last * strideC + m * n);
   if (bias) checkBuffer('bias', bias, n);
+  if (residual) checkBuffer('residual', residual, offsetC + m * n);
 
   const tile = args.tile ?? autoTile(rt, args);
   if (tile === SKINNY_TILE) {
     if (!skinnyFits(args)) throw new GpuError(`matmul: the ${SKINNY_TILE} tile needs transB without transA, batch 1, and k, offsetA, offsetB multiples of 4`);
-    matmulSkinny(rt, { a, b, bias, out, m, n, k, offsetA, offsetB, offsetC, act, accumulate });
+    matmulSkinny(rt, { a, b, bias, residual, out, m, n, k, offsetA, offsetB, offsetC, act, accumulate });
     return;
   }
+  if (residual) throw new GpuError(`matmul: a residual needs the ${SKINNY_TILE} tile, not ${tile}`);
   const aligned = (row: number, offset: number, stride: number) => row % 4 === 0 && offset % 4 === 0 && (batch === 1 || stride % 4 === 0);
   const vecC = aligned(n, offsetC, strideC);
   if (isPanels(tile)) {
@@ -252,22 +261,113 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   }
 }
 
-type SkinnyArgs = Required<Pick<MatmulArgs, 'a' | 'b' | 'out' | 'm' | 'n' | 'k' | 'offsetA' | 'offsetB' | 'offsetC' | 'act' | 'accumulate'>> & Pick<MatmulArgs, 'bias'>;
+type SkinnyArgs = Required<Pick<MatmulArgs, 'a' | 'b' | 'out' | 'm' | 'n' | 'k' | 'offsetA' | 'offsetB' | 'offsetC' | 'act' | 'accumulate'>> & Pick<MatmulArgs, 'bias' | 'residual'>;
 
 /** Rows of A per skinny workgroup (SKINNY_ROWS in the shader): B is read once per this many. */
 const skinnyRows = (m: number) => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
 
 function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
   const rows = skinnyRows(r.m);
-  const kernel = rt.kernel('matmul', 'skinny', { SKINNY_ROWS: rows, BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate) });
+  const kernel = rt.kernel('matmul', 'skinny', {
+    SKINNY_ROWS: rows, BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate), RESID: Number(!!r.residual),
+  });
   // 8 columns per workgroup (SKINNY_COLS).
   const [gx, gy] = grid1d(r.n, 8);
   const p = uniforms(12);
   p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, 0, gx, r.offsetA, r.offsetB, r.offsetC]);
-  rt.dispatch(kernel, [r.a, r.b, r.bias ?? r.a, r.out], p.u, [gx, gy, Math.ceil(r.m / rows)]);
+  // Without a bias or residual the bindings still need a buffer; A is read-only already.
+  rt.dispatch(kernel, [r.a, r.b, r.bias ?? r.a, r.out, r.residual ?? r.a], p.u, [gx, gy, Math.ceil(r.m / rows)]);
 }
 
-type Resolved = Required<Omit<MatmulArgs, 'bias' | 'tile'>> & Pick<MatmulArgs, 'bias'>;
+/** The skinny variants' uniform (SkinnyParams) and grid for an m x n output. */
+function skinnyLaunch(m: number, n: number, k: number, n0 = 0, n1 = 0): { params: Uint32Array; grid: [number, number, number] } {
+  const [gx, gy] = grid1d(n, 8);
+  const p = uniforms(6);
+  p.u.set([m, n, k, gx, n0, n1]);
+  return { params: p.u, grid: [gx, gy, Math.ceil(m / skinnyRows(m))] };
+}
+
+function checkSkinny(what: string, m: number, k: number): void {
+  for (const [name, v] of Object.entries({ m, k })) {
+    if (!isCount(v)) throw new GpuError(`${what}: ${name} = ${v} is not a count`);
+  }
+  if (k % 4 !== 0) throw new GpuError(`${what}: k = ${k} must be a multiple of 4 (the skinny kernels read vec4s)`);
+}
+
+export interface SkinnyConcatArgs {
+  /** [m, k] */
+  a: GPUBuffer;
+  /** One to three weights, each [n_i, k]. */
+  weights: readonly GPUBuffer[];
+  /** The weights' row counts n_i. */
+  ns: readonly number[];
+  /** Per weight, [n_i] or none; all or none of the weights have one. */
+  biases?: readonly GPUBuffer[];
+  /** [m, sum n_i]: row r is a_r W_0^T + b_0, then a_r W_1^T + b_1, ... */
+  out: GPUBuffer;
+  m: number;
+  k: number;
+}
+
+/**
+ * Several projections of the same rows in one dispatch (the skinny kernel's
+ * `skinny_concat`): out = A [W_0; W_1; W_2]^T + [b_0; b_1; b_2]. A, the weights and out
+ * start at offset 0.
+ */
+export function matmulSkinnyConcat(rt: Runtime, args: SkinnyConcatArgs): void {
+  const { a, weights, ns, biases, out, m, k } = args;
+  const what = 'matmul (skinny concat)';
+  checkSkinny(what, m, k);
+  if (weights.length < 1 || weights.length > 3 || ns.length !== weights.length) {
+    throw new GpuError(`${what}: 1 to 3 weights with a row count each, got ${weights.length} weights and ${ns.length} counts`);
+  }
+  if (biases && biases.length !== weights.length) throw new GpuError(`${what}: ${biases.length} biases for ${weights.length} weights`);
+  const n = ns.reduce((s, x) => s + x, 0);
+  if (ns.some((x) => !isCount(x)) || !isCount(n)) throw new GpuError(`${what}: row counts [${ns.join(', ')}] are not counts`);
+  if (out === a || weights.includes(out) || biases?.includes(out)) throw new GpuError(`${what}: the output buffer is also an input`);
+  if (m === 0 || n === 0) return;
+  checkBuffer('A', a, m * k);
+  weights.forEach((w, i) => checkBuffer(`weight ${i}`, w, ns[i] * k));
+  biases?.forEach((bb, i) => checkBuffer(`bias ${i}`, bb, ns[i]));
+  checkBuffer('C', out, m * n);
+  const { params, grid } = skinnyLaunch(m, n, k, ns[0], ns[1] ?? 0);
+  const kernel = rt.kernel('matmul', 'skinny_concat', { SKINNY_ROWS: skinnyRows(m), BIAS: Number(!!biases) });
+  // Missing weights and biases take a buffer that is bound but never read.
+  const w = (i: number) => weights[i] ?? weights[0];
+  const bias = (i: number) => biases?.[i] ?? biases?.[0] ?? a;
+  rt.dispatch(kernel, [a, w(0), w(1), w(2), bias(0), bias(1), bias(2), out], params, grid);
+}
+
+export interface SkinnySwigluArgs {
+  /** [m, k] */
+  a: GPUBuffer;
+  /** [n, k] each */
+  gate: GPUBuffer;
+  up: GPUBuffer;
+  /** [m, n] = silu(A gate^T) * (A up^T) */
+  out: GPUBuffer;
+  m: number;
+  n: number;
+  k: number;
+}
+
+/** A gated MLP's gate and up projections and SwiGLU in one dispatch (`skinny_swiglu`); all at offset 0. */
+export function matmulSkinnySwiglu(rt: Runtime, args: SkinnySwigluArgs): void {
+  const { a, gate, up, out, m, n, k } = args;
+  const what = 'matmul (skinny swiglu)';
+  checkSkinny(what, m, k);
+  if (!isCount(n)) throw new GpuError(`${what}: n = ${n} is not a count`);
+  if (out === a || out === gate || out === up) throw new GpuError(`${what}: the output buffer is also an input`);
+  if (m === 0 || n === 0) return;
+  checkBuffer('A', a, m * k);
+  checkBuffer('gate', gate, n * k);
+  checkBuffer('up', up, n * k);
+  checkBuffer('C', out, m * n);
+  const { params, grid } = skinnyLaunch(m, n, k);
+  rt.dispatch(rt.kernel('matmul', 'skinny_swiglu', { SKINNY_ROWS: skinnyRows(m), SKINNY_PLANES: 2 }), [a, gate, up, out], params, grid);
+}
+
+type Resolved = Required<Omit<MatmulArgs, 'bias' | 'residual' | 'tile'>> & Pick<MatmulArgs, 'bias'>;
 
 interface PanelScratch {
   a: GPUBuffer | null;

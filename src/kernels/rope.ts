@@ -1,7 +1,7 @@
 // Launcher for shaders/rope.wgsl, and the inverse-frequency tables it reads.
 
 import type { Runtime } from '../gpu/runtime.ts';
-import { grid1d, uniforms } from './launch.ts';
+import { grid1d, gridRows, uniforms } from './launch.ts';
 
 /**
  * inv_freq[i] = 1 / theta^(2i / rotaryDim) rounded the way Hugging Face computes it in
@@ -54,4 +54,34 @@ export function rope(rt: Runtime, d: RopeDims, x: GPUBuffer, positions: GPUBuffe
   p.u[4] = d.rotaryDim / 2;
   const table = invFreqTable(rt, d.theta, d.rotaryDim);
   rt.dispatch(rt.kernel('rope', 'main', { SIGN: inverse ? -1 : 1 }), [x, positions, table, y], p.u, grid1d(n));
+}
+
+export interface QkvCacheDims {
+  b: number;
+  t: number;
+  hq: number;
+  hkv: number;
+  hd: number;
+  rotaryDim: number;
+  theta: number;
+  /** Cache rows per (batch row, kv head), and where this step's tokens go. */
+  capacity: number;
+  offset: number;
+  /** Per-head RMSNorm of q and k before the rotation (Qwen3), with this epsilon. */
+  qkNorm: { q: GPUBuffer; k: GPUBuffer; eps: number } | null;
+}
+
+/**
+ * One decode step's attention inputs from the fused projection `qkv` [b*t, (hq + 2 hkv) * hd]
+ * (see `qkv_cache` in shaders/rope.wgsl): q rotated into `q` [b, hq, t, hd], k rotated
+ * and v appended to `keys` and `values` [b, hkv, capacity, hd] at `offset`.
+ */
+export function ropeQkvCache(rt: Runtime, d: QkvCacheDims, qkv: GPUBuffer, positions: GPUBuffer, q: GPUBuffer, keys: GPUBuffer, values: GPUBuffer): void {
+  const p = uniforms(9);
+  p.u.set([d.b * d.t, d.t, d.hq, d.hkv, d.hd, d.rotaryDim / 2, d.capacity, d.offset]);
+  p.f[8] = d.qkNorm?.eps ?? 0;
+  const table = invFreqTable(rt, d.theta, d.rotaryDim);
+  const norm = d.qkNorm ?? { q: table, k: table };
+  const kernel = rt.kernel('rope', 'qkv_cache', { QK_NORM: Number(!!d.qkNorm) });
+  rt.dispatch(kernel, [qkv, positions, table, norm.q, norm.k, q, keys, values], p.u, gridRows(d.b * d.t * (d.hq + 2 * d.hkv)));
 }

@@ -1,0 +1,128 @@
+// Inference-only fused ops of a decode step (models/qwen_decode.ts): several projections
+// of the same rows in one dispatch, gate/up projections with SwiGLU, a projection with
+// its residual connection, and rotary embedding with the KV-cache append. They record
+// no gradient, so they refuse inputs that need one while gradients are enabled. The
+// products run on the skinny matmul kernels, which read K as vec4s: K must be a
+// multiple of 4.
+
+import * as mk from '../../kernels/matmul.ts';
+import * as rk from '../../kernels/rope.ts';
+import { isGradEnabled } from '../autograd.ts';
+import { expectDType } from '../dtype.ts';
+import { ShapeError } from '../errors.ts';
+import { fmt, numel, sameShape } from '../shape.ts';
+import { empty, type Tensor } from '../tensor.ts';
+
+function inferenceOnly(op: string, inputs: readonly (Tensor | null | undefined)[]): void {
+  inputs.forEach((t, i) => {
+    if (t) expectDType(op, `input ${i}`, t.dtype, 'f32');
+  });
+  if (isGradEnabled() && inputs.some((t) => t?.requiresGrad)) throw new ShapeError(`${op}: inference only (records no gradient); run it under noGrad`);
+}
+
+/** Rows of x [..., in] and the checks every projection here shares. */
+function rowsOf(op: string, x: Tensor, weights: readonly Tensor[]): number {
+  const inF = x.shape[x.rank - 1];
+  const what = `${op}: x ${fmt(x.shape)}, weights ${weights.map((w) => fmt(w.shape)).join(' ')}`;
+  if (x.rank < 1) throw new ShapeError(`${what}: x needs a last dim`);
+  for (const w of weights) {
+    if (w.rank !== 2 || w.shape[1] !== inF) throw new ShapeError(`${what}: weights must be [out, ${inF}]`);
+  }
+  if (inF % 4 !== 0) throw new ShapeError(`${what}: in = ${inF} must be a multiple of 4`);
+  return numel(x.shape.slice(0, -1));
+}
+
+/**
+ * x @ [W_0; W_1; ...]^T + [b_0; b_1; ...]: up to three projections of x (a layer's
+ * q, k, v) side by side in the last dim, [..., sum out_i], in one dispatch. Biases
+ * come for all weights or none.
+ */
+export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: readonly Tensor[] | null = null): Tensor {
+  const op = 'linearConcat';
+  inferenceOnly(op, [x, ...weights, ...(biases ?? [])]);
+  const rows = rowsOf(op, x, weights);
+  if (weights.length < 1 || weights.length > 3) throw new ShapeError(`${op}: 1 to 3 weights, got ${weights.length}`);
+  const ns = weights.map((w) => w.shape[0]);
+  if (biases && (biases.length !== weights.length || biases.some((b, i) => b.rank !== 1 || b.shape[0] !== ns[i]))) {
+    throw new ShapeError(`${op}: biases ${biases.map((b) => fmt(b.shape)).join(' ')} do not match weights of ${ns.join(', ')} rows`);
+  }
+  const rt = x.storage.rt;
+  const y = empty([...x.shape.slice(0, -1), ns.reduce((s, n) => s + n, 0)], 'f32', rt);
+  mk.matmulSkinnyConcat(rt, {
+    a: x.buffer, weights: weights.map((w) => w.buffer), ns, biases: biases?.map((b) => b.buffer), out: y.buffer, m: rows, k: x.shape[x.rank - 1],
+  });
+  return y;
+}
+
+/** silu(x @ gate^T) * (x @ up^T) in one dispatch; gate and up [out, in]. */
+export function linearSwiglu(x: Tensor, gate: Tensor, up: Tensor): Tensor {
+  const op = 'linearSwiglu';
+  inferenceOnly(op, [x, gate, up]);
+  const rows = rowsOf(op, x, [gate, up]);
+  if (!sameShape(gate.shape, up.shape)) throw new ShapeError(`${op}: gate ${fmt(gate.shape)} and up ${fmt(up.shape)} differ in shape`);
+  const rt = x.storage.rt;
+  const n = gate.shape[0];
+  const y = empty([...x.shape.slice(0, -1), n], 'f32', rt);
+  mk.matmulSkinnySwiglu(rt, { a: x.buffer, gate: gate.buffer, up: up.buffer, out: y.buffer, m: rows, n, k: x.shape[x.rank - 1] });
+  return y;
+}
+
+/** residual + x @ weight^T (+ bias) in one dispatch, into a new tensor; residual [..., out]. */
+export function linearResidual(x: Tensor, weight: Tensor, bias: Tensor | null, residual: Tensor): Tensor {
+  const op = 'linearResidual';
+  inferenceOnly(op, [x, weight, bias, residual]);
+  const rows = rowsOf(op, x, [weight]);
+  const shape = [...x.shape.slice(0, -1), weight.shape[0]];
+  if (!sameShape(residual.shape, shape)) throw new ShapeError(`${op}: residual ${fmt(residual.shape)} must be ${fmt(shape)}`);
+  if (bias && (bias.rank !== 1 || bias.shape[0] !== weight.shape[0])) throw new ShapeError(`${op}: bias ${fmt(bias.shape)} must be [${weight.shape[0]}]`);
+  const rt = x.storage.rt;
+  const y = empty(shape, 'f32', rt);
+  mk.matmul(rt, {
+    a: x.buffer, b: weight.buffer, bias: bias?.buffer, residual: residual.buffer, out: y.buffer,
+    m: rows, n: weight.shape[0], k: x.shape[x.rank - 1], transB: true, tile: mk.SKINNY_TILE,
+  });
+  return y;
+}
+
+export interface QkvCacheOptions {
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  theta: number;
+  /** Leading dims of each head that rotate; defaults to headDim. */
+  rotaryDim?: number;
+  /** Per-head RMSNorm weights [headDim] of q and k, applied before the rotation. */
+  qkNorm?: { q: Tensor; k: Tensor; eps: number };
+}
+
+/**
+ * From qkv [B, T, (heads + 2 kvHeads) * headDim] (linearConcat of q, k, v): rotates q
+ * and k by `positions` [B, T] (see rope), writes k and v into the caches `keys`,
+ * `values` [B, kvHeads, capacity, headDim] at token `offset`, and returns q
+ * [B, heads, T, headDim].
+ */
+export function ropeQkvCache(qkv: Tensor, positions: Tensor, keys: Tensor, values: Tensor, offset: number, opts: QkvCacheOptions): Tensor {
+  const op = 'ropeQkvCache';
+  inferenceOnly(op, [qkv, keys, values, opts.qkNorm?.q, opts.qkNorm?.k]);
+  expectDType(op, 'positions', positions.dtype, 'i32', 'u32');
+  const { heads, kvHeads, headDim: hd } = opts;
+  const rotaryDim = opts.rotaryDim ?? hd;
+  const what = `${op}: qkv ${fmt(qkv.shape)}, positions ${fmt(positions.shape)}, cache ${fmt(keys.shape)}`;
+  if (qkv.rank !== 3 || qkv.shape[2] !== (heads + 2 * kvHeads) * hd) throw new ShapeError(`${what}: qkv must be [B, T, ${(heads + 2 * kvHeads) * hd}]`);
+  const [b, t] = qkv.shape;
+  if (positions.rank !== 2 || positions.shape[0] !== b || positions.shape[1] !== t) throw new ShapeError(`${what}: positions must be [${b}, ${t}]`);
+  const cache = [b, kvHeads, keys.shape[2], hd];
+  if (!sameShape(keys.shape, cache) || !sameShape(values.shape, cache)) throw new ShapeError(`${what}: caches must both be [${b}, ${kvHeads}, capacity, ${hd}], values are ${fmt(values.shape)}`);
+  if (!Number.isInteger(offset) || offset < 0 || offset + t > keys.shape[2]) throw new ShapeError(`${what}: tokens ${offset}..${offset + t} do not fit the cache`);
+  if (!Number.isInteger(rotaryDim) || rotaryDim < 2 || rotaryDim % 2 !== 0 || rotaryDim > hd) throw new ShapeError(`${what}: rotaryDim ${rotaryDim} must be even and in [2, ${hd}]`);
+  if (!(opts.theta > 0)) throw new RangeError(`${op}: theta must be positive, got ${opts.theta}`);
+  const norm = opts.qkNorm;
+  if (norm && (!sameShape(norm.q.shape, [hd]) || !sameShape(norm.k.shape, [hd]))) throw new ShapeError(`${what}: q/k-norm weights must be [${hd}]`);
+  const rt = qkv.storage.rt;
+  const q = empty([b, heads, t, hd], 'f32', rt);
+  rk.ropeQkvCache(rt, {
+    b, t, hq: heads, hkv: kvHeads, hd, rotaryDim, theta: opts.theta, capacity: keys.shape[2], offset,
+    qkNorm: norm ? { q: norm.q.buffer, k: norm.k.buffer, eps: norm.eps } : null,
+  }, qkv.buffer, positions.buffer, q.buffer, keys.buffer, values.buffer);
+  return q;
+}
