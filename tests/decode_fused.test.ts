@@ -1,16 +1,23 @@
 // The fused decode kernels (skinny residual / concat / swiglu, qkv_cache) against their
-// CPU references.
+// CPU references, and a Qwen decode loop with the fused layers forced (the software
+// GPU would not take them) against the op-by-op layers.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as mk from '../src/kernels/matmul.ts';
+import { lastLogits } from '../src/models/generate.ts';
+import { randomModel } from '../src/models/load.ts';
+import { attachLora } from '../src/models/lora.ts';
+import { configFromPreset } from '../src/models/presets.ts';
+import type { QwenModel } from '../src/models/qwen.ts';
+import { decodePolicy, fusable, fusesStep } from '../src/models/qwen_decode.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { randn } from '../src/reference/random.ts';
 import { qkvCache } from '../src/reference/rope.ts';
 import { swigluForward } from '../src/reference/swiglu.ts';
 import { noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../src/tensor/ops/decode.ts';
-import { scopeAsync } from '../src/tensor/scope.ts';
+import { keep, scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, read } from './support/gpu.ts';
 
@@ -145,5 +152,115 @@ describe('fused decode kernels', () => {
         assert.throws(() => ropeQkvCache(qkv, pos, cache, cache, 0, { heads: 1, kvHeads: 1, headDim: 4, theta: 1e4 }), /qkv must be \[B, T, 12\]/);
       });
     });
+  });
+});
+
+// Random biases and norm weights: randomModel leaves them 0 and 1, which would hide a
+// bias or norm weight read from the wrong place.
+function tinyModel(preset: string, overrides: Record<string, unknown>, s: number): QwenModel {
+  const model = randomModel(configFromPreset(preset, { vocab_size: 97, num_hidden_layers: 2, ...overrides }), s, { std: 0.2 });
+  let k = 0;
+  for (const [name, t] of [...model.params]) {
+    if (!name.endsWith('.bias') && !name.endsWith('norm.weight')) continue;
+    const data = randn(t.size, s * 31 + k++, name.endsWith('.bias') ? 0.3 : 0.2).map((x) => (name.endsWith('.bias') ? x : 1 + x));
+    const fresh = keep(requireGrad(tensor(data, t.shape)));
+    fresh.name = name;
+    model.params.set(name, fresh);
+    t.dispose();
+  }
+  return model;
+}
+
+/** Logits of the prefill and `ids.length` decode steps of 3 left-padded rows, and the dispatches of the last step. */
+async function decode(model: QwenModel, ids: number[][], fused: 'always' | 'never'): Promise<{ logits: Float32Array[]; dispatches: number }> {
+  const rt = await gpu();
+  const prompts = [[5, 9, 13, 2, 40, 41], [7, 8, 90, 3], [1, 2]];
+  const B = prompts.length;
+  const P = 6;
+  const padLeft = Int32Array.from(prompts, (p) => P - p.length);
+  const input = new Int32Array(B * P);
+  prompts.forEach((p, b) => input.set(p, b * P + padLeft[b]));
+  const cache = model.newCache(B, P + ids.length, padLeft);
+  const before = decodePolicy.fused;
+  decodePolicy.fused = fused;
+  try {
+    const logits: Float32Array[] = [];
+    let dispatches = 0;
+    const step = (tokens: Int32Array, seq: number) => scopeAsync(async () => {
+      const start = rt.dispatchCount;
+      const out = noGrad(() => lastLogits(model, model.hiddenCached({ ids: tokens, batch: B, seq }, cache)));
+      dispatches = rt.dispatchCount - start;
+      logits.push(await read(out));
+    });
+    await step(input, P);
+    for (const row of ids) await step(Int32Array.from(row), 1);
+    return { logits, dispatches };
+  } finally {
+    decodePolicy.fused = before;
+    cache.dispose();
+  }
+}
+
+describe('fused Qwen decode steps', () => {
+  const steps = [[3, 50, 17], [96, 0, 4], [12, 12, 60], [33, 71, 8]];
+
+  async function compare(model: QwenModel, label: string): Promise<void> {
+    const plain = await decode(model, steps, 'never');
+    const fused = await decode(model, steps, 'always');
+    plain.logits.forEach((want, i) => assertClose(fused.logits[i], want, { atol: 1e-4, rtol: 1e-4, label: `${label} step ${i}` }));
+    assert.ok(fused.dispatches < plain.dispatches, `${label}: ${fused.dispatches} dispatches fused, ${plain.dispatches} op by op`);
+  }
+
+  test('Qwen2 with q/k/v biases: 4 steps of batch 3 with left padding equal the op-by-op layers', slow, async () => {
+    await gpu();
+    const model = tinyModel('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 3);
+    await compare(model, 'qwen2');
+    for (const p of model.parameters()) p.dispose();
+  });
+
+  test('Qwen3 with q/k-norm and attention biases (o_proj too)', slow, async () => {
+    await gpu();
+    const model = tinyModel('qwen3-0.6b', { hidden_size: 32, intermediate_size: 36, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 12, attention_bias: true }, 4);
+    assert.ok(model.config.qkNorm && model.config.outputBias);
+    await compare(model, 'qwen3');
+    for (const p of model.parameters()) p.dispose();
+  });
+
+  test('blocks with a LoRA branch keep the op-by-op form; the others fuse', slow, async () => {
+    await gpu();
+    const model = tinyModel('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 5);
+    attachLora(model, { r: 2, alpha: 4, targetModules: ['v_proj'], baseModel: null }, 1);
+    // A non-zero B, so that leaving the branch out would show.
+    for (const branch of model.lora.values()) {
+      const b = keep(tensor(randn(branch.b.size, seed++, 0.3), branch.b.shape));
+      branch.b.dispose();
+      branch.b = b;
+    }
+    assert.equal(fusable(model, 0, 'attention'), false);
+    assert.equal(fusable(model, 0, 'mlp'), true);
+    await compare(model, 'lora on v_proj');
+    for (const p of [...model.parameters(), ...[...model.lora.values()].flatMap((b) => [b.a, b.b])]) p.dispose();
+  });
+
+  test('when steps fuse: decode steps under noGrad with a cache, where the skinny path would be taken', slow, async () => {
+    const rt = await gpu();
+    const model = tinyModel('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 6);
+    const cache = model.newCache(2, 4);
+    const compatibility = rt.caps.compatibility;
+    try {
+      // As on a real GPU.
+      rt.gpu.caps.compatibility = false;
+      assert.equal(noGrad(() => fusesStep(model, 2, 1, cache)), true);
+      assert.equal(noGrad(() => fusesStep(model, 2, 2, cache)), false, 'prefill');
+      assert.equal(noGrad(() => fusesStep(model, 2, 1, null)), false, 'no cache');
+      assert.equal(fusesStep(model, 2, 1, cache), false, 'gradients enabled');
+      assert.equal(noGrad(() => fusesStep(model, mk.matmulPolicy.skinnyMaxRows + 1, 1, cache)), false, 'too many rows for the skinny path');
+      rt.gpu.caps.compatibility = true;
+      assert.equal(noGrad(() => fusesStep(model, 2, 1, cache)), false, 'the software GPU');
+    } finally {
+      rt.gpu.caps.compatibility = compatibility;
+      cache.dispose();
+      for (const p of model.parameters()) p.dispose();
+    }
   });
 });

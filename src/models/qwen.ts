@@ -20,6 +20,7 @@ import { linear } from '../tensor/ops/matmul.ts';
 import { ShapeError } from '../tensor/errors.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { KVCache } from './kv_cache.ts';
+import { fusable, fusedAttention, fusedMlp, fusesStep } from './qwen_decode.ts';
 
 export interface TokenBatch {
   /** Token ids, row-major [batch, seq]; left padding holds any valid id. */
@@ -31,6 +32,19 @@ export interface TokenBatch {
 }
 
 export type ParamMap = Map<string, Tensor>;
+
+/** What every layer of one forward pass shares. */
+export interface LayerStep {
+  batch: number;
+  seq: number;
+  /** Position ids [batch, seq] (i32). */
+  positions: Tensor;
+  /** Left padding [batch] (i32), when rows are padded. */
+  pad?: Tensor;
+  cache: KVCache | null;
+  /** Tokens already in the cache (0 without one). */
+  offset: number;
+}
 
 /** Position ids as HF computes them from a left-padded mask: cumsum(mask) - 1, clamped at 0. */
 export function positionIds(batch: number, seq: number, padLeft?: Int32Array, offset = 0): Int32Array {
@@ -106,34 +120,55 @@ export class QwenModel implements CausalLM {
     const cfg = this.config;
     const { batch: B, seq: T } = batch;
     const offset = cache?.length ?? 0;
-    const positions = tensor(positionIds(B, T, batch.padLeft, offset), [B, T], 'i32');
-    const pad = batch.padLeft ? tensor(batch.padLeft, [B], 'i32') : undefined;
+    const step: LayerStep = {
+      batch: B,
+      seq: T,
+      positions: tensor(positionIds(B, T, batch.padLeft, offset), [B, T], 'i32'),
+      pad: batch.padLeft ? tensor(batch.padLeft, [B], 'i32') : undefined,
+      cache,
+      offset,
+    };
+    // Decode steps under noGrad take the fused kernels (qwen_decode.ts) where they apply.
+    const decode = fusesStep(this, B, T, cache) ? cache : null;
     let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), batch.ids, [B, T]);
     for (let l = 0; l < cfg.layers; l++) {
-      const pre = `${this.prefix}layers.${l}`;
-      const h = rmsNorm(x, this.param(`${pre}.input_layernorm.weight`), cfg.rmsEps);
-      const heads = (name: 'q' | 'k' | 'v', n: number) => {
-        let t = reshape(this.proj(h, `${pre}.self_attn.${name}_proj`, cfg.attentionBias), [B, T, n, cfg.headDim]);
-        if (cfg.qkNorm && name !== 'v') t = rmsNorm(t, this.param(`${pre}.self_attn.${name}_norm.weight`), cfg.rmsEps);
-        t = permute(t, [0, 2, 1, 3]);
-        return name === 'v' ? t : rope(t, positions, { theta: cfg.ropeTheta, rotaryDim: cfg.rotaryDim });
-      };
-      let k = heads('k', cfg.kvHeads);
-      let v = heads('v', cfg.kvHeads);
-      if (cache) {
-        assignSlice(cache.keys[l], k, 2, offset);
-        assignSlice(cache.values[l], v, 2, offset);
-        k = cache.keys[l];
-        v = cache.values[l];
-      }
-      const o = attention(heads('q', cfg.heads), k, v, { padLeft: pad, kvLen: offset + T });
-      const merged = reshape(permute(o, [0, 2, 1, 3]), [B, T, cfg.heads * cfg.headDim]);
-      x = add(x, this.proj(merged, `${pre}.self_attn.o_proj`, cfg.outputBias));
-      const h2 = rmsNorm(x, this.param(`${pre}.post_attention_layernorm.weight`), cfg.rmsEps);
-      const act = swiglu(this.proj(h2, `${pre}.mlp.gate_proj`, false), this.proj(h2, `${pre}.mlp.up_proj`, false));
-      x = add(x, this.proj(act, `${pre}.mlp.down_proj`, false));
+      x = decode && fusable(this, l, 'attention') ? fusedAttention(this, x, l, step, decode) : this.attentionBlock(x, l, step);
+      x = decode && fusable(this, l, 'mlp') ? fusedMlp(this, x, l) : this.mlpBlock(x, l);
     }
     return rmsNorm(x, this.param(`${this.prefix}norm.weight`), cfg.rmsEps);
+  }
+
+  /** x + o_proj(attention(...)) of layer l; with a cache, this step's keys and values are appended to it. */
+  private attentionBlock(x: Tensor, l: number, step: LayerStep): Tensor {
+    const cfg = this.config;
+    const { batch: B, seq: T, cache, offset } = step;
+    const pre = `${this.prefix}layers.${l}`;
+    const h = rmsNorm(x, this.param(`${pre}.input_layernorm.weight`), cfg.rmsEps);
+    const heads = (name: 'q' | 'k' | 'v', n: number) => {
+      let t = reshape(this.proj(h, `${pre}.self_attn.${name}_proj`, cfg.attentionBias), [B, T, n, cfg.headDim]);
+      if (cfg.qkNorm && name !== 'v') t = rmsNorm(t, this.param(`${pre}.self_attn.${name}_norm.weight`), cfg.rmsEps);
+      t = permute(t, [0, 2, 1, 3]);
+      return name === 'v' ? t : rope(t, step.positions, { theta: cfg.ropeTheta, rotaryDim: cfg.rotaryDim });
+    };
+    let k = heads('k', cfg.kvHeads);
+    let v = heads('v', cfg.kvHeads);
+    if (cache) {
+      assignSlice(cache.keys[l], k, 2, offset);
+      assignSlice(cache.values[l], v, 2, offset);
+      k = cache.keys[l];
+      v = cache.values[l];
+    }
+    const o = attention(heads('q', cfg.heads), k, v, { padLeft: step.pad, kvLen: offset + T });
+    const merged = reshape(permute(o, [0, 2, 1, 3]), [B, T, cfg.heads * cfg.headDim]);
+    return add(x, this.proj(merged, `${pre}.self_attn.o_proj`, cfg.outputBias));
+  }
+
+  /** x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l. */
+  private mlpBlock(x: Tensor, l: number): Tensor {
+    const pre = `${this.prefix}layers.${l}`;
+    const h = rmsNorm(x, this.param(`${pre}.post_attention_layernorm.weight`), this.config.rmsEps);
+    const act = swiglu(this.proj(h, `${pre}.mlp.gate_proj`, false), this.proj(h, `${pre}.mlp.up_proj`, false));
+    return add(x, this.proj(act, `${pre}.mlp.down_proj`, false));
   }
 
   /** An empty KV cache for `batch` sequences of up to `capacity` tokens. */

@@ -1,0 +1,83 @@
+// The decode step of Qwen2 / Qwen3 with fused kernels. A step of one token per
+// sequence is bound by its dispatches (on the H200 each costs ~16 us of GPU time
+// plus host time, more than its arithmetic), and the op-by-op layer issues 17:
+// rmsnorm, q/k/v projections, rope of q and k, two cache writes, attention, o_proj,
+// residual add, rmsnorm, gate, up, swiglu, down, residual add. Here a layer is 8:
+//
+//   rmsnorm, q|k|v (one skinny_concat), q/k-norm + rope + cache append (qkv_cache),
+//   attention, o_proj + residual, rmsnorm, gate|up + SwiGLU (skinny_swiglu),
+//   down_proj + residual
+//
+// The results equal the op-by-op layer's up to float rounding. The fused ops record
+// no gradient and run on the skinny matmul kernels, so a step takes them only under
+// noGrad, with a KV cache, one token per sequence, and when the launcher would take
+// the skinny path for these products anyway (real GPUs, a few dozen rows); a block
+// with a LoRA-adapted projection keeps the op-by-op form.
+
+import type { KVCache } from './kv_cache.ts';
+import type { LayerStep, QwenModel } from './qwen.ts';
+import { autoTile, SKINNY_TILE } from '../kernels/matmul.ts';
+import { isGradEnabled } from '../tensor/autograd.ts';
+import { attention } from '../tensor/ops/attention.ts';
+import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../tensor/ops/decode.ts';
+import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
+import { permute, reshape } from '../tensor/ops/shape_ops.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+/**
+ * When decode steps fuse: 'auto' where the skinny path would be taken (see above),
+ * 'always' also on the software GPU (tests), 'never' keeps the op-by-op layer.
+ */
+export const decodePolicy: { fused: 'auto' | 'always' | 'never' } = { fused: 'auto' };
+
+/** Whether a step of `seq` new tokens for `batch` sequences takes the fused layers. */
+export function fusesStep(model: QwenModel, batch: number, seq: number, cache: KVCache | null): boolean {
+  if (!cache || seq !== 1 || isGradEnabled() || decodePolicy.fused === 'never') return false;
+  const cfg = model.config;
+  // The K of each product: hidden (q|k|v, gate|up), q heads (o_proj), intermediate (down_proj).
+  const ks = [cfg.hidden, cfg.heads * cfg.headDim, cfg.intermediate];
+  if (ks.some((k) => k % 4 !== 0)) return false;
+  if (decodePolicy.fused === 'always') return true;
+  const rt = model.lmHead().storage.rt;
+  return ks.every((k) => autoTile(rt, { m: batch, n: 1, k, transB: true }) === SKINNY_TILE);
+}
+
+const ATTENTION_PROJECTIONS = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj'];
+const MLP_PROJECTIONS = ['mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'];
+
+/** Whether layer l's attention (or MLP) block has no LoRA branch, which the fused kernels leave out. */
+export function fusable(model: QwenModel, l: number, block: 'attention' | 'mlp'): boolean {
+  const pre = `${model.config.weightPrefix}layers.${l}`;
+  return (block === 'attention' ? ATTENTION_PROJECTIONS : MLP_PROJECTIONS).every((p) => !model.lora.has(`${pre}.${p}.weight`));
+}
+
+/** x + o_proj(attention(...)) of layer l, appending this step's keys and values to the cache. */
+export function fusedAttention(model: QwenModel, x: Tensor, l: number, step: LayerStep, cache: KVCache): Tensor {
+  const cfg = model.config;
+  const pre = `${cfg.weightPrefix}layers.${l}`;
+  const { batch: B, seq: T, offset } = step;
+  const h = rmsNorm(x, model.param(`${pre}.input_layernorm.weight`), cfg.rmsEps);
+  const names = ['q', 'k', 'v'];
+  const qkv = linearConcat(
+    h,
+    names.map((n) => model.param(`${pre}.self_attn.${n}_proj.weight`)),
+    cfg.attentionBias ? names.map((n) => model.param(`${pre}.self_attn.${n}_proj.bias`)) : null,
+  );
+  const q = ropeQkvCache(qkv, step.positions, cache.keys[l], cache.values[l], offset, {
+    heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, theta: cfg.ropeTheta, rotaryDim: cfg.rotaryDim,
+    qkNorm: cfg.qkNorm ? { q: model.param(`${pre}.self_attn.q_norm.weight`), k: model.param(`${pre}.self_attn.k_norm.weight`), eps: cfg.rmsEps } : undefined,
+  });
+  const o = attention(q, cache.keys[l], cache.values[l], { padLeft: step.pad, kvLen: offset + T });
+  const merged = reshape(permute(o, [0, 2, 1, 3]), [B, T, cfg.heads * cfg.headDim]);
+  const bias = cfg.outputBias ? model.param(`${pre}.self_attn.o_proj.bias`) : null;
+  return linearResidual(merged, model.param(`${pre}.self_attn.o_proj.weight`), bias, x);
+}
+
+/** x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l. */
+export function fusedMlp(model: QwenModel, x: Tensor, l: number): Tensor {
+  const cfg = model.config;
+  const pre = `${cfg.weightPrefix}layers.${l}`;
+  const h = rmsNorm(x, model.param(`${pre}.post_attention_layernorm.weight`), cfg.rmsEps);
+  const act = linearSwiglu(h, model.param(`${pre}.mlp.gate_proj.weight`), model.param(`${pre}.mlp.up_proj.weight`));
+  return linearResidual(act, model.param(`${pre}.mlp.down_proj.weight`), null, x);
+}
