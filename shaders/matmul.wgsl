@@ -632,7 +632,8 @@ fn panels_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_inde
 // - `skinny_swiglu` keeps two dot products per column, against the gate and the up
 //   weight (two planes of partial sums), and writes silu(gate) * up.
 
-override SKINNY_ROWS: u32 = 1u;    // 1..8
+override SKINNY_ROWS: u32 = 1u;    // 1..SKINNY_MAX_ROWS
+const SKINNY_MAX_ROWS = 16u;
 override SKINNY_PLANES: u32 = 1u;  // dot products per column: 2 in skinny_swiglu
 override RESID: bool = false;
 const SKINNY_LANES = 32u;
@@ -657,7 +658,7 @@ fn skinny_at(wid: vec3u, li: u32, tiles_n: u32, m: u32) -> SkinnyAt {
   return SkinnyAt((wid.y * tiles_n + wid.x) * SKINNY_COLS + li / SKINNY_LANES, li % SKINNY_LANES, row0, min(SKINNY_ROWS, m - row0));
 }
 
-fn skinny_store(plane: u32, li: u32, acc: array<f32, 8>) {
+fn skinny_store(plane: u32, li: u32, acc: array<f32, SKINNY_MAX_ROWS>) {
   for (var r = 0u; r < SKINNY_ROWS; r++) { skinny_sum[(plane * SKINNY_ROWS + r) * SKINNY_WG + li] = acc[r]; }
 }
 
@@ -681,7 +682,7 @@ fn skinny_total(at: SkinnyAt, li: u32, plane: u32) -> f32 {
 fn skinny(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   let at = skinny_at(wid, li, p.tiles_n, p.m);
   let k4 = p.k / 4u;
-  var acc: array<f32, 8>;
+  var acc: array<f32, SKINNY_MAX_ROWS>;
   if (at.col < p.n) {
     let wb = p.offset_b / 4u + at.col * k4;
     let ab = p.offset_a / 4u + at.row0 * k4;
@@ -746,7 +747,7 @@ fn skinny_concat(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_in
   // agree, so the choice never diverges within a warp.
   let w = select(select(2u, 1u, at.col < ps.n0 + ps.n1), 0u, at.col < ps.n0);
   let j = at.col - select(select(ps.n0 + ps.n1, ps.n0, w == 1u), 0u, w == 0u);
-  var acc: array<f32, 8>;
+  var acc: array<f32, SKINNY_MAX_ROWS>;
   if (at.col < ps.n) {
     let ab = at.row0 * k4;
     for (var q = at.lane; q < k4; q += SKINNY_LANES) {
@@ -769,8 +770,8 @@ fn skinny_concat(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_in
 fn skinny_swiglu(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   let at = skinny_at(wid, li, ps.tiles_n, ps.m);
   let k4 = ps.k / 4u;
-  var gate: array<f32, 8>;
-  var up: array<f32, 8>;
+  var gate: array<f32, SKINNY_MAX_ROWS>;
+  var up: array<f32, SKINNY_MAX_ROWS>;
   if (at.col < ps.n) {
     let wb = at.col * k4;
     let ab = at.row0 * k4;

@@ -115,7 +115,7 @@ function workgroupBytes(tile: WorkgroupTile): number {
 export function tileFits(rt: Runtime, tile: MatmulTile): boolean {
   const l = rt.gpu.limits;
   // Two planes of 8 rows of partial sums (skinny_swiglu).
-  if (tile === SKINNY_TILE) return 256 <= l.maxComputeInvocationsPerWorkgroup && 2 * 8 * 256 * 4 <= l.maxComputeWorkgroupStorageSize;
+  if (tile === SKINNY_TILE) return 256 <= l.maxComputeInvocationsPerWorkgroup && 2 * 16 * 256 * 4 <= l.maxComputeWorkgroupStorageSize;
   if (isPanels(tile)) return PANEL_BYTES <= l.maxUniformBufferBindingSize;
   const { WG_X, WG_Y } = MATMUL_TILES[tile];
   return workgroupBytes(tile) <= l.maxComputeWorkgroupStorageSize && WG_X * WG_Y <= l.maxComputeInvocationsPerWorkgroup;
@@ -263,8 +263,12 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
 
 type SkinnyArgs = Required<Pick<MatmulArgs, 'a' | 'b' | 'out' | 'm' | 'n' | 'k' | 'offsetA' | 'offsetB' | 'offsetC' | 'act' | 'accumulate'>> & Pick<MatmulArgs, 'bias' | 'residual'>;
 
-/** Rows of A per skinny workgroup (SKINNY_ROWS in the shader): B is read once per this many. */
-const skinnyRows = (m: number) => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
+/**
+ * Rows of A per skinny workgroup (SKINNY_ROWS in the shader, at most SKINNY_MAX_ROWS):
+ * B is read once per this many. 16 rather than 8 at batch 32 halves the weight reads
+ * of a decode step, which were most of its GPU time.
+ */
+const skinnyRows = (m: number) => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : m <= 8 ? 8 : 16);
 
 function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
   const rows = skinnyRows(r.m);
