@@ -15,10 +15,16 @@ export async function benchGenerate(rt: Runtime, preset: string, batches: number
     const requests = Array.from({ length: B }, (_, b) => ({ promptIds: Array.from(randomIds(128, model.config.vocabSize, 1000 + b)), params: { ...params, seed: b } }));
     await engine.generate(requests.map((r) => ({ ...r, params: { ...r.params, maxTokens: 4 } })));
     const t0 = performance.now();
+    const d0 = rt.dispatchCount;
     const out = await engine.generate(requests);
     const s = (performance.now() - t0) / 1000;
     const tokens = out.reduce((n, r) => n + r.tokenIds.length, 0);
-    rows.push({ kind: 'generate', preset, batch: B, prompt: 128, new_tokens: 128, decoding: 'sampled, temperature 1', seconds: +s.toFixed(2), tokens_per_s: Math.round(tokens / s) });
+    // One step per new token, the prefill (the first) included, sampling too.
+    const perStep = (rt.dispatchCount - d0) / params.maxTokens;
+    rows.push({
+      kind: 'generate', preset, batch: B, prompt: 128, new_tokens: 128, decoding: 'sampled, temperature 1', seconds: +s.toFixed(2),
+      tokens_per_s: Math.round(tokens / s), dispatches_per_step: +perStep.toFixed(1),
+    });
   }
   await engine.close?.();
   for (const p of model.parameters()) p.dispose();

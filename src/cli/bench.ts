@@ -7,6 +7,7 @@ import { benchProfile } from '../bench/profile.ts';
 import { benchQwen35 } from '../bench/qwen35_step.ts';
 import { benchTrainStep } from '../bench/train_step.ts';
 import { destroyRuntime, initRuntime, type Runtime } from '../gpu/runtime.ts';
+import { decodePolicy } from '../models/qwen_decode.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
 type Suite = (rt: Runtime, args: Record<string, unknown>) => Promise<object[]>;
@@ -39,6 +40,7 @@ export const benchCommand = defineCommand({
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
     iters: { type: 'string', description: 'qwen35 timed steps (default 3)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit (the runtime default is 64)' },
+    'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default), never, always (models/qwen_decode.ts)' },
     preset: {
       type: 'string',
       description: 'model shapes: train/generate qwen05b (Qwen2.5-0.5B, default) or small (12.6M); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
@@ -52,6 +54,11 @@ export const benchCommand = defineCommand({
     if (flushEvery !== undefined) {
       if (!Number.isInteger(flushEvery) || flushEvery < 1) throw new Error(`bench: --flush-every must be a positive integer, got ${args['flush-every']}`);
       rt.autoFlush = flushEvery;
+    }
+    const fused = args['decode-fused'];
+    if (fused !== undefined) {
+      if (fused !== 'auto' && fused !== 'never' && fused !== 'always') throw new Error(`bench: --decode-fused must be auto, never or always, got ${fused}`);
+      decodePolicy.fused = fused;
     }
     console.log(JSON.stringify({ kind: 'device', adapter: rt.gpu.description, runtime: rt.gpu.runtime, caps: rt.gpu.caps }));
     for (const n of names) {
