@@ -633,7 +633,7 @@ fn panels_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_inde
 //   weight (two planes of partial sums), and writes silu(gate) * up.
 
 override SKINNY_ROWS: u32 = 1u;    // 1..SKINNY_MAX_ROWS
-const SKINNY_MAX_ROWS = 16u;
+const SKINNY_MAX_ROWS = 8u;
 override SKINNY_PLANES: u32 = 1u;  // dot products per column: 2 in skinny_swiglu
 override RESID: bool = false;
 const SKINNY_LANES = 32u;

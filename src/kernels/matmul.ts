@@ -115,7 +115,7 @@ function workgroupBytes(tile: WorkgroupTile): number {
 export function tileFits(rt: Runtime, tile: MatmulTile): boolean {
   const l = rt.gpu.limits;
   // Two planes of 8 rows of partial sums (skinny_swiglu).
-  if (tile === SKINNY_TILE) return 256 <= l.maxComputeInvocationsPerWorkgroup && 2 * 16 * 256 * 4 <= l.maxComputeWorkgroupStorageSize;
+  if (tile === SKINNY_TILE) return 256 <= l.maxComputeInvocationsPerWorkgroup && 2 * 8 * 256 * 4 <= l.maxComputeWorkgroupStorageSize;
   if (isPanels(tile)) return PANEL_BYTES <= l.maxUniformBufferBindingSize;
   const { WG_X, WG_Y } = MATMUL_TILES[tile];
   return workgroupBytes(tile) <= l.maxComputeWorkgroupStorageSize && WG_X * WG_Y <= l.maxComputeInvocationsPerWorkgroup;
@@ -265,10 +265,11 @@ type SkinnyArgs = Required<Pick<MatmulArgs, 'a' | 'b' | 'out' | 'm' | 'n' | 'k' 
 
 /**
  * Rows of A per skinny workgroup (SKINNY_ROWS in the shader, at most SKINNY_MAX_ROWS):
- * B is read once per this many. 16 rather than 8 at batch 32 halves the weight reads
- * of a decode step, which were most of its GPU time.
+ * B is read once per this many. 16 rows read the weights half as often, but on the
+ * H200 batch-32 decoding fell from 2,776 to 1,931 tokens/s with them (twice the
+ * accumulators and workgroup memory per lane; skinny_swiglu took 114 us a call), so 8.
  */
-const skinnyRows = (m: number) => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : m <= 8 ? 8 : 16);
+const skinnyRows = (m: number) => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
 
 function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
   const rows = skinnyRows(r.m);
