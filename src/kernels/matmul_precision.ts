@@ -24,7 +24,7 @@ export const tensorCorePolicy = {
 /** Whether `args` (a forward product) would run on the tensor-core kernel on this device. */
 export function usesTensorCores(rt: Runtime, args: mk.MatmulArgs): boolean {
   const p = tensorCorePolicy;
-  return p.enabled && args.tile === undefined && (args.act ?? 'none') === 'none' && args.m > p.maxSkinnyRows &&
+  return p.enabled && args.tile === undefined && (args.act ?? 'none') === 'none' && !args.residual && args.m > p.maxSkinnyRows &&
     args.m * args.n * args.k * (args.batch ?? 1) >= p.minMacs && tensorMatmulAvailable(rt);
 }
 
@@ -34,6 +34,6 @@ export function forwardMatmul(rt: Runtime, args: mk.MatmulArgs): void {
     mk.matmul(rt, args);
     return;
   }
-  const { act: _act, tile: _tile, ...rest } = args;
+  const { act: _act, residual: _residual, tile: _tile, ...rest } = args;
   matmulTensor(rt, rest);
 }

@@ -4,6 +4,7 @@
 import { GpuError } from '../gpu/errors.ts';
 import type { Runtime } from '../gpu/runtime.ts';
 import { grid1d, uniforms } from './launch.ts';
+import type { MatmulArgs } from './matmul.ts';
 
 /**
  * Tile configurations: SG_M x SG_N subgroups of 32 per workgroup, each owning FM x FN
@@ -113,30 +114,8 @@ export function chooseTensorTile(rt: Runtime, m: number, n: number, batch = 1, t
   return enough(BIG_TILE) ? BIG_TILE : SMALL_TILE;
 }
 
-export interface TensorMatmulArgs {
-  a: GPUBuffer;
-  b: GPUBuffer;
-  out: GPUBuffer;
-  /** [n], added to every row. */
-  bias?: GPUBuffer;
-  m: number;
-  n: number;
-  k: number;
-  batch?: number;
-  /** A is stored [k, m] (per batch) instead of [m, k]. */
-  transA?: boolean;
-  /** B is stored [n, k] instead of [k, n]. */
-  transB?: boolean;
-  /** Elements between consecutive batches of A (0 broadcasts A); default m*k. */
-  strideA?: number;
-  strideB?: number;
-  strideC?: number;
-  /** Elements before the first batch of A (B, C); default 0. */
-  offsetA?: number;
-  offsetB?: number;
-  offsetC?: number;
-  /** out += result instead of out = result. */
-  accumulate?: boolean;
+/** matmul()'s arguments without its f32-only epilogues (activation, residual). */
+export interface TensorMatmulArgs extends Omit<MatmulArgs, 'act' | 'residual' | 'tile'> {
   /** Force a tile configuration (benchmarks); by default chooseTensorTile's. */
   tile?: TensorTile;
   /**
