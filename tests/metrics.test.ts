@@ -142,6 +142,8 @@ describe('metrics log', () => {
     assert.equal(m['rollout/score'], 0.6);
     assert.equal(m['tokens/generated'], 1200);
     assert.equal(m['time/rollout'], 4);
+    assert.equal(m['time/rollout_generate'], 3);
+    assert.equal(m['rollout/engine_calls'], 10);
     const v = rolloutMetrics({ ...stats, envScoreMean: null }, 'val');
     assert.equal(v['val/success/pick'], 0.5);
     assert.equal(v['val/score'], undefined);

@@ -3,7 +3,8 @@
 //   rollout/success, rollout/success/<task_type>, rollout/invalid_rate, rollout/episode_len,
 //   actor/pg_loss, actor/kl, actor/entropy, actor/grad_norm, actor/clip_frac, actor/lr,
 //   val/success, val/success/<task_type>, val/score (shop),
-//   time/rollout, time/teacher, time/reference, time/update, time/iteration,
+//   time/rollout (time/rollout_generate: its share waiting on the engine), time/teacher,
+//   time/reference, time/update, time/iteration,
 //   tokens/generated, tokens/trained, throughput/tokens_per_s
 // Values that are not finite (a NaN loss, an infinite gradient norm) are written as
 // null, since JSON has no NaN; the report treats null as a gap.
@@ -40,6 +41,9 @@ export function rolloutMetrics(stats: RolloutStats, prefix: 'rollout' | 'val' | 
     m['tokens/generated'] = stats.tokensGenerated;
     m['tokens/prompt'] = stats.promptTokens;
     m['time/rollout'] = stats.wallSeconds;
+    // The rest of the rollout is the host's: environments, prompts, tokenization.
+    m['time/rollout_generate'] = stats.generateSeconds;
+    m['rollout/engine_calls'] = stats.engineCalls;
   } else {
     m[`time/${prefix === 'val' ? 'validation' : 'validation_noskills'}`] = stats.wallSeconds;
   }
