@@ -254,7 +254,7 @@ describe('fused Qwen decode steps', () => {
       assert.equal(noGrad(() => fusesStep(model, 2, 2, cache)), false, 'prefill');
       assert.equal(noGrad(() => fusesStep(model, 2, 1, null)), false, 'no cache');
       assert.equal(fusesStep(model, 2, 1, cache), false, 'gradients enabled');
-      assert.equal(noGrad(() => fusesStep(model, mk.matmulPolicy.skinnyMaxRows + 1, 1, cache)), false, 'too many rows for the skinny path');
+      assert.equal(noGrad(() => fusesStep(model, mk.matmulPolicy.skinnyMaxRowsNarrow + 1, 1, cache)), false, 'too many rows for the skinny path');
       rt.gpu.caps.compatibility = true;
       assert.equal(noGrad(() => fusesStep(model, 2, 1, cache)), false, 'the software GPU');
     } finally {

@@ -129,6 +129,14 @@ describe('matmul kernel', () => {
     assert.equal(mk.skinnyFits({ k: 896, transB: true, offsetA: 2 }), false);
     assert.equal(mk.skinnyFits({ k: 896, transB: true, batch: 2 }), false);
     const rt = await gpu();
+    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false } } as unknown as typeof rt;
+    const decode = (m: number, n: number) => mk.autoTile(hardware, { m, n, k: 896, transB: true });
+    assert.equal(decode(1, 151936), mk.SKINNY_TILE);
+    assert.equal(decode(32, 151936), mk.SKINNY_TILE);
+    assert.notEqual(decode(33, 151936), mk.SKINNY_TILE, 'the LM head at more rows goes back to the tiles');
+    assert.equal(decode(64, 4864), mk.SKINNY_TILE);
+    assert.notEqual(decode(65, 4864), mk.SKINNY_TILE);
+    if (rt.caps.compatibility) assert.notEqual(mk.autoTile(rt, { m: 1, n: 4864, k: 896, transB: true }), mk.SKINNY_TILE, 'the software GPU keeps its panels');
     await scopeAsync(async () => {
       const t = zeros([64]);
       assert.throws(() => mk.matmul(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, m: 2, n: 2, k: 3, transB: true, tile: mk.SKINNY_TILE }),
