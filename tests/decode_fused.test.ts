@@ -59,6 +59,8 @@ describe('fused decode kernels', () => {
     const k = 20;
     const cases: [number, number[], boolean][] = [
       [1, [12, 5, 7], true], [2, [13, 3, 3], false], [3, [5, 9], true], [4, [11], true], [7, [3, 10, 6], true], [9, [13, 3, 3], true], [6, [4, 4, 4], false],
+      // A 64-episode rollout's decode step: eight row blocks.
+      [64, [12, 5, 7], true],
     ];
     for (const [m, ns, bias] of cases) {
       const A = randn(m * k, seed++);
@@ -79,10 +81,10 @@ describe('fused decode kernels', () => {
     }
   });
 
-  test('skinny_swiglu: silu(x Wg^T) * (x Wu^T) for 1 to 9 rows', slow, async () => {
+  test('skinny_swiglu: silu(x Wg^T) * (x Wu^T) for 1 to 9 rows and 61', slow, async () => {
     const rt = await gpu();
     const k = 28;
-    for (const [m, n] of [[1, 13], [2, 5], [3, 13], [5, 17], [8, 9], [9, 13]]) {
+    for (const [m, n] of [[1, 13], [2, 5], [3, 13], [5, 17], [8, 9], [9, 13], [61, 11]]) {
       const A = randn(m * k, seed++);
       const G = randn(n * k, seed++);
       const U = randn(n * k, seed++);
