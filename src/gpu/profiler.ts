@@ -93,11 +93,6 @@ export class KernelProfiler {
     return [...this.times.values()].sort((a, b) => b.ms - a.ms);
   }
 
-  /** Forgets the totals (a warm-up's, say). */
-  reset(): void {
-    this.times.clear();
-  }
-
   destroy(): void {
     for (const p of this.pending) p.buffer.destroy();
     this.pending = [];

@@ -337,13 +337,11 @@ export class Runtime {
     this.profiler = new KernelProfiler(this.device, this.caps.timestampQuery);
   }
 
-  /** GPU time per kernel since startProfiling (or the last reset), slowest first; `reset` starts the totals over. */
-  async profile(opts: { reset?: boolean } = {}): Promise<KernelTime[]> {
+  /** GPU time per kernel since startProfiling, slowest first. */
+  async profile(): Promise<KernelTime[]> {
     if (!this.profiler) throw new GpuError('no profile: call startProfiling() first');
     await this.sync();
-    const rows = await this.profiler.collect();
-    if (opts.reset) this.profiler.reset();
-    return rows;
+    return this.profiler.collect();
   }
 
   /** Stops timing dispatches and drops the profiler. */

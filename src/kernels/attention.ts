@@ -116,7 +116,7 @@ export const DECODE_MAX_ROWS = 8;
 /** Invocations of a decode workgroup (DWG in the shader); the head dim must divide it. */
 const DECODE_WG = 256;
 
-export function decodeFits(hd: number): boolean {
+function decodeFits(hd: number): boolean {
   return hd <= DECODE_WG && DECODE_WG % hd === 0;
 }
 
