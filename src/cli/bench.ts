@@ -4,6 +4,7 @@ import { benchGenerate } from '../bench/generate.ts';
 import { benchAttention, benchLoss } from '../bench/kernels.ts';
 import { benchDecodeMatmul, benchMatmul } from '../bench/matmul.ts';
 import { benchProfile } from '../bench/profile.ts';
+import { benchRollout } from '../bench/rollout.ts';
 import { benchQwen35 } from '../bench/qwen35_step.ts';
 import { benchTrainStep } from '../bench/train_step.ts';
 import { destroyRuntime, initRuntime, type Runtime } from '../gpu/runtime.ts';
@@ -25,6 +26,7 @@ const suites: Record<string, Suite> = {
   train: (rt, args) => benchTrainStep(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
   generate: (rt, args) => benchGenerate(rt, presetOf(args)),
   profile: (rt, args) => benchProfile(rt, presetOf(args)),
+  rollout: (rt, args) => benchRollout(rt, { model: args.model as string | undefined }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
   }),
@@ -39,6 +41,7 @@ export const benchCommand = defineCommand({
     seq: { type: 'string', description: 'sequence length for train (default 512) and qwen35 (default 1024)' },
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
     iters: { type: 'string', description: 'qwen35 timed steps (default 3)' },
+    model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit (the runtime default is 64)' },
     'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default), never, always (models/qwen_decode.ts)' },
     preset: {

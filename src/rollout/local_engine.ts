@@ -53,8 +53,20 @@ interface Row {
 // What finished rows step with: greedy skips the top-k / top-p passes.
 const IDLE_ROW: RowSampling = { temperature: 0, topP: 1, topK: 0, u: 0 };
 
+/** What a LocalEngine has run so far (benchmarks read it). */
+export interface LocalEngineUsage {
+  /** Generation batches, each one prefill. */
+  batches: number;
+  /** Decoding steps after the prefills. */
+  decodeSteps: number;
+  /** Rows stepped (rows x steps, prefill steps included), and of those, rows not yet finished. */
+  rowSteps: number;
+  liveRowSteps: number;
+}
+
 export class LocalEngine implements Engine, WeightSync {
   readonly name: string;
+  readonly usage: LocalEngineUsage = { batches: 0, decodeSteps: 0, rowSteps: 0, liveRowSteps: 0 };
   readonly models: ServedModels;
   readonly tokenizer: Tokenizer | null;
   readonly maxBatch: number;
@@ -142,8 +154,12 @@ export class LocalEngine implements Engine, WeightSync {
     rows.forEach((r, b) => input.set(r.req.promptIds, b * P + padLeft[b]));
     const cache = model.newCache(B, P + steps - 1, padLeft);
     try {
+      this.usage.batches++;
       for (let t = 0; t < steps && rows.some((r) => !r.done); t++) {
         const settings = rows.map((r) => (r.done ? IDLE_ROW : { ...this.rowSampling(r.req.params), u: uniformAt(r.seed, t) }));
+        if (t > 0) this.usage.decodeSteps++;
+        this.usage.rowSteps += B;
+        this.usage.liveRowSteps += rows.filter((r) => !r.done).length;
         const seq = t === 0 ? P : 1;
         const ids = input;
         const out = await scopeAsync(() => sampleNext(noGrad(() => lastLogits(model, model.hiddenCached({ ids, batch: B, seq }, cache))), settings));

@@ -1,0 +1,70 @@
+// Where an RL rollout's time goes: household episodes of a model directory (default
+// the bundled one) through the local engine, as the trainer's rollout runs them.
+// Reports the wall time, the share spent waiting on the engine (the rest is the host:
+// environments, prompt rendering, tokenization), the engine's batches and decoding
+// steps with the fraction of row-steps that served unfinished rows, and, on adapters
+// with timestamp queries, a second identical rollout's GPU milliseconds per kernel.
+
+import { HouseholdEnvironment } from '../../envs/household/index.ts';
+import type { Runtime } from '../gpu/runtime.ts';
+import type { KernelTime } from '../gpu/profiler.ts';
+import { loadModel } from '../models/load.ts';
+import { loadTokenizer } from '../models/tokenizer.ts';
+import { runRollout } from '../rollout/agent_loop.ts';
+import { LocalEngine } from '../rollout/local_engine.ts';
+
+export interface RolloutBenchOptions {
+  model?: string;
+  tasks?: number;
+  groupSize?: number;
+  maxTurns?: number;
+  maxResponseTokens?: number;
+}
+
+export async function benchRollout(rt: Runtime, opts: RolloutBenchOptions = {}): Promise<object[]> {
+  const dir = opts.model ?? 'models/household-tiny';
+  const tasks = opts.tasks ?? 8;
+  const groupSize = opts.groupSize ?? 8;
+  const maxTurns = opts.maxTurns ?? 30;
+  const model = loadModel(dir, { trainable: false });
+  const tokenizer = await loadTokenizer(dir);
+  const engine = new LocalEngine(model, { tokenizer, path: dir });
+  const rollout = (n: number) => runRollout({
+    env: new HouseholdEnvironment(), engine, tokenizer, groupSize, maxTurns,
+    tasks: Array.from({ length: n }, (_, seed) => ({ split: 'train' as const, seed })),
+    maxPromptTokens: 2048, maxResponseTokens: opts.maxResponseTokens ?? 64, sampling: { seed: 1 },
+  });
+  const rows: object[] = [];
+  try {
+    await rollout(1);
+    const before = { ...engine.usage };
+    const { stats } = await rollout(tasks);
+    const u = engine.usage;
+    const decodeSteps = u.decodeSteps - before.decodeSteps;
+    rows.push({
+      kind: 'rollout', model: dir, episodes: tasks * groupSize, max_turns: maxTurns, turns: stats.turns,
+      wall_s: +stats.wallSeconds.toFixed(2), engine_s: +stats.generateSeconds.toFixed(2), host_s: +(stats.wallSeconds - stats.generateSeconds).toFixed(2),
+      engine_calls: stats.engineCalls, batches: u.batches - before.batches, decode_steps: decodeSteps,
+      ms_per_decode_step: +((stats.generateSeconds * 1000) / Math.max(decodeSteps, 1)).toFixed(2),
+      live_row_share: +((u.liveRowSteps - before.liveRowSteps) / Math.max(u.rowSteps - before.rowSteps, 1)).toFixed(3),
+      prompt_tokens: stats.promptTokens, generated_tokens: stats.tokensGenerated,
+    });
+    if (rt.caps.timestampQuery) {
+      rt.startProfiling();
+      let times: KernelTime[];
+      try {
+        await rollout(tasks);
+        times = await rt.profile();
+      } finally {
+        await rt.stopProfiling();
+      }
+      const total = times.reduce((s, r) => s + r.ms, 0);
+      rows.push({ kind: 'rollout_profile_total', gpu_ms: +total.toFixed(1), dispatches: times.reduce((s, r) => s + r.dispatches, 0) });
+      for (const r of times) rows.push({ kind: 'rollout_profile', kernel: r.kernel, dispatches: r.dispatches, ms: +r.ms.toFixed(2), share: +(r.ms / Math.max(total, 1e-9)).toFixed(3) });
+    }
+  } finally {
+    await engine.close();
+    rt.pool.trim();
+  }
+  return rows;
+}
