@@ -24,7 +24,7 @@ export const TENSOR_TILES = {
 
 export type TensorTile = keyof typeof TENSOR_TILES;
 
-// Measured on the H200 (.bench/sgm.ts, 2026-12-01; kernel TFLOP/s from timestamps):
+// Measured on the H200 (2026-12-01, docs/RESULTS.md; kernel TFLOP/s from timestamps):
 // 128x256/w64x64/k16 led on the squares (52 at 2048, 62 at 4096) and on every
 // Qwen2.5-0.5B product with A untransposed and K up to a few thousand (49-58), but
 // fell to 28 on the lm head's dX (K = 151,936), where 128x128/w64x32/k32 kept 47; with
