@@ -200,23 +200,40 @@ function checkBuffer(what: string, buf: GPUBuffer, elements: number): void {
 
 const isCount = (x: number) => Number.isInteger(x) && x >= 0 && x < 2 ** 32;
 
+type LayoutArgs = Pick<MatmulArgs, 'm' | 'n' | 'k' | 'batch' | 'transA' | 'transB' | 'strideA' | 'strideB' | 'strideC' | 'offsetA' | 'offsetB' | 'offsetC'>;
+export type MatmulLayout = Required<LayoutArgs>;
+
+/**
+ * The operands' layout with its defaults filled in (batch 1, no transposes, contiguous
+ * batches at offset 0), every size, stride and offset checked to be a u32 count;
+ * `op` names the launcher in the error.
+ */
+export function matmulLayout(op: string, args: LayoutArgs): MatmulLayout {
+  const { m, n, k } = args;
+  const layout: MatmulLayout = {
+    m, n, k,
+    batch: args.batch ?? 1,
+    transA: args.transA ?? false,
+    transB: args.transB ?? false,
+    strideA: args.strideA ?? m * k,
+    strideB: args.strideB ?? k * n,
+    strideC: args.strideC ?? m * n,
+    offsetA: args.offsetA ?? 0,
+    offsetB: args.offsetB ?? 0,
+    offsetC: args.offsetC ?? 0,
+  };
+  for (const name of ['m', 'n', 'k', 'batch', 'strideA', 'strideB', 'strideC', 'offsetA', 'offsetB', 'offsetC'] as const) {
+    if (!isCount(layout[name])) throw new GpuError(`${op}: ${name} = ${layout[name]} is not a count`);
+  }
+  return layout;
+}
+
 /** Records C[b] = act(op(A[b]) @ op(B[b]) + bias) (or C[b] += ...) for b < batch. */
 export function matmul(rt: Runtime, args: MatmulArgs): void {
-  const { a, b, out, bias, residual, m, n, k } = args;
-  const batch = args.batch ?? 1;
-  const transA = args.transA ?? false;
-  const transB = args.transB ?? false;
-  const strideA = args.strideA ?? m * k;
-  const strideB = args.strideB ?? k * n;
-  const strideC = args.strideC ?? m * n;
-  const offsetA = args.offsetA ?? 0;
-  const offsetB = args.offsetB ?? 0;
-  const offsetC = args.offsetC ?? 0;
+  const { a, b, out, bias, residual } = args;
+  const { m, n, k, batch, transA, transB, strideA, strideB, strideC, offsetA, offsetB, offsetC } = matmulLayout('matmul', args);
   const act = args.act ?? 'none';
   const accumulate = args.accumulate ?? false;
-  for (const [name, v] of Object.entries({ m, n, k, batch, strideA, strideB, strideC, offsetA, offsetB, offsetC })) {
-    if (!isCount(v)) throw new GpuError(`matmul: ${name} = ${v} is not a count`);
-  }
   if (!(act in MATMUL_ACTS)) throw new GpuError(`matmul: unknown activation "${act}"`);
   if (out === a || out === b || out === bias || out === residual) throw new GpuError('matmul: the output buffer is also an input');
   if (residual && accumulate) throw new GpuError('matmul: residual and accumulate both add to the result; pass one');

@@ -4,7 +4,7 @@
 import { GpuError } from '../gpu/errors.ts';
 import type { Runtime } from '../gpu/runtime.ts';
 import { grid1d, uniforms } from './launch.ts';
-import type { MatmulArgs } from './matmul.ts';
+import { matmulLayout, type MatmulArgs } from './matmul.ts';
 
 /**
  * Tile configurations: SG_M x SG_N subgroups of 32 per workgroup, each owning FM x FN
@@ -132,8 +132,6 @@ function checkBuffer(what: string, buf: GPUBuffer, elements: number, vec4: boole
   if (elements * 4 > buf.size) throw new GpuError(`matmulTensor: ${what} needs ${elements * 4} bytes, its buffer has ${buf.size}`);
 }
 
-const isCount = (x: number) => Number.isInteger(x) && x >= 0 && x < 2 ** 32;
-
 /**
  * Records C[b] = op(A[b]) @ op(B[b]) + bias (or C[b] += ...) for b < batch, with A and
  * B rounded to f16 and f32 accumulation. Throws, naming what is missing, on a device
@@ -142,20 +140,9 @@ const isCount = (x: number) => Number.isInteger(x) && x >= 0 && x < 2 ** 32;
 export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   const missing = tensorMatmulMissing(rt);
   if (missing) throw new GpuError(`matmulTensor: ${missing}`);
-  const { a, b, out, bias, m, n, k } = args;
-  const batch = args.batch ?? 1;
-  const transA = args.transA ?? false;
-  const transB = args.transB ?? false;
-  const strideA = args.strideA ?? m * k;
-  const strideB = args.strideB ?? k * n;
-  const strideC = args.strideC ?? m * n;
-  const offsetA = args.offsetA ?? 0;
-  const offsetB = args.offsetB ?? 0;
-  const offsetC = args.offsetC ?? 0;
+  const { a, b, out, bias } = args;
+  const { m, n, k, batch, transA, transB, strideA, strideB, strideC, offsetA, offsetB, offsetC } = matmulLayout('matmulTensor', args);
   const accumulate = args.accumulate ?? false;
-  for (const [name, v] of Object.entries({ m, n, k, batch, strideA, strideB, strideC, offsetA, offsetB, offsetC })) {
-    if (!isCount(v)) throw new GpuError(`matmulTensor: ${name} = ${v} is not a count`);
-  }
   if (args.tilesPerDispatch !== undefined && !(Number.isInteger(args.tilesPerDispatch) && args.tilesPerDispatch >= 1)) {
     throw new GpuError(`matmulTensor: tilesPerDispatch = ${args.tilesPerDispatch} is not a positive integer`);
   }
