@@ -39,7 +39,7 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { qwenMatmulShapes } from '../src/bench/matmul.ts';
+import { chunkRows, fill, type MatmulShape, pattern, PERIOD, qwenMatmulShapes } from '../src/bench/matmul.ts';
 import { timeGpu } from '../src/bench/timing.ts';
 import { sizeClass } from '../src/gpu/buffer_pool.ts';
 import { initRuntime, type Runtime } from '../src/gpu/runtime.ts';
@@ -48,18 +48,9 @@ import { matmulTensor, TENSOR_TILES, tensorMatmulMissing, tensorTileGeometry, ty
 import { roundToF16 } from '../src/reference/matmul_f16.ts';
 import { rng } from '../src/reference/random.ts';
 
-interface Shape {
-  name: string;
-  m: number;
-  n: number;
-  k: number;
-  transA?: boolean;
-  transB?: boolean;
-}
-
 interface Case {
   config: TensorTile | 'f32';
-  shape: Shape;
+  shape: MatmulShape;
   /** Dispatches to spread each chunk's tile grid over (tensor tiles only). */
   dispatches: number;
   sampleMs: number;
@@ -84,30 +75,6 @@ const phase = (name: string) => process.stderr.write(`phase ${name}\n`);
 async function startRuntime(software: boolean): Promise<Runtime> {
   phase('init');
   return initRuntime({ toggles, requireHardware: !software });
-}
-
-// Operand contents: a random pattern repeated, value(i) = PATTERN[i % PERIOD], so
-// uploads stream one host block and the CPU check needs no copy of the operands.
-const PERIOD = 65521;
-const BLOCK = PERIOD * 64;
-
-function pattern(seed: number): Float32Array {
-  const r = rng(seed);
-  return Float32Array.from({ length: PERIOD }, () => r() * 2 - 1);
-}
-
-function fill(rt: Runtime, buf: GPUBuffer, elements: number, p: Float32Array): void {
-  const block = new Float32Array(Math.min(BLOCK, elements));
-  for (let i = 0; i < block.length; i++) block[i] = p[i % PERIOD];
-  for (let at = 0; at < elements; at += BLOCK) rt.upload(buf, at * 4, block.subarray(0, Math.min(BLOCK, elements - at)));
-}
-
-/** Rows per chunk: halved until every buffer a chunk binds fits the binding limit. */
-function chunkRows(rt: Runtime, s: Shape): number {
-  const limit = rt.gpu.limits.maxStorageBufferBindingSize;
-  let rows = s.m;
-  while (rows > 1 && sizeClass(rows * Math.max(s.n, s.k) * 4, limit) > limit) rows = Math.ceil(rows / 2);
-  return rows;
 }
 
 async function runCase(c: Case): Promise<object> {
@@ -193,7 +160,7 @@ async function runCase(c: Case): Promise<object> {
  * against the f32 path's, and 8 elements of each against f64 dot products (of the
  * f16-rounded operands when `f16`).
  */
-async function sampledErrors(rt: Runtime, s: Shape, rows: number, out: GPUBuffer, ref: GPUBuffer, pa: Float32Array, pb: Float32Array, f16: boolean) {
+async function sampledErrors(rt: Runtime, s: MatmulShape, rows: number, out: GPUBuffer, ref: GPUBuffer, pa: Float32Array, pb: Float32Array, f16: boolean) {
   const { n, k } = s;
   const r = rng(5);
   const ha = pa.map(roundToF16);
@@ -300,7 +267,7 @@ async function sweep(args: string[]): Promise<void> {
   for (const t of tiles) if (t !== 'f32' && !allTiles.includes(t)) throw new Error(`unknown tile ${t} (known: ${allTiles.join(', ')}, f32)`);
   const sizes = list(option(args, '--sizes'), ['256', '512', '1024', '2048', '4096', '8192']).map(Number);
   const splits = list(option(args, '--split'), ['4', '16', '64']).map(Number);
-  const shapes: Shape[] = [
+  const shapes: MatmulShape[] = [
     ...sizes.map((s) => ({ name: `square ${s}`, m: s, n: s, k: s })),
     ...(option(args, '--qwen') === '0' ? [] : qwenMatmulShapes(4096)),
   ];

@@ -66,17 +66,17 @@ export function decodeMatmulShapes(rows: number): MatmulShape[] {
 
 // Operand contents: a random pattern repeated, value(i) = PATTERN[i % PERIOD], so
 // uploads stream one host block and the CPU check needs no copy of the operands.
-const PERIOD = 65521;
+export const PERIOD = 65521;
 const BLOCK = PERIOD * 256;
 
-function pattern(seed: number): Float32Array {
+export function pattern(seed: number): Float32Array {
   const r = rng(seed);
   const p = new Float32Array(PERIOD);
   for (let i = 0; i < PERIOD; i++) p[i] = r() * 2 - 1;
   return p;
 }
 
-function fill(rt: Runtime, buf: GPUBuffer, elements: number, p: Float32Array): void {
+export function fill(rt: Runtime, buf: GPUBuffer, elements: number, p: Float32Array): void {
   const block = new Float32Array(Math.min(BLOCK, elements));
   for (let i = 0; i < block.length; i++) block[i] = p[i % PERIOD];
   for (let at = 0; at < elements; at += BLOCK) {
@@ -84,11 +84,14 @@ function fill(rt: Runtime, buf: GPUBuffer, elements: number, p: Float32Array): v
   }
 }
 
-/** Rows per chunk: halved until every buffer a chunk binds fits the binding limit. */
-function chunkRows(rt: Runtime, s: MatmulShape): number {
+/**
+ * Rows per chunk: halved until every buffer a chunk binds, in the pool's size class
+ * for it, fits the binding limit.
+ */
+export function chunkRows(rt: Runtime, s: MatmulShape): number {
   const limit = rt.gpu.limits.maxStorageBufferBindingSize;
   let rows = s.m;
-  while (rows > 1 && sizeClass(rows * Math.max(s.n, s.k) * 4) > limit) rows = Math.ceil(rows / 2);
+  while (rows > 1 && sizeClass(rows * Math.max(s.n, s.k) * 4, limit) > limit) rows = Math.ceil(rows / 2);
   return rows;
 }
 
@@ -123,7 +126,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], o
   const transB = s.transB ?? false;
   const limit = rt.gpu.limits.maxStorageBufferBindingSize;
   const base = { kind: 'matmul', name: s.name, m, n, k, transA, transB };
-  if (sizeClass(k * n * 4) > limit) return [{ ...base, error: `B (${k * n * 4} bytes) exceeds the binding limit ${limit}` }];
+  if (sizeClass(k * n * 4, limit) > limit) return [{ ...base, error: `B (${k * n * 4} bytes) exceeds the binding limit ${limit}` }];
   const rows = chunkRows(rt, s);
   const chunks = Math.ceil(m / rows);
   const pa = pattern(1);
