@@ -9,25 +9,33 @@ import type { KernelTime } from '../gpu/profiler.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { benchModel, randomIds, trainStepRunner } from './train_step.ts';
 
+/** GPU time per kernel of one run of `fn`, the profiler attached for that run only. */
+export async function kernelTimes(rt: Runtime, fn: () => Promise<unknown>): Promise<KernelTime[]> {
+  rt.startProfiling();
+  try {
+    await fn();
+    return await rt.profile();
+  } finally {
+    await rt.stopProfiling();
+  }
+}
+
+/** A total row (`extra` merged in) and one row per kernel with its share of the GPU time. */
+export function profileRows(what: string, times: readonly KernelTime[], extra: object = {}): object[] {
+  const gpuMs = times.reduce((s, r) => s + r.ms, 0);
+  return [
+    { kind: 'profile_total', what, ...extra, gpu_ms: +gpuMs.toFixed(2), dispatches: times.reduce((s, r) => s + r.dispatches, 0) },
+    ...times.map((r) => ({ kind: 'profile', what, kernel: r.kernel, dispatches: r.dispatches, ms: +r.ms.toFixed(3), share: +(r.ms / Math.max(gpuMs, 1e-9)).toFixed(3) })),
+  ];
+}
+
 async function profiled(rt: Runtime, what: string, fn: () => Promise<void>): Promise<object[]> {
   await fn();
   const t0 = performance.now();
   await fn();
   await rt.sync();
   const wallMs = performance.now() - t0;
-  rt.startProfiling();
-  let rows: KernelTime[];
-  try {
-    await fn();
-    rows = await rt.profile();
-  } finally {
-    await rt.stopProfiling();
-  }
-  const gpuMs = rows.reduce((s, r) => s + r.ms, 0);
-  return [
-    { kind: 'profile_total', what, wall_ms: +wallMs.toFixed(2), gpu_ms: +gpuMs.toFixed(2), dispatches: rows.reduce((s, r) => s + r.dispatches, 0) },
-    ...rows.map((r) => ({ kind: 'profile', what, kernel: r.kernel, dispatches: r.dispatches, ms: +r.ms.toFixed(3), share: +(r.ms / Math.max(gpuMs, 1e-9)).toFixed(3) })),
-  ];
+  return profileRows(what, await kernelTimes(rt, fn), { wall_ms: +wallMs.toFixed(2) });
 }
 
 export async function benchProfile(rt: Runtime, preset: string, opts: { batches?: number[]; newTokens?: number } = {}): Promise<object[]> {

@@ -7,11 +7,11 @@
 
 import { HouseholdEnvironment } from '../../envs/household/index.ts';
 import type { Runtime } from '../gpu/runtime.ts';
-import type { KernelTime } from '../gpu/profiler.ts';
 import { loadModel } from '../models/load.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
+import { kernelTimes, profileRows } from './profile.ts';
 
 export interface RolloutBenchOptions {
   model?: string;
@@ -49,19 +49,7 @@ export async function benchRollout(rt: Runtime, opts: RolloutBenchOptions = {}):
       live_row_share: +((u.liveRowSteps - before.liveRowSteps) / Math.max(u.rowSteps - before.rowSteps, 1)).toFixed(3),
       prompt_tokens: stats.promptTokens, generated_tokens: stats.tokensGenerated,
     });
-    if (rt.caps.timestampQuery) {
-      rt.startProfiling();
-      let times: KernelTime[];
-      try {
-        await rollout(tasks);
-        times = await rt.profile();
-      } finally {
-        await rt.stopProfiling();
-      }
-      const total = times.reduce((s, r) => s + r.ms, 0);
-      rows.push({ kind: 'rollout_profile_total', gpu_ms: +total.toFixed(1), dispatches: times.reduce((s, r) => s + r.dispatches, 0) });
-      for (const r of times) rows.push({ kind: 'rollout_profile', kernel: r.kernel, dispatches: r.dispatches, ms: +r.ms.toFixed(2), share: +(r.ms / Math.max(total, 1e-9)).toFixed(3) });
-    }
+    if (rt.caps.timestampQuery) rows.push(...profileRows(`rollout ${dir}`, await kernelTimes(rt, () => rollout(tasks))));
   } finally {
     await engine.close();
     rt.pool.trim();
