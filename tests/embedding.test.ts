@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { planByToken } from '../src/kernels/embedding.ts';
 import * as ref from '../src/reference/embedding.ts';
 import { randn, rng } from '../src/reference/random.ts';
-import { backward, requireGrad } from '../src/tensor/autograd.ts';
+import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { embedding } from '../src/tensor/ops/embedding.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
@@ -34,6 +34,25 @@ describe('embedding', () => {
       const viaTensor = embedding(tensor(w, [vocab, h]), tensor(ids, [5, 3]), ids);
       assert.deepEqual([...viaTensor.shape], [5, 3, h]);
       assert.deepEqual(await read(viaTensor), ref.embeddingForward(w, h, ids));
+    });
+  });
+
+  test('ids left on the GPU (a decoding step) gather the same rows and refuse a gradient', async () => {
+    await gpu();
+    const vocab = 9;
+    const h = 16;
+    const w = randn(vocab * h, 2);
+    const ids = Int32Array.from([8, 0, 3, 3, 5, 1]);
+    await scopeAsync(async () => {
+      const weight = tensor(w, [vocab, h]);
+      const onDevice = noGrad(() => embedding(weight, tensor(ids, [6], 'i32'), [2, 3]));
+      assert.deepEqual([...onDevice.shape], [2, 3, h]);
+      assert.deepEqual(await read(onDevice), ref.embeddingForward(w, h, ids));
+      assert.deepEqual([...embedding(weight, tensor(ids, [3, 2], 'i32')).shape], [3, 2, h]);
+      requireGrad(weight);
+      assert.throws(() => embedding(weight, tensor(ids, [6], 'i32')), /no gradient.*noGrad/);
+      assert.throws(() => noGrad(() => embedding(weight, tensor(ids, [6], 'i32'), [4, 2])), /ids \[6\] do not fill shape \[4, 2\]/);
+      assert.throws(() => noGrad(() => embedding(weight, tensor(new Uint32Array(6), [6], 'u32'))), /embedding.*ids.*i32/);
     });
   });
 

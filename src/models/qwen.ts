@@ -23,8 +23,11 @@ import { KVCache } from './kv_cache.ts';
 import { fusable, fusedAttention, fusedMlp, fusesStep } from './qwen_decode.ts';
 
 export interface TokenBatch {
-  /** Token ids, row-major [batch, seq]; left padding holds any valid id. */
-  ids: Int32Array;
+  /**
+   * Token ids, row-major [batch, seq]; left padding holds any valid id. A decoding
+   * step may pass the sampler's i32 ids still on the GPU (no gradient then).
+   */
+  ids: Int32Array | Tensor;
   batch: number;
   seq: number;
   /** Left-padding length per row (positions and attention skip the padding). */
@@ -91,7 +94,8 @@ export class QwenModel implements CausalLM {
   }
 
   private checkBatch(b: TokenBatch, past: number): void {
-    if (b.ids.length !== b.batch * b.seq) throw new ShapeError(`forward: ${b.ids.length} ids for batch ${b.batch} x seq ${b.seq}`);
+    const count = b.ids instanceof Int32Array ? b.ids.length : b.ids.size;
+    if (count !== b.batch * b.seq) throw new ShapeError(`forward: ${count} ids for batch ${b.batch} x seq ${b.seq}`);
     if (b.padLeft && b.padLeft.length !== b.batch) throw new ShapeError(`forward: padLeft has ${b.padLeft.length} rows, batch is ${b.batch}`);
     b.padLeft?.forEach((p, i) => {
       if (p < 0 || p >= past + b.seq) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${past + b.seq})`);

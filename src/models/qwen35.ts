@@ -108,7 +108,8 @@ export class Qwen35Model implements CausalLM {
   }
 
   private checkBatch(b: TokenBatch, past: number): void {
-    if (b.ids.length !== b.batch * b.seq) throw new ShapeError(`forward: ${b.ids.length} ids for batch ${b.batch} x seq ${b.seq}`);
+    const count = b.ids instanceof Int32Array ? b.ids.length : b.ids.size;
+    if (count !== b.batch * b.seq) throw new ShapeError(`forward: ${count} ids for batch ${b.batch} x seq ${b.seq}`);
     if (b.padLeft && b.padLeft.length !== b.batch) throw new ShapeError(`forward: padLeft has ${b.padLeft.length} rows, batch is ${b.batch}`);
     b.padLeft?.forEach((p, i) => {
       if (p < 0 || p >= past + b.seq) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${past + b.seq})`);

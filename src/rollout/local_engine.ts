@@ -5,7 +5,8 @@
 // rows. Each batch is left-padded into one prefill, then decodes one token per step for
 // all rows at once; rows that finished keep stepping (greedily, their tokens dropped)
 // until every row is done. Per step, the last position's logits are sampled on the GPU
-// (rollout/sampling.ts) and only [batch] ids and log-probs come back. The draw for a
+// (rollout/sampling.ts) and only [batch] ids and log-probs come back; the next step
+// reads the sampled ids on the GPU, so it is recorded while they travel. The draw for a
 // request's t-th token uses the uniform hash(seed, t), so a seed reproduces its tokens
 // whatever else shares the batch.
 
@@ -14,12 +15,13 @@ import { lastLogits } from '../models/generate.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
-import { scopeAsync } from '../tensor/scope.ts';
+import { scope } from '../tensor/scope.ts';
+import { Tensor } from '../tensor/tensor.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, WeightSync } from './engine.ts';
 import { EngineRequestError } from './errors.ts';
 import { promptTokenStats, type PromptTokenStats } from './prompt_logprobs.ts';
 import { randomSeed, uniformAt } from './rng.ts';
-import { sampleNext, type RowSampling } from './sampling.ts';
+import { readSampled, sampledIds, sampleOnDevice, type RowSampling, type SampledTokens } from './sampling.ts';
 import { ServedModels } from './served_models.ts';
 import { StopStringWatcher } from './stop_strings.ts';
 
@@ -150,27 +152,50 @@ export class LocalEngine implements Engine, WeightSync {
     const P = Math.max(...rows.map((r) => r.req.promptIds.length));
     const steps = Math.max(...rows.map((r) => r.req.params.maxTokens));
     const padLeft = Int32Array.from(rows, (r) => P - r.req.promptIds.length);
-    let input: Int32Array = new Int32Array(B * P);
-    rows.forEach((r, b) => input.set(r.req.promptIds, b * P + padLeft[b]));
+    const prompt = new Int32Array(B * P);
+    rows.forEach((r, b) => prompt.set(r.req.promptIds, b * P + padLeft[b]));
     const cache = model.newCache(B, P + steps - 1, padLeft);
+    // One step of look-ahead: step t + 1 is recorded from the ids step t left on the GPU
+    // before step t's tokens come back, so the GPU does not idle through each readback
+    // and the host's recording. Done flags lag a step: a row that finished at step t
+    // still runs step t + 1 (its token is dropped), and the batch ends one step late.
+    let ids: Int32Array | Tensor = prompt;
+    let inFlight: Promise<SampledTokens> | null = null;
     try {
       this.usage.batches++;
       for (let t = 0; t < steps && rows.some((r) => !r.done); t++) {
         const settings = rows.map((r) => (r.done ? IDLE_ROW : { ...this.rowSampling(r.req.params), u: uniformAt(r.seed, t) }));
         if (t > 0) this.usage.decodeSteps++;
         this.usage.rowSteps += B;
-        this.usage.liveRowSteps += rows.filter((r) => !r.done).length;
-        const seq = t === 0 ? P : 1;
-        const ids = input;
-        const out = await scopeAsync(() => sampleNext(noGrad(() => lastLogits(model, model.hiddenCached({ ids, batch: B, seq }, cache))), settings));
-        rows.forEach((r, b) => {
-          if (!r.done) this.accept(r, out.ids[b], out.logprobs[b]);
-        });
-        input = out.ids;
+        const input = ids;
+        const step = scope(() =>
+          noGrad(() => {
+            const sampled = sampleOnDevice(lastLogits(model, model.hiddenCached({ ids: input, batch: B, seq: t === 0 ? P : 1 }, cache)), settings);
+            return { next: sampledIds(sampled), read: readSampled(sampled) };
+          }),
+        );
+        if (input instanceof Tensor) input.dispose();
+        ids = step.next;
+        const previous = inFlight;
+        inFlight = step.read;
+        if (previous) this.acceptStep(rows, await previous);
       }
+      if (inFlight) this.acceptStep(rows, await inFlight);
+      inFlight = null;
     } finally {
+      // A step abandoned by an error still has its readback pending; let it settle.
+      await inFlight?.catch(() => undefined);
+      if (ids instanceof Tensor) ids.dispose();
       cache.dispose();
     }
+  }
+
+  private acceptStep(rows: readonly Row[], out: SampledTokens): void {
+    rows.forEach((r, b) => {
+      if (r.done) return;
+      this.usage.liveRowSteps++;
+      this.accept(r, out.ids[b], out.logprobs[b]);
+    });
   }
 
   private rowSampling(p: SamplingParams): Omit<RowSampling, 'u'> {

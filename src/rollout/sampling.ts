@@ -28,25 +28,50 @@ function checkRow(r: RowSampling, i: number): void {
 
 /** One token per row of `logits` [rows, vocab], each row with its own sampling settings and uniform. */
 export async function sampleNext(logits: Tensor, rows: readonly RowSampling[]): Promise<SampledTokens> {
+  const out = sampleOnDevice(logits, rows);
+  try {
+    return await readSampled(out);
+  } finally {
+    out.dispose();
+  }
+}
+
+/**
+ * The sampler's result left on the GPU: [3 * rows] u32 (ids, log-prob bits, threshold
+ * keys), for a decoding loop that records the next step from `sampledIds` before
+ * `readSampled` brings this one back.
+ */
+export function sampleOnDevice(logits: Tensor, rows: readonly RowSampling[]): Tensor {
   expectDType('sampleNext', 'logits', logits.dtype, 'f32');
   if (logits.rank !== 2 || logits.shape[1] === 0) throw new ShapeError(`sampleNext: logits ${fmt(logits.shape)} are not [rows, vocab]`);
   const [n, vocab] = logits.shape;
   if (rows.length !== n) throw new ShapeError(`sampleNext: ${rows.length} sampling rows for logits ${fmt(logits.shape)}`);
   rows.forEach(checkRow);
-  if (n === 0) return { ids: new Int32Array(0), logprobs: new Float32Array(0), thresholds: new Uint32Array(0) };
   const rt = logits.storage.rt;
-  const params = tensor(new Uint32Array(sk.packRowParams(rows, vocab)), [n * 4], 'u32', rt);
   const out = empty([3 * n], 'u32', rt);
-  try {
-    sk.sampleRows(rt, logits.buffer, params.buffer, out.buffer, n, vocab);
-    const bytes = (await out.toArray()).buffer as ArrayBuffer;
-    return {
-      ids: new Int32Array(bytes, 0, n),
-      logprobs: new Float32Array(bytes, 4 * n, n),
-      thresholds: new Uint32Array(bytes, 8 * n, n),
-    };
-  } finally {
-    params.dispose();
-    out.dispose();
-  }
+  if (n === 0) return out;
+  const params = tensor(new Uint32Array(sk.packRowParams(rows, vocab)), [n * 4], 'u32', rt);
+  sk.sampleRows(rt, logits.buffer, params.buffer, out.buffer, n, vocab);
+  params.dispose();
+  return out;
+}
+
+/** The sampled ids of `sampleOnDevice`'s result as an i32 [rows] tensor on the GPU. */
+export function sampledIds(sampled: Tensor): Tensor {
+  const n = sampled.size / 3;
+  const ids = empty([n], 'i32', sampled.storage.rt);
+  sampled.storage.rt.copy(sampled.buffer, 0, ids.buffer, 0, 4 * n);
+  return ids;
+}
+
+/** Reads `sampleOnDevice`'s result back (the caller still owns and disposes it). */
+export async function readSampled(sampled: Tensor): Promise<SampledTokens> {
+  const n = sampled.size / 3;
+  if (n === 0) return { ids: new Int32Array(0), logprobs: new Float32Array(0), thresholds: new Uint32Array(0) };
+  const bytes = (await sampled.toArray()).buffer as ArrayBuffer;
+  return {
+    ids: new Int32Array(bytes, 0, n),
+    logprobs: new Float32Array(bytes, 4 * n, n),
+    thresholds: new Uint32Array(bytes, 8 * n, n),
+  };
 }

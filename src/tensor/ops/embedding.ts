@@ -1,8 +1,9 @@
-// Token embedding lookup. The ids are always known on the CPU (they come from the
-// tokenizer or the sampler), which the backward uses to group positions by id.
+// Token embedding lookup. Ids that take part in a gradient are known on the CPU (the
+// backward groups positions by id); a decoding step may instead read the ids the
+// sampler left on the GPU, so that the next step is recorded before they come back.
 
 import * as ek from '../../kernels/embedding.ts';
-import { record } from '../autograd.ts';
+import { isGradEnabled, record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { checkShape, fmt, numel, type Shape } from '../shape.ts';
@@ -10,11 +11,15 @@ import { empty, tensor, zeros, type Tensor } from '../tensor.ts';
 
 /**
  * Rows of `weight` [vocab, hidden] picked by token ids, shape [...ids shape, hidden].
- * Ids come either as a host Int32Array (uploaded here; `shape` defaults to [length])
- * or as an i32 tensor already on the GPU together with its host copy.
+ * Ids come either as a host Int32Array (uploaded here; `shape` defaults to [length]),
+ * as an i32 tensor already on the GPU together with its host copy, or as an i32
+ * tensor alone (`shape` defaults to its own): such ids are not checked on the host
+ * (the sampler writes ids below its logits' width) and no gradient flows through.
  */
 export function embedding(weight: Tensor, ids: Int32Array, shape?: Shape): Tensor;
 export function embedding(weight: Tensor, ids: Tensor, host: Int32Array): Tensor;
+export function embedding(weight: Tensor, ids: Tensor, shape?: Shape): Tensor;
+export function embedding(weight: Tensor, ids: Int32Array | Tensor, extra?: Shape | Int32Array): Tensor;
 export function embedding(weight: Tensor, ids: Int32Array | Tensor, extra?: Shape | Int32Array): Tensor {
   expectDType('embedding', 'weight', weight.dtype, 'f32');
   if (weight.rank !== 2) throw new ShapeError(`embedding: weight must be [vocab, hidden], got ${fmt(weight.shape)}`);
@@ -33,14 +38,15 @@ export function embedding(weight: Tensor, ids: Int32Array | Tensor, extra?: Shap
     host = Int32Array.from(ids);
     gpuIds = tensor(host, idsShape, 'i32', rt);
     owned = true;
-  } else {
+  } else if (extra instanceof Int32Array) {
     expectDType('embedding', 'ids', ids.dtype, 'i32');
-    if (!(extra instanceof Int32Array)) throw new ShapeError(`embedding: ids tensor ${fmt(ids.shape)} needs its host copy as an Int32Array`);
     if (extra.length !== ids.size) throw new ShapeError(`embedding: host copy has ${extra.length} ids, the ids tensor ${fmt(ids.shape)} has ${ids.size}`);
     idsShape = ids.shape;
     // A private copy: the caller may reuse its array before backward runs.
     host = Int32Array.from(extra);
     gpuIds = ids;
+  } else {
+    return gatherDeviceIds(weight, ids, extra ?? ids.shape);
   }
   for (let i = 0; i < host.length; i++) {
     if (host[i] < 0 || host[i] >= vocab) throw new ShapeError(`embedding: id ${host[i]} at position ${i} is outside the vocabulary [0, ${vocab}) of weight ${fmt(weight.shape)}`);
@@ -58,4 +64,17 @@ export function embedding(weight: Tensor, ids: Int32Array | Tensor, extra?: Shap
     planT.dispose();
     return [dw];
   });
+}
+
+function gatherDeviceIds(weight: Tensor, ids: Tensor, shape: Shape): Tensor {
+  expectDType('embedding', 'ids', ids.dtype, 'i32');
+  checkShape('embedding', shape);
+  if (numel(shape) !== ids.size) throw new ShapeError(`embedding: ids ${fmt(ids.shape)} do not fill shape ${fmt(shape)}`);
+  if (isGradEnabled() && weight.requiresGrad) {
+    throw new ShapeError('embedding: ids without a host copy give the weight no gradient; run under noGrad or pass the host ids');
+  }
+  const [vocab, hidden] = weight.shape;
+  const out = empty([...shape, hidden], 'f32', weight.storage.rt);
+  ek.gather(weight.storage.rt, weight.buffer, ids.buffer, out.buffer, ids.size, hidden, vocab);
+  return out;
 }
