@@ -1,6 +1,6 @@
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
-import { applySoftwareGpuScale } from '../trainer/default_run.ts';
+import { applySoftwareGpuScale, EMBEDDED_RECIPE } from '../trainer/default_run.ts';
 import { describeConfig, loadConfig } from '../trainer/config.ts';
 import { checkRunInputs, train } from '../trainer/train.ts';
 import { configWords, intArg, numberArg } from './args.ts';
@@ -28,7 +28,7 @@ export const trainCommand = defineCommand({
     if (args.method) overrides.push(`method=${args.method}`);
     if (args.iterations) overrides.push(`iterations=${args.iterations}`);
     // Everything about the configuration is checked before the GPU is touched.
-    let cfg = loadConfig(file, overrides);
+    let cfg = loadConfig(file, file ? overrides : [...EMBEDDED_RECIPE, ...overrides]);
     checkRunInputs(cfg);
     const stopAfter = args['stop-after'] === undefined ? undefined : intArg('--stop-after', args['stop-after'], 1);
     const timeLimitSeconds = args['time-limit'] === undefined ? undefined : numberArg('--time-limit', args['time-limit'], 0) * 60;
