@@ -25,6 +25,21 @@ describe('gpu runtime', () => {
     await rt.sync();
   });
 
+  test('a read reports the errors of the work before it, a later submission waits for the next sync', async () => {
+    const rt = await gpu();
+    const x = rt.pool.acquire(64);
+    const k = rt.kernel('elementwise', 'unary', { OP: 0 });
+    rt.dispatch(k, [x], new Uint32Array(64), [1]);
+    await assert.rejects(rt.read(x, 0, 16), (e: Error) => e instanceof GpuError && /elementwise\.unary<OP=0>/.test(e.message));
+    const reading = rt.read(x, 0, 16);
+    rt.dispatch(k, [x], new Uint32Array(64), [1]);
+    rt.flush();
+    assert.equal((await reading).byteLength, 16);
+    await assert.rejects(rt.sync(), (e: Error) => e instanceof GpuError && /elementwise\.unary<OP=0>/.test(e.message));
+    rt.pool.release(x);
+    await rt.sync();
+  });
+
   test('a shader that does not compile names its family and entry point', async () => {
     const rt = await gpu();
     assert.throws(() => rt.kernel('no_such_family', 'main'), /no shader file .*no_such_family\.wgsl/);

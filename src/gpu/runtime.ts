@@ -292,9 +292,8 @@ export class Runtime {
     await this.checkErrors();
   }
 
-  private async checkErrors(): Promise<void> {
-    const checks = this.errorChecks;
-    this.errorChecks = [];
+  /** Throws the errors of `checks` (default: every submission so far) and any uncaptured error. */
+  private async checkErrors(checks: Promise<void>[] = this.errorChecks.splice(0)): Promise<void> {
     await Promise.all(checks);
     if (this.uncaptured.length) {
       const msgs = this.uncaptured.splice(0);
@@ -314,13 +313,16 @@ export class Runtime {
     const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'readback' });
     this.copy(src, offset, staging, 0, size);
     this.flush();
+    // Only the submissions up to this copy: a decoding loop records and submits its next
+    // step before awaiting this read, and must not wait on that step's checks here.
+    const checks = this.errorChecks.splice(0);
     try {
       await staging.mapAsync(GPUMapMode.READ);
     } catch (e) {
-      await this.checkErrors();
+      await this.checkErrors(checks);
       throw new GpuError(`readback failed: ${(e as Error).message}`);
     }
-    await this.checkErrors();
+    await this.checkErrors(checks);
     const out = staging.getMappedRange().slice(0, bytes);
     staging.unmap();
     staging.destroy();
