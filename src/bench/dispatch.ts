@@ -1,5 +1,6 @@
 // Dispatch overhead: the cost of one small dispatch recorded among many in one
-// submit, and of a submit-and-wait round trip.
+// submit, the host's share of it (recording alone, nothing submitted while timed), and
+// a submit-and-wait round trip.
 
 import * as ew from '../kernels/elementwise.ts';
 import type { Runtime } from '../gpu/runtime.ts';
@@ -12,11 +13,34 @@ export async function benchDispatch(rt: Runtime): Promise<object[]> {
   const batched = await timeGpu(rt, () => {
     for (let i = 0; i < count; i++) ew.unary(rt, 'neg', buf, out, 1024);
   });
+  const recording = await recordingTime(rt, () => {
+    for (let i = 0; i < count; i++) ew.unary(rt, 'neg', buf, out, 1024);
+  });
   const roundTrip = await timeGpu(rt, () => ew.unary(rt, 'neg', buf, out, 1024), { iters: 21 });
   rt.pool.release(buf);
   rt.pool.release(out);
   return [
     { kind: 'dispatch', what: 'per dispatch, batched', us: (batched * 1000) / count },
+    { kind: 'dispatch', what: 'per dispatch, host recording only', us: (recording * 1000) / count },
     { kind: 'dispatch', what: 'submit and wait round trip', us: roundTrip * 1000 },
   ];
+}
+
+/** Median wall time of `record` with submits held back until it returns (then synced, untimed). */
+async function recordingTime(rt: Runtime, record: () => void, iters = 7): Promise<number> {
+  const autoFlush = rt.autoFlush;
+  rt.autoFlush = Number.MAX_SAFE_INTEGER;
+  const times: number[] = [];
+  try {
+    for (let i = 0; i < iters + 1; i++) {
+      const t0 = performance.now();
+      record();
+      if (i > 0) times.push(performance.now() - t0);
+      await rt.sync();
+    }
+  } finally {
+    rt.autoFlush = autoFlush;
+  }
+  times.sort((a, b) => a - b);
+  return times[times.length >> 1];
 }

@@ -62,9 +62,14 @@ export class Runtime {
   private objectIds = new WeakMap<object, number>();
   private nextObjectId = 1;
   private profiler: KernelProfiler | null = null;
+  // Read once: every property of the device's limits object is a call into the native
+  // binding, a measurable part of a dispatch's host cost.
+  private readonly maxWorkgroupsPerDimension: number;
+  private passPipeline: GPUComputePipeline | null = null;
 
   constructor(readonly gpu: Gpu) {
     this.device = gpu.device;
+    this.maxWorkgroupsPerDimension = gpu.limits.maxComputeWorkgroupsPerDimension;
     this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize, gpu.limits.maxStorageBufferBindingSize);
     this.device.lost.then((info) => {
       this.lost = info;
@@ -130,6 +135,7 @@ export class Runtime {
   private endPass(): void {
     this.pass?.end();
     this.pass = null;
+    this.passPipeline = null;
   }
 
   private uniformSlot(params: ArrayBufferView): { buffer: GPUBuffer; offset: number } {
@@ -189,7 +195,7 @@ export class Runtime {
   dispatch(kernel: Kernel, buffers: readonly Binding[], params: ArrayBufferView, workgroups: WorkgroupCount): void {
     const [x, y = 1, z = 1] = workgroups;
     if (x === 0 || y === 0 || z === 0) return;
-    const maxDim = this.gpu.limits.maxComputeWorkgroupsPerDimension;
+    const maxDim = this.maxWorkgroupsPerDimension;
     if (x > maxDim || y > maxDim || z > maxDim) {
       throw new GpuError(`kernel ${kernel.name}: workgroup grid [${x}, ${y}, ${z}] exceeds ${maxDim} per dimension`);
     }
@@ -200,7 +206,11 @@ export class Runtime {
     }
     const pass = this.computePass();
     const slot = this.uniformSlot(params);
-    pass.setPipeline(kernel.pipeline);
+    // A pass keeps its pipeline across dispatches, so repeats of a kernel skip the call.
+    if (this.passPipeline !== kernel.pipeline) {
+      pass.setPipeline(kernel.pipeline);
+      this.passPipeline = kernel.pipeline;
+    }
     pass.setBindGroup(0, this.bindGroup(kernel, slot, buffers));
     pass.dispatchWorkgroups(x, y, z);
     if (this.profiler) this.endPass();
