@@ -17,7 +17,7 @@ describe('the embedded default', () => {
     assert.equal(cfg.optim.microBatchTokens, 32768);
     assert.equal(cfg.rollout.maxTurns, 30);
     assert.equal(cfg.rollout.maxResponseTokens, 64);
-    assert.deepEqual([cfg.validation.tasks, cfg.validation.runs, cfg.validation.every], [64, 2, 8]);
+    assert.deepEqual([cfg.validation.tasks, cfg.validation.runs, cfg.validation.every], [128, 4, 16]);
   });
 
   test("the user's overrides come after the recipe and win", () => {
