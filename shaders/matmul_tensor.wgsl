@@ -13,7 +13,11 @@
 // product of the f16-rounded operands, about 2^-11 relative per operand from the f32
 // kernel. Operands of magnitude 65536 and up become infinite (WGSL allows that from
 // past 65504), those of at most 2^-25 become zero: callers scale where that can
-// happen (gradients).
+// happen (gradients). With SCALE_A, A is multiplied by scale[0] before it is rounded
+// and each result by scale[1] before bias and accumulation: a power of two and its
+// inverse (shaders/grad_scale.wgsl), so both are exact and only A's rounding changes.
+// SCALE_A needs the staged epilogue (`main_staged`), where each element passes
+// through a scalar.
 //
 // Needs `shader-f16`, `subgroups` and `chromium-experimental-subgroup-matrix` with a
 // 16x16x16 f16 -> f32 configuration, and subgroups of exactly 32 invocations, which
@@ -68,6 +72,7 @@ override VEC_A: bool = false;    // A's rows, offset and batch stride are multip
 override VEC_B: bool = false;
 override BIAS: bool = false;
 override ACCUM: bool = false;
+override SCALE_A: bool = false;
 override SG_M: u32 = 2u;         // subgroups along M
 override SG_N: u32 = 4u;         // subgroups along N
 override FM: u32 = 4u;           // 16-row fragments per subgroup (1-4)
@@ -121,6 +126,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> b: array<vec4f>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> c: array<f32>;
+// [A's scale, the result's] under SCALE_A; any buffer otherwise.
+@group(0) @binding(5) var<storage, read> scale: array<f32>;
 
 // Stage s of an operand starts s * A_STAGE (B_STAGE) halves in.
 var<workgroup> tile_a: array<f16, 2u * A_STAGE>;
@@ -213,10 +220,13 @@ fn load_b(at: Place, k0: u32, u: u32) -> vec4f {
   return fetch_b(at.base_b, k0 + row, at.n0 + col, p.k, p.n);
 }
 
-// Load u, rounded to f16, into stage s at the same place in the stored layout.
+// Load u, rounded to f16 (A scaled first under SCALE_A), into stage s at the same
+// place in the stored layout.
 fn put_a(s: u32, u: u32, v: vec4f) {
   let i = s * A_STAGE + (u / A_Q) * LDA + (u % A_Q) * 4u;
-  let h = vec4<f16>(v);
+  var x = v;
+  if (SCALE_A) { x *= scale[0]; }
+  let h = vec4<f16>(x);
   tile_a[i] = h.x;
   tile_a[i + 1u] = h.y;
   tile_a[i + 2u] = h.z;
@@ -343,6 +353,7 @@ fn emit(at: Place, row: u32, col: u32, acc: Result, sg: u32, lane: u32, lanes: u
     let j = at.n0 + col + e % 16u;
     if (i < p.m && j < p.n) {
       var v = scratch[sg * FRAG + e];
+      if (SCALE_A) { v *= scale[1]; }
       if (BIAS) { v += bias[j]; }
       let o = at.base_c + i * p.n + j;
       if (ACCUM) { c[o] += v; } else { c[o] = v; }

@@ -5,13 +5,15 @@ import { shaderSource } from '../src/gpu/shader_source.ts';
 import * as kt from '../src/kernels/matmul_tensor.ts';
 import { f16ToF32, f32ToF16 } from '../src/models/half.ts';
 import * as ref from '../src/reference/matmul.ts';
-import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundToF16 } from '../src/reference/matmul_f16.ts';
+import { gradScale as gradScaleRef } from '../src/reference/grad_scale.ts';
+import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundScaledToF16, roundToF16 } from '../src/reference/matmul_f16.ts';
 import { randn, rng } from '../src/reference/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
-import { forwardMatmul, tensorCorePolicy, usesTensorCores } from '../src/kernels/matmul_precision.ts';
+import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCorePolicy, usesTensorCores } from '../src/kernels/matmul_precision.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
+import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { mul, sum } from '../src/tensor/ops/index.ts';
 import { assertClose, gpu, read } from './support/gpu.ts';
 
@@ -118,6 +120,25 @@ describe('f16-rounded matmul reference (CPU)', () => {
     }
   });
 
+  test('a scaled A (gradients) keeps values f16 alone would flush, and the tolerance scales with it', () => {
+    const [m, n, k] = [9, 7, 40];
+    const a = randn(m * k, 11).map((v) => v * 1e-9);
+    const b = randn(k * n, 12);
+    const args = { a, b, m, n, k };
+    const [s] = gradScaleRef(a);
+    assert.ok(roundArrayToF16(a).every((v) => v === 0), 'f16 flushes 1e-9 to zero');
+    const scaled = roundScaledToF16(a, s);
+    for (let i = 0; i < a.length; i++) assert.ok(Math.abs(scaled[i] - a[i]) <= Math.abs(a[i]) * 2 ** -11, `a[${i}]`);
+    const want = matmulF16(args, s);
+    const exact = ref.matmul(args);
+    for (let i = 0; i < want.length; i++) assert.ok(Math.abs(want[i] - exact[i]) <= 1e-9 * 40 * 2 ** -10, `(${i}): ${want[i]} vs ${exact[i]}`);
+    assert.ok(matmulF16(args).every((v) => v === 0));
+    const tol = matmulF16Tolerance(args, s);
+    const tolAt1 = matmulF16Tolerance({ ...args, a: a.map((v) => v * s) }, 1);
+    for (let i = 0; i < tol.length; i++) assert.ok(Math.abs(tol[i] * s - tolAt1[i]) <= tolAt1[i] * 1e-6, `tolerance (${i})`);
+    assert.throws(() => roundScaledToF16(a, 3), /not a power of two/);
+  });
+
   test('the automatic tile follows the H200 measurements: wide for forward-like products, 128x128 for long K and transposed A, 64x64 for small grids', () => {
     const h200 = { gpu: { limits: { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024 } } } as unknown as Runtime;
     assert.equal(kt.chooseTensorTile(h200, 4096, 4864, 1, false, true, 896), '128x256/w64x64/k16');
@@ -173,9 +194,9 @@ describe('matmul_tensor.wgsl on Dawn\'s null backend (validation only, nothing r
     assert.deepEqual(info.messages.filter((m) => m.type !== 'info').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`), []);
     for (const tile of SHRUNK) {
       for (const entryPoint of ['main', 'main_staged']) {
-        for (let flags = 0; flags < 64; flags++) {
+        for (let flags = 0; flags < 128; flags++) {
           const bit = (i: number) => (flags >> i) & 1;
-          const constants = { ...tile, TRANS_A: bit(0), TRANS_B: bit(1), VEC_A: bit(2), VEC_B: bit(3), BIAS: bit(4), ACCUM: bit(5) };
+          const constants = { ...tile, TRANS_A: bit(0), TRANS_B: bit(1), VEC_A: bit(2), VEC_B: bit(3), BIAS: bit(4), ACCUM: bit(5), SCALE_A: bit(6) };
           device.pushErrorScope('validation');
           device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint, constants } });
           const err: GPUError | null = await device.popErrorScope();
@@ -190,7 +211,7 @@ describe('matmul_tensor.wgsl on Dawn\'s null backend (validation only, nothing r
       device.pushErrorScope('validation');
       device.createBindGroup({
         layout: pipeline.getBindGroupLayout(0),
-        entries: [buffer(256, GPUBufferUsage.UNIFORM), buffer(256, storage), buffer(256, storage), buffer(256, storage), buffer(cBytes, storage)]
+        entries: [buffer(256, GPUBufferUsage.UNIFORM), buffer(256, storage), buffer(256, storage), buffer(256, storage), buffer(cBytes, storage), buffer(256, storage)]
           .map((b, binding) => ({ binding, resource: { buffer: b } })),
       });
       return device.popErrorScope();
@@ -204,8 +225,11 @@ describe('matmul_tensor.wgsl on Dawn\'s null backend (validation only, nothing r
 
 let seed = 500;
 
-interface Case extends Omit<kt.TensorMatmulArgs, 'a' | 'b' | 'out' | 'bias'> {
+interface Case extends Omit<kt.TensorMatmulArgs, 'a' | 'b' | 'out' | 'bias' | 'scaleA'> {
   bias?: boolean;
+  /** Magnitude of A's elements (default 1); under `scaled`, A goes through its power-of-two scale. */
+  aMagnitude?: number;
+  scaled?: boolean;
   /** Initial output contents (accumulation, or a gap between output batches). */
   init?: boolean;
   label?: string;
@@ -224,18 +248,20 @@ async function check(c: Case): Promise<Float32Array> {
   const strideB = c.strideB ?? k * n;
   const strideC = c.strideC ?? m * n;
   const span = (offset = 0, stride: number, one: number) => (batch === 0 ? 0 : offset + (batch - 1) * stride + one);
-  const A = normalHalves(randn(span(c.offsetA, strideA, m * k), seed++));
+  const A = c.aMagnitude === undefined ? normalHalves(randn(span(c.offsetA, strideA, m * k), seed++)) : randn(span(c.offsetA, strideA, m * k), seed++).map((v) => v * c.aMagnitude!);
+  const [s, inv] = c.scaled ? gradScaleRef(A) : [1, 1];
   const B = normalHalves(randn(span(c.offsetB, strideB, k * n), seed++));
   const bias = c.bias ? randn(n, seed++) : undefined;
   const C0 = c.init ? randn(span(c.offsetC, strideC, m * n), seed++) : undefined;
   const label = c.label ?? `${m}x${n}x${k} batch ${batch} trans ${c.transA ? 'T' : 'N'}${c.transB ? 'T' : 'N'} tile ${c.tile ?? 'auto'}${c.bias ? ' bias' : ''}${c.accumulate ? ' accumulate' : ''}`;
   return scopeAsync(async () => {
     const out = C0 ? tensor(C0) : zeros([Math.max(span(c.offsetC, strideC, m * n), 1)]);
-    kt.matmulTensor(rt, { ...c, a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, bias: bias && tensor(bias).buffer });
+    const scaleA = c.scaled ? tensor(Float32Array.of(s, inv)).buffer : undefined;
+    kt.matmulTensor(rt, { ...c, a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, bias: bias && tensor(bias).buffer, scaleA });
     const got = await read(out);
     const args = { ...c, a: A, b: B, bias, c: C0 };
-    const want = matmulF16(args);
-    const tol = matmulF16Tolerance(args);
+    const want = matmulF16(args, s);
+    const tol = matmulF16Tolerance(args, s);
     for (let i = 0; i < want.length; i++) {
       const err = Math.abs(got[i] - want[i]);
       if (!(err <= tol[i])) {
@@ -264,6 +290,61 @@ describe('routing forward products to tensor cores', () => {
       assert.equal(usesTensorCores(h200, big), false);
     } finally {
       tensorCorePolicy.enabled = true;
+    }
+  });
+
+  test('--tensor-cores auto, all and off set the policy; anything else is refused', () => {
+    try {
+      gpuOptions({ 'tensor-cores': 'all' });
+      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [true, true]);
+      gpuOptions({ 'tensor-cores': 'off' });
+      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [false, false]);
+      gpuOptions({});
+      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [true, false]);
+      assert.throws(() => gpuOptions({ 'tensor-cores': 'gradients' }), /--tensor-cores must be auto, all or off, got "gradients"/);
+    } finally {
+      tensorCorePolicy.enabled = true;
+      tensorCorePolicy.gradients = false;
+    }
+  });
+
+  test('gradient products take tensor cores only when the policy routes gradients, and then scaled', async () => {
+    const savedMacs = tensorCorePolicy.minMacs;
+    const caps = { f16: true, subgroups: true, subgroupMatrix: true, subgroupMatrixF16F32: true, subgroupMatrixConfigs: [], subgroupMinSize: 32, subgroupMaxSize: 32 };
+    const h200 = { caps, gpu: { description: 'H200' } } as unknown as Runtime;
+    const dw = { a: null, b: null, out: null, m: 4864, n: 896, k: 4096, transA: true } as unknown as Parameters<typeof usesTensorCores>[1];
+    assert.equal(gradientUsesTensorCores(h200, dw), false, 'gradients stay f32 by default');
+    tensorCorePolicy.gradients = true;
+    try {
+      assert.equal(gradientUsesTensorCores(h200, dw), true);
+      assert.equal(gradientUsesTensorCores(h200, { ...dw, m: 16, n: 16 }), false, 'too small to gain');
+      tensorCorePolicy.enabled = false;
+      assert.equal(gradientUsesTensorCores(h200, dw), false, '--tensor-cores off turns both off');
+      // Where the device has no tensor cores the products run on the f32 kernels, exactly.
+      const [m, n, k] = [33, 21, 50];
+      const g = randn(m * n, 21);
+      const w = randn(n * k, 22);
+      const x = randn(m * k, 23);
+      tensorCorePolicy.enabled = true;
+      tensorCorePolicy.minMacs = 0;
+      const local = await gpu();
+      if (kt.tensorMatmulAvailable(local)) return;
+      await scopeAsync(async () => {
+        const gT = tensor(g);
+        const dx = zeros([m * k]);
+        const dwOut = zeros([n * k]);
+        gradientMatmuls(local, gT.buffer, m * n, [
+          { a: gT.buffer, b: tensor(w).buffer, out: dx.buffer, m, n: k, k: n },
+          { a: gT.buffer, b: tensor(x).buffer, out: dwOut.buffer, m: n, n: k, k: m, transA: true },
+        ]);
+        assertClose(await read(dx), ref.matmul({ a: g, b: w, m, n: k, k: n }), { atol: 1e-5, rtol: 1e-5, label: 'dx' });
+        assertClose(await read(dwOut), ref.matmul({ a: g, b: x, m: n, n: k, k: m, transA: true }), { atol: 1e-5, rtol: 1e-5, label: 'dw' });
+        assert.throws(() => gradientMatmuls(local, gT.buffer, m * n, [{ a: dx.buffer, b: gT.buffer, out: dwOut.buffer, m: 1, n: 1, k: 1 }]), /gradient as A/);
+      });
+    } finally {
+      tensorCorePolicy.gradients = false;
+      tensorCorePolicy.enabled = true;
+      tensorCorePolicy.minMacs = savedMacs;
     }
   });
 
@@ -348,6 +429,42 @@ describe('tensor-core matmul kernel', () => {
     }
     await check({ m: 7, n: 3, k: 2, batch: 2, strideC: 30, init: true, label: 'output batches with a gap keep the gap' });
     await check({ m: 64, n: 64, k: 16, batch: 2, strideC: 64 * 64 + 4, init: true, tile: '64x64/w32x32/k32', label: 'aligned gap, direct stores' });
+  });
+
+  test('a scaled A: gradients of 1e-9 keep their precision, with bias, accumulation and every transpose', onDevice, async () => {
+    for (const [transA, transB] of TRANS) {
+      for (const aMagnitude of [1e-9, 1e-3, 1e4]) await check({ m: 130, n: 70, k: 200, transA, transB, aMagnitude, scaled: true });
+      await check({ m: 19, n: 13, k: 11, transA, transB, aMagnitude: 1e-7, scaled: true, bias: true, init: true, accumulate: true });
+      await check({ m: 128, n: 128, k: 48, transA, transB, aMagnitude: 1e-7, scaled: true, tile: '64x64/w32x32/k32' });
+    }
+  });
+
+  test('linear under --tensor-cores all: dX and dW on tensor cores from the scaled gradient', onDevice, async () => {
+    const savedMacs = tensorCorePolicy.minMacs;
+    tensorCorePolicy.gradients = true;
+    tensorCorePolicy.minMacs = 0;
+    try {
+      const [rows, inF, outF] = [130, 200, 70];
+      const x = randn(rows * inF, 911);
+      const w = randn(outF * inF, 912);
+      const g = randn(rows * outF, 913).map((v) => v * 1e-8);
+      const [s] = gradScaleRef(g);
+      await scopeAsync(async () => {
+        const xt = requireGrad(tensor(x, [rows, inF]));
+        const wt = requireGrad(tensor(w, [outF, inF]));
+        backward(sum(mul(linear(xt, wt), tensor(g, [rows, outF]))));
+        const within = (got: Float32Array, args: Parameters<typeof matmulF16>[0], label: string) => {
+          const want = matmulF16(args, s);
+          const tol = matmulF16Tolerance(args, s);
+          for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got[i] - want[i]) <= tol[i], `${label}[${i}] = ${got[i]}, scaled f16 reference ${want[i]} (tolerance ${tol[i]})`);
+        };
+        within(await read(xt.grad!), { a: g, b: w, m: rows, n: inF, k: outF }, 'dx');
+        within(await read(wt.grad!), { a: g, b: x, m: outF, n: inF, k: rows, transA: true }, 'dw');
+      });
+    } finally {
+      tensorCorePolicy.gradients = false;
+      tensorCorePolicy.minMacs = savedMacs;
+    }
   });
 
   test('a grid spread over several dispatches gives the same bits as one dispatch', onDevice, async () => {

@@ -1,20 +1,26 @@
-// Which kernel a forward product runs on. Products of activations by weights (a
-// Linear layer's forward, the LM head's logits) take the tensor-core kernel
-// (matmul_tensor.ts: operands rounded to f16, f32 accumulation) when the device has
-// f16 subgroup matrices and the product is large enough to gain from it. Gradient
-// products stay on the f32 kernels: a gradient's elements are often far below f16's
-// smallest normal (6e-5) and would lose their precision or vanish, which mixed-
-// precision training otherwise answers with loss scaling. Masters, optimizer state,
-// softmax and every reduction stay f32 either way.
+// Which kernel a product runs on. Products of activations by weights (a Linear layer's
+// forward, the LM head's logits) take the tensor-core kernel (matmul_tensor.ts:
+// operands rounded to f16, f32 accumulation) when the device has f16 subgroup
+// matrices and the product is large enough to gain from it. Gradient products (a
+// gradient as A: a layer's dX and dW) stay on the f32 kernels unless the policy routes
+// them too: a gradient's elements are often far below f16's smallest normal (6e-5) and
+// would lose their precision or vanish, so there each gradient is first scaled by a
+// power of two that puts its largest element just under 2^14 (grad_scale.ts), as
+// mixed-precision training scales its loss, but per tensor and exactly undone in the
+// product's epilogue. Masters, optimizer state, softmax and every reduction stay f32
+// either way.
 
 import type { Runtime } from '../gpu/runtime.ts';
+import { gradScale } from './grad_scale.ts';
 import * as mk from './matmul.ts';
 import { matmulTensor, tensorMatmulAvailable } from './matmul_tensor.ts';
 
-/** The choices benchmarks vary. */
+/** The choices benchmarks and `--tensor-cores` vary. */
 export const tensorCorePolicy = {
   /** Route forward products to tensor cores when the device has them. */
   enabled: true,
+  /** Route gradient products there too (scaled), when `enabled`. */
+  gradients: false,
   /** Smallest product (m * n * k * batch multiply-adds) worth the tensor-core kernel. */
   minMacs: 2 ** 30,
   /** Row counts up to this take the f32 skinny path (decode steps) whatever the size. */
@@ -36,4 +42,36 @@ export function forwardMatmul(rt: Runtime, args: mk.MatmulArgs): void {
   }
   const { act: _act, residual: _residual, tile: _tile, ...rest } = args;
   matmulTensor(rt, rest);
+}
+
+/** Whether a gradient product (A the gradient) would run on the tensor-core kernel. */
+export function gradientUsesTensorCores(rt: Runtime, args: mk.MatmulArgs): boolean {
+  return tensorCorePolicy.gradients && usesTensorCores(rt, args);
+}
+
+/**
+ * Records `products`, in order, each with the gradient `grad` (its first `n` f32
+ * values) as A. Those that take tensor cores share one scale of the gradient; the
+ * others run on the f32 kernels unchanged.
+ */
+export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, products: readonly mk.MatmulArgs[]): void {
+  if (products.some((args) => args.a !== grad)) throw new Error('gradientMatmuls: every product must take the gradient as A');
+  const onTensorCores = products.map((args) => gradientUsesTensorCores(rt, args));
+  let work: GPUBuffer | null = null;
+  let scale: GPUBuffer | null = null;
+  if (onTensorCores.some(Boolean)) {
+    work = rt.pool.acquire(8);
+    scale = rt.pool.acquire(8);
+    gradScale(rt, grad, n, work, scale);
+  }
+  products.forEach((args, i) => {
+    if (onTensorCores[i]) {
+      const { act: _act, residual: _residual, tile: _tile, ...rest } = args;
+      matmulTensor(rt, { ...rest, scaleA: scale! });
+    } else {
+      mk.matmul(rt, args);
+    }
+  });
+  if (work) rt.pool.release(work);
+  if (scale) rt.pool.release(scale);
 }

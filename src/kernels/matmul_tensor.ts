@@ -123,6 +123,12 @@ export interface TensorMatmulArgs extends Omit<MatmulArgs, 'act' | 'residual' | 
    * (diagnosing per-dispatch limits); default one dispatch.
    */
   tilesPerDispatch?: number;
+  /**
+   * f32 [2] on the GPU: [s, 1 / s], s a power of two (kernels/grad_scale.ts). A is
+   * multiplied by s before it is rounded to f16 and the product by 1 / s: how a
+   * gradient, often far below f16's smallest normal, keeps its precision as A.
+   */
+  scaleA?: GPUBuffer;
 }
 
 function checkBuffer(what: string, buf: GPUBuffer, elements: number, vec4: boolean): void {
@@ -146,7 +152,8 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   if (args.tilesPerDispatch !== undefined && !(Number.isInteger(args.tilesPerDispatch) && args.tilesPerDispatch >= 1)) {
     throw new GpuError(`matmulTensor: tilesPerDispatch = ${args.tilesPerDispatch} is not a positive integer`);
   }
-  if (out === a || out === b || out === bias) throw new GpuError('matmulTensor: the output buffer is also an input');
+  const scaleA = args.scaleA;
+  if (out === a || out === b || out === bias || out === scaleA) throw new GpuError('matmulTensor: the output buffer is also an input');
   if (batch > 1 && strideC < m * n) throw new GpuError(`matmulTensor: batches of the output overlap (strideC ${strideC} < m*n ${m * n})`);
   if (m === 0 || n === 0 || batch === 0) return;
   const last = batch - 1;
@@ -154,6 +161,7 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   checkBuffer('B', b, offsetB + last * strideB + k * n, true);
   checkBuffer('C', out, offsetC + last * strideC + m * n, false);
   if (bias) checkBuffer('bias', bias, n, false);
+  if (scaleA) checkBuffer('scaleA', scaleA, 2, false);
   // Element offsets and the kernel's index arithmetic are u32.
   for (const [what, end] of [['A', offsetA + last * strideA + m * k], ['B', offsetB + last * strideB + k * n], ['C', offsetC + last * strideC + m * n]] as const) {
     if (end >= 2 ** 32) throw new GpuError(`matmulTensor: ${what} spans ${end} elements, past u32 indexing`);
@@ -169,8 +177,9 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   const aligned = (row: number, offset: number, stride: number) => row % 4 === 0 && offset % 4 === 0 && (batch === 1 || stride % 4 === 0);
   // `main` stores whole tiles straight from the accumulators: C's rows and batches must
   // start 16-byte aligned, and Dawn requires a buffer that subgroup matrices touch to
-  // hold at least one 16x16 f32 block. Everything else goes through scratch.
-  const direct = !bias && aligned(n, offsetC, strideC) && out.size >= DIRECT_C_MIN_BYTES;
+  // hold at least one 16x16 f32 block. Everything else goes through scratch, as does a
+  // scaled product (its results are unscaled one by one there).
+  const direct = !bias && !scaleA && aligned(n, offsetC, strideC) && out.size >= DIRECT_C_MIN_BYTES;
   const kernel = rt.kernel('matmul_tensor', direct ? 'main' : 'main_staged', {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
@@ -178,6 +187,7 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
     VEC_B: Number(aligned(transB ? k : n, offsetB, strideB)),
     BIAS: Number(!!bias),
     ACCUM: Number(accumulate),
+    SCALE_A: Number(!!scaleA),
     SG_M: cfg.SG_M,
     SG_N: cfg.SG_N,
     FM: cfg.FM,
@@ -189,8 +199,8 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   const tiles = tilesM * tilesN;
   const per = Math.min(args.tilesPerDispatch ?? tiles, tiles);
   const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
-  // Without a bias the binding still needs a buffer; A is read-only already.
-  const buffers = [a, b, bias ?? a, out];
+  // Without a bias or a scale the bindings still need a buffer; A is read-only already.
+  const buffers = [a, b, bias ?? a, out, scaleA ?? a];
   for (let base = 0; base < batch; base += maxZ) {
     for (let first = 0; first < tiles; first += per) {
       const end = Math.min(first + per, tiles);

@@ -36,10 +36,26 @@ export function roundArrayToF16(a: Float32Array): Float32Array {
   return out;
 }
 
-/** The f16-input product: A and B rounded to f16 (bias and the initial C are not), summed exactly, then rounded to f32. */
-export function matmulF16(args: MatmulRefArgs): Float32Array {
+/**
+ * A as the kernel stages it under SCALE_A with scale `s` (a power of two): s * a
+ * rounded to f16, then divided by s again (exact), which is where the kernel's
+ * unscaling of each result leaves it.
+ */
+export function roundScaledToF16(a: Float32Array, s: number): Float32Array {
+  if (!(s > 0) || 2 ** Math.round(Math.log2(s)) !== s) throw new Error(`roundScaledToF16: scale ${s} is not a power of two`);
+  return a.map((v) => roundToF16(v * s) / s);
+}
+
+const roundedA = (a: Float32Array, scaleA: number) => (scaleA === 1 ? roundArrayToF16(a) : roundScaledToF16(a, scaleA));
+
+/**
+ * The f16-input product: A and B rounded to f16 (bias and the initial C are not),
+ * summed exactly, then rounded to f32; A scaled by `scaleA` before its rounding and
+ * the product unscaled, as the kernel does under SCALE_A.
+ */
+export function matmulF16(args: MatmulRefArgs, scaleA = 1): Float32Array {
   if (args.act && args.act !== 'none') throw new Error('matmulF16: the tensor-core kernel has no activation');
-  return matmul({ ...args, a: roundArrayToF16(args.a), b: roundArrayToF16(args.b) });
+  return matmul({ ...args, a: roundedA(args.a, scaleA), b: roundArrayToF16(args.b) });
 }
 
 /**
@@ -57,11 +73,12 @@ export const F16_STEP_ULPS = 2 ** -18;
  * the initial C and bias (which may join the sum at the start or the end), plus a few
  * ulps of the result for the final additions and the reference's own f32 rounding.
  * Far below what rounding the operands to f16 moves a sum (about 2^-11 per operand),
- * so an f32-input result fails it.
+ * so an f32-input result fails it. `scaleA` as in matmulF16 (the bound scales with
+ * the operands).
  */
-export function matmulF16Tolerance(args: MatmulRefArgs): Float32Array {
+export function matmulF16Tolerance(args: MatmulRefArgs, scaleA = 1): Float32Array {
   const { m, n, k, batch = 1, transA = false, transB = false, accumulate = false } = args;
-  const a = roundArrayToF16(args.a);
+  const a = roundedA(args.a, scaleA);
   const b = roundArrayToF16(args.b);
   const strideA = args.strideA ?? m * k;
   const strideB = args.strideB ?? k * n;

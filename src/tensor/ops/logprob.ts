@@ -3,8 +3,7 @@
 // or from hidden states and the LM head one vocabulary chunk at a time.
 
 import * as lk from '../../kernels/logprob.ts';
-import * as mk from '../../kernels/matmul.ts';
-import { forwardMatmul } from '../../kernels/matmul_precision.ts';
+import { forwardMatmul, gradientMatmuls } from '../../kernels/matmul_precision.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
@@ -180,12 +179,12 @@ export function tokenLogprobs(hidden: Tensor, weight: Tensor, targets: Targets, 
       const w = headRows(weight, c, wRows);
       forwardMatmul(rt, { a: hidden.buffer, b: w, out: dlogits.buffer, m: n, n: c.width, k: h, transB: true });
       lk.logprobGrad(rt, dlogits.buffer, ids.buffer, state.buffer, g.buffer, shapeOf(c));
-      if (dHidden) mk.matmul(rt, { a: dlogits.buffer, b: w, out: dHidden.buffer, m: n, n: h, k: c.width, accumulate: i > 0 });
-      if (dWeight) {
-        const into = c.col0 === 0 ? dWeight.buffer : dRows!.buffer;
-        mk.matmul(rt, { a: dlogits.buffer, b: hidden.buffer, out: into, m: c.width, n: h, k: n, transA: true });
-        if (c.col0 !== 0) rt.copy(dRows!.buffer, 0, dWeight.buffer, c.col0 * h * 4, c.width * h * 4);
-      }
+      const into = c.col0 === 0 ? dWeight?.buffer : dRows?.buffer;
+      gradientMatmuls(rt, dlogits.buffer, n * c.width, [
+        ...(dHidden ? [{ a: dlogits.buffer, b: w, out: dHidden.buffer, m: n, n: h, k: c.width, accumulate: i > 0 }] : []),
+        ...(into ? [{ a: dlogits.buffer, b: hidden.buffer, out: into, m: c.width, n: h, k: n, transA: true }] : []),
+      ]);
+      if (dWeight && c.col0 !== 0) rt.copy(dRows!.buffer, 0, dWeight.buffer, c.col0 * h * 4, c.width * h * 4);
     });
     dlogits.dispose();
     wRows?.dispose();

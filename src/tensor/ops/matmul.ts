@@ -5,7 +5,7 @@
 // over the flattened rows.
 
 import * as mk from '../../kernels/matmul.ts';
-import { forwardMatmul } from '../../kernels/matmul_precision.ts';
+import { forwardMatmul, gradientMatmuls } from '../../kernels/matmul_precision.ts';
 import { record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
@@ -152,14 +152,16 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor): Tensor {
     let dx: Tensor | null = null;
     let dw: Tensor | null = null;
     let db: Tensor | null = null;
+    const products: mk.MatmulArgs[] = [];
     if (x.requiresGrad) {
       dx = empty(x.shape, 'f32', rt);
-      mk.matmul(rt, { a: g.buffer, b: weight.buffer, out: dx.buffer, m: rows, n: inF, k: outF });
+      products.push({ a: g.buffer, b: weight.buffer, out: dx.buffer, m: rows, n: inF, k: outF });
     }
     if (weight.requiresGrad) {
       dw = empty(weight.shape, 'f32', rt);
-      mk.matmul(rt, { a: g.buffer, b: x.buffer, out: dw.buffer, m: outF, n: inF, k: rows, transA: true });
+      products.push({ a: g.buffer, b: x.buffer, out: dw.buffer, m: outF, n: inF, k: rows, transA: true });
     }
+    gradientMatmuls(rt, g.buffer, rows * outF, products);
     if (bias?.requiresGrad) {
       const g2 = g.view([rows, outF]);
       db = reduceAxes(g2, [0], 'sum');
