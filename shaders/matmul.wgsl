@@ -630,17 +630,23 @@ fn panels_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_inde
 //   own bias, i.e. the product with the weights stacked. Its 8 storage bindings are
 //   the least any WebGPU device offers (maxStorageBuffersPerShaderStage).
 // - `skinny_swiglu` keeps two dot products per column, against the gate and the up
-//   weight (two planes of partial sums), and writes silu(gate) * up.
+//   weight (two planes of partial sums), and writes silu(gate) * up. With NORM_A it
+//   takes the MLP's RMSNorm too: A's rows are normalised on the way in, which saves
+//   the norm's own dispatch. Each workgroup first sums its rows' squares (all 256
+//   lanes over K, a tree in the partial-sum memory), then folds the norm weight into
+//   the weight vec4s it reads and the rows' 1/rms into the two totals.
 
 override SKINNY_ROWS: u32 = 1u;    // 1..SKINNY_MAX_ROWS
 const SKINNY_MAX_ROWS = 8u;
 override SKINNY_PLANES: u32 = 1u;  // dot products per column: 2 in skinny_swiglu
 override RESID: bool = false;
+override NORM_A: bool = false;     // skinny_swiglu: RMSNorm A's rows first
 const SKINNY_LANES = 32u;
 const SKINNY_COLS = 8u;
 const SKINNY_WG = 256u;
 
 var<workgroup> skinny_sum: array<f32, SKINNY_PLANES * SKINNY_ROWS * SKINNY_WG>;
+var<workgroup> skinny_inv_rms: array<f32, SKINNY_MAX_ROWS>;
 
 @group(0) @binding(5) var<storage, read> resid: array<f32>;
 
@@ -678,6 +684,31 @@ fn skinny_total(at: SkinnyAt, li: u32, plane: u32) -> f32 {
   return skinny_sum[(plane * SKINNY_ROWS + at.lane) * SKINNY_WG + li - at.lane];
 }
 
+// 1 / rms (with eps) of each of the workgroup's `rows` rows of A, which start at vec4
+// ab, k4 vec4s each, into skinny_inv_rms. Every invocation must call it (barriers);
+// it leaves skinny_sum free again.
+fn skinny_row_scales(ab: u32, rows: u32, k4: u32, li: u32, eps: f32) {
+  for (var r = 0u; r < SKINNY_ROWS; r++) {
+    var ss = 0.0;
+    if (r < rows) {
+      for (var q = li; q < k4; q += SKINNY_WG) {
+        let v = a[ab + r * k4 + q];
+        ss += dot(v, v);
+      }
+    }
+    skinny_sum[r * SKINNY_WG + li] = ss;
+  }
+  workgroupBarrier();
+  for (var s = SKINNY_WG / 2u; s > 0u; s >>= 1u) {
+    if (li < s) {
+      for (var r = 0u; r < SKINNY_ROWS; r++) { skinny_sum[r * SKINNY_WG + li] += skinny_sum[r * SKINNY_WG + li + s]; }
+    }
+    workgroupBarrier();
+  }
+  if (li < SKINNY_ROWS) { skinny_inv_rms[li] = inverseSqrt(skinny_sum[li * SKINNY_WG] / f32(k4 * 4u) + eps); }
+  workgroupBarrier();
+}
+
 @compute @workgroup_size(SKINNY_WG)
 fn skinny(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   let at = skinny_at(wid, li, p.tiles_n, p.m);
@@ -712,6 +743,7 @@ struct SkinnyParams {
   tiles_n: u32,
   n0: u32,          // columns from weight 0 (skinny_concat)
   n1: u32,          // from weight 1; the rest from weight 2
+  eps: f32,         // RMSNorm epsilon (NORM_A)
 }
 
 @group(0) @binding(0) var<uniform> ps: SkinnyParams;
@@ -765,19 +797,28 @@ fn skinny_concat(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_in
   c_concat[(at.row0 + at.lane) * ps.n + at.col] = v;
 }
 
+// The RMSNorm weight [k] under NORM_A (any buffer otherwise).
+@group(0) @binding(5) var<storage, read> swiglu_norm: array<vec4f>;
+
 // Gate weight `b`, up weight `b1`, output `c` (binding 4).
 @compute @workgroup_size(SKINNY_WG)
 fn skinny_swiglu(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   let at = skinny_at(wid, li, ps.tiles_n, ps.m);
   let k4 = ps.k / 4u;
+  if (NORM_A) { skinny_row_scales(at.row0 * k4, at.rows, k4, li, ps.eps); }
   var gate: array<f32, SKINNY_MAX_ROWS>;
   var up: array<f32, SKINNY_MAX_ROWS>;
   if (at.col < ps.n) {
     let wb = at.col * k4;
     let ab = at.row0 * k4;
     for (var q = at.lane; q < k4; q += SKINNY_LANES) {
-      let wg = b[wb + q];
-      let wu = b1[wb + q];
+      var wg = b[wb + q];
+      var wu = b1[wb + q];
+      if (NORM_A) {
+        let nw = swiglu_norm[q];
+        wg *= nw;
+        wu *= nw;
+      }
       for (var r = 0u; r < SKINNY_ROWS; r++) {
         if (r < at.rows) {
           let x = a[ab + r * k4 + q];
@@ -791,6 +832,11 @@ fn skinny_swiglu(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_in
   skinny_store(1u, li, up);
   skinny_tree(at.lane, li);
   if (at.col >= ps.n || at.lane >= at.rows) { return; }
-  let g = skinny_total(at, li, 0u);
-  c[(at.row0 + at.lane) * ps.n + at.col] = g / (1.0 + exp(-g)) * skinny_total(at, li, 1u);
+  var g = skinny_total(at, li, 0u);
+  var u = skinny_total(at, li, 1u);
+  if (NORM_A) {
+    g *= skinny_inv_rms[at.lane];
+    u *= skinny_inv_rms[at.lane];
+  }
+  c[(at.row0 + at.lane) * ps.n + at.col] = g / (1.0 + exp(-g)) * u;
 }

@@ -14,6 +14,7 @@ import { decodePolicy, fusable, fusesStep } from '../src/models/qwen_decode.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { randn } from '../src/reference/random.ts';
 import { qkvCache } from '../src/reference/rope.ts';
+import { rmsNormForward } from '../src/reference/rmsnorm.ts';
 import { swigluForward } from '../src/reference/swiglu.ts';
 import { noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../src/tensor/ops/decode.ts';
@@ -96,6 +97,30 @@ describe('fused decode kernels', () => {
         assertClose(await read(out), swigluForward(gate, up), { atol: 1e-4, rtol: 1e-4, label: `swiglu ${m}x${n}` });
       });
     }
+  });
+
+  test('skinny_swiglu with the RMSNorm folded in equals rmsNorm then the products, for 1 to 9 rows, 61 and K past a workgroup', slow, async () => {
+    const rt = await gpu();
+    for (const [m, n, k] of [[1, 13, 28], [3, 5, 28], [8, 9, 28], [9, 13, 36], [61, 11, 28], [2, 7, 1100]]) {
+      const A = randn(m * k, seed++).map((v, i) => v * (1 + (i % 7)));
+      const G = randn(n * k, seed++);
+      const U = randn(n * k, seed++);
+      const w = randn(k, seed++);
+      const eps = 1e-6;
+      await scopeAsync(async () => {
+        const out = zeros([m * n]);
+        mk.matmulSkinnySwiglu(rt, { a: tensor(A).buffer, gate: tensor(G).buffer, up: tensor(U).buffer, out: out.buffer, m, n, k, norm: { weight: tensor(w).buffer, eps } });
+        const h = rmsNormForward(A, w, eps);
+        const gate = ref.matmul({ a: h, b: G, m, n, k, transB: true });
+        const up = ref.matmul({ a: h, b: U, m, n, k, transB: true });
+        assertClose(await read(out), swigluForward(gate, up), { atol: 1e-4, rtol: 1e-4, label: `normed swiglu ${m}x${n}x${k}` });
+      });
+    }
+    await scopeAsync(async () => {
+      const t = zeros([64]);
+      assert.throws(() => mk.matmulSkinnySwiglu(rt, { a: t.buffer, gate: t.buffer, up: t.buffer, out: zeros([64]).buffer, m: 1, n: 1, k: 4, norm: { weight: t.buffer, eps: -1 } }), /eps = -1 must be a finite number >= 0/);
+      assert.throws(() => noGrad(() => linearSwiglu(zeros([2, 8]), zeros([3, 8]), zeros([3, 8]), { weight: zeros([4]), eps: 1e-6 })), /norm weight \[4\] must be \[8\]/);
+    });
   });
 
   test('qkv_cache: q rotated out, k rotated and v appended to the cache, with and without q/k-norm, partial rotary, heads wider than a workgroup', slow, async () => {

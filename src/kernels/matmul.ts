@@ -312,10 +312,11 @@ function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
 }
 
 /** The skinny variants' uniform (SkinnyParams) and grid for an m x n output. */
-function skinnyLaunch(m: number, n: number, k: number, n0 = 0, n1 = 0): { params: Uint32Array; grid: [number, number, number] } {
+function skinnyLaunch(m: number, n: number, k: number, n0 = 0, n1 = 0, eps = 0): { params: Uint32Array; grid: [number, number, number] } {
   const [gx, gy] = grid1d(n, 8);
-  const p = uniforms(6);
+  const p = uniforms(7);
   p.u.set([m, n, k, gx, n0, n1]);
+  p.f[6] = eps;
   return { params: p.u, grid: [gx, gy, Math.ceil(m / skinnyRows(m))] };
 }
 
@@ -381,22 +382,28 @@ export interface SkinnySwigluArgs {
   m: number;
   n: number;
   k: number;
+  /** RMSNorm A's rows with this weight [k] first (A becomes rmsNorm(A, weight, eps)). */
+  norm?: { weight: GPUBuffer; eps: number };
 }
 
 /** A gated MLP's gate and up projections and SwiGLU in one dispatch (`skinny_swiglu`); all at offset 0. */
 export function matmulSkinnySwiglu(rt: Runtime, args: SkinnySwigluArgs): void {
-  const { a, gate, up, out, m, n, k } = args;
+  const { a, gate, up, out, m, n, k, norm } = args;
   const what = 'matmul (skinny swiglu)';
   checkSkinny(what, m, k);
   if (!isCount(n)) throw new GpuError(`${what}: n = ${n} is not a count`);
-  if (out === a || out === gate || out === up) throw new GpuError(`${what}: the output buffer is also an input`);
+  if (out === a || out === gate || out === up || out === norm?.weight) throw new GpuError(`${what}: the output buffer is also an input`);
+  if (norm && !(norm.eps >= 0 && Number.isFinite(norm.eps))) throw new GpuError(`${what}: eps = ${norm.eps} must be a finite number >= 0`);
   if (m === 0 || n === 0) return;
   checkBuffer('A', a, m * k);
   checkBuffer('gate', gate, n * k);
   checkBuffer('up', up, n * k);
   checkBuffer('C', out, m * n);
-  const { params, grid } = skinnyLaunch(m, n, k);
-  rt.dispatch(rt.kernel('matmul', 'skinny_swiglu', { SKINNY_ROWS: skinnyRows(m), SKINNY_PLANES: 2 }), [a, gate, up, out], params, grid);
+  if (norm) checkBuffer('norm weight', norm.weight, k);
+  const { params, grid } = skinnyLaunch(m, n, k, 0, 0, norm?.eps);
+  const kernel = rt.kernel('matmul', 'skinny_swiglu', { SKINNY_ROWS: skinnyRows(m), SKINNY_PLANES: 2, NORM_A: Number(!!norm) });
+  // Without a norm its binding still needs a buffer; A is read-only already.
+  rt.dispatch(kernel, [a, gate, up, out, norm?.weight ?? a], params, grid);
 }
 
 type Resolved = Required<Omit<MatmulArgs, 'bias' | 'residual' | 'tile'>> & Pick<MatmulArgs, 'bias'>;

@@ -2,11 +2,11 @@
 // sequence is bound by its dispatches (on the H200 each costs ~16 us of GPU time
 // plus host time, more than its arithmetic), and the op-by-op layer issues 17:
 // rmsnorm, q/k/v projections, rope of q and k, two cache writes, attention, o_proj,
-// residual add, rmsnorm, gate, up, swiglu, down, residual add. Here a layer is 8:
+// residual add, rmsnorm, gate, up, swiglu, down, residual add. Here a layer is 7:
 //
 //   rmsnorm, q|k|v (one skinny_concat), q/k-norm + rope + cache append (qkv_cache),
-//   attention, o_proj + residual, rmsnorm, gate|up + SwiGLU (skinny_swiglu),
-//   down_proj + residual
+//   attention, o_proj + residual, rmsnorm + gate|up + SwiGLU (skinny_swiglu with its
+//   norm), down_proj + residual
 //
 // The results equal the op-by-op layer's up to float rounding. The fused ops record
 // no gradient and run on the skinny matmul kernels, so a step takes them only under
@@ -77,7 +77,8 @@ export function fusedAttention(model: QwenModel, x: Tensor, l: number, step: Lay
 export function fusedMlp(model: QwenModel, x: Tensor, l: number): Tensor {
   const cfg = model.config;
   const pre = `${cfg.weightPrefix}layers.${l}`;
-  const h = rmsNorm(x, model.param(`${pre}.post_attention_layernorm.weight`), cfg.rmsEps);
-  const act = linearSwiglu(h, model.param(`${pre}.mlp.gate_proj.weight`), model.param(`${pre}.mlp.up_proj.weight`));
+  const act = linearSwiglu(x, model.param(`${pre}.mlp.gate_proj.weight`), model.param(`${pre}.mlp.up_proj.weight`), {
+    weight: model.param(`${pre}.post_attention_layernorm.weight`), eps: cfg.rmsEps,
+  });
   return linearResidual(act, model.param(`${pre}.mlp.down_proj.weight`), null, x);
 }

@@ -54,16 +54,23 @@ export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: read
   return y;
 }
 
-/** silu(x @ gate^T) * (x @ up^T) in one dispatch; gate and up [out, in]. */
-export function linearSwiglu(x: Tensor, gate: Tensor, up: Tensor): Tensor {
+/**
+ * silu(h @ gate^T) * (h @ up^T) in one dispatch; gate and up [out, in]. h is x, or
+ * with `norm` rmsNorm(x, norm.weight, norm.eps) (the MLP's own norm, folded in).
+ */
+export function linearSwiglu(x: Tensor, gate: Tensor, up: Tensor, norm?: { weight: Tensor; eps: number }): Tensor {
   const op = 'linearSwiglu';
-  inferenceOnly(op, [x, gate, up]);
+  inferenceOnly(op, [x, gate, up, norm?.weight]);
   const rows = rowsOf(op, x, [gate, up]);
   if (!sameShape(gate.shape, up.shape)) throw new ShapeError(`${op}: gate ${fmt(gate.shape)} and up ${fmt(up.shape)} differ in shape`);
+  const k = x.shape[x.rank - 1];
+  if (norm && !sameShape(norm.weight.shape, [k])) throw new ShapeError(`${op}: norm weight ${fmt(norm.weight.shape)} must be [${k}]`);
   const rt = x.storage.rt;
   const n = gate.shape[0];
   const y = empty([...x.shape.slice(0, -1), n], 'f32', rt);
-  mk.matmulSkinnySwiglu(rt, { a: x.buffer, gate: gate.buffer, up: up.buffer, out: y.buffer, m: rows, n, k: x.shape[x.rank - 1] });
+  mk.matmulSkinnySwiglu(rt, {
+    a: x.buffer, gate: gate.buffer, up: up.buffer, out: y.buffer, m: rows, n, k, norm: norm && { weight: norm.weight.buffer, eps: norm.eps },
+  });
   return y;
 }
 
