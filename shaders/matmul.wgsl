@@ -628,7 +628,9 @@ fn panels_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_inde
 // - `skinny_concat` multiplies A by up to three weights in one dispatch (q, k and v):
 //   C's columns are weight 0's n0, then weight 1's n1, then weight 2's, each with its
 //   own bias, i.e. the product with the weights stacked. Its 8 storage bindings are
-//   the least any WebGPU device offers (maxStorageBuffersPerShaderStage).
+//   the least any WebGPU device offers (maxStorageBuffersPerShaderStage);
+//   `skinny_concat_norm` takes the attention's RMSNorm too, as skinny_swiglu's NORM_A
+//   does, with its weight as a ninth.
 // - `skinny_swiglu` keeps two dot products per column, against the gate and the up
 //   weight (two planes of partial sums), and writes silu(gate) * up. With NORM_A it
 //   takes the MLP's RMSNorm too: A's rows are normalised on the way in, which saves
@@ -771,30 +773,66 @@ fn concat_bias(w: u32, j: u32) -> f32 {
   }
 }
 
+// Which weight column `col` comes from, and its row there. The 32 lanes of a column
+// agree, so the choice never diverges within a warp.
+fn concat_source(col: u32) -> vec2u {
+  let w = select(select(2u, 1u, col < ps.n0 + ps.n1), 0u, col < ps.n0);
+  return vec2u(w, col - select(select(ps.n0 + ps.n1, ps.n0, w == 1u), 0u, w == 0u));
+}
+
+// Sums the lanes' partial dot products and writes each row's total times its `scale`
+// (1, or the row's 1/rms), plus the bias.
+fn concat_finish(at: SkinnyAt, li: u32, src: vec2u, acc: array<f32, SKINNY_MAX_ROWS>, normed: bool) {
+  skinny_store(0u, li, acc);
+  skinny_tree(at.lane, li);
+  if (at.col >= ps.n || at.lane >= at.rows) { return; }
+  var v = skinny_total(at, li, 0u);
+  if (normed) { v *= skinny_inv_rms[at.lane]; }
+  if (BIAS) { v += concat_bias(src.x, src.y); }
+  c_concat[(at.row0 + at.lane) * ps.n + at.col] = v;
+}
+
 @compute @workgroup_size(SKINNY_WG)
 fn skinny_concat(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
   let at = skinny_at(wid, li, ps.tiles_n, ps.m);
   let k4 = ps.k / 4u;
-  // Which weight this column comes from, and its row there. The 32 lanes of a column
-  // agree, so the choice never diverges within a warp.
-  let w = select(select(2u, 1u, at.col < ps.n0 + ps.n1), 0u, at.col < ps.n0);
-  let j = at.col - select(select(ps.n0 + ps.n1, ps.n0, w == 1u), 0u, w == 0u);
+  let src = concat_source(at.col);
   var acc: array<f32, SKINNY_MAX_ROWS>;
   if (at.col < ps.n) {
     let ab = at.row0 * k4;
     for (var q = at.lane; q < k4; q += SKINNY_LANES) {
-      let x = concat_weight(w, j * k4 + q);
+      let x = concat_weight(src.x, src.y * k4 + q);
       for (var r = 0u; r < SKINNY_ROWS; r++) {
         if (r < at.rows) { acc[r] += dot(a[ab + r * k4 + q], x); }
       }
     }
   }
-  skinny_store(0u, li, acc);
-  skinny_tree(at.lane, li);
-  if (at.col >= ps.n || at.lane >= at.rows) { return; }
-  var v = skinny_total(at, li, 0u);
-  if (BIAS) { v += concat_bias(w, j); }
-  c_concat[(at.row0 + at.lane) * ps.n + at.col] = v;
+  concat_finish(at, li, src, acc, false);
+}
+
+// The attention block's RMSNorm weight [k] for skinny_concat_norm: a ninth storage
+// binding, which devices offering only WebGPU's minimum of 8 lack (the launcher
+// checks), hence an entry point of its own rather than a NORM_A branch.
+@group(0) @binding(9) var<storage, read> concat_norm: array<vec4f>;
+
+// skinny_concat of rmsNorm(A) (eps ps.eps), the norm folded in as in skinny_swiglu.
+@compute @workgroup_size(SKINNY_WG)
+fn skinny_concat_norm(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
+  let at = skinny_at(wid, li, ps.tiles_n, ps.m);
+  let k4 = ps.k / 4u;
+  skinny_row_scales(at.row0 * k4, at.rows, k4, li, ps.eps);
+  let src = concat_source(at.col);
+  var acc: array<f32, SKINNY_MAX_ROWS>;
+  if (at.col < ps.n) {
+    let ab = at.row0 * k4;
+    for (var q = at.lane; q < k4; q += SKINNY_LANES) {
+      let x = concat_weight(src.x, src.y * k4 + q) * concat_norm[q];
+      for (var r = 0u; r < SKINNY_ROWS; r++) {
+        if (r < at.rows) { acc[r] += dot(a[ab + r * k4 + q], x); }
+      }
+    }
+  }
+  concat_finish(at, li, src, acc, true);
 }
 
 // The RMSNorm weight [k] under NORM_A (any buffer otherwise).

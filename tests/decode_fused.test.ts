@@ -82,6 +82,36 @@ describe('fused decode kernels', () => {
     }
   });
 
+  test('skinny_concat_norm: rmsNorm then the concatenated projections, with and without biases; refused without a ninth binding', slow, async () => {
+    const rt = await gpu();
+    assert.ok(mk.skinnyConcatTakesNorm(rt), 'the software GPU offers 16 storage buffers per stage');
+    for (const [m, ns, bias, k] of [[1, [12, 5, 7], true, 20], [3, [5, 9], false, 20], [9, [13, 3, 3], true, 36], [64, [12, 5, 7], true, 20], [2, [6, 2, 2], true, 1100]] as const) {
+      const A = randn(m * k, seed++).map((v, i) => v * (1 + (i % 5)));
+      const Ws = ns.map((n) => randn(n * k, seed++));
+      const bs = bias ? ns.map((n) => randn(n, seed++)) : undefined;
+      const w = randn(k, seed++);
+      const n = ns.reduce((s0, x) => s0 + x, 0);
+      await scopeAsync(async () => {
+        const out = zeros([m * n]);
+        mk.matmulSkinnyConcat(rt, {
+          a: tensor(A).buffer, weights: Ws.map((x) => tensor(x).buffer), ns, biases: bs?.map((b) => tensor(b).buffer), out: out.buffer, m, k,
+          norm: { weight: tensor(w).buffer, eps: 1e-6 },
+        });
+        const stacked = new Float32Array(n * k);
+        Ws.reduce((at, x) => (stacked.set(x, at), at + x.length), 0);
+        const want = ref.matmul({ a: rmsNormForward(A, w, 1e-6), b: stacked, bias: bs && Float32Array.from(bs.flatMap((b) => [...b])), m, n, k, transB: true });
+        assertClose(await read(out), want, { atol: 1e-4, rtol: 1e-4, label: `normed concat ${m} rows x [${ns}] k ${k}` });
+      });
+    }
+    const eight = { ...rt, gpu: { ...rt.gpu, limits: { maxStorageBuffersPerShaderStage: 8 } } } as unknown as typeof rt;
+    assert.equal(mk.skinnyConcatTakesNorm(eight), false);
+    await scopeAsync(async () => {
+      const t = zeros([64]);
+      assert.throws(() => mk.matmulSkinnyConcat(eight, { a: t.buffer, weights: [t.buffer], ns: [4], out: zeros([64]).buffer, m: 1, k: 4, norm: { weight: t.buffer, eps: 1e-6 } }),
+        /needs 9 storage buffers per shader stage, this device offers 8/);
+    });
+  });
+
   test('skinny_swiglu: silu(x Wg^T) * (x Wu^T) for 1 to 9 rows and 61', slow, async () => {
     const rt = await gpu();
     const k = 28;

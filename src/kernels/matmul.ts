@@ -340,6 +340,19 @@ export interface SkinnyConcatArgs {
   out: GPUBuffer;
   m: number;
   k: number;
+  /**
+   * RMSNorm A's rows with this weight [k] first (`skinny_concat_norm`), on devices
+   * with the ninth storage binding it takes (skinnyConcatTakesNorm).
+   */
+  norm?: { weight: GPUBuffer; eps: number };
+}
+
+/** Storage buffers per shader stage that `skinny_concat_norm` binds. */
+const CONCAT_NORM_BINDINGS = 9;
+
+/** Whether this device can run skinny_concat with the RMSNorm folded in (nine storage bindings). */
+export function skinnyConcatTakesNorm(rt: Runtime): boolean {
+  return rt.gpu.limits.maxStorageBuffersPerShaderStage >= CONCAT_NORM_BINDINGS;
 }
 
 /**
@@ -348,7 +361,7 @@ export interface SkinnyConcatArgs {
  * start at offset 0.
  */
 export function matmulSkinnyConcat(rt: Runtime, args: SkinnyConcatArgs): void {
-  const { a, weights, ns, biases, out, m, k } = args;
+  const { a, weights, ns, biases, out, m, k, norm } = args;
   const what = 'matmul (skinny concat)';
   checkSkinny(what, m, k);
   if (weights.length < 1 || weights.length > 3 || ns.length !== weights.length) {
@@ -357,18 +370,24 @@ export function matmulSkinnyConcat(rt: Runtime, args: SkinnyConcatArgs): void {
   if (biases && biases.length !== weights.length) throw new GpuError(`${what}: ${biases.length} biases for ${weights.length} weights`);
   const n = ns.reduce((s, x) => s + x, 0);
   if (ns.some((x) => !isCount(x)) || !isCount(n)) throw new GpuError(`${what}: row counts [${ns.join(', ')}] are not counts`);
-  if (out === a || weights.includes(out) || biases?.includes(out)) throw new GpuError(`${what}: the output buffer is also an input`);
+  if (out === a || weights.includes(out) || biases?.includes(out) || out === norm?.weight) throw new GpuError(`${what}: the output buffer is also an input`);
+  if (norm && !(norm.eps >= 0 && Number.isFinite(norm.eps))) throw new GpuError(`${what}: eps = ${norm.eps} must be a finite number >= 0`);
+  if (norm && !skinnyConcatTakesNorm(rt)) {
+    throw new GpuError(`${what}: the folded RMSNorm needs ${CONCAT_NORM_BINDINGS} storage buffers per shader stage, this device offers ${rt.gpu.limits.maxStorageBuffersPerShaderStage}`);
+  }
   if (m === 0 || n === 0) return;
   checkBuffer('A', a, m * k);
   weights.forEach((w, i) => checkBuffer(`weight ${i}`, w, ns[i] * k));
   biases?.forEach((bb, i) => checkBuffer(`bias ${i}`, bb, ns[i]));
   checkBuffer('C', out, m * n);
-  const { params, grid } = skinnyLaunch(m, n, k, ns[0], ns[1] ?? 0);
-  const kernel = rt.kernel('matmul', 'skinny_concat', { SKINNY_ROWS: skinnyRows(m), BIAS: Number(!!biases) });
+  if (norm) checkBuffer('norm weight', norm.weight, k);
+  const { params, grid } = skinnyLaunch(m, n, k, ns[0], ns[1] ?? 0, norm?.eps);
+  const kernel = rt.kernel('matmul', norm ? 'skinny_concat_norm' : 'skinny_concat', { SKINNY_ROWS: skinnyRows(m), BIAS: Number(!!biases) });
   // Missing weights and biases take a buffer that is bound but never read.
   const w = (i: number) => weights[i] ?? weights[0];
   const bias = (i: number) => biases?.[i] ?? biases?.[0] ?? a;
-  rt.dispatch(kernel, [a, w(0), w(1), w(2), bias(0), bias(1), bias(2), out], params, grid);
+  const buffers = [a, w(0), w(1), w(2), bias(0), bias(1), bias(2), out];
+  rt.dispatch(kernel, norm ? [...buffers, norm.weight] : buffers, params, grid);
 }
 
 export interface SkinnySwigluArgs {

@@ -2,11 +2,14 @@
 // sequence is bound by its dispatches (on the H200 each costs ~16 us of GPU time
 // plus host time, more than its arithmetic), and the op-by-op layer issues 17:
 // rmsnorm, q/k/v projections, rope of q and k, two cache writes, attention, o_proj,
-// residual add, rmsnorm, gate, up, swiglu, down, residual add. Here a layer is 7:
+// residual add, rmsnorm, gate, up, swiglu, down, residual add. Here a layer is 6:
 //
-//   rmsnorm, q|k|v (one skinny_concat), q/k-norm + rope + cache append (qkv_cache),
-//   attention, o_proj + residual, rmsnorm + gate|up + SwiGLU (skinny_swiglu with its
-//   norm), down_proj + residual
+//   rmsnorm + q|k|v (skinny_concat_norm), q/k-norm + rope + cache append
+//   (qkv_cache), attention, o_proj + residual, rmsnorm + gate|up + SwiGLU
+//   (skinny_swiglu with its norm), down_proj + residual
+//
+// (7 on a device with only WebGPU's minimum of 8 storage bindings per stage, where the
+// first norm keeps its own dispatch.)
 //
 // The results equal the op-by-op layer's up to float rounding. The fused ops record
 // no gradient and run on the skinny matmul kernels, so a step takes them only under
@@ -16,7 +19,7 @@
 
 import type { KVCache } from './kv_cache.ts';
 import type { LayerStep, QwenModel } from './qwen.ts';
-import { autoTile, SKINNY_TILE } from '../kernels/matmul.ts';
+import { autoTile, SKINNY_TILE, skinnyConcatTakesNorm } from '../kernels/matmul.ts';
 import { isGradEnabled } from '../tensor/autograd.ts';
 import { attention } from '../tensor/ops/attention.ts';
 import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../tensor/ops/decode.ts';
@@ -56,13 +59,14 @@ export function fusedAttention(model: QwenModel, x: Tensor, l: number, step: Lay
   const cfg = model.config;
   const pre = `${cfg.weightPrefix}layers.${l}`;
   const { batch: B, seq: T, offset } = step;
-  const h = rmsNorm(x, model.param(`${pre}.input_layernorm.weight`), cfg.rmsEps);
   const names = ['q', 'k', 'v'];
-  const qkv = linearConcat(
-    h,
-    names.map((n) => model.param(`${pre}.self_attn.${n}_proj.weight`)),
-    cfg.attentionBias ? names.map((n) => model.param(`${pre}.self_attn.${n}_proj.bias`)) : null,
-  );
+  const weights = names.map((n) => model.param(`${pre}.self_attn.${n}_proj.weight`));
+  const biases = cfg.attentionBias ? names.map((n) => model.param(`${pre}.self_attn.${n}_proj.bias`)) : null;
+  const norm = { weight: model.param(`${pre}.input_layernorm.weight`), eps: cfg.rmsEps };
+  // The norm folds into the projections where the device has the binding that takes.
+  const qkv = skinnyConcatTakesNorm(x.storage.rt)
+    ? linearConcat(x, weights, biases, norm)
+    : linearConcat(rmsNorm(x, norm.weight, norm.eps), weights, biases);
   const q = ropeQkvCache(qkv, step.positions, cache.keys[l], cache.values[l], offset, {
     heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, theta: cfg.ropeTheta, rotaryDim: cfg.rotaryDim,
     qkNorm: cfg.qkNorm ? { q: model.param(`${pre}.self_attn.q_norm.weight`), k: model.param(`${pre}.self_attn.k_norm.weight`), eps: cfg.rmsEps } : undefined,

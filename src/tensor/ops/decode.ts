@@ -32,15 +32,28 @@ function rowsOf(op: string, x: Tensor, weights: readonly Tensor[]): number {
   return numel(x.shape.slice(0, -1));
 }
 
+/** The RMSNorm a fused projection applies to its input first: rmsNorm(x, weight, eps). */
+export interface FoldedNorm {
+  weight: Tensor;
+  eps: number;
+}
+
+function checkNorm(op: string, x: Tensor, norm: FoldedNorm | undefined): void {
+  const k = x.shape[x.rank - 1];
+  if (norm && !sameShape(norm.weight.shape, [k])) throw new ShapeError(`${op}: norm weight ${fmt(norm.weight.shape)} must be [${k}]`);
+}
+
 /**
- * x @ [W_0; W_1; ...]^T + [b_0; b_1; ...]: up to three projections of x (a layer's
- * q, k, v) side by side in the last dim, [..., sum out_i], in one dispatch. Biases
- * come for all weights or none.
+ * h @ [W_0; W_1; ...]^T + [b_0; b_1; ...]: up to three projections (a layer's q, k,
+ * v) side by side in the last dim, [..., sum out_i], in one dispatch. h is x, or with
+ * `norm` rmsNorm(x, ...) (needs mk.skinnyConcatTakesNorm). Biases come for all
+ * weights or none.
  */
-export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: readonly Tensor[] | null = null): Tensor {
+export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: readonly Tensor[] | null = null, norm?: FoldedNorm): Tensor {
   const op = 'linearConcat';
-  inferenceOnly(op, [x, ...weights, ...(biases ?? [])]);
+  inferenceOnly(op, [x, ...weights, ...(biases ?? []), norm?.weight]);
   const rows = rowsOf(op, x, weights);
+  checkNorm(op, x, norm);
   if (weights.length < 1 || weights.length > 3) throw new ShapeError(`${op}: 1 to 3 weights, got ${weights.length}`);
   const ns = weights.map((w) => w.shape[0]);
   if (biases && (biases.length !== weights.length || biases.some((b, i) => b.rank !== 1 || b.shape[0] !== ns[i]))) {
@@ -50,6 +63,7 @@ export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: read
   const y = empty([...x.shape.slice(0, -1), ns.reduce((s, n) => s + n, 0)], 'f32', rt);
   mk.matmulSkinnyConcat(rt, {
     a: x.buffer, weights: weights.map((w) => w.buffer), ns, biases: biases?.map((b) => b.buffer), out: y.buffer, m: rows, k: x.shape[x.rank - 1],
+    norm: norm && { weight: norm.weight.buffer, eps: norm.eps },
   });
   return y;
 }
@@ -58,13 +72,13 @@ export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: read
  * silu(h @ gate^T) * (h @ up^T) in one dispatch; gate and up [out, in]. h is x, or
  * with `norm` rmsNorm(x, norm.weight, norm.eps) (the MLP's own norm, folded in).
  */
-export function linearSwiglu(x: Tensor, gate: Tensor, up: Tensor, norm?: { weight: Tensor; eps: number }): Tensor {
+export function linearSwiglu(x: Tensor, gate: Tensor, up: Tensor, norm?: FoldedNorm): Tensor {
   const op = 'linearSwiglu';
   inferenceOnly(op, [x, gate, up, norm?.weight]);
   const rows = rowsOf(op, x, [gate, up]);
   if (!sameShape(gate.shape, up.shape)) throw new ShapeError(`${op}: gate ${fmt(gate.shape)} and up ${fmt(up.shape)} differ in shape`);
+  checkNorm(op, x, norm);
   const k = x.shape[x.rank - 1];
-  if (norm && !sameShape(norm.weight.shape, [k])) throw new ShapeError(`${op}: norm weight ${fmt(norm.weight.shape)} must be [${k}]`);
   const rt = x.storage.rt;
   const n = gate.shape[0];
   const y = empty([...x.shape.slice(0, -1), n], 'f32', rt);
