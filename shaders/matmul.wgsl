@@ -780,8 +780,8 @@ fn concat_source(col: u32) -> vec2u {
   return vec2u(w, col - select(select(ps.n0 + ps.n1, ps.n0, w == 1u), 0u, w == 0u));
 }
 
-// Sums the lanes' partial dot products and writes each row's total times its `scale`
-// (1, or the row's 1/rms), plus the bias.
+// Sums the lanes' partial dot products and writes each row's total (times the row's
+// 1/rms when `normed`), plus the bias.
 fn concat_finish(at: SkinnyAt, li: u32, src: vec2u, acc: array<f32, SKINNY_MAX_ROWS>, normed: bool) {
   skinny_store(0u, li, acc);
   skinny_tree(at.lane, li);
