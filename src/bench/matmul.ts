@@ -13,6 +13,7 @@
 import type { Runtime } from '../gpu/runtime.ts';
 import { sizeClass } from '../gpu/buffer_pool.ts';
 import * as mk from '../kernels/matmul.ts';
+import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
 import { rng } from '../reference/random.ts';
 import { timeGpu } from './timing.ts';
 
@@ -120,7 +121,15 @@ async function sampledError(rt: Runtime, s: MatmulShape, rows: number, out: GPUB
   return worst;
 }
 
-async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], opts: MatmulBenchOptions): Promise<object[]> {
+/** The f16 tensor-core kernel (its own tile choice), benchmarked beside the f32 tiles. */
+const TENSOR = 'tensor cores';
+type BenchKernel = mk.MatmulTile | typeof TENSOR;
+
+// Sampled outputs must stay this close (relative to the dot product's magnitude): f32
+// rounding stays far below 1e-3; f16 operands move a product by about 2^-11 each.
+const MAX_ERROR: Record<'f32' | 'f16', number> = { f32: 1e-3, f16: 4e-3 };
+
+async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opts: MatmulBenchOptions): Promise<object[]> {
   const { m, n, k } = s;
   const transA = s.transA ?? false;
   const transB = s.transB ?? false;
@@ -140,13 +149,16 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], o
   try {
     const auto = mk.autoTile(rt, { m: rows, n, k, transA, transB });
     for (const tile of tiles.filter((t) => t !== mk.SKINNY_TILE || mk.skinnyFits({ k, transA, transB }))) {
+      const product = (chunk: number) => {
+        const args = { a, b, out: c, m: chunk, n, k, transA, transB };
+        if (tile === TENSOR) matmulTensor(rt, args);
+        else mk.matmul(rt, { ...args, tile });
+      };
       const once = () => {
-        for (let at = 0; at < m; at += rows) {
-          mk.matmul(rt, { a, b, out: c, m: Math.min(rows, m - at), n, k, transA, transB, tile });
-        }
+        for (let at = 0; at < m; at += rows) product(Math.min(rows, m - at));
       };
       // Checked after the first chunk alone: later (shorter) chunks overwrite its rows.
-      mk.matmul(rt, { a, b, out: c, m: Math.min(rows, m), n, k, transA, transB, tile });
+      product(Math.min(rows, m));
       const err = await sampledError(rt, s, Math.min(rows, m), c, pa, pb);
       const t0 = performance.now();
       once();
@@ -159,7 +171,8 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], o
       const ms = sample / reps;
       // B streamed once per product: the figure that bounds a decode step's products.
       const bGbs = (n * k * 4) / (ms * 1e6);
-      out.push({ ...base, tile, auto: tile === auto, chunks, ms, tflops: (2 * m * n * k) / (ms * 1e9), b_gb_s: +bGbs.toFixed(1), relErr: err, ok: err < 1e-3 });
+      const ok = err < MAX_ERROR[tile === TENSOR ? 'f16' : 'f32'];
+      out.push({ ...base, tile, auto: tile === auto, chunks, ms, tflops: (2 * m * n * k) / (ms * 1e9), b_gb_s: +bGbs.toFixed(1), relErr: err, ok });
     }
   } finally {
     rt.pool.release(a);
@@ -169,9 +182,13 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: mk.MatmulTile[], o
   return out;
 }
 
-/** Decode-step products at each row count, every workgroup tile beside the skinny path. */
+/**
+ * Decode-step products at each row count, every workgroup tile beside the skinny path
+ * and, where the device has them, the tensor cores.
+ */
 export async function benchDecodeMatmul(rt: Runtime, rowCounts: number[] = [1, 8, 32, 64], opts: MatmulBenchOptions = {}): Promise<object[]> {
-  const tiles = ([...Object.keys(mk.MATMUL_TILES), mk.SKINNY_TILE] as mk.MatmulTile[]).filter((t) => t !== '128x128/k16' && mk.tileFits(rt, t));
+  const tiles: BenchKernel[] = ([...Object.keys(mk.MATMUL_TILES), mk.SKINNY_TILE] as mk.MatmulTile[]).filter((t) => t !== '128x128/k16' && mk.tileFits(rt, t));
+  if (tensorMatmulAvailable(rt)) tiles.push(TENSOR);
   const rows: object[] = [];
   for (const m of rowCounts) for (const s of decodeMatmulShapes(m)) rows.push(...(await benchShape(rt, s, tiles, opts)));
   return rows;
