@@ -21,10 +21,13 @@ describe('the embedded default', () => {
   });
 
   test("the user's overrides come after the recipe and win", () => {
-    const cfg = loadConfig(undefined, [...EMBEDDED_RECIPE, 'optim.lr=2e-5', 'rollout.maxTurns=12']);
+    const cfg = loadConfig(undefined, [...EMBEDDED_RECIPE, 'optim.lr=2e-5', 'rollout.maxTurns=12', 'rollout.maxBatch=128']);
     assert.equal(cfg.optim.lr, 2e-5);
     assert.equal(cfg.rollout.maxTurns, 12);
+    assert.equal(cfg.rollout.maxBatch, 128);
     assert.equal(cfg.optim.miniBatchSize, 1024);
+    assert.equal(loadConfig(undefined, [...EMBEDDED_RECIPE]).rollout.maxBatch, 64);
+    assert.throws(() => loadConfig(undefined, [...EMBEDDED_RECIPE, 'rollout.maxBatch=0']), /rollout\.maxBatch/);
   });
 
   test('a software GPU scales down every setting the user did not give, and says which', () => {

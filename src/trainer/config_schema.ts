@@ -108,6 +108,8 @@ const rolloutSchema = z.strictObject({
   maxResponseTokens: posInt.default(512),
   /** Episodes live at once (unset: all of an iteration's). */
   concurrency: posInt.optional(),
+  /** Rows the local engine decodes together; more rows mean fewer decoding steps per turn and more memory for the KV cache. */
+  maxBatch: posInt.default(64),
 });
 
 /** Who scores sampled tokens for the self-distillation methods: this trainer's own weights, or a server. */

@@ -164,7 +164,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
       result = await runRollout({
         env,
         spec: agentSpec(cfg.env.name),
-        engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input }),
+        engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: cfg.rollout.maxBatch }),
         tokenizer,
         tasks: taskPanel(split, panelSeed, tasks),
         groupSize: seeds,

@@ -121,7 +121,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
 
   const reference: Reference = cfg.algorithm.klCoef <= 0 ? { kind: 'none' } : lora ? { kind: 'lora-base' } : { kind: 'model', model: loadCausalLM(cfg.model.path, { trainable: false }) };
   const engine: Engine = cfg.rollout.engine === 'local'
-    ? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath })
+    ? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, maxBatch: cfg.rollout.maxBatch })
     : new HttpEngine({ baseUrl: cfg.rollout.url!, model: requireServedModel(cfg) });
   const remote = engine instanceof HttpEngine ? new RemoteWeights(engine, path.join(dir, 'sync'), !!lora) : null;
   const env = makeEnvironment(cfg);
