@@ -661,9 +661,13 @@ struct SkinnyAt {
   rows: u32,
 }
 
+// Row blocks vary fastest (workgroup x), column groups over y and z (a folded 1-D
+// grid of tiles_n per z): the workgroups that read the same weight rows are
+// dispatched together, so past the first row block they find them in L2 rather than
+// streaming the weights once per row block.
 fn skinny_at(wid: vec3u, li: u32, tiles_n: u32, m: u32) -> SkinnyAt {
-  let row0 = wid.z * SKINNY_ROWS;
-  return SkinnyAt((wid.y * tiles_n + wid.x) * SKINNY_COLS + li / SKINNY_LANES, li % SKINNY_LANES, row0, min(SKINNY_ROWS, m - row0));
+  let row0 = wid.x * SKINNY_ROWS;
+  return SkinnyAt((wid.z * tiles_n + wid.y) * SKINNY_COLS + li / SKINNY_LANES, li % SKINNY_LANES, row0, min(SKINNY_ROWS, m - row0));
 }
 
 fn skinny_store(plane: u32, li: u32, acc: array<f32, SKINNY_MAX_ROWS>) {

@@ -308,7 +308,7 @@ function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
   const p = uniforms(12);
   p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, 0, gx, r.offsetA, r.offsetB, r.offsetC]);
   // Without a bias or residual the bindings still need a buffer; A is read-only already.
-  rt.dispatch(kernel, [r.a, r.b, r.bias ?? r.a, r.out, r.residual ?? r.a], p.u, [gx, gy, Math.ceil(r.m / rows)]);
+  rt.dispatch(kernel, [r.a, r.b, r.bias ?? r.a, r.out, r.residual ?? r.a], p.u, [Math.ceil(r.m / rows), gx, gy]);
 }
 
 /** The skinny variants' uniform (SkinnyParams) and grid for an m x n output. */
@@ -317,7 +317,7 @@ function skinnyLaunch(m: number, n: number, k: number, n0 = 0, n1 = 0, eps = 0):
   const p = uniforms(7);
   p.u.set([m, n, k, gx, n0, n1]);
   p.f[6] = eps;
-  return { params: p.u, grid: [gx, gy, Math.ceil(m / skinnyRows(m))] };
+  return { params: p.u, grid: [Math.ceil(m / skinnyRows(m)), gx, gy] };
 }
 
 function checkSkinny(what: string, m: number, k: number): void {
