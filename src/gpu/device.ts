@@ -233,5 +233,22 @@ export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
     subgroupMinSize: info.subgroupMinSize ?? 0,
     subgroupMaxSize: info.subgroupMaxSize ?? 0,
   };
-  return { device, adapter, runtime, description: describe(adapter) + (compatibility ? ' (compatibility)' : ''), caps, limits: device.limits };
+  return { device, adapter, runtime, description: describe(adapter) + (compatibility ? ' (compatibility)' : ''), caps, limits: snapshotLimits(device.limits) };
+}
+
+/**
+ * A plain copy of a device's limits, which never change: every property read of the
+ * native object is a call into the binding, and launchers read limits on each
+ * dispatch (decoding records a few hundred a step).
+ */
+function snapshotLimits(limits: GPUSupportedLimits): GPUSupportedLimits {
+  const copy: Record<string, number> = {};
+  // Bindings differ in whether the limits are enumerable: take the prototype's names too.
+  const names = new Set(Object.getOwnPropertyNames(Object.getPrototypeOf(limits)));
+  for (const name in limits) names.add(name);
+  for (const name of names) {
+    const value = (limits as unknown as Record<string, unknown>)[name];
+    if (typeof value === 'number') copy[name] = value;
+  }
+  return copy as unknown as GPUSupportedLimits;
 }

@@ -62,14 +62,10 @@ export class Runtime {
   private objectIds = new WeakMap<object, number>();
   private nextObjectId = 1;
   private profiler: KernelProfiler | null = null;
-  // Read once: every property of the device's limits object is a call into the native
-  // binding, a measurable part of a dispatch's host cost.
-  private readonly maxWorkgroupsPerDimension: number;
   private passPipeline: GPUComputePipeline | null = null;
 
   constructor(readonly gpu: Gpu) {
     this.device = gpu.device;
-    this.maxWorkgroupsPerDimension = gpu.limits.maxComputeWorkgroupsPerDimension;
     this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize, gpu.limits.maxStorageBufferBindingSize);
     this.device.lost.then((info) => {
       this.lost = info;
@@ -195,7 +191,7 @@ export class Runtime {
   dispatch(kernel: Kernel, buffers: readonly Binding[], params: ArrayBufferView, workgroups: WorkgroupCount): void {
     const [x, y = 1, z = 1] = workgroups;
     if (x === 0 || y === 0 || z === 0) return;
-    const maxDim = this.maxWorkgroupsPerDimension;
+    const maxDim = this.gpu.limits.maxComputeWorkgroupsPerDimension;
     if (x > maxDim || y > maxDim || z > maxDim) {
       throw new GpuError(`kernel ${kernel.name}: workgroup grid [${x}, ${y}, ${z}] exceeds ${maxDim} per dimension`);
     }
