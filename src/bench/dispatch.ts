@@ -4,7 +4,7 @@
 
 import * as ew from '../kernels/elementwise.ts';
 import type { Runtime } from '../gpu/runtime.ts';
-import { timeGpu } from './timing.ts';
+import { timeGpu, timeRecording } from './timing.ts';
 
 export async function benchDispatch(rt: Runtime): Promise<object[]> {
   const buf = rt.pool.acquire(1024 * 4);
@@ -13,7 +13,7 @@ export async function benchDispatch(rt: Runtime): Promise<object[]> {
   const batched = await timeGpu(rt, () => {
     for (let i = 0; i < count; i++) ew.unary(rt, 'neg', buf, out, 1024);
   });
-  const recording = await recordingTime(rt, () => {
+  const recording = await timeRecording(rt, () => {
     for (let i = 0; i < count; i++) ew.unary(rt, 'neg', buf, out, 1024);
   });
   const roundTrip = await timeGpu(rt, () => ew.unary(rt, 'neg', buf, out, 1024), { iters: 21 });
@@ -26,21 +26,3 @@ export async function benchDispatch(rt: Runtime): Promise<object[]> {
   ];
 }
 
-/** Median wall time of `record` with submits held back until it returns (then synced, untimed). */
-async function recordingTime(rt: Runtime, record: () => void, iters = 7): Promise<number> {
-  const autoFlush = rt.autoFlush;
-  rt.autoFlush = Number.MAX_SAFE_INTEGER;
-  const times: number[] = [];
-  try {
-    for (let i = 0; i < iters + 1; i++) {
-      const t0 = performance.now();
-      record();
-      if (i > 0) times.push(performance.now() - t0);
-      await rt.sync();
-    }
-  } finally {
-    rt.autoFlush = autoFlush;
-  }
-  times.sort((a, b) => a - b);
-  return times[times.length >> 1];
-}
