@@ -320,6 +320,17 @@ function skinnyLaunch(m: number, n: number, k: number, n0 = 0, n1 = 0, eps = 0):
   return { params: p.u, grid: [Math.ceil(m / skinnyRows(m)), gx, gy] };
 }
 
+/** A folded RMSNorm (skinny_concat_norm, skinny_swiglu's NORM_A) and its epsilon. */
+export interface SkinnyNorm {
+  /** [k] */
+  weight: GPUBuffer;
+  eps: number;
+}
+
+function checkNormEps(what: string, norm: SkinnyNorm | undefined): void {
+  if (norm && !(norm.eps >= 0 && Number.isFinite(norm.eps))) throw new GpuError(`${what}: eps = ${norm.eps} must be a finite number >= 0`);
+}
+
 function checkSkinny(what: string, m: number, k: number): void {
   for (const [name, v] of Object.entries({ m, k })) {
     if (!isCount(v)) throw new GpuError(`${what}: ${name} = ${v} is not a count`);
@@ -344,7 +355,7 @@ export interface SkinnyConcatArgs {
    * RMSNorm A's rows with this weight [k] first (`skinny_concat_norm`), on devices
    * with the ninth storage binding it takes (skinnyConcatTakesNorm).
    */
-  norm?: { weight: GPUBuffer; eps: number };
+  norm?: SkinnyNorm;
 }
 
 /** Storage buffers per shader stage that `skinny_concat_norm` binds. */
@@ -371,7 +382,7 @@ export function matmulSkinnyConcat(rt: Runtime, args: SkinnyConcatArgs): void {
   const n = ns.reduce((s, x) => s + x, 0);
   if (ns.some((x) => !isCount(x)) || !isCount(n)) throw new GpuError(`${what}: row counts [${ns.join(', ')}] are not counts`);
   if (out === a || weights.includes(out) || biases?.includes(out) || out === norm?.weight) throw new GpuError(`${what}: the output buffer is also an input`);
-  if (norm && !(norm.eps >= 0 && Number.isFinite(norm.eps))) throw new GpuError(`${what}: eps = ${norm.eps} must be a finite number >= 0`);
+  checkNormEps(what, norm);
   if (norm && !skinnyConcatTakesNorm(rt)) {
     throw new GpuError(`${what}: the folded RMSNorm needs ${CONCAT_NORM_BINDINGS} storage buffers per shader stage, this device offers ${rt.gpu.limits.maxStorageBuffersPerShaderStage}`);
   }
@@ -401,8 +412,8 @@ export interface SkinnySwigluArgs {
   m: number;
   n: number;
   k: number;
-  /** RMSNorm A's rows with this weight [k] first (A becomes rmsNorm(A, weight, eps)). */
-  norm?: { weight: GPUBuffer; eps: number };
+  /** RMSNorm A's rows with this weight first (A becomes rmsNorm(A, weight, eps)). */
+  norm?: SkinnyNorm;
 }
 
 /** A gated MLP's gate and up projections and SwiGLU in one dispatch (`skinny_swiglu`); all at offset 0. */
@@ -412,7 +423,7 @@ export function matmulSkinnySwiglu(rt: Runtime, args: SkinnySwigluArgs): void {
   checkSkinny(what, m, k);
   if (!isCount(n)) throw new GpuError(`${what}: n = ${n} is not a count`);
   if (out === a || out === gate || out === up || out === norm?.weight) throw new GpuError(`${what}: the output buffer is also an input`);
-  if (norm && !(norm.eps >= 0 && Number.isFinite(norm.eps))) throw new GpuError(`${what}: eps = ${norm.eps} must be a finite number >= 0`);
+  checkNormEps(what, norm);
   if (m === 0 || n === 0) return;
   checkBuffer('A', a, m * k);
   checkBuffer('gate', gate, n * k);

@@ -36,12 +36,14 @@ export function usesTensorCores(rt: Runtime, args: mk.MatmulArgs): boolean {
 
 /** A product of activations by weights: on tensor cores when usesTensorCores says so, else mk.matmul. */
 export function forwardMatmul(rt: Runtime, args: mk.MatmulArgs): void {
-  if (!usesTensorCores(rt, args)) {
-    mk.matmul(rt, args);
-    return;
-  }
+  if (usesTensorCores(rt, args)) onTensorCores(rt, args);
+  else mk.matmul(rt, args);
+}
+
+/** `args` on the tensor-core kernel, which has none of the f32 kernels' epilogues or tiles. */
+function onTensorCores(rt: Runtime, args: mk.MatmulArgs, scaleA?: GPUBuffer): void {
   const { act: _act, residual: _residual, tile: _tile, ...rest } = args;
-  matmulTensor(rt, rest);
+  matmulTensor(rt, { ...rest, scaleA });
 }
 
 /** Whether a gradient product (A the gradient) would run on the tensor-core kernel. */
@@ -56,21 +58,17 @@ export function gradientUsesTensorCores(rt: Runtime, args: mk.MatmulArgs): boole
  */
 export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, products: readonly mk.MatmulArgs[]): void {
   if (products.some((args) => args.a !== grad)) throw new Error('gradientMatmuls: every product must take the gradient as A');
-  const onTensorCores = products.map((args) => gradientUsesTensorCores(rt, args));
+  const tensor = products.map((args) => gradientUsesTensorCores(rt, args));
   let work: GPUBuffer | null = null;
   let scale: GPUBuffer | null = null;
-  if (onTensorCores.some(Boolean)) {
+  if (tensor.some(Boolean)) {
     work = rt.pool.acquire(8);
     scale = rt.pool.acquire(8);
     gradScale(rt, grad, n, work, scale);
   }
   products.forEach((args, i) => {
-    if (onTensorCores[i]) {
-      const { act: _act, residual: _residual, tile: _tile, ...rest } = args;
-      matmulTensor(rt, { ...rest, scaleA: scale! });
-    } else {
-      mk.matmul(rt, args);
-    }
+    if (tensor[i]) onTensorCores(rt, args, scale!);
+    else mk.matmul(rt, args);
   });
   if (work) rt.pool.release(work);
   if (scale) rt.pool.release(scale);
