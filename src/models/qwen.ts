@@ -49,6 +49,16 @@ export interface LayerStep {
   offset: number;
 }
 
+/** Checks a token batch continuing `past` cached tokens: the id count and the left padding. */
+export function checkTokenBatch(b: TokenBatch, past: number): void {
+  const count = b.ids instanceof Int32Array ? b.ids.length : b.ids.size;
+  if (count !== b.batch * b.seq) throw new ShapeError(`forward: ${count} ids for batch ${b.batch} x seq ${b.seq}`);
+  if (b.padLeft && b.padLeft.length !== b.batch) throw new ShapeError(`forward: padLeft has ${b.padLeft.length} rows, batch is ${b.batch}`);
+  b.padLeft?.forEach((p, i) => {
+    if (p < 0 || p >= past + b.seq) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${past + b.seq})`);
+  });
+}
+
 /** Position ids as HF computes them from a left-padded mask: cumsum(mask) - 1, clamped at 0. */
 export function positionIds(batch: number, seq: number, padLeft?: Int32Array, offset = 0): Int32Array {
   const pos = new Int32Array(batch * seq);
@@ -93,15 +103,6 @@ export class QwenModel implements CausalLM {
     return this.config.weightPrefix;
   }
 
-  private checkBatch(b: TokenBatch, past: number): void {
-    const count = b.ids instanceof Int32Array ? b.ids.length : b.ids.size;
-    if (count !== b.batch * b.seq) throw new ShapeError(`forward: ${count} ids for batch ${b.batch} x seq ${b.seq}`);
-    if (b.padLeft && b.padLeft.length !== b.batch) throw new ShapeError(`forward: padLeft has ${b.padLeft.length} rows, batch is ${b.batch}`);
-    b.padLeft?.forEach((p, i) => {
-      if (p < 0 || p >= past + b.seq) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${past + b.seq})`);
-    });
-  }
-
   /** Final hidden states [batch, seq, hidden] (after the last RMSNorm). */
   hidden(batch: TokenBatch): Tensor {
     return this.run(batch, null);
@@ -120,7 +121,7 @@ export class QwenModel implements CausalLM {
   }
 
   private run(batch: TokenBatch, cache: KVCache | null): Tensor {
-    this.checkBatch(batch, cache ? cache.length : 0);
+    checkTokenBatch(batch, cache ? cache.length : 0);
     const cfg = this.config;
     const { batch: B, seq: T } = batch;
     const offset = cache?.length ?? 0;

@@ -16,7 +16,7 @@ import type { CausalLM, ModelCache } from './causal_lm.ts';
 import type { ModelConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
 import type { LoraConfig } from './peft.ts';
-import { positionIds, type ParamMap, type TokenBatch } from './qwen.ts';
+import { checkTokenBatch, positionIds, type ParamMap, type TokenBatch } from './qwen.ts';
 import { RecurrentCache } from './recurrent_cache.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
 import { attention } from '../tensor/ops/attention.ts';
@@ -107,18 +107,9 @@ export class Qwen35Model implements CausalLM {
     return [...this.params.values()];
   }
 
-  private checkBatch(b: TokenBatch, past: number): void {
-    const count = b.ids instanceof Int32Array ? b.ids.length : b.ids.size;
-    if (count !== b.batch * b.seq) throw new ShapeError(`forward: ${count} ids for batch ${b.batch} x seq ${b.seq}`);
-    if (b.padLeft && b.padLeft.length !== b.batch) throw new ShapeError(`forward: padLeft has ${b.padLeft.length} rows, batch is ${b.batch}`);
-    b.padLeft?.forEach((p, i) => {
-      if (p < 0 || p >= past + b.seq) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${past + b.seq})`);
-    });
-  }
-
   private run(batch: TokenBatch, cache: RecurrentCache | null): Tensor {
     const offset = cache?.length ?? 0;
-    this.checkBatch(batch, offset);
+    checkTokenBatch(batch, offset);
     const cfg = this.config;
     const pre = cfg.weightPrefix;
     const { batch: B, seq: T } = batch;
