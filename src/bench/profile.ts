@@ -38,12 +38,14 @@ async function profiled(rt: Runtime, what: string, fn: () => Promise<void>): Pro
   return profileRows(what, await kernelTimes(rt, fn), { wall_ms: +wallMs.toFixed(2) });
 }
 
-export async function benchProfile(rt: Runtime, preset: string, opts: { batches?: number[]; newTokens?: number } = {}): Promise<object[]> {
+export async function benchProfile(rt: Runtime, preset: string, opts: { batch?: number; seq?: number; batches?: number[]; newTokens?: number } = {}): Promise<object[]> {
   if (!rt.caps.timestampQuery) return [{ kind: 'profile', skipped: 'this adapter has no timestamp-query feature' }];
   const out: object[] = [];
-  const train = trainStepRunner(rt, preset);
+  const B = opts.batch ?? 8;
+  const T = opts.seq ?? 512;
+  const train = trainStepRunner(rt, preset, B, T);
   try {
-    out.push(...(await profiled(rt, `train step ${preset} 8x512`, train.step)));
+    out.push(...(await profiled(rt, `train step ${preset} ${B}x${T}`, train.step)));
   } finally {
     train.dispose();
   }

@@ -15,10 +15,11 @@ import { backward, zeroGrad } from '../tensor/autograd.ts';
 import { mean, neg, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 
-/** The model shapes torch_reference.py names. */
+/** The model shapes torch_reference.py names, and the bundled household model's (what the embedded default trains). */
 export const BENCH_MODELS: Record<string, Record<string, unknown>> = {
   qwen05b: {},
   small: { vocab_size: 8192, hidden_size: 384, intermediate_size: 1024, num_hidden_layers: 6, num_attention_heads: 6, num_key_value_heads: 2 },
+  household: { vocab_size: 780, hidden_size: 256, intermediate_size: 768, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2 },
 };
 
 export function benchModel(preset: string): CausalLM {

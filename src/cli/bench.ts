@@ -25,7 +25,7 @@ const suites: Record<string, Suite> = {
   loss: (rt) => benchLoss(rt),
   train: (rt, args) => benchTrainStep(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
   generate: (rt, args) => benchGenerate(rt, presetOf(args)),
-  profile: (rt, args) => benchProfile(rt, presetOf(args)),
+  profile: (rt, args) => benchProfile(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
   rollout: (rt, args) => benchRollout(rt, { model: args.model as string | undefined }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
@@ -37,8 +37,8 @@ export const benchCommand = defineCommand({
   args: {
     ...gpuArgs,
     only: { type: 'string', description: `comma-separated suites (${Object.keys(suites).join(', ')})` },
-    batch: { type: 'string', description: 'batch size for train (default 8) and qwen35 (default 4)' },
-    seq: { type: 'string', description: 'sequence length for train (default 512) and qwen35 (default 1024)' },
+    batch: { type: 'string', description: 'batch size for train and profile (default 8) and qwen35 (default 4)' },
+    seq: { type: 'string', description: 'sequence length for train and profile (default 512) and qwen35 (default 1024)' },
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
     iters: { type: 'string', description: 'qwen35 timed steps (default 3)' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
@@ -46,7 +46,7 @@ export const benchCommand = defineCommand({
     'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default), never, always (models/qwen_decode.ts)' },
     preset: {
       type: 'string',
-      description: 'model shapes: train/generate qwen05b (Qwen2.5-0.5B, default) or small (12.6M); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
+      description: 'model shapes: train/generate/profile qwen05b (Qwen2.5-0.5B, default), small (12.6M) or household (the bundled model\'s shapes); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
     },
   },
   async run({ args }) {
