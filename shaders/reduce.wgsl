@@ -5,7 +5,11 @@
 //                 slices of rows, 32 lanes each reading neighbouring addresses, the
 //                 slices' results combined in workgroup memory. (One invocation per
 //                 output walking all of R left a [4096, 896] bias gradient to 896
-//                 invocations: 450 us on the H200.)
+//                 invocations: 450 us on the H200.) When those workgroups are too
+//                 few for the GPU (a [32768, 256] bias gradient: 8), grid z cuts R
+//                 into parts of `span` rows, each workgroup writing its part's
+//                 result (finished, so a mean's parts are sums scaled by 1/R) to
+//                 y[outer, parts, inner] for a second pass to combine.
 // OP: 0 sum, 1 max, 2 mean (sum scaled by 1/R).
 
 override OP: u32 = 0u;
@@ -14,7 +18,8 @@ struct Params {
   outer: u32,
   r: u32,
   inner: u32,
-  _pad: u32,
+  /** reduce_cols: rows per part of R (R itself when it is not cut). */
+  span: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -68,16 +73,18 @@ fn reduce_cols(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) 
   let c = (block % blocks) * COL_LANES + lid.x % COL_LANES;
   let slice = lid.x / COL_LANES;
   let inside = o < p.outer && c < p.inner;
+  let first = wid.z * p.span;
+  let end = min(p.r, first + p.span);
   var acc = identity();
   if (inside) {
     let base = o * p.r * p.inner + c;
-    for (var i = slice; i < p.r; i += COL_SLICES) { acc = combine(acc, x[base + i * p.inner]); }
+    for (var i = first + slice; i < end; i += COL_SLICES) { acc = combine(acc, x[base + i * p.inner]); }
   }
   partial[lid.x] = acc;
   workgroupBarrier();
   if (slice == 0u && inside) {
     var total = acc;
     for (var s = 1u; s < COL_SLICES; s++) { total = combine(total, partial[s * COL_LANES + lid.x]); }
-    y[o * p.inner + c] = finish(total);
+    y[(o * nwg.z + wid.z) * p.inner + c] = finish(total);
   }
 }

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as rk from '../src/kernels/reduce.ts';
 import * as ref from '../src/reference/reduce.ts';
@@ -24,6 +25,32 @@ describe('reduce kernels', () => {
         });
       }
     }
+  });
+
+  test('reduce_cols with R cut into parts matches the reference (even and uneven parts, several outer rows)', async () => {
+    const rt = await gpu();
+    let seed = 51;
+    for (const [outer, r, inner, parts] of [[1, 100, 40, 4], [2, 37, 33, 5], [3, 9, 64, 4], [1, 64, 8, 64]]) {
+      const x = randn(outer * r * inner, seed++);
+      for (const op of ['sum', 'mean', 'max'] as const) {
+        await scopeAsync(async () => {
+          const y = empty([outer * inner]);
+          rk.reduceColsInParts(rt, op, tensor(x).buffer, y.buffer, outer, r, inner, parts);
+          assertClose(await read(y), ref.reduce(x, outer, r, inner, op), { atol: 1e-4, rtol: 1e-4, label: `${op} [${outer}, ${r}, ${inner}] in ${parts} parts` });
+        });
+      }
+    }
+  });
+
+  test('R is cut only where reduce_cols would have too few workgroups and enough rows per part', () => {
+    // A [32768, 256] bias gradient: 8 workgroups whole, 32 parts of 1,024 rows cut.
+    assert.equal(rk.reduceColsParts(1, 32768, 256), 32);
+    // Qwen2.5-0.5B's [4096, 896] bias gradient: 28 workgroups, 8 parts of 512 rows.
+    assert.equal(rk.reduceColsParts(1, 4096, 896), 8);
+    assert.equal(rk.reduceColsParts(1, 32768, 4864), 1);
+    assert.equal(rk.reduceColsParts(1, 700, 64), 1);
+    // Parts are renormalised so none is empty: 3 parts of 334 rows cover 1,000.
+    assert.equal(rk.reduceColsParts(1, 1000, 64, { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 300 }), 3);
   });
 
   test('sum, mean and max over axes pass finite differences', async () => {

@@ -13,6 +13,7 @@
 import type { Runtime } from '../gpu/runtime.ts';
 import { gradScale } from './grad_scale.ts';
 import * as mk from './matmul.ts';
+import { matmulSplitK, planSplitK, splitKApplies } from './matmul_split_k.ts';
 import { matmulTensor, tensorMatmulAvailable } from './matmul_tensor.ts';
 
 /** The choices benchmarks and `--tensor-cores` vary. */
@@ -54,7 +55,8 @@ export function gradientUsesTensorCores(rt: Runtime, args: mk.MatmulArgs): boole
 /**
  * Records `products`, in order, each with the gradient `grad` (its first `n` f32
  * values) as A. Those that take tensor cores share one scale of the gradient; the
- * others run on the f32 kernels unchanged.
+ * others run on the f32 kernels unchanged. Weight gradients too small an output for
+ * the GPU are cut along k (matmul_split_k.ts) on either kernel.
  */
 export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, products: readonly mk.MatmulArgs[]): void {
   if (products.some((args) => args.a !== grad)) throw new Error('gradientMatmuls: every product must take the gradient as A');
@@ -67,8 +69,9 @@ export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, product
     gradScale(rt, grad, n, work, scale);
   }
   products.forEach((args, i) => {
-    if (tensor[i]) onTensorCores(rt, args, scale!);
-    else mk.matmul(rt, args);
+    const run = tensor[i] ? (a: mk.MatmulArgs) => onTensorCores(rt, a, scale!) : (a: mk.MatmulArgs) => mk.matmul(rt, a);
+    if (splitKApplies(rt, args)) matmulSplitK(rt, args, planSplitK(args.m, args.n, args.k), run);
+    else run(args);
   });
   if (work) rt.pool.release(work);
   if (scale) rt.pool.release(scale);

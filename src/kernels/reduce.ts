@@ -6,13 +6,56 @@ import { grid1d, gridRows, uniforms } from './launch.ts';
 export const REDUCE_OPS = { sum: 0, max: 1, mean: 2 } as const;
 export type ReduceOp = keyof typeof REDUCE_OPS;
 
+/** When reduce_cols cuts R into parts (see the shader's header). */
+export const reducePolicy = {
+  /** reduce_cols workgroups below which a real GPU is starved (an H200 has 132 multiprocessors). */
+  minWorkgroups: 128,
+  /** Workgroups to aim for once cut. */
+  targetWorkgroups: 256,
+  /** Fewest rows per part. */
+  minSpan: 512,
+};
+
+/** Parts of R for a reduce_cols over [outer, r, inner] on a real GPU (1: not cut). */
+export function reduceColsParts(outer: number, r: number, inner: number, policy = reducePolicy): number {
+  const blocks = outer * Math.ceil(inner / 32);
+  if (blocks >= policy.minWorkgroups) return 1;
+  const parts = Math.min(Math.ceil(policy.targetWorkgroups / blocks), Math.floor(r / policy.minSpan));
+  return parts < 2 ? 1 : Math.ceil(r / Math.ceil(r / parts));
+}
+
 export function reduce(rt: Runtime, op: ReduceOp, x: GPUBuffer, y: GPUBuffer, outer: number, r: number, inner: number): void {
-  const p = uniforms(4);
-  p.u[0] = outer;
-  p.u[1] = r;
-  p.u[2] = inner;
-  const constants = { OP: REDUCE_OPS[op] };
-  if (inner === 1) rt.dispatch(rt.kernel('reduce', 'reduce_rows', constants), [x, y], p.u, gridRows(outer));
+  if (inner === 1) {
+    rt.dispatch(rt.kernel('reduce', 'reduce_rows', { OP: REDUCE_OPS[op] }), [x, y], params(outer, r, 1, r), gridRows(outer));
+    return;
+  }
+  const parts = rt.caps.compatibility ? 1 : reduceColsParts(outer, r, inner);
+  if (parts === 1) reduceCols(rt, op, x, y, outer, r, inner, 1);
+  else reduceColsInParts(rt, op, x, y, outer, r, inner, parts);
+}
+
+/**
+ * reduce_cols with R cut into `parts` (at most r): each part's result into pooled
+ * scratch [outer, parts, inner], then those combined into y (a mean's parts are
+ * already scaled by 1/r, so they are summed).
+ */
+export function reduceColsInParts(rt: Runtime, op: ReduceOp, x: GPUBuffer, y: GPUBuffer, outer: number, r: number, inner: number, parts: number): void {
+  const span = Math.ceil(r / parts);
+  const used = Math.ceil(r / span);
+  const scratch = rt.pool.acquire(outer * used * inner * 4);
+  reduceCols(rt, op, x, scratch, outer, r, inner, used);
+  reduceCols(rt, op === 'mean' ? 'sum' : op, scratch, y, outer, used, inner, 1);
+  rt.pool.release(scratch);
+}
+
+function reduceCols(rt: Runtime, op: ReduceOp, x: GPUBuffer, y: GPUBuffer, outer: number, r: number, inner: number, parts: number): void {
   // 32 columns per workgroup (COL_LANES in the shader).
-  else rt.dispatch(rt.kernel('reduce', 'reduce_cols', constants), [x, y], p.u, grid1d(outer * Math.ceil(inner / 32), 1));
+  const [gx, gy] = grid1d(outer * Math.ceil(inner / 32), 1);
+  rt.dispatch(rt.kernel('reduce', 'reduce_cols', { OP: REDUCE_OPS[op] }), [x, y], params(outer, r, inner, Math.ceil(r / parts)), [gx, gy, parts]);
+}
+
+function params(outer: number, r: number, inner: number, span: number): Uint32Array {
+  const p = uniforms(4);
+  p.u.set([outer, r, inner, span]);
+  return p.u;
 }

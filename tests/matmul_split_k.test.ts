@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { Runtime } from '../src/gpu/runtime.ts';
+import * as mk from '../src/kernels/matmul.ts';
+import { gradientMatmuls, tensorCorePolicy } from '../src/kernels/matmul_precision.ts';
+import { matmulSplitK, planSplitK, splitKApplies, splitKPolicy } from '../src/kernels/matmul_split_k.ts';
+import * as ref from '../src/reference/matmul.ts';
+import { randn } from '../src/reference/random.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { tensor, zeros } from '../src/tensor/tensor.ts';
+import { assertClose, gpu, read } from './support/gpu.ts';
+
+const slow = { timeout: 300_000 };
+// Products route through split-K only on a real GPU (bench GPU runs take it to the H200).
+const realGpu = !(await gpu()).caps.compatibility;
+
+describe('split-K weight-gradient products', () => {
+  test('plans cut k into aligned chunks that cover it exactly, only for small outputs', () => {
+    // The bundled model's dW (256 x 256 over a 32,768-token micro-batch): 4 tiles.
+    assert.deepEqual(planSplitK(256, 256, 32768), { chunks: 64, kc: 512, full: 64, rest: 0 });
+    // Qwen2.5-0.5B's k/v projection dW over 8 x 512 tokens: capped by the 512-k chunk floor.
+    assert.equal(planSplitK(128, 896, 4096).chunks, 8);
+    // An output that already fills the GPU, and a k too short to split, stay whole.
+    assert.equal(planSplitK(4864, 896, 4096).chunks, 1);
+    assert.equal(planSplitK(256, 256, 1000).chunks, 1);
+    for (const [m, n, k] of [[256, 256, 32767], [100, 60, 5000], [8, 8, 1041], [896, 896, 4100]]) {
+      const p = planSplitK(m, n, k);
+      assert.equal(p.kc % 16, 0, `kc ${p.kc} for k ${k}`);
+      assert.equal(p.full * p.kc + p.rest, k, `chunks cover k = ${k}`);
+      assert.ok(p.rest < p.kc && p.chunks <= splitKPolicy.maxChunks && p.chunks === p.full + (p.rest > 0 ? 1 : 0));
+      if (p.chunks > 1) assert.ok(p.kc >= splitKPolicy.minChunk - 16, `chunk ${p.kc} of k ${k}`);
+    }
+  });
+
+  test('only the weight-gradient layout with a plain epilogue splits, and never on the software GPU', () => {
+    const real = { caps: { compatibility: false } } as Runtime;
+    const dw: mk.MatmulArgs = { a: {} as GPUBuffer, b: {} as GPUBuffer, out: {} as GPUBuffer, m: 64, n: 64, k: 8192, transA: true };
+    assert.equal(splitKApplies(real, dw), true);
+    assert.equal(splitKApplies({ caps: { compatibility: true } } as Runtime, dw), false);
+    for (const change of [{ transA: false }, { transB: true }, { batch: 2 }, { accumulate: true }, { bias: {} as GPUBuffer }, { act: 'silu' as const }, { offsetC: 4 }, { tile: '64x64/k8' as const }]) {
+      assert.equal(splitKApplies(real, { ...dw, ...change }), false, JSON.stringify(Object.keys(change)));
+    }
+  });
+
+  test('the partial sums add up to the whole product (chunks with and without a shorter last one, both kernels)', slow, async () => {
+    const rt = await gpu();
+    const policy = { targetWorkgroups: 8, minChunk: 16, maxChunks: 5 };
+    let seed = 900;
+    for (const [m, n, k] of [[12, 20, 96], [9, 6, 101], [16, 8, 80]]) {
+      const plan = planSplitK(m, n, k, policy);
+      assert.ok(plan.chunks > 1, `${m}x${n}x${k} splits`);
+      const A = randn(k * m, seed++);
+      const B = randn(k * n, seed++);
+      const want = ref.matmul({ a: A, b: B, m, n, k, transA: true });
+      for (const tile of ['64x64/k8', undefined] as const) {
+        await scopeAsync(async () => {
+          const out = zeros([m * n]);
+          const run = (args: mk.MatmulArgs) => mk.matmul(rt, { ...args, tile });
+          matmulSplitK(rt, { a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, m, n, k, transA: true }, plan, run);
+          assertClose(await read(out), want, { atol: 1e-4, rtol: 1e-4, label: `${m}x${n}x${k} in ${plan.chunks} chunks (rest ${plan.rest}), tile ${tile ?? 'auto'}` });
+        });
+      }
+    }
+  });
+
+  test('a weight gradient through gradientMatmuls splits on a real GPU and equals the reference (f32, then tensor cores)', { skip: realGpu ? false : 'split-K runs on real GPUs only', timeout: 300_000 }, async () => {
+    const rt = await gpu();
+    const [m, n, k] = [64, 96, 8192];
+    assert.ok(planSplitK(m, n, k).chunks > 1);
+    const A = randn(k * m, 950);
+    const B = randn(k * n, 951);
+    const want = ref.matmul({ a: A, b: B, m, n, k, transA: true });
+    const saved = { ...tensorCorePolicy };
+    try {
+      for (const gradients of [false, true]) {
+        Object.assign(tensorCorePolicy, { gradients, minMacs: 0 });
+        await scopeAsync(async () => {
+          const a = tensor(A);
+          const out = zeros([m * n]);
+          gradientMatmuls(rt, a.buffer, k * m, [{ a: a.buffer, b: tensor(B).buffer, out: out.buffer, m, n, k, transA: true }]);
+          // f16 operands (tensor cores, where the device has them) round each input to 11 bits.
+          assertClose(await read(out), want, { atol: gradients ? 0.5 : 2e-3, rtol: gradients ? 5e-3 : 1e-4, label: `dW ${m}x${n}x${k}, gradient tensor cores ${gradients}` });
+        });
+      }
+    } finally {
+      Object.assign(tensorCorePolicy, saved);
+    }
+  });
+});
