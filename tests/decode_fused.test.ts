@@ -275,6 +275,24 @@ describe('fused Qwen decode steps', () => {
     for (const p of model.parameters()) p.dispose();
   });
 
+  test('above foldNormMaxRows the RMSNorms keep their own dispatches, one more per norm, and the steps are unchanged', slow, async () => {
+    const rt = await gpu();
+    const model = tinyModel('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 7);
+    const saved = decodePolicy.foldNormMaxRows;
+    try {
+      const folded = await decode(model, steps, 'always');
+      decodePolicy.foldNormMaxRows = 2;
+      const unfolded = await decode(model, steps, 'always');
+      folded.logits.forEach((want, i) => assertClose(unfolded.logits[i], want, { atol: 1e-4, rtol: 1e-4, label: `unfolded norms, step ${i}` }));
+      // Per layer of the last step: the MLP's norm, and the attention's where it was folded.
+      const norms = model.config.layers * (mk.skinnyConcatTakesNorm(rt) ? 2 : 1);
+      assert.equal(unfolded.dispatches, folded.dispatches + norms, `${unfolded.dispatches} dispatches unfolded, ${folded.dispatches} folded`);
+    } finally {
+      decodePolicy.foldNormMaxRows = saved;
+      for (const p of model.parameters()) p.dispose();
+    }
+  });
+
   test('Qwen3 with q/k-norm and attention biases (o_proj too)', slow, async () => {
     await gpu();
     const model = tinyModel('qwen3-0.6b', { hidden_size: 32, intermediate_size: 36, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 12, attention_bias: true }, 4);

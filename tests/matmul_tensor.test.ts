@@ -293,18 +293,18 @@ describe('routing forward products to tensor cores', () => {
     }
   });
 
-  test('--tensor-cores auto, all and off set the policy; anything else is refused', () => {
+  test('--tensor-cores auto, forward and off set the policy; anything else is refused', () => {
     try {
-      gpuOptions({ 'tensor-cores': 'all' });
-      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [true, true]);
+      gpuOptions({ 'tensor-cores': 'forward' });
+      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [true, false]);
       gpuOptions({ 'tensor-cores': 'off' });
       assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [false, false]);
       gpuOptions({});
-      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [true, false]);
-      assert.throws(() => gpuOptions({ 'tensor-cores': 'gradients' }), /--tensor-cores must be auto, all or off, got "gradients"/);
+      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [true, true]);
+      assert.throws(() => gpuOptions({ 'tensor-cores': 'all' }), /--tensor-cores must be auto, forward or off, got "all"/);
     } finally {
       tensorCorePolicy.enabled = true;
-      tensorCorePolicy.gradients = false;
+      tensorCorePolicy.gradients = true;
     }
   });
 
@@ -313,7 +313,8 @@ describe('routing forward products to tensor cores', () => {
     const caps = { f16: true, subgroups: true, subgroupMatrix: true, subgroupMatrixF16F32: true, subgroupMatrixConfigs: [], subgroupMinSize: 32, subgroupMaxSize: 32 };
     const h200 = { caps, gpu: { description: 'H200' } } as unknown as Runtime;
     const dw = { a: null, b: null, out: null, m: 4864, n: 896, k: 4096, transA: true } as unknown as Parameters<typeof usesTensorCores>[1];
-    assert.equal(gradientUsesTensorCores(h200, dw), false, 'gradients stay f32 by default');
+    tensorCorePolicy.gradients = false;
+    assert.equal(gradientUsesTensorCores(h200, dw), false, 'gradients stay f32 under --tensor-cores forward');
     tensorCorePolicy.gradients = true;
     try {
       assert.equal(gradientUsesTensorCores(h200, dw), true);
@@ -342,7 +343,7 @@ describe('routing forward products to tensor cores', () => {
         assert.throws(() => gradientMatmuls(local, gT.buffer, m * n, [{ a: dx.buffer, b: gT.buffer, out: dwOut.buffer, m: 1, n: 1, k: 1 }]), /gradient as A/);
       });
     } finally {
-      tensorCorePolicy.gradients = false;
+      tensorCorePolicy.gradients = true;
       tensorCorePolicy.enabled = true;
       tensorCorePolicy.minMacs = savedMacs;
     }
@@ -439,7 +440,7 @@ describe('tensor-core matmul kernel', () => {
     }
   });
 
-  test('linear under --tensor-cores all: dX and dW on tensor cores from the scaled gradient', onDevice, async () => {
+  test('linear under --tensor-cores auto: dX and dW on tensor cores from the scaled gradient', onDevice, async () => {
     const savedMacs = tensorCorePolicy.minMacs;
     tensorCorePolicy.gradients = true;
     tensorCorePolicy.minMacs = 0;
@@ -462,7 +463,7 @@ describe('tensor-core matmul kernel', () => {
         within(await read(wt.grad!), { a: g, b: x, m: outF, n: inF, k: rows, transA: true }, 'dw');
       });
     } finally {
-      tensorCorePolicy.gradients = false;
+      tensorCorePolicy.gradients = true;
       tensorCorePolicy.minMacs = savedMacs;
     }
   });

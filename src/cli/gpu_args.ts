@@ -10,16 +10,16 @@ export const gpuArgs = {
   toggles: { type: 'string', description: 'Dawn toggles, comma-separated, e.g. allow_unsafe_apis,vulkan_enable_f16_on_nvidia (env WEBGPU_TOGGLES)' },
   'tensor-cores': {
     type: 'string',
-    description: 'auto (default): forward products on f16 tensor cores when the adapter offers them; all: gradient products too (each gradient scaled by a power of two); off: f32 kernels only',
+    description: 'auto (default): large forward and gradient products on f16 tensor cores when the adapter offers them (each gradient scaled by a power of two first); forward: forward products only; off: f32 kernels only',
   },
 } as const satisfies ArgsDef;
 
 /** The adapter options these arguments ask for; also applies --tensor-cores. */
 export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; 'tensor-cores'?: string }): GpuOptions {
   const mode = args['tensor-cores'] ?? 'auto';
-  if (mode !== 'auto' && mode !== 'all' && mode !== 'off') throw new Error(`--tensor-cores must be auto, all or off, got "${mode}"`);
+  if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
   tensorCorePolicy.enabled = mode !== 'off';
-  tensorCorePolicy.gradients = mode === 'all';
+  tensorCorePolicy.gradients = mode === 'auto';
   const opts: GpuOptions = {};
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;

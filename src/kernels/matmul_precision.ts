@@ -1,13 +1,14 @@
 // Which kernel a product runs on. Products of activations by weights (a Linear layer's
 // forward, the LM head's logits) take the tensor-core kernel (matmul_tensor.ts:
 // operands rounded to f16, f32 accumulation) when the device has f16 subgroup
-// matrices and the product is large enough to gain from it. Gradient products (a
-// gradient as A: a layer's dX and dW) stay on the f32 kernels unless the policy routes
-// them too: a gradient's elements are often far below f16's smallest normal (6e-5) and
-// would lose their precision or vanish, so there each gradient is first scaled by a
-// power of two that puts its largest element just under 2^14 (grad_scale.ts), as
-// mixed-precision training scales its loss, but per tensor and exactly undone in the
-// product's epilogue. Masters, optimizer state, softmax and every reduction stay f32
+// matrices and the product is large enough to gain from it. So do gradient products (a
+// gradient as A: a layer's dX and dW), unless the policy keeps them on the f32 kernels
+// (--tensor-cores forward): a gradient's elements are often far below f16's smallest
+// normal (6e-5) and would lose their precision or vanish, so each gradient is first
+// scaled by a power of two that puts its largest element just under 2^14
+// (grad_scale.ts), as mixed-precision training scales its loss, but per tensor and
+// exactly undone in the product's epilogue. On the H200 that took the Qwen2.5-0.5B
+// training step from 620 to 478 ms (docs/RESULTS.md). Masters, optimizer state, softmax and every reduction stay f32
 // either way.
 
 import type { Runtime } from '../gpu/runtime.ts';
@@ -21,7 +22,7 @@ export const tensorCorePolicy = {
   /** Route forward products to tensor cores when the device has them. */
   enabled: true,
   /** Route gradient products there too (scaled), when `enabled`. */
-  gradients: false,
+  gradients: true,
   /** Smallest product (m * n * k * batch multiply-adds) worth the tensor-core kernel. */
   minMacs: 2 ** 30,
   /** Row counts up to this take the f32 skinny path (decode steps) whatever the size. */
