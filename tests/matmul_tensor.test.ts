@@ -282,6 +282,9 @@ describe('routing forward products to tensor cores', () => {
     assert.equal(usesTensorCores(h200, big), true);
     assert.equal(usesTensorCores(without, big), false);
     assert.equal(usesTensorCores(h200, { ...big, m: 32 }), false, 'decode rows take the f32 skinny path');
+    const lmHead = { ...big, m: 32, n: 151936 };
+    assert.equal(usesTensorCores(h200, lmHead), true, 'an LM head of 32 decode rows is faster on tensor cores');
+    assert.equal(usesTensorCores(h200, { ...lmHead, m: 16 }), false, 'fewer rows stay on the skinny path');
     assert.equal(usesTensorCores(h200, { ...big, n: 64, k: 64 }), false, 'too small to gain');
     assert.equal(usesTensorCores(h200, { ...big, act: 'silu' }), false);
     assert.equal(usesTensorCores(h200, { ...big, tile: '128x128/k8' }), false, 'a forced f32 tile stays');
