@@ -1,29 +1,45 @@
 // Decode throughput of the local engine: random prompts of 128 tokens, 128 new
 // tokens per sequence sampled at temperature 1 (as torch_reference.py times HF
-// generate), through the same LocalEngine the trainer and `serve` use.
+// generate), through the same LocalEngine the trainer and `serve` use. The median of
+// three timed runs: a single run at batch 1 swung between 113 and 185 tokens/s from one
+// build to the next on the H200 (a host-bound second or so), so each run's figure is reported too.
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { benchModel, randomIds } from './train_step.ts';
 
-export async function benchGenerate(rt: Runtime, preset: string, batches: number[] = [1, 32]): Promise<object[]> {
+export interface GenerateBenchOptions {
+  batches?: number[];
+  newTokens?: number;
+  runs?: number;
+}
+
+export async function benchGenerate(rt: Runtime, preset: string, opts: GenerateBenchOptions = {}): Promise<object[]> {
+  const { batches = [1, 32], newTokens = 128, runs = 3 } = opts;
   const model = benchModel(preset);
   const engine = new LocalEngine(model, { maxBatch: Math.max(...batches) });
   const rows: object[] = [];
-  const params = { maxTokens: 128, temperature: 1, topP: 1, topK: 0, ignoreEos: true };
+  const params = { maxTokens: newTokens, temperature: 1, topP: 1, topK: 0, ignoreEos: true };
   for (const B of batches) {
     const requests = Array.from({ length: B }, (_, b) => ({ promptIds: Array.from(randomIds(128, model.config.vocabSize, 1000 + b)), params: { ...params, seed: b } }));
     await engine.generate(requests.map((r) => ({ ...r, params: { ...r.params, maxTokens: 4 } })));
-    const t0 = performance.now();
-    const d0 = rt.dispatchCount;
-    const out = await engine.generate(requests);
-    const s = (performance.now() - t0) / 1000;
-    const tokens = out.reduce((n, r) => n + r.tokenIds.length, 0);
-    // One step per new token, the prefill (the first) included, sampling too.
-    const perStep = (rt.dispatchCount - d0) / params.maxTokens;
+    const seconds: number[] = [];
+    let tokens = 0;
+    let dispatches = 0;
+    for (let run = 0; run < runs; run++) {
+      const t0 = performance.now();
+      const d0 = rt.dispatchCount;
+      const out = await engine.generate(requests);
+      seconds.push((performance.now() - t0) / 1000);
+      tokens = out.reduce((n, r) => n + r.tokenIds.length, 0);
+      dispatches = rt.dispatchCount - d0;
+    }
+    const s = [...seconds].sort((a, b) => a - b)[Math.floor(runs / 2)];
     rows.push({
-      kind: 'generate', preset, batch: B, prompt: 128, new_tokens: 128, decoding: 'sampled, temperature 1', seconds: +s.toFixed(2),
-      tokens_per_s: Math.round(tokens / s), dispatches_per_step: +perStep.toFixed(1),
+      kind: 'generate', preset, batch: B, prompt: 128, new_tokens: newTokens, decoding: 'sampled, temperature 1', seconds: +s.toFixed(3),
+      tokens_per_s: Math.round(tokens / s), tokens_per_s_runs: seconds.map((x) => Math.round(tokens / x)),
+      // One step per new token, the prefill (the first) included, sampling too.
+      dispatches_per_step: +(dispatches / newTokens).toFixed(1),
     });
   }
   await engine.close?.();
