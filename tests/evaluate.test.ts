@@ -82,6 +82,12 @@ describe('evaluate', () => {
     // Seed 0 and seed 1 of a task see the same first prompt but sample their own tokens.
     assert.equal(log[0].turns[0].prompt, log[1].turns[0].prompt);
     assert.notEqual(log[0].turns[0].response, log[1].turns[0].response);
+
+    // Decoding one episode at a time changes the speed, not the episodes.
+    const single = join(root, 'eval', 'single.jsonl');
+    const one = await evaluate({ ...small, model, seeds: 2, tasks: 2, temperature: 1, maxBatch: 1, trajectories: single });
+    assert.deepEqual(one.episodes, report.episodes);
+    assert.deepEqual(readTrajectoryLog(single).map((t) => t.turns.map((u) => u.response)), log.map((t) => t.turns.map((u) => u.response)));
   });
 
   test('greedy runs repeat across seeds; a LoRA checkpoint and a run directory load and reproduce the base model', slow, async () => {
@@ -135,6 +141,7 @@ describe('evaluate', () => {
     await assert.rejects(evaluate({ model: noCkpt, ...quiet }), /a run directory with no complete checkpoint/);
     await assert.rejects(evaluate({ model, seeds: 0, ...quiet }), /seeds: expected an integer >= 1, got 0/);
     await assert.rejects(evaluate({ model, seeds: 2, ks: [1, 4], ...quiet }), /ks: pass@4 needs at least 4 runs per task, but seeds is 2/);
+    await assert.rejects(evaluate({ model, maxBatch: 0, ...quiet }), /maxBatch: expected an integer >= 1, got 0/);
 
     const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
     const noModel = spawnSync(process.execPath, [cli, 'eval', missing], { encoding: 'utf8' });
@@ -145,5 +152,7 @@ describe('evaluate', () => {
     assert.match(badK.stderr, /--k 1,4: pass@4 needs at least 4 runs per task, but --seeds is 2/);
     const badSeeds = spawnSync(process.execPath, [cli, 'eval', model, '--seeds', '0'], { encoding: 'utf8' });
     assert.match(badSeeds.stderr, /--seeds 0: expected an integer >= 1/);
+    const badBatch = spawnSync(process.execPath, [cli, 'eval', model, '--max-batch', '0'], { encoding: 'utf8' });
+    assert.match(badBatch.stderr, /--max-batch 0: expected an integer >= 1/);
   });
 });

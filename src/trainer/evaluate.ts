@@ -52,6 +52,8 @@ export interface EvalOptions {
   maxResponseTokens?: number;
   /** Base of the sampling seeds (default: the panel seed, as validation does). */
   samplingSeed?: number;
+  /** Episodes the engine decodes together (default: the configuration's rollout.maxBatch); speed only, a seed's episode is the same in any batch. */
+  maxBatch?: number;
   /** pass@k for these k (default 1, 2, 4, 8 up to S); every k must be <= S. */
   ks?: readonly number[];
   /** JSON report file (written atomically). */
@@ -106,6 +108,7 @@ function checkOptions(o: EvalOptions): void {
   positiveInt('tasks', o.tasks);
   positiveInt('maxTurns', o.maxTurns);
   positiveInt('maxResponseTokens', o.maxResponseTokens);
+  positiveInt('maxBatch', o.maxBatch);
   if (o.env !== undefined && !ENV_NAMES.includes(o.env)) throw new EvalError(`env: expected one of ${ENV_NAMES.join(', ')}, got ${JSON.stringify(o.env)}`);
   if (o.split !== undefined && !['train', 'valid_seen', 'valid_unseen'].includes(o.split)) throw new EvalError(`split: expected train, valid_seen or valid_unseen, got ${JSON.stringify(o.split)}`);
   for (const [option, v] of [['panelSeed', o.panelSeed], ['samplingSeed', o.samplingSeed]] as const) {
@@ -164,7 +167,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
       result = await runRollout({
         env,
         spec: agentSpec(cfg.env.name),
-        engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: cfg.rollout.maxBatch }),
+        engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: o.maxBatch ?? cfg.rollout.maxBatch }),
         tokenizer,
         tasks: taskPanel(split, panelSeed, tasks),
         groupSize: seeds,
