@@ -8,8 +8,8 @@
 // scaled by a power of two that puts its largest element just under 2^14
 // (grad_scale.ts), as mixed-precision training scales its loss, but per tensor and
 // exactly undone in the product's epilogue. On the H200 that took the Qwen2.5-0.5B
-// training step from 620 to 478 ms (docs/RESULTS.md). Masters, optimizer state, softmax and every reduction stay f32
-// either way.
+// training step from 620 to 478 ms (docs/RESULTS.md). Masters, optimizer state,
+// softmax and every reduction stay f32 either way.
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { gradScale } from './grad_scale.ts';

@@ -13,8 +13,8 @@
 // itself: free for a few rows, but at 32 (four 8-row blocks per column group) it
 // re-read the activations once per column group, and batch-32 decoding of the
 // Qwen2.5-0.5B shapes fell from 4,423 to 4,053 tokens/s on the H200. So the norms
-// fold only up to foldNormMaxRows rows and run as their own dispatch (9 a layer)
-// above.
+// fold only up to foldNormMaxRows rows and run as their own dispatches above (8 a
+// layer).
 //
 // The results equal the op-by-op layer's up to float rounding. The fused ops record
 // no gradient and run on the skinny matmul kernels, so a step takes them only under
