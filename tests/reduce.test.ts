@@ -49,7 +49,7 @@ describe('reduce kernels', () => {
     assert.equal(rk.reduceColsParts(1, 4096, 896), 8);
     assert.equal(rk.reduceColsParts(1, 32768, 4864), 1);
     assert.equal(rk.reduceColsParts(1, 700, 64), 1);
-    // Parts are renormalised so none is empty: 3 parts of 334 rows cover 1,000.
+    // No part shorter than minSpan: 1,000 rows make 3 parts of at least 300.
     assert.equal(rk.reduceColsParts(1, 1000, 64, { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 300 }), 3);
   });
 

@@ -25,4 +25,3 @@ export async function benchDispatch(rt: Runtime): Promise<object[]> {
     { kind: 'dispatch', what: 'submit and wait round trip', us: roundTrip * 1000 },
   ];
 }
-

@@ -21,7 +21,7 @@ export function reduceColsParts(outer: number, r: number, inner: number, policy 
   const blocks = outer * Math.ceil(inner / 32);
   if (blocks >= policy.minWorkgroups) return 1;
   const parts = Math.min(Math.ceil(policy.targetWorkgroups / blocks), Math.floor(r / policy.minSpan));
-  return parts < 2 ? 1 : Math.ceil(r / Math.ceil(r / parts));
+  return parts < 2 ? 1 : parts;
 }
 
 export function reduce(rt: Runtime, op: ReduceOp, x: GPUBuffer, y: GPUBuffer, outer: number, r: number, inner: number): void {
@@ -35,8 +35,9 @@ export function reduce(rt: Runtime, op: ReduceOp, x: GPUBuffer, y: GPUBuffer, ou
 }
 
 /**
- * reduce_cols with R cut into `parts` (at most r): each part's result into pooled
- * scratch [outer, parts, inner], then those combined into y (a mean's parts are
+ * reduce_cols with R cut into `parts` (at most r; fewer where equal spans of
+ * ceil(r / parts) rows cover R sooner, so no part is empty): each part's result into
+ * pooled scratch [outer, parts, inner], then those combined into y (a mean's parts are
  * already scaled by 1/r, so they are summed).
  */
 export function reduceColsInParts(rt: Runtime, op: ReduceOp, x: GPUBuffer, y: GPUBuffer, outer: number, r: number, inner: number, parts: number): void {
