@@ -567,6 +567,318 @@ fn backward_dkv_uniform(@builtin(workgroup_id) wid: vec3u, @builtin(local_invoca
   }
 }
 
+// ---- Register-blocked tiles: real GPUs, head dims that are multiples of 64 ----
+//
+// The tiled kernels above give each invocation single scores and single outputs, each
+// operand read from workgroup memory: two loads per multiply-add. Here 128 invocations
+// form 8 row groups (g = tid / 16) of 16 lanes (x = tid % 16), and each owns a block:
+// scores of RS = BR / 8 rows (g * RS ..) by CJ = BC / 16 keys (x, x + 16, ..) and
+// outputs of 4 rows (g * 4 ..) by KD = HD / 64 vec4 columns (x, x + 16, ..), so one
+// vec4 read from workgroup memory feeds 4 to 16 multiply-adds. Rows sit in workgroup
+// memory as vec4 with one vec4 of padding (8 lanes reading 8 consecutive rows hit
+// distinct banks). P and dS are stored as vec4 of the 4 rows an output block needs:
+// key-major for forward_blocked and backward_dq_blocked (BR = 32, so RS = 4 and a
+// row group's 4 score rows are its 4 output rows), query-major for
+// backward_dkv_blocked, whose outputs are key rows. The row max of each key tile goes
+// through workgroup memory; the row sum stays per invocation until the end.
+// backward_dkv_blocked runs one workgroup per (BC keys, query head), not per kv head,
+// for parallelism: with grouped-query heads it writes per-query-head partials
+// [B, Hq, S, HD] that sum_group adds over the group (no float atomics), with one query
+// head per kv head it writes dk and dv directly.
+
+const BT: u32 = 128u;
+override HD4: u32 = HD / 4u;
+override KD: u32 = HD / 64u;
+override RS: u32 = BR / 8u;
+override CJ: u32 = BC / 16u;
+override QS: u32 = HD / 4u + 1u;
+
+@group(0) @binding(2) var<storage, read> k4: array<vec4f>;
+@group(0) @binding(3) var<storage, read> v4: array<vec4f>;
+@group(0) @binding(8) var<storage, read_write> out_k4: array<vec4f>;
+@group(0) @binding(9) var<storage, read_write> out_v4: array<vec4f>;
+@group(0) @binding(2) var<storage, read_write> sum_out: array<vec4f>;
+
+var<workgroup> bq: array<vec4f, BR * QS>;     // q * scale
+var<workgroup> bdo: array<vec4f, BR * QS>;
+var<workgroup> bk: array<vec4f, BC * QS>;
+var<workgroup> bv: array<vec4f, BC * QS>;
+var<workgroup> bp: array<vec4f, BR * BC / 4u>;  // P (forward, dkv) or dS (dq)
+var<workgroup> bds: array<vec4f, BR * BC / 4u>; // dS (dkv)
+var<workgroup> bred: array<f32, BR * 16u>;      // one value per (row, lane)
+
+// Rows r0 .. r0 + BR of q (times scale) into bq and of dO into bdo; rows past tq are
+// zero. Two functions, since dO shares binding 5 with the forward's output.
+fn blk_load_q(tid: u32, base4: u32, r0: u32) {
+  for (var e = tid; e < BR * HD4; e += BT) {
+    let r = e / HD4;
+    var x = vec4f(0.0);
+    if (r0 + r < p.tq) { x = rows_a[base4 + r0 * HD4 + e] * p.scale; }
+    bq[r * QS + e % HD4] = x;
+  }
+}
+
+fn blk_load_do(tid: u32, base4: u32, r0: u32) {
+  for (var e = tid; e < BR * HD4; e += BT) {
+    let r = e / HD4;
+    var x = vec4f(0.0);
+    if (r0 + r < p.tq) { x = rows_b[base4 + r0 * HD4 + e]; }
+    bdo[r * QS + e % HD4] = x;
+  }
+}
+
+fn blk_load_kv(tid: u32, base4: u32, c0: u32) {
+  for (var e = tid; e < BC * HD4; e += BT) {
+    let c = e / HD4;
+    let d = e % HD4;
+    var kx = vec4f(0.0);
+    var vx = vec4f(0.0);
+    if (c0 + c < p.s) {
+      kx = k4[base4 + (c0 + c) * HD4 + d];
+      vx = v4[base4 + (c0 + c) * HD4 + d];
+    }
+    bk[c * QS + d] = kx;
+    bv[c * QS + d] = vx;
+  }
+}
+
+// The invocation's score block of q against k: entry i * CJ + j is row g * RS + i
+// against key x + 16 j. blk_dov is the same block of dO against v.
+fn blk_qk(g: u32, x: u32) -> array<f32, 8> {
+  var s: array<f32, 8>;
+  for (var d = 0u; d < HD4; d++) {
+    var a: array<vec4f, 4>;
+    var kk: array<vec4f, 2>;
+    for (var i = 0u; i < RS; i++) { a[i] = bq[(g * RS + i) * QS + d]; }
+    for (var j = 0u; j < CJ; j++) { kk[j] = bk[(x + 16u * j) * QS + d]; }
+    for (var i = 0u; i < RS; i++) {
+      for (var j = 0u; j < CJ; j++) { s[i * CJ + j] += dot(a[i], kk[j]); }
+    }
+  }
+  return s;
+}
+
+fn blk_dov(g: u32, x: u32) -> array<f32, 8> {
+  var s: array<f32, 8>;
+  for (var d = 0u; d < HD4; d++) {
+    var a: array<vec4f, 4>;
+    var vv: array<vec4f, 2>;
+    for (var i = 0u; i < RS; i++) { a[i] = bdo[(g * RS + i) * QS + d]; }
+    for (var j = 0u; j < CJ; j++) { vv[j] = bv[(x + 16u * j) * QS + d]; }
+    for (var i = 0u; i < RS; i++) {
+      for (var j = 0u; j < CJ; j++) { s[i * CJ + j] += dot(a[i], vv[j]); }
+    }
+  }
+  return s;
+}
+
+@compute @workgroup_size(BT)
+fn forward_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let b = wid.z;
+  let h = wid.y;
+  let r0 = wid.x * BR;
+  let row0 = (b * p.hq + h) * p.tq;
+  let kbase4 = (b * p.hkv + h / p.group) * p.s_cap * HD4;
+  let pad = pad_of(b);
+  let g = tid / 16u;
+  let x = tid % 16u;
+  blk_load_q(tid, row0 * HD4, r0);
+  var m: array<f32, 4>;
+  var l: array<f32, 4>;
+  var acc: array<vec4f, 8>;
+  for (var i = 0u; i < 4u; i++) { m[i] = MASKED; }
+  let range = key_range(r0, pad);
+  for (var c0 = range.x; c0 < range.y; c0 += BC) {
+    workgroupBarrier();
+    blk_load_kv(tid, kbase4, c0);
+    workgroupBarrier();
+    var s = blk_qk(g, x);
+    for (var i = 0u; i < 4u; i++) {
+      var mx = MASKED;
+      for (var j = 0u; j < CJ; j++) {
+        if (!visible(r0 + g * 4u + i, c0 + x + 16u * j, pad)) { s[i * CJ + j] = MASKED; }
+        mx = max(mx, s[i * CJ + j]);
+      }
+      bred[(g * 4u + i) * 16u + x] = mx;
+    }
+    workgroupBarrier();
+    if (tid < BR) {
+      var mx = MASKED;
+      for (var t = 0u; t < 16u; t++) { mx = max(mx, bred[tid * 16u + t]); }
+      row_m[tid] = mx;
+    }
+    workgroupBarrier();
+    for (var i = 0u; i < 4u; i++) {
+      let mn = max(m[i], row_m[g * 4u + i]);
+      let alpha = exp(m[i] - mn);
+      m[i] = mn;
+      var sum = 0.0;
+      for (var j = 0u; j < CJ; j++) {
+        let sc = s[i * CJ + j];
+        let pr = select(0.0, exp(sc - mn), sc > MASKED);
+        s[i * CJ + j] = pr;
+        sum += pr;
+      }
+      l[i] = l[i] * alpha + sum;
+      for (var kd = 0u; kd < KD; kd++) { acc[i * KD + kd] *= alpha; }
+    }
+    for (var j = 0u; j < CJ; j++) {
+      bp[(x + 16u * j) * (BR / 4u) + g] = vec4f(s[j], s[CJ + j], s[2u * CJ + j], s[3u * CJ + j]);
+    }
+    workgroupBarrier();
+    for (var c = 0u; c < BC; c++) {
+      let pr = bp[c * (BR / 4u) + g];
+      for (var kd = 0u; kd < KD; kd++) {
+        let vv = bv[c * QS + x + 16u * kd];
+        for (var i = 0u; i < 4u; i++) { acc[i * KD + kd] += pr[i] * vv; }
+      }
+    }
+  }
+  workgroupBarrier();
+  for (var i = 0u; i < 4u; i++) { bred[(g * 4u + i) * 16u + x] = l[i]; }
+  workgroupBarrier();
+  for (var i = 0u; i < 4u; i++) {
+    let r = g * 4u + i;
+    if (r0 + r >= p.tq) { continue; }
+    var total = 0.0;
+    for (var t = 0u; t < 16u; t++) { total += bred[r * 16u + t]; }
+    for (var kd = 0u; kd < KD; kd++) {
+      o4[(row0 + r0 + r) * HD4 + x + 16u * kd] = select(vec4f(0.0), acc[i * KD + kd] / total, total > 0.0);
+    }
+    if (x == 0u) { lse[row0 + r0 + r] = select(0.0, m[i] + log(total), total > 0.0); }
+  }
+}
+
+@compute @workgroup_size(BT)
+fn backward_dq_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let b = wid.z;
+  let h = wid.y;
+  let r0 = wid.x * BR;
+  let row0 = (b * p.hq + h) * p.tq;
+  let kbase4 = (b * p.hkv + h / p.group) * p.s_cap * HD4;
+  let pad = pad_of(b);
+  let g = tid / 16u;
+  let x = tid % 16u;
+  blk_load_q(tid, row0 * HD4, r0);
+  blk_load_do(tid, row0 * HD4, r0);
+  load_rows(tid, row0, r0);
+  var dq: array<vec4f, 8>;
+  let range = key_range(r0, pad);
+  for (var c0 = range.x; c0 < range.y; c0 += BC) {
+    workgroupBarrier();
+    blk_load_kv(tid, kbase4, c0);
+    workgroupBarrier();
+    var s = blk_qk(g, x);
+    let dp = blk_dov(g, x);
+    for (var i = 0u; i < 4u; i++) {
+      let r = g * 4u + i;
+      for (var j = 0u; j < CJ; j++) {
+        var ds = 0.0;
+        if (visible(r0 + r, c0 + x + 16u * j, pad)) {
+          ds = exp(s[i * CJ + j] - row_lse[r]) * (dp[i * CJ + j] - row_delta[r]);
+        }
+        s[i * CJ + j] = ds;
+      }
+    }
+    for (var j = 0u; j < CJ; j++) {
+      bp[(x + 16u * j) * (BR / 4u) + g] = vec4f(s[j], s[CJ + j], s[2u * CJ + j], s[3u * CJ + j]);
+    }
+    workgroupBarrier();
+    for (var c = 0u; c < BC; c++) {
+      let ds = bp[c * (BR / 4u) + g];
+      for (var kd = 0u; kd < KD; kd++) {
+        let kv = bk[c * QS + x + 16u * kd];
+        for (var i = 0u; i < 4u; i++) { dq[i * KD + kd] += ds[i] * kv; }
+      }
+    }
+  }
+  for (var i = 0u; i < 4u; i++) {
+    let r = g * 4u + i;
+    if (r0 + r >= p.tq) { continue; }
+    for (var kd = 0u; kd < KD; kd++) { dq4[(row0 + r0 + r) * HD4 + x + 16u * kd] = dq[i * KD + kd] * p.scale; }
+  }
+}
+
+@compute @workgroup_size(BT)
+fn backward_dkv_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let b = wid.z;
+  let h = wid.y;
+  let c0 = wid.x * BC;
+  let hk = h / p.group;
+  let kbase4 = (b * p.hkv + hk) * p.s_cap * HD4;
+  let row0 = (b * p.hq + h) * p.tq;
+  let pad = pad_of(b);
+  let g = tid / 16u;
+  let x = tid % 16u;
+  blk_load_kv(tid, kbase4, c0);
+  var dk: array<vec4f, 8>;
+  var dv: array<vec4f, 8>;
+  // Query rows that can see this key tile: absolute position >= max(c0, pad).
+  var first = max(c0, pad);
+  var r_start = 0u;
+  if (p.causal == 0u) { first = pad; }
+  if (first > p.q_offset) { r_start = ((first - p.q_offset) / BR) * BR; }
+  var r_end = p.tq;
+  if (c0 + BC <= pad || c0 >= p.s) { r_end = 0u; }
+  for (var r0 = r_start; r0 < r_end; r0 += BR) {
+    workgroupBarrier();
+    blk_load_q(tid, row0 * HD4, r0);
+    blk_load_do(tid, row0 * HD4, r0);
+    load_rows(tid, row0, r0);
+    workgroupBarrier();
+    let s = blk_qk(g, x);
+    let dp = blk_dov(g, x);
+    for (var i = 0u; i < RS; i++) {
+      let r = g * RS + i;
+      for (var j = 0u; j < CJ; j++) {
+        let c = x + 16u * j;
+        var pr = 0.0;
+        if (visible(r0 + r, c0 + c, pad)) { pr = exp(s[i * CJ + j] - row_lse[r]); }
+        bp[r * (BC / 4u) + c / 4u][c % 4u] = pr;
+        bds[r * (BC / 4u) + c / 4u][c % 4u] = pr * (dp[i * CJ + j] - row_delta[r]);
+      }
+    }
+    workgroupBarrier();
+    for (var r = 0u; r < BR; r++) {
+      let pr = bp[r * (BC / 4u) + g];
+      let ds = bds[r * (BC / 4u) + g];
+      for (var kd = 0u; kd < KD; kd++) {
+        let dov = bdo[r * QS + x + 16u * kd];
+        let qv = bq[r * QS + x + 16u * kd];
+        for (var i = 0u; i < 4u; i++) {
+          dv[i * KD + kd] += pr[i] * dov;
+          dk[i * KD + kd] += ds[i] * qv;
+        }
+      }
+    }
+  }
+  // One query head per kv head: dk and dv themselves; else this head's partials.
+  let out0 = select((b * p.hq + h) * p.s, (b * p.hkv + hk) * p.s_cap, p.group == 1u);
+  for (var i = 0u; i < 4u; i++) {
+    let key = c0 + g * 4u + i;
+    if (key >= p.s) { continue; }
+    for (var kd = 0u; kd < KD; kd++) {
+      out_k4[(out0 + key) * HD4 + x + 16u * kd] = dk[i * KD + kd];
+      out_v4[(out0 + key) * HD4 + x + 16u * kd] = dv[i * KD + kd];
+    }
+  }
+}
+
+// dk (or dv) of each kv head: the sum of its query heads' partials from
+// backward_dkv_blocked. One invocation per vec4 of the B * Hkv * S * HD output rows.
+@compute @workgroup_size(256)
+fn sum_group(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32, @builtin(num_workgroups) nwg: vec3u) {
+  let e = (wid.y * nwg.x + wid.x) * 256u + tid;
+  if (e >= p.rows) { return; }
+  let c = e % HD4;
+  let j = (e / HD4) % p.s;
+  let bh = e / (HD4 * p.s);
+  let first = (bh / p.hkv) * p.hq + (bh % p.hkv) * p.group;
+  var acc = vec4f(0.0);
+  for (var g = 0u; g < p.group; g++) { acc += rows_a[((first + g) * p.s + j) * HD4 + c]; }
+  sum_out[(bh * p.s_cap + j) * HD4 + c] = acc;
+}
+
 // ---- Decode: a few query rows against the whole cache ----
 //
 // A decode step has one query row per head; the tiled forward would give it a

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ref from '../src/reference/attention.ts';
-import { attentionBackward, attentionForward, attentionPath, attentionSharedBytes, attentionTiles, type AttentionLaunch } from '../src/kernels/attention.ts';
+import {
+  attentionBackward, attentionForward, attentionPath, attentionPolicy, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
+} from '../src/kernels/attention.ts';
 import { randn } from '../src/reference/random.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { ShapeError } from '../src/tensor/errors.ts';
@@ -299,6 +301,44 @@ describe('attention kernel paths', () => {
       assert.throws(() => attentionForward(rt, d, t, t, t, null, empty([64]).buffer, empty([4]).buffer, { path: 'tiled', decode: true }),
         /attention: the decode kernel needs a head dim dividing 256, got 48/);
     });
+  });
+
+  test('blocked kernels match the reference: several query and key tiles, grouped-query partials, padding, a cache', slow, async () => {
+    const cases: Case[] = [
+      // Two query tiles of 32 and three key tiles of 16 (dq) or two of 32; group 2.
+      { b: 2, hq: 4, hkv: 2, tq: 37, hd: 64, pad: [0, 5] },
+      // Group 3: three partials per kv head summed; the padding ends inside a key tile.
+      { b: 1, hq: 3, hkv: 1, tq: 20, hd: 64, pad: [7] },
+      // One query head per kv head: dk, dv written directly; full attention.
+      { b: 2, hq: 2, hkv: 2, tq: 18, hd: 64, pad: [1, 0], causal: false, scale: 0.3 },
+      // Queries at the last positions of a cache with spare capacity (zeroed dk, dv rows).
+      { b: 1, hq: 2, hkv: 1, tq: 3, s: 40, sCap: 44, hd: 64, pad: [2] },
+      // Batch row 1 is padding throughout: zero outputs and gradients.
+      { b: 2, hq: 2, hkv: 1, tq: 6, hd: 64, pad: [0, 6] },
+    ];
+    for (const [n, c] of cases.entries()) await checkLaunch(c, 600 + 10 * n, { path: 'blocked', decode: false });
+  });
+
+  test('the blocked path: head dims 64 and 128 where workgroup memory allows, chosen on real GPUs only when asked', async () => {
+    const small = { maxComputeWorkgroupStorageSize: 32768, maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256 };
+    const large = { ...small, maxComputeWorkgroupStorageSize: 65536 };
+    assert.equal(blockedFits(small, 64), true);
+    assert.equal(blockedFits(small, 128), false);
+    assert.equal(blockedFits(large, 128), true);
+    assert.equal(blockedFits(large, 32), false);
+    assert.equal(blockedFits({ ...small, maxComputeInvocationsPerWorkgroup: 64 }, 64), false);
+    for (const pass of ['forward', 'dq', 'dkv'] as const) assert.ok(blockedSharedBytes(pass, 64) <= 32768, pass);
+    const rt = await gpu();
+    const d = { b: 1, hq: 2, hkv: 1, tq: 8, s: 8, sCap: 8, hd: 64, scale: 0.125, causal: true };
+    attentionPolicy.blocked = true;
+    try {
+      assert.equal(attentionPath(rt, d), rt.caps.compatibility ? 'uniform' : 'blocked');
+      assert.equal(attentionPath(rt, { ...d, hd: 32 }), rt.caps.compatibility ? 'uniform' : 'tiled');
+    } finally {
+      attentionPolicy.blocked = false;
+    }
+    assert.equal(attentionPath(rt, { ...d, hd: 30 }), 'tiled');
+    assert.throws(() => attentionPath(rt, { ...d, hd: 32 }, { path: 'blocked' }), /attention: the blocked kernels need a head dim of 64 or 128 .* got 32/);
   });
 
   test('uniform kernels match the reference across several windows', slow, async () => {

@@ -2,6 +2,7 @@
 
 import type { ArgsDef } from 'citty';
 import type { Backend, GpuOptions } from '../gpu/device.ts';
+import { attentionPolicy } from '../kernels/attention.ts';
 import { tensorCorePolicy } from '../kernels/matmul_precision.ts';
 
 export const gpuArgs = {
@@ -12,12 +13,19 @@ export const gpuArgs = {
     type: 'string',
     description: 'auto (default): large forward and gradient products on f16 tensor cores when the adapter offers them (each gradient scaled by a power of two first); forward: forward products only; off: f32 kernels only',
   },
+  attention: {
+    type: 'string',
+    description: 'tiled (default): flash attention with one score and one output element per invocation; blocked: a block of each per invocation (head dims 64 and 128 where workgroup memory allows; not yet measured against tiled)',
+  },
 } as const satisfies ArgsDef;
 
-/** The adapter options these arguments ask for; also applies --tensor-cores. */
-export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; 'tensor-cores'?: string }): GpuOptions {
+/** The adapter options these arguments ask for; also applies --tensor-cores and --attention. */
+export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; 'tensor-cores'?: string; attention?: string }): GpuOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
+  const attention = args.attention ?? 'tiled';
+  if (attention !== 'tiled' && attention !== 'blocked') throw new Error(`--attention must be tiled or blocked, got "${attention}"`);
+  attentionPolicy.blocked = attention === 'blocked';
   tensorCorePolicy.enabled = mode !== 'off';
   tensorCorePolicy.gradients = mode === 'auto';
   const opts: GpuOptions = {};

@@ -93,11 +93,44 @@ function tilesOrThrow(rt: Runtime, pass: 'forward' | 'backward', d: AttentionDim
 const constants = (d: AttentionDims, t: AttentionTiles) => ({ HD: d.hd, BR: t.br, BC: t.bc, WG: t.wg });
 
 /**
- * `tiled`: the flash kernels with tiles in workgroup memory (real GPUs). `uniform`: the
- * software GPU's kernels, which read keys and values (queries and dO in the dK/dV
- * pass) from 64 KiB uniform-buffer windows; see the end of shaders/attention.wgsl.
+ * `tiled`: the flash kernels with tiles in workgroup memory (real GPUs). `blocked`: the
+ * same tiles with a block of scores and outputs per invocation (head dims that are
+ * multiples of 64). `uniform`: the software GPU's kernels, which read keys and values
+ * (queries and dO in the dK/dV pass) from 64 KiB uniform-buffer windows; see
+ * shaders/attention.wgsl.
  */
-export type AttentionPath = 'tiled' | 'uniform';
+export type AttentionPath = 'tiled' | 'blocked' | 'uniform';
+
+/**
+ * Whether real GPUs take the blocked kernels where they fit (`--attention blocked`).
+ * Off until they are measured against the tiled ones on the H200.
+ */
+export const attentionPolicy = { blocked: false };
+
+/** Invocations of a blocked workgroup (BT in the shader). */
+const BLOCKED_WG = 128;
+/** Query rows and key rows of each blocked pass's tiles (BR, BC in the shader). */
+const BLOCKED_TILES = {
+  forward: { br: 32, bc: 32 },
+  dq: { br: 32, bc: 16 },
+  dkv: { br: 16, bc: 32 },
+} as const;
+
+/** Bytes of workgroup memory a blocked pass takes (the shader's arrays it uses). */
+export function blockedSharedBytes(pass: keyof typeof BLOCKED_TILES, hd: number): number {
+  const { br, bc } = BLOCKED_TILES[pass];
+  const row = (hd / 4 + 1) * 16;
+  if (pass === 'forward') return (br + 2 * bc) * row + br * bc * 4 + br * 16 * 4 + br * 4;
+  if (pass === 'dq') return (2 * br + 2 * bc) * row + br * bc * 4 + 2 * br * 4;
+  return (2 * br + 2 * bc) * row + 2 * br * bc * 4 + 2 * br * 4;
+}
+
+/** Whether the blocked kernels run this head dim within these limits. */
+export function blockedFits(limits: TileLimits, hd: number): boolean {
+  if (hd % 64 !== 0 || hd > 128) return false;
+  if (BLOCKED_WG > limits.maxComputeInvocationsPerWorkgroup || BLOCKED_WG > limits.maxComputeWorkgroupSizeX) return false;
+  return (['forward', 'dq', 'dkv'] as const).every((pass) => blockedSharedBytes(pass, hd) <= limits.maxComputeWorkgroupStorageSize);
+}
 
 export interface AttentionLaunch {
   /** Default: `uniform` on the software GPU (compatibility mode) when the head dim allows, else `tiled`. */
@@ -138,9 +171,17 @@ function uniformFits(rt: Runtime, hd: number): boolean {
  * 2,610 ms and backward 7,890 ms, the uniform ones 73 and 220 ms.
  */
 export function attentionPath(rt: Runtime, d: AttentionDims, launch: AttentionLaunch = {}): AttentionPath {
-  const path = launch.path ?? (rt.caps.compatibility && uniformFits(rt, d.hd) ? 'uniform' : 'tiled');
+  const path = launch.path ?? defaultPath(rt, d.hd);
   if (path === 'uniform' && !uniformFits(rt, d.hd)) throw new Error(`attention: the uniform kernels need a head dim that is a multiple of 4 up to ${UNIFORM_MAX_HD}, got ${d.hd}`);
+  if (path === 'blocked' && !blockedFits(rt.gpu.limits, d.hd)) {
+    throw new Error(`attention: the blocked kernels need a head dim of 64 or 128 whose tiles fit ${rt.gpu.limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory, got ${d.hd}`);
+  }
   return path;
+}
+
+function defaultPath(rt: Runtime, hd: number): AttentionPath {
+  if (rt.caps.compatibility && uniformFits(rt, hd)) return 'uniform';
+  return attentionPolicy.blocked && blockedFits(rt.gpu.limits, hd) ? 'blocked' : 'tiled';
 }
 
 function windowRows(d: AttentionDims, launch: AttentionLaunch): number {
@@ -227,16 +268,26 @@ export function attentionForward(
     forwardUniform(rt, d, q, k, v, padLeft, o, lse, windowRows(d, launch));
     return;
   }
+  const path = attentionPath(rt, d, launch);
   const decode = launch.decode ?? (d.tq <= DECODE_MAX_ROWS && decodeFits(d.hd));
   if (decode) {
     if (!decodeFits(d.hd)) throw new Error(`attention: the decode kernel needs a head dim dividing ${DECODE_WG}, got ${d.hd}`);
     rt.dispatch(rt.kernel('attention', 'decode', { HD: d.hd }), [q, k, v, padLeft ?? q, o, lse], params(d, !!padLeft).u, [d.tq, d.hq, d.b]);
     return;
   }
+  if (path === 'blocked') {
+    const t = BLOCKED_TILES.forward;
+    rt.dispatch(rt.kernel('attention', 'forward_blocked', blockedConstants(d, 'forward')), [q, k, v, padLeft ?? q, o, lse], params(d, !!padLeft).u,
+      [Math.ceil(d.tq / t.br), d.hq, d.b]);
+    return;
+  }
   const t = tilesOrThrow(rt, 'forward', d);
   rt.dispatch(rt.kernel('attention', 'forward', constants(d, t)), [q, k, v, padLeft ?? q, o, lse], params(d, !!padLeft).u,
     [Math.ceil(d.tq / t.br), d.hq, d.b]);
 }
+
+const blockedConstants = (d: AttentionDims, pass: keyof typeof BLOCKED_TILES) =>
+  ({ HD: d.hd, BR: BLOCKED_TILES[pass].br, BC: BLOCKED_TILES[pass].bc, WG: BLOCKED_WG });
 
 export interface AttentionGrads {
   dq: GPUBuffer | null;
@@ -258,8 +309,13 @@ export function attentionBackward(
   const p = params(d, !!padLeft).u;
   const rows = d.b * d.hq * d.tq;
   rt.dispatch(rt.kernel('attention', 'delta', { HD: d.hd }), [o, dO, delta], p, grid1d(rows));
-  if (attentionPath(rt, d, launch) === 'uniform') {
+  const path = attentionPath(rt, d, launch);
+  if (path === 'uniform') {
     backwardUniform(rt, d, q, k, v, padLeft, dO, lse, delta, grads, windowRows(d, launch));
+    return;
+  }
+  if (path === 'blocked') {
+    backwardBlocked(rt, d, q, k, v, padLeft, dO, lse, delta, grads);
     return;
   }
   const t = tilesOrThrow(rt, 'backward', d);
@@ -336,6 +392,46 @@ function backwardUniform(
           windowParams(d, !!padLeft, hi, c * per, per), [Math.ceil(d.s / UWG)]);
       }
     }
+  }
+  if (!grads.dk) rt.pool.release(dk);
+  if (!grads.dv) rt.pool.release(dv);
+}
+
+function backwardBlocked(
+  rt: Runtime, d: AttentionDims,
+  q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, padLeft: GPUBuffer | null,
+  dO: GPUBuffer, lse: GPUBuffer, delta: GPUBuffer, grads: AttentionGrads,
+): void {
+  const p = params(d, !!padLeft).u;
+  const pad = padLeft ?? q;
+  if (grads.dq) {
+    rt.dispatch(rt.kernel('attention', 'backward_dq_blocked', blockedConstants(d, 'dq')), [q, k, v, pad, dO, lse, delta, grads.dq], p,
+      [Math.ceil(d.tq / BLOCKED_TILES.dq.br), d.hq, d.b]);
+  }
+  if (!grads.dk && !grads.dv) return;
+  const kvBytes = d.b * d.hkv * d.sCap * d.hd * 4;
+  const dk = grads.dk ?? rt.pool.acquire(kvBytes);
+  const dv = grads.dv ?? rt.pool.acquire(kvBytes);
+  if (d.s < d.sCap) {
+    rt.clear(dk, 0, kvBytes);
+    rt.clear(dv, 0, kvBytes);
+  }
+  const group = d.hq / d.hkv;
+  // With grouped-query heads each query head's dk, dv partials [B, Hq, S, HD] first.
+  const partBytes = d.b * d.hq * d.s * d.hd * 4;
+  const partK = group === 1 ? dk : rt.pool.acquire(partBytes);
+  const partV = group === 1 ? dv : rt.pool.acquire(partBytes);
+  rt.dispatch(rt.kernel('attention', 'backward_dkv_blocked', blockedConstants(d, 'dkv')), [q, k, v, pad, dO, lse, delta, partK, partV], p,
+    [Math.ceil(d.s / BLOCKED_TILES.dkv.bc), d.hq, d.b]);
+  if (group > 1) {
+    const sum = rt.kernel('attention', 'sum_group', { HD: d.hd });
+    const vec4s = d.b * d.hkv * d.s * (d.hd / 4);
+    const ps = params(d, !!padLeft);
+    ps.u[9] = vec4s;
+    rt.dispatch(sum, [partK, dk], ps.u, grid1d(vec4s));
+    rt.dispatch(sum, [partV, dv], ps.u, grid1d(vec4s));
+    rt.pool.release(partK);
+    rt.pool.release(partV);
   }
   if (!grads.dk) rt.pool.release(dk);
   if (!grads.dv) rt.pool.release(dv);
