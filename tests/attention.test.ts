@@ -218,6 +218,24 @@ describe('attention', () => {
     });
   });
 
+  test('the blocked kernels\' backward passes finite differences (grouped-query partials, padding)', slow, async () => {
+    await gpu();
+    const [b, hq, hkv, t, hd] = [2, 4, 2, 35, 64];
+    attentionPolicy.path = 'blocked';
+    try {
+      await scopeAsync(async () => {
+        const padLeft = tensor(Int32Array.from([0, 3]), [b]);
+        await gradCheck((q, k, v) => attention(q, k, v, { padLeft }), [
+          { data: randn(b * hq * t * hd, 211), shape: [b, hq, t, hd] },
+          { data: randn(b * hkv * t * hd, 212), shape: [b, hkv, t, hd] },
+          { data: randn(b * hkv * t * hd, 213), shape: [b, hkv, t, hd] },
+        ], { probe: 8, label: 'attention blocked' });
+      });
+    } finally {
+      attentionPolicy.path = 'auto';
+    }
+  });
+
   test('bad shapes and dtypes are refused naming the op', slow, async () => {
     await gpu();
     await scopeAsync(async () => {
@@ -319,7 +337,7 @@ describe('attention kernel paths', () => {
     for (const [n, c] of cases.entries()) await checkLaunch(c, 600 + 10 * n, { path: 'blocked', decode: false });
   });
 
-  test('the blocked path: head dims 64 and 128 where workgroup memory allows, chosen on real GPUs only when asked', async () => {
+  test('the blocked path: head dims 64 and 128 where workgroup memory allows, taken only when asked', async () => {
     const small = { maxComputeWorkgroupStorageSize: 32768, maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256 };
     const large = { ...small, maxComputeWorkgroupStorageSize: 65536 };
     assert.equal(blockedFits(small, 64), true);
@@ -330,15 +348,15 @@ describe('attention kernel paths', () => {
     for (const pass of ['forward', 'dq', 'dkv'] as const) assert.ok(blockedSharedBytes(pass, 64) <= 32768, pass);
     const rt = await gpu();
     const d = { b: 1, hq: 2, hkv: 1, tq: 8, s: 8, sCap: 8, hd: 64, scale: 0.125, causal: true };
-    attentionPolicy.blocked = true;
+    attentionPolicy.path = 'blocked';
     try {
-      assert.equal(attentionPath(rt, d), rt.caps.compatibility ? 'uniform' : 'blocked');
-      assert.equal(attentionPath(rt, { ...d, hd: 32 }), rt.caps.compatibility ? 'uniform' : 'tiled');
+      assert.equal(attentionPath(rt, d), 'blocked');
+      assert.equal(attentionPath(rt, d, { path: 'tiled' }), 'tiled');
+      assert.throws(() => attentionPath(rt, { ...d, hd: 32 }), /attention: the blocked kernels need a head dim of 64 or 128 .* got 32/);
     } finally {
-      attentionPolicy.blocked = false;
+      attentionPolicy.path = 'auto';
     }
-    assert.equal(attentionPath(rt, { ...d, hd: 30 }), 'tiled');
-    assert.throws(() => attentionPath(rt, { ...d, hd: 32 }, { path: 'blocked' }), /attention: the blocked kernels need a head dim of 64 or 128 .* got 32/);
+    assert.equal(attentionPath(rt, d), rt.caps.compatibility ? 'uniform' : 'tiled');
   });
 
   test('uniform kernels match the reference across several windows', slow, async () => {

@@ -15,7 +15,7 @@ export const gpuArgs = {
   },
   attention: {
     type: 'string',
-    description: 'tiled (default): flash attention with one score and one output element per invocation; blocked: a block of each per invocation (head dims 64 and 128 where workgroup memory allows; not yet measured against tiled)',
+    description: 'auto (default): uniform-buffer kernels on the software GPU, tiled elsewhere; tiled: flash attention with one score and one output element per invocation; blocked: a block of each per invocation (head dims 64 and 128 where workgroup memory allows; not yet measured against tiled); uniform: the software GPU\'s kernels',
   },
 } as const satisfies ArgsDef;
 
@@ -23,9 +23,11 @@ export const gpuArgs = {
 export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; 'tensor-cores'?: string; attention?: string }): GpuOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
-  const attention = args.attention ?? 'tiled';
-  if (attention !== 'tiled' && attention !== 'blocked') throw new Error(`--attention must be tiled or blocked, got "${attention}"`);
-  attentionPolicy.blocked = attention === 'blocked';
+  const attention = args.attention ?? 'auto';
+  if (attention !== 'auto' && attention !== 'tiled' && attention !== 'blocked' && attention !== 'uniform') {
+    throw new Error(`--attention must be auto, tiled, blocked or uniform, got "${attention}"`);
+  }
+  attentionPolicy.path = attention;
   tensorCorePolicy.enabled = mode !== 'off';
   tensorCorePolicy.gradients = mode === 'auto';
   const opts: GpuOptions = {};

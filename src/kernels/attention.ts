@@ -102,10 +102,11 @@ const constants = (d: AttentionDims, t: AttentionTiles) => ({ HD: d.hd, BR: t.br
 export type AttentionPath = 'tiled' | 'blocked' | 'uniform';
 
 /**
- * Whether real GPUs take the blocked kernels where they fit (`--attention blocked`).
- * Off until they are measured against the tiled ones on the H200.
+ * The path every attention call takes unless its launch names one (`--attention`).
+ * `auto`: uniform on the software GPU where the head dim allows, else tiled; blocked
+ * stays opt-in until it is measured against tiled on the H200.
  */
-export const attentionPolicy = { blocked: false };
+export const attentionPolicy: { path: 'auto' | AttentionPath } = { path: 'auto' };
 
 /** Invocations of a blocked workgroup (BT in the shader). */
 const BLOCKED_WG = 128;
@@ -180,8 +181,8 @@ export function attentionPath(rt: Runtime, d: AttentionDims, launch: AttentionLa
 }
 
 function defaultPath(rt: Runtime, hd: number): AttentionPath {
-  if (rt.caps.compatibility && uniformFits(rt, hd)) return 'uniform';
-  return attentionPolicy.blocked && blockedFits(rt.gpu.limits, hd) ? 'blocked' : 'tiled';
+  if (attentionPolicy.path !== 'auto') return attentionPolicy.path;
+  return rt.caps.compatibility && uniformFits(rt, hd) ? 'uniform' : 'tiled';
 }
 
 function windowRows(d: AttentionDims, launch: AttentionLaunch): number {
