@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { benchAttention } from '../src/bench/kernels.ts';
 import { attentionPolicy } from '../src/kernels/attention.ts';
+import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { gpu } from './support/gpu.ts';
 
 interface Row {
@@ -28,5 +29,17 @@ describe('attention bench', () => {
       for (const [name, x] of Object.entries(diff)) assert.ok(x < 1e-4, `${r.path} ${name} differs by ${x}`);
     }
     assert.equal(attentionPolicy.path, 'auto', 'the bench puts the policy back');
+  });
+
+  test('--attention sets the path policy; anything else is refused', () => {
+    try {
+      gpuOptions({ attention: 'blocked' });
+      assert.equal(attentionPolicy.path, 'blocked');
+      gpuOptions({});
+      assert.equal(attentionPolicy.path, 'auto');
+      assert.throws(() => gpuOptions({ attention: 'flash' }), /--attention must be auto, tiled, blocked or uniform, got "flash"/);
+    } finally {
+      attentionPolicy.path = 'auto';
+    }
   });
 });
