@@ -592,6 +592,11 @@ override KD: u32 = HD / 64u;
 override RS: u32 = BR / 8u;
 override CJ: u32 = BC / 16u;
 override QS: u32 = HD / 4u + 1u;
+// Query-row tensors staged: 1 (q, the forward) or 2 (q, then dO); only the backward
+// passes can spare the workgroup memory for dO.
+override NQ: u32 = 1u;
+const DO_AT: u32 = 1u;
+const V_AT: u32 = 1u;
 
 @group(0) @binding(2) var<storage, read> k4: array<vec4f>;
 @group(0) @binding(3) var<storage, read> v4: array<vec4f>;
@@ -599,22 +604,25 @@ override QS: u32 = HD / 4u + 1u;
 @group(0) @binding(9) var<storage, read_write> out_v4: array<vec4f>;
 @group(0) @binding(2) var<storage, read_write> sum_out: array<vec4f>;
 
-var<workgroup> bq: array<vec4f, BR * QS>;     // q * scale
-var<workgroup> bdo: array<vec4f, BR * QS>;
-var<workgroup> bk: array<vec4f, BC * QS>;
-var<workgroup> bv: array<vec4f, BC * QS>;
+var<workgroup> bq: array<vec4f, NQ * BR * QS>;  // q * scale, then dO
+var<workgroup> bkv: array<vec4f, 2u * BC * QS>; // k, then v
 var<workgroup> bp: array<vec4f, BR * BC / 4u>;  // P (forward, dkv) or dS (dq)
 var<workgroup> bds: array<vec4f, BR * BC / 4u>; // dS (dkv)
 var<workgroup> bred: array<f32, BR * 16u>;      // one value per (row, lane)
 
-// Rows r0 .. r0 + BR of q (times scale) into bq and of dO into bdo; rows past tq are
-// zero. Two functions, since dO shares binding 5 with the forward's output.
+// Row r, vec4 column c of the staged q (`which` 0) or dO (DO_AT), k (0) or v (V_AT).
+fn at_q(which: u32, r: u32, c: u32) -> u32 { return (which * BR + r) * QS + c; }
+fn at_k(which: u32, r: u32, c: u32) -> u32 { return (which * BC + r) * QS + c; }
+
+// Rows r0 .. r0 + BR of q (times scale) and, in the backward passes, of dO; rows past
+// tq are zero. dO comes in through its own function: it shares binding 5 with the
+// forward's output.
 fn blk_load_q(tid: u32, base4: u32, r0: u32) {
   for (var e = tid; e < BR * HD4; e += BT) {
     let r = e / HD4;
     var x = vec4f(0.0);
     if (r0 + r < p.tq) { x = rows_a[base4 + r0 * HD4 + e] * p.scale; }
-    bq[r * QS + e % HD4] = x;
+    bq[at_q(0u, r, e % HD4)] = x;
   }
 }
 
@@ -623,7 +631,7 @@ fn blk_load_do(tid: u32, base4: u32, r0: u32) {
     let r = e / HD4;
     var x = vec4f(0.0);
     if (r0 + r < p.tq) { x = rows_b[base4 + r0 * HD4 + e]; }
-    bdo[r * QS + e % HD4] = x;
+    bq[at_q(DO_AT, r, e % HD4)] = x;
   }
 }
 
@@ -637,36 +645,22 @@ fn blk_load_kv(tid: u32, base4: u32, c0: u32) {
       kx = k4[base4 + (c0 + c) * HD4 + d];
       vx = v4[base4 + (c0 + c) * HD4 + d];
     }
-    bk[c * QS + d] = kx;
-    bv[c * QS + d] = vx;
+    bkv[at_k(0u, c, d)] = kx;
+    bkv[at_k(V_AT, c, d)] = vx;
   }
 }
 
-// The invocation's score block of q against k: entry i * CJ + j is row g * RS + i
-// against key x + 16 j. blk_dov is the same block of dO against v.
-fn blk_qk(g: u32, x: u32) -> array<f32, 8> {
+// The invocation's score block of staged query rows `qi` (q or dO) against staged key
+// rows `ki` (k or v): entry i * CJ + j is row g * RS + i against key x + 16 j.
+fn blk_scores(g: u32, x: u32, qi: u32, ki: u32) -> array<f32, 8> {
   var s: array<f32, 8>;
   for (var d = 0u; d < HD4; d++) {
     var a: array<vec4f, 4>;
     var kk: array<vec4f, 2>;
-    for (var i = 0u; i < RS; i++) { a[i] = bq[(g * RS + i) * QS + d]; }
-    for (var j = 0u; j < CJ; j++) { kk[j] = bk[(x + 16u * j) * QS + d]; }
+    for (var i = 0u; i < RS; i++) { a[i] = bq[at_q(qi, g * RS + i, d)]; }
+    for (var j = 0u; j < CJ; j++) { kk[j] = bkv[at_k(ki, x + 16u * j, d)]; }
     for (var i = 0u; i < RS; i++) {
       for (var j = 0u; j < CJ; j++) { s[i * CJ + j] += dot(a[i], kk[j]); }
-    }
-  }
-  return s;
-}
-
-fn blk_dov(g: u32, x: u32) -> array<f32, 8> {
-  var s: array<f32, 8>;
-  for (var d = 0u; d < HD4; d++) {
-    var a: array<vec4f, 4>;
-    var vv: array<vec4f, 2>;
-    for (var i = 0u; i < RS; i++) { a[i] = bdo[(g * RS + i) * QS + d]; }
-    for (var j = 0u; j < CJ; j++) { vv[j] = bv[(x + 16u * j) * QS + d]; }
-    for (var i = 0u; i < RS; i++) {
-      for (var j = 0u; j < CJ; j++) { s[i * CJ + j] += dot(a[i], vv[j]); }
     }
   }
   return s;
@@ -692,7 +686,7 @@ fn forward_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_
     workgroupBarrier();
     blk_load_kv(tid, kbase4, c0);
     workgroupBarrier();
-    var s = blk_qk(g, x);
+    var s = blk_scores(g, x, 0u, 0u);
     for (var i = 0u; i < 4u; i++) {
       var mx = MASKED;
       for (var j = 0u; j < CJ; j++) {
@@ -729,7 +723,7 @@ fn forward_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_
     for (var c = 0u; c < BC; c++) {
       let pr = bp[c * (BR / 4u) + g];
       for (var kd = 0u; kd < KD; kd++) {
-        let vv = bv[c * QS + x + 16u * kd];
+        let vv = bkv[at_k(V_AT, c, x + 16u * kd)];
         for (var i = 0u; i < 4u; i++) { acc[i * KD + kd] += pr[i] * vv; }
       }
     }
@@ -768,8 +762,8 @@ fn backward_dq_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocat
     workgroupBarrier();
     blk_load_kv(tid, kbase4, c0);
     workgroupBarrier();
-    var s = blk_qk(g, x);
-    let dp = blk_dov(g, x);
+    var s = blk_scores(g, x, 0u, 0u);
+    let dp = blk_scores(g, x, DO_AT, V_AT);
     for (var i = 0u; i < 4u; i++) {
       let r = g * 4u + i;
       for (var j = 0u; j < CJ; j++) {
@@ -787,7 +781,7 @@ fn backward_dq_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocat
     for (var c = 0u; c < BC; c++) {
       let ds = bp[c * (BR / 4u) + g];
       for (var kd = 0u; kd < KD; kd++) {
-        let kv = bk[c * QS + x + 16u * kd];
+        let kv = bkv[at_k(0u, c, x + 16u * kd)];
         for (var i = 0u; i < 4u; i++) { dq[i * KD + kd] += ds[i] * kv; }
       }
     }
@@ -826,8 +820,8 @@ fn backward_dkv_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invoca
     blk_load_do(tid, row0 * HD4, r0);
     load_rows(tid, row0, r0);
     workgroupBarrier();
-    let s = blk_qk(g, x);
-    let dp = blk_dov(g, x);
+    let s = blk_scores(g, x, 0u, 0u);
+    let dp = blk_scores(g, x, DO_AT, V_AT);
     for (var i = 0u; i < RS; i++) {
       let r = g * RS + i;
       for (var j = 0u; j < CJ; j++) {
@@ -843,8 +837,8 @@ fn backward_dkv_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invoca
       let pr = bp[r * (BC / 4u) + g];
       let ds = bds[r * (BC / 4u) + g];
       for (var kd = 0u; kd < KD; kd++) {
-        let dov = bdo[r * QS + x + 16u * kd];
-        let qv = bq[r * QS + x + 16u * kd];
+        let dov = bq[at_q(DO_AT, r, x + 16u * kd)];
+        let qv = bq[at_q(0u, r, x + 16u * kd)];
         for (var i = 0u; i < 4u; i++) {
           dv[i * KD + kd] += pr[i] * dov;
           dk[i * KD + kd] += ds[i] * qv;

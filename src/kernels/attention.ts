@@ -288,7 +288,7 @@ export function attentionForward(
 }
 
 const blockedConstants = (d: AttentionDims, pass: keyof typeof BLOCKED_TILES) =>
-  ({ HD: d.hd, BR: BLOCKED_TILES[pass].br, BC: BLOCKED_TILES[pass].bc, WG: BLOCKED_WG });
+  ({ HD: d.hd, BR: BLOCKED_TILES[pass].br, BC: BLOCKED_TILES[pass].bc, WG: BLOCKED_WG, NQ: pass === 'forward' ? 1 : 2 });
 
 export interface AttentionGrads {
   dq: GPUBuffer | null;
@@ -322,17 +322,10 @@ export function attentionBackward(
   const t = tilesOrThrow(rt, 'backward', d);
   const pad = padLeft ?? q;
   if (grads.dk || grads.dv) {
-    const kvBytes = d.b * d.hkv * d.sCap * d.hd * 4;
-    const dk = grads.dk ?? rt.pool.acquire(kvBytes);
-    const dv = grads.dv ?? rt.pool.acquire(kvBytes);
-    if (d.s < d.sCap) {
-      rt.clear(dk, 0, kvBytes);
-      rt.clear(dv, 0, kvBytes);
-    }
-    rt.dispatch(rt.kernel('attention', 'backward_dkv', constants(d, t)), [q, k, v, pad, dO, lse, delta, dk, dv], p,
-      [Math.ceil(d.s / t.bc), d.hkv, d.b]);
-    if (!grads.dk) rt.pool.release(dk);
-    if (!grads.dv) rt.pool.release(dv);
+    withKvGrads(rt, d, grads, (dk, dv) => {
+      rt.dispatch(rt.kernel('attention', 'backward_dkv', constants(d, t)), [q, k, v, pad, dO, lse, delta, dk, dv], p,
+        [Math.ceil(d.s / t.bc), d.hkv, d.b]);
+    });
   }
   if (grads.dq) {
     rt.dispatch(rt.kernel('attention', 'backward_dq', constants(d, t)), [q, k, v, pad, dO, lse, delta, grads.dq], p,
@@ -410,21 +403,15 @@ function backwardBlocked(
       [Math.ceil(d.tq / BLOCKED_TILES.dq.br), d.hq, d.b]);
   }
   if (!grads.dk && !grads.dv) return;
-  const kvBytes = d.b * d.hkv * d.sCap * d.hd * 4;
-  const dk = grads.dk ?? rt.pool.acquire(kvBytes);
-  const dv = grads.dv ?? rt.pool.acquire(kvBytes);
-  if (d.s < d.sCap) {
-    rt.clear(dk, 0, kvBytes);
-    rt.clear(dv, 0, kvBytes);
-  }
-  const group = d.hq / d.hkv;
-  // With grouped-query heads each query head's dk, dv partials [B, Hq, S, HD] first.
-  const partBytes = d.b * d.hq * d.s * d.hd * 4;
-  const partK = group === 1 ? dk : rt.pool.acquire(partBytes);
-  const partV = group === 1 ? dv : rt.pool.acquire(partBytes);
-  rt.dispatch(rt.kernel('attention', 'backward_dkv_blocked', blockedConstants(d, 'dkv')), [q, k, v, pad, dO, lse, delta, partK, partV], p,
-    [Math.ceil(d.s / BLOCKED_TILES.dkv.bc), d.hq, d.b]);
-  if (group > 1) {
+  withKvGrads(rt, d, grads, (dk, dv) => {
+    const group = d.hq / d.hkv;
+    // With grouped-query heads each query head's dk, dv partials [B, Hq, S, HD] first.
+    const partBytes = d.b * d.hq * d.s * d.hd * 4;
+    const partK = group === 1 ? dk : rt.pool.acquire(partBytes);
+    const partV = group === 1 ? dv : rt.pool.acquire(partBytes);
+    rt.dispatch(rt.kernel('attention', 'backward_dkv_blocked', blockedConstants(d, 'dkv')), [q, k, v, pad, dO, lse, delta, partK, partV], p,
+      [Math.ceil(d.s / BLOCKED_TILES.dkv.bc), d.hq, d.b]);
+    if (group === 1) return;
     const sum = rt.kernel('attention', 'sum_group', { HD: d.hd });
     const vec4s = d.b * d.hkv * d.s * (d.hd / 4);
     const ps = params(d, !!padLeft);
@@ -433,7 +420,22 @@ function backwardBlocked(
     rt.dispatch(sum, [partV, dv], ps.u, grid1d(vec4s));
     rt.pool.release(partK);
     rt.pool.release(partV);
+  });
+}
+
+/**
+ * Runs `fill` with dk and dv buffers (pooled scratch for the one nobody asked for), their
+ * key rows in [s, sCap) zeroed first, since the kernels write only the first s.
+ */
+function withKvGrads(rt: Runtime, d: AttentionDims, grads: AttentionGrads, fill: (dk: GPUBuffer, dv: GPUBuffer) => void): void {
+  const kvBytes = d.b * d.hkv * d.sCap * d.hd * 4;
+  const dk = grads.dk ?? rt.pool.acquire(kvBytes);
+  const dv = grads.dv ?? rt.pool.acquire(kvBytes);
+  if (d.s < d.sCap) {
+    rt.clear(dk, 0, kvBytes);
+    rt.clear(dv, 0, kvBytes);
   }
+  fill(dk, dv);
   if (!grads.dk) rt.pool.release(dk);
   if (!grads.dv) rt.pool.release(dv);
 }
