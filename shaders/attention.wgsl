@@ -666,14 +666,23 @@ fn blk_scores(g: u32, x: u32, qi: u32, ki: u32) -> array<f32, 8> {
   return s;
 }
 
-@compute @workgroup_size(BT)
-fn forward_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+// The query tile of a forward_blocked or backward_dq_blocked workgroup (x: tile, y:
+// query head, z: batch row): its first row, the head's first row, the vec4 offset of
+// its kv head's keys, the batch row's padding.
+struct QueryTile { r0: u32, row0: u32, kbase4: u32, pad: u32 }
+
+fn query_tile(wid: vec3u) -> QueryTile {
   let b = wid.z;
   let h = wid.y;
-  let r0 = wid.x * BR;
-  let row0 = (b * p.hq + h) * p.tq;
-  let kbase4 = (b * p.hkv + h / p.group) * p.s_cap * HD4;
-  let pad = pad_of(b);
+  return QueryTile(wid.x * BR, (b * p.hq + h) * p.tq, (b * p.hkv + h / p.group) * p.s_cap * HD4, pad_of(b));
+}
+
+@compute @workgroup_size(BT)
+fn forward_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let tile = query_tile(wid);
+  let r0 = tile.r0;
+  let row0 = tile.row0;
+  let pad = tile.pad;
   let g = tid / 16u;
   let x = tid % 16u;
   blk_load_q(tid, row0 * HD4, r0);
@@ -684,7 +693,7 @@ fn forward_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_
   let range = key_range(r0, pad);
   for (var c0 = range.x; c0 < range.y; c0 += BC) {
     workgroupBarrier();
-    blk_load_kv(tid, kbase4, c0);
+    blk_load_kv(tid, tile.kbase4, c0);
     workgroupBarrier();
     var s = blk_scores(g, x, 0u, 0u);
     for (var i = 0u; i < 4u; i++) {
@@ -745,12 +754,10 @@ fn forward_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_
 
 @compute @workgroup_size(BT)
 fn backward_dq_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
-  let b = wid.z;
-  let h = wid.y;
-  let r0 = wid.x * BR;
-  let row0 = (b * p.hq + h) * p.tq;
-  let kbase4 = (b * p.hkv + h / p.group) * p.s_cap * HD4;
-  let pad = pad_of(b);
+  let tile = query_tile(wid);
+  let r0 = tile.r0;
+  let row0 = tile.row0;
+  let pad = tile.pad;
   let g = tid / 16u;
   let x = tid % 16u;
   blk_load_q(tid, row0 * HD4, r0);
@@ -760,7 +767,7 @@ fn backward_dq_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocat
   let range = key_range(r0, pad);
   for (var c0 = range.x; c0 < range.y; c0 += BC) {
     workgroupBarrier();
-    blk_load_kv(tid, kbase4, c0);
+    blk_load_kv(tid, tile.kbase4, c0);
     workgroupBarrier();
     var s = blk_scores(g, x, 0u, 0u);
     let dp = blk_scores(g, x, DO_AT, V_AT);
