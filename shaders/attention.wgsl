@@ -666,6 +666,25 @@ fn blk_scores(g: u32, x: u32, qi: u32, ki: u32) -> array<f32, 8> {
   return s;
 }
 
+// The score block (RS = 4) into bp key-major: key x + 16 j's vec4 holds rows g * 4 ..
+fn blk_put_key_major(g: u32, x: u32, s: array<f32, 8>) {
+  for (var j = 0u; j < CJ; j++) {
+    bp[(x + 16u * j) * (BR / 4u) + g] = vec4f(s[j], s[CJ + j], s[2u * CJ + j], s[3u * CJ + j]);
+  }
+}
+
+// acc[i * KD + kd] += sum over keys c of bp[c][row g * 4 + i] * staged row c (k or v,
+// `ki`), vec4 column x + 16 kd: P V in the forward, dS K in backward_dq_blocked.
+fn blk_accumulate(acc: ptr<function, array<vec4f, 8>>, g: u32, x: u32, ki: u32) {
+  for (var c = 0u; c < BC; c++) {
+    let w = bp[c * (BR / 4u) + g];
+    for (var kd = 0u; kd < KD; kd++) {
+      let row = bkv[at_k(ki, c, x + 16u * kd)];
+      for (var i = 0u; i < 4u; i++) { (*acc)[i * KD + kd] += w[i] * row; }
+    }
+  }
+}
+
 // The query tile of a forward_blocked or backward_dq_blocked workgroup (x: tile, y:
 // query head, z: batch row): its first row, the head's first row, the vec4 offset of
 // its kv head's keys, the batch row's padding.
@@ -725,17 +744,9 @@ fn forward_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_
       l[i] = l[i] * alpha + sum;
       for (var kd = 0u; kd < KD; kd++) { acc[i * KD + kd] *= alpha; }
     }
-    for (var j = 0u; j < CJ; j++) {
-      bp[(x + 16u * j) * (BR / 4u) + g] = vec4f(s[j], s[CJ + j], s[2u * CJ + j], s[3u * CJ + j]);
-    }
+    blk_put_key_major(g, x, s);
     workgroupBarrier();
-    for (var c = 0u; c < BC; c++) {
-      let pr = bp[c * (BR / 4u) + g];
-      for (var kd = 0u; kd < KD; kd++) {
-        let vv = bkv[at_k(V_AT, c, x + 16u * kd)];
-        for (var i = 0u; i < 4u; i++) { acc[i * KD + kd] += pr[i] * vv; }
-      }
-    }
+    blk_accumulate(&acc, g, x, V_AT);
   }
   workgroupBarrier();
   for (var i = 0u; i < 4u; i++) { bred[(g * 4u + i) * 16u + x] = l[i]; }
@@ -781,17 +792,9 @@ fn backward_dq_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocat
         s[i * CJ + j] = ds;
       }
     }
-    for (var j = 0u; j < CJ; j++) {
-      bp[(x + 16u * j) * (BR / 4u) + g] = vec4f(s[j], s[CJ + j], s[2u * CJ + j], s[3u * CJ + j]);
-    }
+    blk_put_key_major(g, x, s);
     workgroupBarrier();
-    for (var c = 0u; c < BC; c++) {
-      let ds = bp[c * (BR / 4u) + g];
-      for (var kd = 0u; kd < KD; kd++) {
-        let kv = bkv[at_k(0u, c, x + 16u * kd)];
-        for (var i = 0u; i < 4u; i++) { dq[i * KD + kd] += ds[i] * kv; }
-      }
-    }
+    blk_accumulate(&dq, g, x, 0u);
   }
   for (var i = 0u; i < 4u; i++) {
     let r = g * 4u + i;

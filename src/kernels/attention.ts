@@ -265,11 +265,11 @@ export function attentionForward(
   q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, padLeft: GPUBuffer | null, o: GPUBuffer, lse: GPUBuffer,
   launch: AttentionLaunch = {},
 ): void {
-  if (attentionPath(rt, d, launch) === 'uniform') {
+  const path = attentionPath(rt, d, launch);
+  if (path === 'uniform') {
     forwardUniform(rt, d, q, k, v, padLeft, o, lse, windowRows(d, launch));
     return;
   }
-  const path = attentionPath(rt, d, launch);
   const decode = launch.decode ?? (d.tq <= DECODE_MAX_ROWS && decodeFits(d.hd));
   if (decode) {
     if (!decodeFits(d.hd)) throw new Error(`attention: the decode kernel needs a head dim dividing ${DECODE_WG}, got ${d.hd}`);
