@@ -15,7 +15,7 @@ export const gpuArgs = {
   },
   attention: {
     type: 'string',
-    description: 'auto (default): uniform-buffer kernels on the software GPU, tiled elsewhere; tiled: flash attention with one score and one output element per invocation; blocked: a block of each per invocation (head dims 64 and 128 where workgroup memory allows; not yet measured against tiled); uniform: the software GPU\'s kernels',
+    description: 'auto (default): uniform-buffer kernels on the software GPU, elsewhere blocked where its tiles fit workgroup memory, else tiled; blocked: flash attention with a block of scores and outputs per invocation (head dim 64, or 128 with 64 KiB of workgroup memory); tiled: one score and one output element per invocation; uniform: the software GPU\'s kernels',
   },
 } as const satisfies ArgsDef;
 

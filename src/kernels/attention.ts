@@ -103,8 +103,9 @@ export type AttentionPath = 'tiled' | 'blocked' | 'uniform';
 
 /**
  * The path every attention call takes unless its launch names one (`--attention`).
- * `auto`: uniform on the software GPU where the head dim allows, else tiled; blocked
- * stays opt-in until it is measured against tiled on the H200.
+ * `auto`: uniform on the software GPU where the head dim allows; elsewhere blocked where
+ * its tiles fit, else tiled. On the H200 blocked took 0.54x tiled's time for forward and
+ * backward at the bundled model's shapes and 0.61x at Qwen2.5-0.5B's (docs/RESULTS.md).
  */
 export const attentionPolicy: { path: 'auto' | AttentionPath } = { path: 'auto' };
 
@@ -182,7 +183,8 @@ export function attentionPath(rt: Runtime, d: AttentionDims, launch: AttentionLa
 
 function defaultPath(rt: Runtime, hd: number): AttentionPath {
   if (attentionPolicy.path !== 'auto') return attentionPolicy.path;
-  return rt.caps.compatibility && uniformFits(rt, hd) ? 'uniform' : 'tiled';
+  if (rt.caps.compatibility && uniformFits(rt, hd)) return 'uniform';
+  return blockedFits(rt.gpu.limits, hd) ? 'blocked' : 'tiled';
 }
 
 function windowRows(d: AttentionDims, launch: AttentionLaunch): number {
