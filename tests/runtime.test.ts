@@ -3,7 +3,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { acquireGpu, gpuOptionsFromEnv } from '../src/gpu/device.ts';
+import { acquireGpu, gpuOptionsFromEnv, robustnessToggles } from '../src/gpu/device.ts';
+import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { GpuError } from '../src/gpu/errors.ts';
 import { sizeClass } from '../src/gpu/buffer_pool.ts';
 import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
@@ -106,6 +107,24 @@ describe('gpu runtime', () => {
   test('bad backend settings and impossible adapters say what was tried', async () => {
     assert.throws(() => gpuOptionsFromEnv({ WEBGPU_BACKEND: 'cuda' }), /WEBGPU_BACKEND=cuda is not one of/);
     await assert.rejects(acquireGpu({ adapter: 'no-such-adapter-xyz' }), /no WebGPU adapter found matching "no-such-adapter-xyz"/);
+  });
+
+  test('robustness: clamps off on hardware by default, kept on the software GPU, overridable', async () => {
+    const f16 = ['allow_unsafe_apis', 'vulkan_enable_f16_on_nvidia'];
+    assert.deepEqual(robustnessToggles(f16, 'auto', false), [...f16, 'disable_robustness']);
+    assert.deepEqual(robustnessToggles(f16, 'auto', true), f16);
+    assert.deepEqual(robustnessToggles(['disable_robustness'], 'auto', true), ['disable_robustness']);
+    assert.deepEqual(robustnessToggles(['disable_robustness', 'x'], 'on', false), ['x']);
+    assert.deepEqual(robustnessToggles([], 'off', true), ['disable_robustness']);
+    assert.equal(gpuOptionsFromEnv({ WEBGPU_ROBUSTNESS: 'on' }).robustness, 'on');
+    assert.throws(() => gpuOptionsFromEnv({ WEBGPU_ROBUSTNESS: 'maybe' }), /WEBGPU_ROBUSTNESS=maybe is not one of auto, on, off/);
+    assert.equal(gpuOptions({ robustness: 'off' }).robustness, 'off');
+    assert.throws(() => gpuOptions({ robustness: 'none' }), /--robustness must be auto, on or off, got "none"/);
+    const rt = await gpu();
+    // What the device under test got by default: clamps kept on the software GPU, dropped on hardware through Dawn.
+    if (process.env.WEBGPU_ROBUSTNESS === undefined && !process.env.WEBGPU_TOGGLES?.includes('disable_robustness')) {
+      assert.equal(rt.caps.robustness, rt.caps.compatibility || rt.gpu.runtime === 'deno');
+    }
   });
 
   test('size classes waste under a quarter', () => {

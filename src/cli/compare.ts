@@ -49,7 +49,7 @@ export const compareCommand = defineCommand({
     const plan = comparePlan(methods, seeds);
     if (!args['table-only']) {
       const flags = [
-        ...(['backend', 'adapter', 'toggles'] as const).flatMap((k) => (args[k] ? [`--${k}`, args[k] as string] : [])),
+        ...(['backend', 'adapter', 'toggles', 'robustness', 'tensor-cores', 'attention'] as const).flatMap((k) => (args[k] ? [`--${k}`, args[k] as string] : [])),
         ...(args['time-limit'] ? ['--time-limit', args['time-limit']] : []),
         ...(args.resume ? ['--resume'] : []), ...(args.overwrite ? ['--overwrite'] : []), ...(args['full-size'] ? ['--full-size'] : []),
       ];

@@ -1,7 +1,7 @@
 // Command-line options shared by every command that touches the GPU.
 
 import type { ArgsDef } from 'citty';
-import type { Backend, GpuOptions } from '../gpu/device.ts';
+import type { Backend, GpuOptions, Robustness } from '../gpu/device.ts';
 import { attentionPolicy } from '../kernels/attention.ts';
 import { tensorCorePolicy } from '../kernels/matmul_precision.ts';
 
@@ -9,6 +9,10 @@ export const gpuArgs = {
   backend: { type: 'string', description: 'GPU backend: auto, vulkan, metal, d3d12, opengl (env WEBGPU_BACKEND)' },
   adapter: { type: 'string', description: 'substring of the adapter name to use (env WEBGPU_ADAPTER)' },
   toggles: { type: 'string', description: 'Dawn toggles, comma-separated, e.g. allow_unsafe_apis,vulkan_enable_f16_on_nvidia (env WEBGPU_TOGGLES)' },
+  robustness: {
+    type: 'string',
+    description: 'auto (default): Dawn\'s bounds clamps in shaders off on hardware adapters (every kernel checks its own bounds; the clamps halve tensor-core matmul speed on the H200), on for the software GPU; on: keep them (debugging a kernel); off: drop them everywhere (env WEBGPU_ROBUSTNESS)',
+  },
   'tensor-cores': {
     type: 'string',
     description: 'auto (default): large forward and gradient products on f16 tensor cores when the adapter offers them (each gradient scaled by a power of two first); forward: forward products only; off: f32 kernels only',
@@ -19,13 +23,17 @@ export const gpuArgs = {
   },
 } as const satisfies ArgsDef;
 
-/** The adapter options these arguments ask for; also applies --tensor-cores and --attention. */
-export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; 'tensor-cores'?: string; attention?: string }): GpuOptions {
+/** The adapter options these arguments ask for (--robustness included); also applies --tensor-cores and --attention. */
+export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; attention?: string }): GpuOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
   const attention = args.attention ?? 'auto';
   if (attention !== 'auto' && attention !== 'tiled' && attention !== 'blocked' && attention !== 'uniform') {
     throw new Error(`--attention must be auto, tiled, blocked or uniform, got "${attention}"`);
+  }
+  const robustness = args.robustness;
+  if (robustness !== undefined && robustness !== 'auto' && robustness !== 'on' && robustness !== 'off') {
+    throw new Error(`--robustness must be auto, on or off, got "${robustness}"`);
   }
   attentionPolicy.path = attention;
   tensorCorePolicy.enabled = mode !== 'off';
@@ -33,6 +41,7 @@ export function gpuOptions(args: { backend?: string; adapter?: string; toggles?:
   const opts: GpuOptions = {};
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;
+  if (robustness) opts.robustness = robustness as Robustness;
   if (args.toggles) opts.toggles = args.toggles.split(',').map((s) => s.trim()).filter(Boolean);
   return opts;
 }

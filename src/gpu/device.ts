@@ -20,7 +20,15 @@ export interface GpuOptions {
   toggles?: string[];
   /** Refuse the software fallback (for benchmarks that must run on hardware). */
   requireHardware?: boolean;
+  /**
+   * Whether Dawn clamps every array and buffer index in our shaders (its robustness
+   * transform). `auto` turns the clamps off on hardware adapters and keeps them on the
+   * software GPU; see robustnessToggles.
+   */
+  robustness?: Robustness;
 }
+
+export type Robustness = 'auto' | 'on' | 'off';
 
 /** One subgroup matrix shape and type the adapter offers (GPUAdapterInfo.subgroupMatrixConfigs, Dawn). */
 export interface SubgroupMatrixConfig {
@@ -45,6 +53,8 @@ export interface GpuCapabilities {
   timestampQuery: boolean;
   /** Compatibility-level adapter (the software GPU path). */
   compatibility: boolean;
+  /** Dawn bounds-clamps shader array and buffer accesses (false under `disable_robustness`). */
+  robustness: boolean;
   subgroupMinSize: number;
   subgroupMaxSize: number;
 }
@@ -72,6 +82,11 @@ export function gpuOptionsFromEnv(env: Record<string, string | undefined> = proc
   if (env.WEBGPU_ADAPTER?.trim()) opts.adapter = env.WEBGPU_ADAPTER.trim();
   const toggles = env.WEBGPU_TOGGLES ?? '';
   if (toggles.trim()) opts.toggles = toggles.split(',').map((t) => t.trim()).filter(Boolean);
+  const robustness = env.WEBGPU_ROBUSTNESS?.trim();
+  if (robustness) {
+    if (robustness !== 'auto' && robustness !== 'on' && robustness !== 'off') throw new GpuError(`WEBGPU_ROBUSTNESS=${robustness} is not one of auto, on, off`);
+    opts.robustness = robustness;
+  }
   const power = env.WEBGPU_POWER?.trim();
   if (power === 'low-power' || power === 'high-performance') opts.powerPreference = power;
   return opts;
@@ -113,16 +128,36 @@ function matches(adapter: GPUAdapter, want?: string): boolean {
   return !want || describe(adapter).toLowerCase().includes(want.toLowerCase());
 }
 
+const DISABLE_ROBUSTNESS = 'disable_robustness';
+
+/**
+ * The Dawn toggles for one adapter request. WebGPU's safety promise makes Dawn clamp
+ * every dynamic index in a shader (workgroup arrays and subgroup-matrix loads included)
+ * so that no access leaves its buffer; every kernel here checks its own bounds, and on
+ * the H200 the clamps cost the tensor-core matmul half its speed (50 -> 91-122 TFLOP/s)
+ * and the Qwen2.5-0.5B train step 40% (407 -> 245 ms, docs/RESULTS.md). So `auto` turns
+ * them off on hardware adapters, as native WebGPU engines (ONNX Runtime's, Skia Graphite)
+ * do, and keeps them on the software GPU, where the tests run. `on` keeps them for
+ * debugging a kernel that may index out of bounds.
+ */
+export function robustnessToggles(toggles: readonly string[], robustness: Robustness, compatibility: boolean): string[] {
+  const rest = toggles.filter((t) => t !== DISABLE_ROBUSTNESS);
+  const off = robustness === 'off' || (robustness === 'auto' && (!compatibility || toggles.includes(DISABLE_ROBUSTNESS)));
+  return off ? [...rest, DISABLE_ROBUSTNESS] : rest;
+}
+
 // Instances must outlive the devices they made; Dawn tears them down otherwise.
 const liveInstances: GPU[] = [];
 
-async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {
+async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean; robustness: boolean }> {
   const dawn = await loadDawn();
-  const toggles = opts.toggles?.length ? [`enable-dawn-features=${opts.toggles.join(',')}`] : [];
   const backend = opts.backend ?? 'auto';
   const tried: string[] = [];
+  let robustness = true;
   const attempt = async (flags: string[], featureLevel: 'core' | 'compatibility') => {
-    const gpu = dawn.create([...flags, ...toggles]);
+    const toggles = robustnessToggles(opts.toggles ?? [], opts.robustness ?? 'auto', featureLevel === 'compatibility');
+    robustness = !toggles.includes(DISABLE_ROBUSTNESS);
+    const gpu = dawn.create([...flags, ...(toggles.length ? [`enable-dawn-features=${toggles.join(',')}`] : [])]);
     liveInstances.push(gpu);
     const adapter = await gpu.requestAdapter({ featureLevel, powerPreference: opts.powerPreference } as GPURequestAdapterOptions);
     tried.push(`${flags.join(' ') || 'default backends'} (${featureLevel}): ${adapter ? describe(adapter) : 'none'}`);
@@ -130,18 +165,18 @@ async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapt
   };
   if (backend === 'auto') {
     const core = await attempt([], 'core');
-    if (core) return { adapter: core, compatibility: false };
+    if (core) return { adapter: core, compatibility: false, robustness };
     if (!opts.requireHardware) {
       await setDefaultEnv('EGL_PLATFORM', 'surfaceless');
       const soft = await attempt(['backend=opengl'], 'compatibility');
-      if (soft) return { adapter: soft, compatibility: true };
+      if (soft) return { adapter: soft, compatibility: true, robustness };
     }
   } else {
     if (backend === 'opengl' || backend === 'opengles') await setDefaultEnv('EGL_PLATFORM', 'surfaceless');
     const core = await attempt([`backend=${backend}`], 'core');
-    if (core) return { adapter: core, compatibility: false };
+    if (core) return { adapter: core, compatibility: false, robustness };
     const compat = await attempt([`backend=${backend}`], 'compatibility');
-    if (compat) return { adapter: compat, compatibility: true };
+    if (compat) return { adapter: compat, compatibility: true, robustness };
   }
   throw new GpuError(
     `no WebGPU adapter found${opts.adapter ? ` matching "${opts.adapter}"` : ''}. Tried:\n  ${tried.join('\n  ')}\n` +
@@ -164,12 +199,13 @@ async function setDefaultEnv(key: string, value: string): Promise<void> {
   }
 }
 
-async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {
+// navigator.gpu has no toggles: its implementation keeps its own bounds checks.
+async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean; robustness: boolean }> {
   const gpu = (globalThis.navigator as Navigator & { gpu?: GPU }).gpu!;
   const core = await gpu.requestAdapter({ powerPreference: opts.powerPreference });
-  if (core && matches(core, opts.adapter)) return { adapter: core, compatibility: false };
+  if (core && matches(core, opts.adapter)) return { adapter: core, compatibility: false, robustness: true };
   const compat = await gpu.requestAdapter({ featureLevel: 'compatibility', powerPreference: opts.powerPreference } as GPURequestAdapterOptions);
-  if (compat && matches(compat, opts.adapter)) return { adapter: compat, compatibility: true };
+  if (compat && matches(compat, opts.adapter)) return { adapter: compat, compatibility: true, robustness: true };
   const offered = [core, compat].filter((a): a is GPUAdapter => !!a).map(describe);
   throw new GpuError(`no WebGPU adapter found${opts.adapter ? ` matching "${opts.adapter}"` : ''} (navigator.gpu offered: ${offered.join('; ') || 'none'})`);
 }
@@ -200,7 +236,7 @@ export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
   const runtime = detectRuntime();
   const nav = (globalThis as { navigator?: Navigator & { gpu?: GPU } }).navigator;
   const useNavigator = !!nav?.gpu && runtime !== 'bun' && runtime !== 'node';
-  const { adapter, compatibility } = useNavigator ? await requestNavigatorAdapter(opts) : await requestDawnAdapter(opts);
+  const { adapter, compatibility, robustness } = useNavigator ? await requestNavigatorAdapter(opts) : await requestDawnAdapter(opts);
 
   const requiredFeatures = wantedFeatures.filter((f) => adapter.features.has(f));
   const requiredLimits: Record<string, number> = {};
@@ -230,6 +266,7 @@ export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
     subgroupMatrixF16F32: f16 && subgroups && subgroupMatrixConfigs.some((c) => c.componentType === 'f16' && c.resultComponentType === 'f32' && c.M === 16 && c.N === 16 && c.K === 16),
     timestampQuery: device.features.has('timestamp-query'),
     compatibility,
+    robustness,
     subgroupMinSize: info.subgroupMinSize ?? 0,
     subgroupMaxSize: info.subgroupMaxSize ?? 0,
   };

@@ -24,14 +24,12 @@ export const TENSOR_TILES = {
 
 export type TensorTile = keyof typeof TENSOR_TILES;
 
-// Measured on the H200 (2026-12-01, docs/RESULTS.md; kernel TFLOP/s from timestamps):
-// 128x256/w64x64/k16 led on the squares (52 at 2048, 62 at 4096) and on every
-// Qwen2.5-0.5B product with A untransposed and K up to a few thousand (49-58), but
-// fell to 28 on the lm head's dX (K = 151,936), where 128x128/w64x32/k32 kept 47; with
-// A transposed (weight gradients) 128x128/w64x32/k32 led (36 against 32). The 64x64 tile
-// trailed everywhere (30-40) and stays for grids too small for the others.
-const WIDE_TILE: TensorTile = '128x256/w64x64/k16';
-const WIDE_TILE_MAX_K = 16384;
+// Measured on the H200 (docs/RESULTS.md; kernel TFLOP/s from timestamps). Without
+// Dawn's bounds clamps (the default on hardware, src/gpu/device.ts) 128x128/w64x32/k32
+// led on every shape: 110 at 4096^3 (128x256/w64x64/k16: 100), 91-109 on the
+// Qwen2.5-0.5B products with A untransposed (78-94), 108 on the lm head's dX with
+// K = 151,936 (49), 78 on the weight gradients with A transposed (50-54). The 64x64
+// tile trailed everywhere and stays for grids too small for the others.
 const BIG_TILE: TensorTile = '128x128/w64x32/k32';
 const SMALL_TILE: TensorTile = '64x64/w32x32/k32';
 const BIG_TILE_MIN_WORKGROUPS = 64;
@@ -105,12 +103,11 @@ export function tensorTileFits(rt: Runtime, tile: TensorTile, transA = false, tr
 }
 
 /** The tile matmulTensor uses for an m x n output repeated `batch` times when none is forced. */
-export function chooseTensorTile(rt: Runtime, m: number, n: number, batch = 1, transA = false, transB = false, k = 0): TensorTile {
+export function chooseTensorTile(rt: Runtime, m: number, n: number, batch = 1, transA = false, transB = false): TensorTile {
   const enough = (tile: TensorTile) => {
     const g = tensorTileGeometry(tile, transA, transB);
     return Math.ceil(m / g.bm) * Math.ceil(n / g.bn) * batch >= BIG_TILE_MIN_WORKGROUPS && tensorTileFits(rt, tile, transA, transB);
   };
-  if (!transA && k <= WIDE_TILE_MAX_K && enough(WIDE_TILE)) return WIDE_TILE;
   return enough(BIG_TILE) ? BIG_TILE : SMALL_TILE;
 }
 
@@ -167,7 +164,7 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
     if (end >= 2 ** 32) throw new GpuError(`matmulTensor: ${what} spans ${end} elements, past u32 indexing`);
   }
 
-  const tile = args.tile ?? chooseTensorTile(rt, m, n, batch, transA, transB, k);
+  const tile = args.tile ?? chooseTensorTile(rt, m, n, batch, transA, transB);
   const g = tensorTileGeometry(tile, transA, transB);
   if (!tensorTileFits(rt, tile, transA, transB)) {
     const l = rt.gpu.limits;
