@@ -283,10 +283,10 @@ async function checkLaunch(c: Case, seed: number, launch: AttentionLaunch): Prom
 }
 
 describe('attention kernel paths', () => {
-  test('the software GPU takes the uniform-window kernels, real GPUs the tiled ones', async () => {
+  test('the software GPU takes the uniform-window kernels, real GPUs the blocked ones where they fit, else the tiled ones', async () => {
     const rt = await gpu();
     const d = { b: 1, hq: 2, hkv: 1, tq: 8, s: 8, sCap: 8, hd: 64, scale: 0.125, causal: true };
-    assert.equal(attentionPath(rt, d), rt.caps.compatibility ? 'uniform' : 'tiled');
+    assert.equal(attentionPath(rt, d), rt.caps.compatibility ? 'uniform' : blockedFits(rt.gpu.limits, 64) ? 'blocked' : 'tiled');
     assert.equal(attentionPath(rt, { ...d, hd: 30 }), 'tiled');
     assert.throws(() => attentionPath(rt, { ...d, hd: 30 }, { path: 'uniform' }), /attention: the uniform kernels need a head dim/);
   });
@@ -337,7 +337,7 @@ describe('attention kernel paths', () => {
     for (const [n, c] of cases.entries()) await checkLaunch(c, 600 + 10 * n, { path: 'blocked', decode: false });
   });
 
-  test('the blocked path: head dims 64 and 128 where workgroup memory allows, taken only when asked', async () => {
+  test('the blocked path: head dims 64 and 128 where workgroup memory allows; taken when asked, and by default on real GPUs', async () => {
     const small = { maxComputeWorkgroupStorageSize: 32768, maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256 };
     const large = { ...small, maxComputeWorkgroupStorageSize: 65536 };
     assert.equal(blockedFits(small, 64), true);
@@ -356,7 +356,8 @@ describe('attention kernel paths', () => {
     } finally {
       attentionPolicy.path = 'auto';
     }
-    assert.equal(attentionPath(rt, d), rt.caps.compatibility ? 'uniform' : 'tiled');
+    assert.equal(attentionPath(rt, d), rt.caps.compatibility ? 'uniform' : blockedFits(rt.gpu.limits, 64) ? 'blocked' : 'tiled');
+    assert.equal(attentionPath(rt, { ...d, hd: 32 }), rt.caps.compatibility ? 'uniform' : 'tiled');
   });
 
   test('uniform kernels match the reference across several windows', slow, async () => {

@@ -18,8 +18,10 @@ describe('generate bench', () => {
       assert.equal(r.tokens_per_s_runs.length, 3);
       const sorted = [...r.tokens_per_s_runs].sort((a, b) => a - b);
       assert.equal(r.tokens_per_s, sorted[1], `median of ${r.tokens_per_s_runs}`);
-      // ignoreEos: every row generates all its tokens.
-      assert.ok(Math.abs(r.tokens_per_s - (r.batch * 4) / r.seconds) <= 0.01 * r.tokens_per_s + 1, `${r.tokens_per_s} tokens/s over ${r.seconds} s`);
+      // ignoreEos: every row generates all its tokens. seconds is rounded to 1 ms, which
+      // on a fast GPU is a few percent of a 4-token run.
+      const tokens = r.batch * 4;
+      assert.ok(r.tokens_per_s >= tokens / (r.seconds + 0.0005) - 1 && r.tokens_per_s <= tokens / Math.max(r.seconds - 0.0005, 1e-9) + 1, `${r.tokens_per_s} tokens/s over ${r.seconds} s`);
       assert.ok(r.dispatches_per_step > 0);
     }
   });

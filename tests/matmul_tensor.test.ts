@@ -353,9 +353,10 @@ describe('routing forward products to tensor cores', () => {
     }
   });
 
-  test('linear: the forward runs on tensor cores (f16-rounded operands), the gradients on the f32 kernels', onDevice, async () => {
+  test('linear under --tensor-cores forward: the forward runs on tensor cores (f16-rounded operands), the gradients on the f32 kernels', onDevice, async () => {
     const saved = tensorCorePolicy.minMacs;
     tensorCorePolicy.minMacs = 0;
+    tensorCorePolicy.gradients = false;
     try {
       const [rows, inF, outF] = [130, 200, 70];
       const x = randn(rows * inF, 901);
@@ -381,6 +382,7 @@ describe('routing forward products to tensor cores', () => {
       });
     } finally {
       tensorCorePolicy.minMacs = saved;
+      tensorCorePolicy.gradients = true;
     }
   });
 });
