@@ -1,0 +1,91 @@
+// Reproduction of the crash PERFORMANCE.md records: a naive f16 subgroup-matrix matmul
+// (shaders/matmul_naive_sgm.wgsl: 32x32 per subgroup, fragments loaded straight from
+// storage, no workgroup memory) gave correct results at 256 and 1024 and brought the
+// process down at 2048. Each case (size, Dawn robustness on or off, the grid in one
+// dispatch or in bands of block rows) runs in a child process of its own with a time
+// limit, so a crash becomes a row naming the phase it reached (init, compile,
+// first-dispatch, check, timing) and the child's stderr; the sweep goes on.
+//
+//   npm run build && node dist/bench/naive_sgm_repro.js [--sizes 256,1024,2048] [--bands 1,8] [--robustness on,off]
+// With WEBGPU_TOGGLES=allow_unsafe_apis,vulkan_enable_f16_on_nvidia on NVIDIA.
+//
+// Rows: {"kind":"naive-sgm", size, robustness, bands, ms, tflops, relErr (sampled
+// outputs against f64 dot products of the f16 operands, over sum |a b|), ok} or, for a
+// child that dies, {crashed: true, ..., code, signal, phase, stderr}.
+
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { naiveSgmCase } from '../src/bench/naive_sgm.ts';
+import type { Robustness } from '../src/gpu/device.ts';
+import { initRuntime } from '../src/gpu/runtime.ts';
+import { tensorMatmulMissing } from '../src/kernels/matmul_tensor.ts';
+
+interface Case {
+  size: number;
+  robustness: Robustness;
+  /** Dispatches the grid's block rows are spread over. */
+  bands: number;
+}
+
+const toggles = (process.env.WEBGPU_TOGGLES || 'allow_unsafe_apis,vulkan_enable_f16_on_nvidia').split(',').map((t) => t.trim()).filter(Boolean);
+const phase = (name: string) => process.stderr.write(`phase ${name}\n`);
+
+async function runCase(c: Case): Promise<object> {
+  phase('init');
+  const rt = await initRuntime({ toggles, requireHardware: true, robustness: c.robustness });
+  const base = { kind: 'naive-sgm', size: c.size, robustness: rt.caps.robustness ? 'on' : 'off', bands: c.bands, adapter: rt.gpu.description };
+  const missing = tensorMatmulMissing(rt);
+  if (missing) return { ...base, skipped: missing };
+  return { ...base, ...(await naiveSgmCase(rt, c.size, c.bands, phase)) };
+}
+
+function runChild(c: Case, timeoutS: number): Promise<object> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--case', JSON.stringify(c)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let timedOut = false;
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-100_000)));
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeoutS * 1000);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const line = stdout.split('\n').reverse().find((l) => l.startsWith('{'));
+      if (code === 0 && line) return resolve(JSON.parse(line));
+      const phases = [...stderr.matchAll(/^phase (\S+)$/gm)].map((x) => x[1]);
+      const tail = stderr.split('\n').filter((l) => !l.startsWith('phase ')).join('\n').slice(-1500);
+      resolve({ kind: 'naive-sgm', crashed: true, ...c, code, signal, ...(timedOut ? { timedOut: true } : {}), phase: phases.at(-1) ?? 'start', stdout: line, stderr: tail });
+    });
+  });
+}
+
+function option(args: string[], name: string, fallback: string): string[] {
+  const at = args.indexOf(name);
+  return (at >= 0 ? args[at + 1] : fallback).split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+const args = process.argv.slice(2);
+if (args.includes('--case')) {
+  try {
+    console.log(JSON.stringify(await runCase(JSON.parse(args[args.indexOf('--case') + 1]) as Case)));
+    process.exit(0);
+  } catch (e) {
+    console.log(JSON.stringify({ kind: 'naive-sgm', error: `${(e as Error).name}: ${(e as Error).message}` }));
+    process.exit(1);
+  }
+} else {
+  const sizes = option(args, '--sizes', '256,512,1024,2048,4096').map(Number);
+  for (const s of sizes) if (!(Number.isInteger(s) && s >= 32 && s % 32 === 0)) throw new Error(`--sizes: ${s} is not a positive multiple of 32`);
+  const bands = option(args, '--bands', '1').map(Number);
+  const robustness = option(args, '--robustness', 'on,off') as Robustness[];
+  for (const r of robustness) if (r !== 'on' && r !== 'off' && r !== 'auto') throw new Error(`--robustness: ${r} is not on, off or auto`);
+  const timeoutS = Number(option(args, '--timeout', '60')[0]);
+  for (const size of sizes) {
+    for (const r of robustness) {
+      for (const band of bands) console.log(JSON.stringify(await runChild({ size, robustness: r, bands: band }, timeoutS)));
+    }
+  }
+}
