@@ -10,11 +10,12 @@
 // With WEBGPU_TOGGLES=allow_unsafe_apis,vulkan_enable_f16_on_nvidia on NVIDIA.
 //
 // Rows: {"kind":"naive-sgm", size, robustness, bands, ms, tflops, relErr (sampled
-// outputs against f64 dot products of the f16 operands, over sum |a b|), ok} or, for a
-// child that dies, {crashed: true, ..., code, signal, phase, stderr}.
+// outputs against f64 dot products of the f16 operands, over sum |a b|), ok}; for a case
+// that failed in JavaScript (no adapter, a validation error), {..., error, code, phase};
+// for a child that died, {crashed: true, ..., code, signal, phase, stderr}.
 
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { crashRow, lastPhase, phase, runChild } from './child_case.ts';
 import { naiveSgmCase } from '../src/bench/naive_sgm.ts';
 import type { Robustness } from '../src/gpu/device.ts';
 import { initRuntime } from '../src/gpu/runtime.ts';
@@ -28,7 +29,6 @@ interface Case {
 }
 
 const toggles = (process.env.WEBGPU_TOGGLES || 'allow_unsafe_apis,vulkan_enable_f16_on_nvidia').split(',').map((t) => t.trim()).filter(Boolean);
-const phase = (name: string) => process.stderr.write(`phase ${name}\n`);
 
 async function runCase(c: Case): Promise<object> {
   phase('init');
@@ -37,29 +37,6 @@ async function runCase(c: Case): Promise<object> {
   const missing = tensorMatmulMissing(rt);
   if (missing) return { ...base, skipped: missing };
   return { ...base, ...(await naiveSgmCase(rt, c.size, c.bands, phase)) };
-}
-
-function runChild(c: Case, timeoutS: number): Promise<object> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--case', JSON.stringify(c)], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let timedOut = false;
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-100_000)));
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeoutS * 1000);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const line = stdout.split('\n').reverse().find((l) => l.startsWith('{'));
-      if (code === 0 && line) return resolve(JSON.parse(line));
-      const phases = [...stderr.matchAll(/^phase (\S+)$/gm)].map((x) => x[1]);
-      const tail = stderr.split('\n').filter((l) => !l.startsWith('phase ')).join('\n').slice(-1500);
-      resolve({ kind: 'naive-sgm', crashed: true, ...c, code, signal, ...(timedOut ? { timedOut: true } : {}), phase: phases.at(-1) ?? 'start', stdout: line, stderr: tail });
-    });
-  });
 }
 
 function option(args: string[], name: string, fallback: string): string[] {
@@ -85,7 +62,14 @@ if (args.includes('--case')) {
   const timeoutS = Number(option(args, '--timeout', '60')[0]);
   for (const size of sizes) {
     for (const r of robustness) {
-      for (const band of bands) console.log(JSON.stringify(await runChild({ size, robustness: r, bands: band }, timeoutS)));
+      for (const band of bands) {
+        const c: Case = { size, robustness: r, bands: band };
+        const res = await runChild(fileURLToPath(import.meta.url), ['--case', JSON.stringify(c)], timeoutS);
+        if (res.row && res.code === 0) console.log(JSON.stringify(res.row));
+        // A JavaScript-level failure (no adapter, a validation error) is a row of its own, not a crash.
+        else if (res.row && 'error' in res.row) console.log(JSON.stringify({ ...c, ...res.row, code: res.code, phase: lastPhase(res) }));
+        else console.log(JSON.stringify(crashRow('naive-sgm', c, res)));
+      }
     }
   }
 }

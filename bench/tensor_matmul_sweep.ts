@@ -36,9 +36,9 @@
 // logits are 2.5 GB, past the H200's 2 GiB) run as equal chunks of rows reusing one
 // set of chunk buffers, as src/bench/matmul.ts does; `chunks` says how many.
 
-import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { crashRow, lastPhase, phase, runChild } from './child_case.ts';
 import { chunkRows, fill, type MatmulShape, pattern, PERIOD, qwenMatmulShapes } from '../src/bench/matmul.ts';
 import { timeGpu } from '../src/bench/timing.ts';
 import { sizeClass } from '../src/gpu/buffer_pool.ts';
@@ -68,9 +68,6 @@ const say = (row: object, out?: string) => {
 };
 
 // ---- child: one case ----
-
-/** Where the child is; the parent reports the last phase of a child that dies. */
-const phase = (name: string) => process.stderr.write(`phase ${name}\n`);
 
 async function startRuntime(software: boolean): Promise<Runtime> {
   phase('init');
@@ -211,50 +208,7 @@ function option(args: string[], name: string): string | undefined {
 
 const list = (s: string | undefined, fallback: string[]) => (s === undefined ? fallback : s === 'none' ? [] : s.split(',').map((x) => x.trim()).filter(Boolean));
 
-interface ChildResult {
-  row: object | null;
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  timedOut: boolean;
-  stderr: string;
-}
-
 const self = fileURLToPath(import.meta.url);
-
-function runChild(args: string[], timeoutS: number): Promise<ChildResult> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...process.execArgv, self, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
-    let stdout = '';
-    let stderr = '';
-    let timedOut = false;
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => {
-      stderr += d;
-      if (stderr.length > 200_000) stderr = stderr.slice(-100_000);
-    });
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeoutS * 1000);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const line = stdout.split('\n').reverse().find((l) => l.startsWith('{'));
-      let row: object | null = null;
-      try {
-        row = line ? JSON.parse(line) : null;
-      } catch {
-        row = null;
-      }
-      resolve({ row, code, signal, timedOut, stderr });
-    });
-  });
-}
-
-function crashRow(what: object, r: ChildResult): object {
-  const phases = [...r.stderr.matchAll(/^phase (\S+)$/gm)].map((x) => x[1]);
-  const tail = r.stderr.split('\n').filter((l) => !l.startsWith('phase ')).join('\n').slice(-2000);
-  return { kind: 'sgm', crashed: true, ...what, code: r.code, signal: r.signal, ...(r.timedOut ? { timedOut: true } : {}), phase: phases.at(-1) ?? 'start', stderr: tail };
-}
 
 async function sweep(args: string[]): Promise<void> {
   const out = option(args, '--out');
@@ -274,9 +228,9 @@ async function sweep(args: string[]): Promise<void> {
   const started = performance.now();
   const common = ['--ms', String(sampleMs), ...(software ? ['--software'] : [])];
 
-  const p = await runChild(['--probe', ...common], timeoutS);
+  const p = await runChild(self, ['--probe', ...common], timeoutS);
   if (!p.row) {
-    say(crashRow({ what: 'probe' }, p), out);
+    say(crashRow('sgm', { what: 'probe' }, p), out);
     process.exit(1);
   }
   say(p.row, out);
@@ -306,15 +260,15 @@ async function sweep(args: string[]): Promise<void> {
       skipped.push(`${c.config} ${c.shape.name} x${c.dispatches}`);
       continue;
     }
-    const r = await runChild(['--case', JSON.stringify(c)], timeoutS);
+    const r = await runChild(self, ['--case', JSON.stringify(c)], timeoutS);
     if (r.row && r.code === 0) {
       say(r.row, out);
     } else if (r.row && 'error' in r.row) {
-      const row = { ...what, ...r.row, code: r.code, phase: [...r.stderr.matchAll(/^phase (\S+)$/gm)].at(-1)?.[1] };
+      const row = { ...what, ...r.row, code: r.code, phase: lastPhase(r) };
       failures.push(row);
       say(row, out);
     } else {
-      const row = crashRow(what, r);
+      const row = crashRow('sgm', what, r);
       crashes.push(row);
       say(row, out);
     }
