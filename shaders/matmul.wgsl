@@ -46,8 +46,9 @@ override BN = 8u * WG_X;
 override KQ = BK / 4u;                       // vec4s across one K slice
 override LOADS_A = BM * KQ / THREADS;        // vec4 loads per thread per slice (1-4)
 override LOADS_B = BN * KQ / THREADS;
+override AV4 = BM / 4u;                      // vec4s in a row of the A tile ([k][m])
+override BV4 = BN / 4u;
 
-const ROW_V4 = 32u;       // vec4 slots in a tile row: BM/4 and BN/4 are at most 32
 const GROUP_M = 8u;
 
 struct Params {
@@ -72,8 +73,10 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> c: array<f32>;
 
 // Rows 0..BK-1 are stage 0, BK..2BK-1 stage 1.
-var<workgroup> tile_a: array<array<vec4f, ROW_V4>, 2u * BK>;   // [k][m / 4]
-var<workgroup> tile_b: array<array<vec4f, ROW_V4>, 2u * BK>;   // [k][n / 4]
+// [k][m / 4] and [k][n / 4], flattened: WGSL sizes only the outermost array of a
+// workgroup variable by override constants.
+var<workgroup> tile_a: array<vec4f, 2u * BK * AV4>;
+var<workgroup> tile_b: array<vec4f, 2u * BK * BV4>;
 
 struct Place {
   base_a: u32,      // element offsets of this batch
@@ -140,28 +143,30 @@ fn load_b(at: Place, k0: u32, u: u32) -> vec4f {
 // Load u into stage s, transposing A when it is stored with K contiguous.
 fn put_a(s: u32, u: u32, v: vec4f) {
   if (TRANS_A) {
-    tile_a[s * BK + u / (BM / 4u)][u % (BM / 4u)] = v;
+    tile_a[(s * BK + u / AV4) * AV4 + u % AV4] = v;
     return;
   }
   let m = u / KQ;
   let k = s * BK + (u % KQ) * 4u;
-  tile_a[k][m / 4u][m % 4u] = v.x;
-  tile_a[k + 1u][m / 4u][m % 4u] = v.y;
-  tile_a[k + 2u][m / 4u][m % 4u] = v.z;
-  tile_a[k + 3u][m / 4u][m % 4u] = v.w;
+  let at = k * AV4 + m / 4u;
+  tile_a[at][m % 4u] = v.x;
+  tile_a[at + AV4][m % 4u] = v.y;
+  tile_a[at + 2u * AV4][m % 4u] = v.z;
+  tile_a[at + 3u * AV4][m % 4u] = v.w;
 }
 
 fn put_b(s: u32, u: u32, v: vec4f) {
   if (!TRANS_B) {
-    tile_b[s * BK + u / (BN / 4u)][u % (BN / 4u)] = v;
+    tile_b[(s * BK + u / BV4) * BV4 + u % BV4] = v;
     return;
   }
   let n = u / KQ;
   let k = s * BK + (u % KQ) * 4u;
-  tile_b[k][n / 4u][n % 4u] = v.x;
-  tile_b[k + 1u][n / 4u][n % 4u] = v.y;
-  tile_b[k + 2u][n / 4u][n % 4u] = v.z;
-  tile_b[k + 3u][n / 4u][n % 4u] = v.w;
+  let at = k * BV4 + n / 4u;
+  tile_b[at][n % 4u] = v.x;
+  tile_b[at + BV4][n % 4u] = v.y;
+  tile_b[at + 2u * BV4][n % 4u] = v.z;
+  tile_b[at + 3u * BV4][n % 4u] = v.w;
 }
 
 // Unrolled by hand (the LOADS conditions are constants) so the staged vec4s stay in
@@ -192,10 +197,10 @@ fn store_slice(at: Place, s: u32, r: ptr<function, Staged>) {
 fn multiply(at: Place, s: u32, acc: ptr<function, array<vec4f, 16>>) {
   for (var kk = 0u; kk < BK; kk++) {
     let row = s * BK + kk;
-    let a0 = tile_a[row][at.ty];
-    let a1 = tile_a[row][at.ty + WG_Y];
-    let b0 = tile_b[row][at.tx];
-    let b1 = tile_b[row][at.tx + WG_X];
+    let a0 = tile_a[row * AV4 + at.ty];
+    let a1 = tile_a[row * AV4 + at.ty + WG_Y];
+    let b0 = tile_b[row * BV4 + at.tx];
+    let b1 = tile_b[row * BV4 + at.tx + WG_X];
     (*acc)[0] += a0.x * b0;
     (*acc)[1] += a0.x * b1;
     (*acc)[2] += a0.y * b0;

@@ -65,7 +65,11 @@ const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MAT
 // Measured on the H200 (bench, 2026-11-30): 128x128/k8 beat k16 on every shape
 // (30.9 vs 19.9 TFLOP/s at 4096^3) and the 64-tile at every size from 1024^3 up,
 // including 4096x896 outputs of only 224 workgroups; the 64-tile only wins on grids
-// smaller than that.
+// smaller than that. Since its workgroup memory is sized to its tile (8 KiB instead of
+// 16, 2026-12-01) the 64-tile runs at 27.7 at 4096^3 (was 12.4) and leads on the
+// Qwen2.5-0.5B weight gradients with A transposed (24.6 against 20.8) and the LM
+// head's dX (21.7 against 19.2), but trails elsewhere; in training those products
+// are cut along K (matmul_split_k.ts), so the choice stays.
 const BIG_TILE: WorkgroupTile = '128x128/k8';
 const SMALL_TILE: WorkgroupTile = '64x64/k8';
 const BIG_TILE_MIN_WORKGROUPS = 64;
@@ -116,7 +120,9 @@ export function skinnyFits(args: Pick<MatmulArgs, 'k' | 'batch' | 'transA' | 'tr
 }
 
 function workgroupBytes(tile: WorkgroupTile): number {
-  return 2 * 2 * MATMUL_TILES[tile].BK * 32 * 16;
+  const { WG_X, WG_Y, BK } = MATMUL_TILES[tile];
+  // Two stages of [BK][BM] and [BK][BN] f32, BM = 8 WG_Y and BN = 8 WG_X.
+  return 2 * BK * 8 * (WG_X + WG_Y) * 4;
 }
 
 /** Whether this device has the workgroup memory and invocations (or uniform binding size) for `tile`. */
