@@ -26,10 +26,11 @@ export type TensorTile = keyof typeof TENSOR_TILES;
 
 // Measured on the H200 (docs/RESULTS.md; kernel TFLOP/s from timestamps). Without
 // Dawn's bounds clamps (the default on hardware, src/gpu/device.ts) 128x128/w64x32/k32
-// led on every shape: 110 at 4096^3 (128x256/w64x64/k16: 100), 91-109 on the
+// led or tied on every shape: 110 at 4096^3 (128x256/w64x64/k16: 100), 91-109 on the
 // Qwen2.5-0.5B products with A untransposed (78-94), 108 on the lm head's dX with
-// K = 151,936 (49), 78 on the weight gradients with A transposed (50-54). The 64x64
-// tile trailed everywhere and stays for grids too small for the others.
+// K = 151,936 (49), 78-122 on the weight gradients with A transposed (50-99). The
+// 64x64 tile trailed everywhere (measured with the clamps) and stays for grids too
+// small for the others.
 const BIG_TILE: TensorTile = '128x128/w64x32/k32';
 const SMALL_TILE: TensorTile = '64x64/w32x32/k32';
 const BIG_TILE_MIN_WORKGROUPS = 64;
