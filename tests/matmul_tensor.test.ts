@@ -10,7 +10,7 @@ import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundScaledToF
 import { randn, rng } from '../src/reference/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
-import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCorePolicy, usesTensorCores } from '../src/kernels/matmul_precision.ts';
+import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCoreNote, tensorCorePolicy, usesTensorCores } from '../src/kernels/matmul_precision.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';
@@ -517,5 +517,19 @@ describe('tensor-core matmul kernel', () => {
       assert.ok(r.ok, `${size} in ${bands} dispatches: relErr ${r.relErr}`);
     }
     await assert.rejects(naiveSgmCase(rt, 48, 1), /size 48 is not a positive multiple of 32/);
+  });
+
+  test('the run log notes a hardware adapter without tensor cores, naming the NVIDIA toggles; not the software GPU', () => {
+    const caps = { f16: false, subgroups: true, subgroupMatrix: false, subgroupMatrixConfigs: [], subgroupMatrixF16F32: false, subgroupMinSize: 32, subgroupMaxSize: 32 };
+    const fake = (compatibility: boolean, extra: object = {}) => ({ caps: { ...caps, compatibility, ...extra }, gpu: { description: 'nvidia h200' } }) as unknown as Runtime;
+    assert.match(tensorCoreNote(fake(false))!, /^tensor cores: not used; .*shader-f16.*allow_unsafe_apis,vulkan_enable_f16_on_nvidia/);
+    assert.equal(tensorCoreNote(fake(true)), null);
+    assert.equal(tensorCoreNote(fake(false, { f16: true, subgroupMatrix: true, subgroupMatrixF16F32: true })), null);
+    tensorCorePolicy.enabled = false;
+    try {
+      assert.equal(tensorCoreNote(fake(false)), null);
+    } finally {
+      tensorCorePolicy.enabled = true;
+    }
   });
 });

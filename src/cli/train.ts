@@ -1,5 +1,6 @@
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
+import { tensorCoreNote } from '../kernels/matmul_precision.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE } from '../trainer/default_run.ts';
 import { describeConfig, loadConfig } from '../trainer/config.ts';
 import { checkRunInputs, train } from '../trainer/train.ts';
@@ -34,6 +35,8 @@ export const trainCommand = defineCommand({
     const timeLimitSeconds = args['time-limit'] === undefined ? undefined : numberArg('--time-limit', args['time-limit'], 0) * 60;
     const rt = await initRuntime(gpuOptions(args));
     console.log(`GPU: ${rt.gpu.description} (${rt.gpu.runtime})`);
+    const note = tensorCoreNote(rt);
+    if (note) console.log(note);
     if (rt.caps.compatibility && !args['full-size']) {
       const scaled = applySoftwareGpuScale(cfg, overrides);
       if (scaled.changes.length) {

@@ -15,7 +15,7 @@ import type { Runtime } from '../gpu/runtime.ts';
 import { gradScale } from './grad_scale.ts';
 import * as mk from './matmul.ts';
 import { matmulSplitK, planSplitK, splitKApplies } from './matmul_split_k.ts';
-import { matmulTensor, tensorMatmulAvailable } from './matmul_tensor.ts';
+import { matmulTensor, tensorMatmulAvailable, tensorMatmulMissing } from './matmul_tensor.ts';
 
 /** The choices benchmarks and `--tensor-cores` vary. */
 export const tensorCorePolicy = {
@@ -35,6 +35,17 @@ export const tensorCorePolicy = {
    */
   wideMinRows: 32,
 };
+
+/**
+ * A line for the run's log when a hardware adapter cannot take tensor cores that the
+ * policy would use (why, and on NVIDIA which toggles unlock them); null otherwise. The
+ * software GPU never has them, so it gets no line.
+ */
+export function tensorCoreNote(rt: Runtime): string | null {
+  if (rt.caps.compatibility || !tensorCorePolicy.enabled) return null;
+  const missing = tensorMatmulMissing(rt);
+  return missing ? `tensor cores: not used; ${missing}` : null;
+}
 
 /** Whether `args` (a forward product) would run on the tensor-core kernel on this device. */
 export function usesTensorCores(rt: Runtime, args: mk.MatmulArgs): boolean {
