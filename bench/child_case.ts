@@ -14,6 +14,13 @@ export interface ChildResult {
   stderr: string;
 }
 
+/**
+ * The Dawn toggles a child starts with: WEBGPU_TOGGLES, else the device kit's, else the
+ * ones that unlock f16 and tensor-core subgroup matrices on NVIDIA.
+ */
+export const childToggles = (process.env.WEBGPU_TOGGLES || process.env.GPU_KIT_DAWN_TOGGLES || 'allow_unsafe_apis,vulkan_enable_f16_on_nvidia')
+  .split(',').map((t) => t.trim()).filter(Boolean);
+
 /** Called in the child: marks the phase it is entering. */
 export const phase = (name: string) => process.stderr.write(`phase ${name}\n`);
 

@@ -15,9 +15,9 @@
 // for a child that died, {crashed: true, ..., code, signal, phase, stderr}.
 
 import { fileURLToPath } from 'node:url';
-import { crashRow, lastPhase, phase, runChild } from './child_case.ts';
+import { childToggles, crashRow, lastPhase, phase, runChild } from './child_case.ts';
 import { naiveSgmCase } from '../src/bench/naive_sgm.ts';
-import type { Robustness } from '../src/gpu/device.ts';
+import { isRobustness, type Robustness } from '../src/gpu/device.ts';
 import { initRuntime } from '../src/gpu/runtime.ts';
 import { tensorMatmulMissing } from '../src/kernels/matmul_tensor.ts';
 
@@ -28,11 +28,9 @@ interface Case {
   bands: number;
 }
 
-const toggles = (process.env.WEBGPU_TOGGLES || 'allow_unsafe_apis,vulkan_enable_f16_on_nvidia').split(',').map((t) => t.trim()).filter(Boolean);
-
 async function runCase(c: Case): Promise<object> {
   phase('init');
-  const rt = await initRuntime({ toggles, requireHardware: true, robustness: c.robustness });
+  const rt = await initRuntime({ toggles: childToggles, requireHardware: true, robustness: c.robustness });
   const base = { kind: 'naive-sgm', size: c.size, robustness: rt.caps.robustness ? 'on' : 'off', bands: c.bands, adapter: rt.gpu.description };
   const missing = tensorMatmulMissing(rt);
   if (missing) return { ...base, skipped: missing };
@@ -57,8 +55,10 @@ if (args.includes('--case')) {
   const sizes = option(args, '--sizes', '256,512,1024,2048,4096').map(Number);
   for (const s of sizes) if (!(Number.isInteger(s) && s >= 32 && s % 32 === 0)) throw new Error(`--sizes: ${s} is not a positive multiple of 32`);
   const bands = option(args, '--bands', '1').map(Number);
-  const robustness = option(args, '--robustness', 'on,off') as Robustness[];
-  for (const r of robustness) if (r !== 'on' && r !== 'off' && r !== 'auto') throw new Error(`--robustness: ${r} is not on, off or auto`);
+  const robustness = option(args, '--robustness', 'on,off').map((r) => {
+    if (!isRobustness(r)) throw new Error(`--robustness: ${r} is not on, off or auto`);
+    return r;
+  });
   const timeoutS = Number(option(args, '--timeout', '60')[0]);
   for (const size of sizes) {
     for (const r of robustness) {

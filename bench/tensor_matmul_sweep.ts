@@ -38,7 +38,7 @@
 
 import { appendFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { crashRow, lastPhase, phase, runChild } from './child_case.ts';
+import { childToggles, crashRow, lastPhase, phase, runChild } from './child_case.ts';
 import { chunkRows, fill, type MatmulShape, pattern, PERIOD, qwenMatmulShapes } from '../src/bench/matmul.ts';
 import { timeGpu } from '../src/bench/timing.ts';
 import { sizeClass } from '../src/gpu/buffer_pool.ts';
@@ -57,10 +57,6 @@ interface Case {
   software: boolean;
 }
 
-const DEFAULT_TOGGLES = 'allow_unsafe_apis,vulkan_enable_f16_on_nvidia';
-const env = process.env;
-const toggles = (env.WEBGPU_TOGGLES || env.GPU_KIT_DAWN_TOGGLES || DEFAULT_TOGGLES).split(',').map((t) => t.trim()).filter(Boolean);
-
 const say = (row: object, out?: string) => {
   const line = JSON.stringify(row);
   console.log(line);
@@ -71,7 +67,7 @@ const say = (row: object, out?: string) => {
 
 async function startRuntime(software: boolean): Promise<Runtime> {
   phase('init');
-  return initRuntime({ toggles, requireHardware: !software });
+  return initRuntime({ toggles: childToggles, requireHardware: !software });
 }
 
 async function runCase(c: Case): Promise<object> {
@@ -196,7 +192,7 @@ async function probe(software: boolean): Promise<object> {
   const rt = await startRuntime(software);
   const l = rt.gpu.limits as unknown as Record<string, number>;
   const limits = Object.fromEntries(['maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension'].map((x) => [x, l[x]]));
-  return { kind: 'sgm-probe', adapter: rt.gpu.description, runtime: rt.gpu.runtime, toggles, caps: rt.caps, limits, missing: tensorMatmulMissing(rt) };
+  return { kind: 'sgm-probe', adapter: rt.gpu.description, runtime: rt.gpu.runtime, toggles: childToggles, caps: rt.caps, limits, missing: tensorMatmulMissing(rt) };
 }
 
 // ---- parent: the sweep ----

@@ -1,7 +1,7 @@
 // Command-line options shared by every command that touches the GPU.
 
 import type { ArgsDef } from 'citty';
-import type { Backend, GpuOptions, Robustness } from '../gpu/device.ts';
+import { type Backend, type GpuOptions, isRobustness } from '../gpu/device.ts';
 import { attentionPolicy } from '../kernels/attention.ts';
 import { tensorCorePolicy } from '../kernels/matmul_precision.ts';
 
@@ -32,16 +32,14 @@ export function gpuOptions(args: { backend?: string; adapter?: string; toggles?:
     throw new Error(`--attention must be auto, tiled, blocked or uniform, got "${attention}"`);
   }
   const robustness = args.robustness;
-  if (robustness !== undefined && robustness !== 'auto' && robustness !== 'on' && robustness !== 'off') {
-    throw new Error(`--robustness must be auto, on or off, got "${robustness}"`);
-  }
+  if (robustness !== undefined && !isRobustness(robustness)) throw new Error(`--robustness must be auto, on or off, got "${robustness}"`);
   attentionPolicy.path = attention;
   tensorCorePolicy.enabled = mode !== 'off';
   tensorCorePolicy.gradients = mode === 'auto';
   const opts: GpuOptions = {};
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;
-  if (robustness) opts.robustness = robustness as Robustness;
+  if (robustness) opts.robustness = robustness;
   if (args.toggles) opts.toggles = args.toggles.split(',').map((s) => s.trim()).filter(Boolean);
   return opts;
 }

@@ -28,7 +28,11 @@ export interface GpuOptions {
   robustness?: Robustness;
 }
 
-export type Robustness = 'auto' | 'on' | 'off';
+const ROBUSTNESS = ['auto', 'on', 'off'] as const;
+export type Robustness = (typeof ROBUSTNESS)[number];
+
+/** Whether `value` names a robustness setting (auto, on, off). */
+export const isRobustness = (value: string): value is Robustness => (ROBUSTNESS as readonly string[]).includes(value);
 
 /** One subgroup matrix shape and type the adapter offers (GPUAdapterInfo.subgroupMatrixConfigs, Dawn). */
 export interface SubgroupMatrixConfig {
@@ -84,7 +88,7 @@ export function gpuOptionsFromEnv(env: Record<string, string | undefined> = proc
   if (toggles.trim()) opts.toggles = toggles.split(',').map((t) => t.trim()).filter(Boolean);
   const robustness = env.WEBGPU_ROBUSTNESS?.trim();
   if (robustness) {
-    if (robustness !== 'auto' && robustness !== 'on' && robustness !== 'off') throw new GpuError(`WEBGPU_ROBUSTNESS=${robustness} is not one of auto, on, off`);
+    if (!isRobustness(robustness)) throw new GpuError(`WEBGPU_ROBUSTNESS=${robustness} is not one of ${ROBUSTNESS.join(', ')}`);
     opts.robustness = robustness;
   }
   const power = env.WEBGPU_POWER?.trim();
@@ -146,17 +150,19 @@ export function robustnessToggles(toggles: readonly string[], robustness: Robust
   return off ? [...rest, DISABLE_ROBUSTNESS] : rest;
 }
 
+/** Whether Dawn keeps its clamps for an adapter at this level under these options. */
+const clampsKept = (opts: GpuOptions, compatibility: boolean) =>
+  !robustnessToggles(opts.toggles ?? [], opts.robustness ?? 'auto', compatibility).includes(DISABLE_ROBUSTNESS);
+
 // Instances must outlive the devices they made; Dawn tears them down otherwise.
 const liveInstances: GPU[] = [];
 
-async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean; robustness: boolean }> {
+async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {
   const dawn = await loadDawn();
   const backend = opts.backend ?? 'auto';
   const tried: string[] = [];
-  let robustness = true;
   const attempt = async (flags: string[], featureLevel: 'core' | 'compatibility') => {
     const toggles = robustnessToggles(opts.toggles ?? [], opts.robustness ?? 'auto', featureLevel === 'compatibility');
-    robustness = !toggles.includes(DISABLE_ROBUSTNESS);
     const gpu = dawn.create([...flags, ...(toggles.length ? [`enable-dawn-features=${toggles.join(',')}`] : [])]);
     liveInstances.push(gpu);
     const adapter = await gpu.requestAdapter({ featureLevel, powerPreference: opts.powerPreference } as GPURequestAdapterOptions);
@@ -165,18 +171,18 @@ async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapt
   };
   if (backend === 'auto') {
     const core = await attempt([], 'core');
-    if (core) return { adapter: core, compatibility: false, robustness };
+    if (core) return { adapter: core, compatibility: false };
     if (!opts.requireHardware) {
       await setDefaultEnv('EGL_PLATFORM', 'surfaceless');
       const soft = await attempt(['backend=opengl'], 'compatibility');
-      if (soft) return { adapter: soft, compatibility: true, robustness };
+      if (soft) return { adapter: soft, compatibility: true };
     }
   } else {
     if (backend === 'opengl' || backend === 'opengles') await setDefaultEnv('EGL_PLATFORM', 'surfaceless');
     const core = await attempt([`backend=${backend}`], 'core');
-    if (core) return { adapter: core, compatibility: false, robustness };
+    if (core) return { adapter: core, compatibility: false };
     const compat = await attempt([`backend=${backend}`], 'compatibility');
-    if (compat) return { adapter: compat, compatibility: true, robustness };
+    if (compat) return { adapter: compat, compatibility: true };
   }
   throw new GpuError(
     `no WebGPU adapter found${opts.adapter ? ` matching "${opts.adapter}"` : ''}. Tried:\n  ${tried.join('\n  ')}\n` +
@@ -199,13 +205,12 @@ async function setDefaultEnv(key: string, value: string): Promise<void> {
   }
 }
 
-// navigator.gpu has no toggles: its implementation keeps its own bounds checks.
-async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean; robustness: boolean }> {
+async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {
   const gpu = (globalThis.navigator as Navigator & { gpu?: GPU }).gpu!;
   const core = await gpu.requestAdapter({ powerPreference: opts.powerPreference });
-  if (core && matches(core, opts.adapter)) return { adapter: core, compatibility: false, robustness: true };
+  if (core && matches(core, opts.adapter)) return { adapter: core, compatibility: false };
   const compat = await gpu.requestAdapter({ featureLevel: 'compatibility', powerPreference: opts.powerPreference } as GPURequestAdapterOptions);
-  if (compat && matches(compat, opts.adapter)) return { adapter: compat, compatibility: true, robustness: true };
+  if (compat && matches(compat, opts.adapter)) return { adapter: compat, compatibility: true };
   const offered = [core, compat].filter((a): a is GPUAdapter => !!a).map(describe);
   throw new GpuError(`no WebGPU adapter found${opts.adapter ? ` matching "${opts.adapter}"` : ''} (navigator.gpu offered: ${offered.join('; ') || 'none'})`);
 }
@@ -236,7 +241,9 @@ export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
   const runtime = detectRuntime();
   const nav = (globalThis as { navigator?: Navigator & { gpu?: GPU } }).navigator;
   const useNavigator = !!nav?.gpu && runtime !== 'bun' && runtime !== 'node';
-  const { adapter, compatibility, robustness } = useNavigator ? await requestNavigatorAdapter(opts) : await requestDawnAdapter(opts);
+  const { adapter, compatibility } = useNavigator ? await requestNavigatorAdapter(opts) : await requestDawnAdapter(opts);
+  // navigator.gpu takes no toggles: its implementation keeps its own bounds checks.
+  const robustness = useNavigator || clampsKept(opts, compatibility);
 
   const requiredFeatures = wantedFeatures.filter((f) => adapter.features.has(f));
   const requiredLimits: Record<string, number> = {};
