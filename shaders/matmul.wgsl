@@ -6,28 +6,27 @@
 // C), so a stride of 0 broadcasts an operand. bias is [N], added to every row. Sizes and
 // strides come in the uniform; the variants below are override constants.
 //
-// Entry points: `main_vec4` stores C as vec4s (N, offset_c and stride_c multiples
-// of 4), `main` element by element (both tiled, below); `skinny` for products of a
-// few rows by a weight stored [N, K] (decoding, at the end; with `skinny_concat` and
-// `skinny_swiglu`, which fold a decode step's neighbouring operations into it); `pack` and `panels` for
-// the software GPU (after the tiled kernel). Storage is bound as vec4 arrays either way: VEC_A and
+// Entry points: `main`, the tiled product (below; VEC_C: C stored as vec4s, else
+// element by element); `skinny` for products of a few rows by a weight stored [N, K]
+// (decoding, at the end; with `skinny_concat` and `skinny_swiglu`, which fold a decode
+// step's neighbouring operations into it); `pack` and `panels` for the software GPU
+// (after the tiled kernel). Storage is bound as vec4 arrays either way: VEC_A and
 // VEC_B say whether that operand's rows, offset and batch stride are multiples of 4, so a
 // 4-element run along a row is one aligned vec4 load; otherwise the 4 elements are
 // read one by one.
 //
-// Tiling: a workgroup of WG_X * WG_Y threads owns a BM x BN = 8*WG_Y x 8*WG_X tile
-// of C, each thread an 8x8 register block made of two groups of 4 rows (4*ty and
-// BM/2 + 4*ty) by two groups of 4 columns (4*tx and BN/2 + 4*tx), so every
+// Tiling: a workgroup of WG_X * WG_Y threads owns a BM x BN = 8*WG_Y x TN*WG_X tile
+// of C, each thread an 8 x TN register block (TN 8 or 16) made of two groups of 4
+// rows (4*ty and BM/2 + 4*ty) by TN/4 groups of 4 columns (4*tx + h*4*WG_X), so every
 // workgroup-memory read in the inner loop is a vec4 and the 32 threads of a warp,
 // laid out 8 (n) x 4 (m), read 8 neighbouring B vec4s and 4 neighbouring A vec4s
 // (no bank conflicts). The A tile is stored transposed, [k][m], so a thread's 4 rows
-// at one k are one vec4. K advances BK at a time through two workgroup-memory
-// stages: the next K slice is loaded into registers before the current stage is
-// multiplied and written to the other stage after, so global latency overlaps the
-// arithmetic and each slice costs one barrier. The slice loop is unrolled by two so
-// the stage index is a constant and tile reads need no per-read index arithmetic.
-// Workgroups walk output tiles in groups of GROUP_M tile rows, so those running at
-// once share A and B panels in L2.
+// at one k are one vec4. K advances BK (8 or 16) at a time through one workgroup-memory
+// stage: the next slice is loaded into registers while the current one is
+// multiplied, and written after the barrier that ends it. The multiply is written out
+// one k at a time (calls with constant k): left as a loop, the same kernel ran 8-12%
+// slower on the H200. Workgroups walk output tiles in groups of GROUP_M
+// tile rows, so those running at once share A and B panels in L2.
 
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
@@ -36,13 +35,17 @@ override VEC_B: bool = false;
 override BIAS: bool = false;
 override ACT: u32 = 0u;          // 0 none, 1 silu, 2 gelu (tanh form), 3 relu
 override ACCUM: bool = false;
+override VEC_C: bool = false;    // C's row length, offset and batch stride are multiples of 4
+override BASED: bool = true;     // false: one batch, every operand at offset 0
 override WG_X: u32 = 16u;        // threads along N (a multiple of 8)
 override WG_Y: u32 = 16u;        // threads along M (a multiple of 4)
-override BK: u32 = 16u;          // K slice per stage (a multiple of 4)
+override BK: u32 = 16u;          // K slice: 8 or 16
+override TN: u32 = 8u;           // columns per thread: 8 or 16
 
 override THREADS = WG_X * WG_Y;
 override BM = 8u * WG_Y;
-override BN = 8u * WG_X;
+override BN = TN * WG_X;
+override GB = TN / 4u;                       // column groups per thread
 override KQ = BK / 4u;                       // vec4s across one K slice
 override LOADS_A = BM * KQ / THREADS;        // vec4 loads per thread per slice (1-4)
 override LOADS_B = BN * KQ / THREADS;
@@ -72,82 +75,66 @@ struct Params {
 @group(0) @binding(3) var<storage, read> bias: array<vec4f>;
 @group(0) @binding(4) var<storage, read_write> c: array<f32>;
 
-// Rows 0..BK-1 are stage 0, BK..2BK-1 stage 1.
 // [k][m / 4] and [k][n / 4], flattened: WGSL sizes only the outermost array of a
 // workgroup variable by override constants.
-var<workgroup> tile_a: array<vec4f, 2u * BK * AV4>;
-var<workgroup> tile_b: array<vec4f, 2u * BK * BV4>;
+var<workgroup> tile_a: array<vec4f, BK * AV4>;
+var<workgroup> tile_b: array<vec4f, BK * BV4>;
 
-struct Place {
-  base_a: u32,      // element offsets of this batch
-  base_b: u32,
-  base_c: u32,
-  m0: u32,          // tile origin in C
-  n0: u32,
-  li: u32,          // local invocation index
-  tx: u32,          // column group
-  ty: u32,          // row group
-}
-
-// One K slice in flight: up to 4 vec4s of each operand per thread.
-struct Staged {
-  a0: vec4f, a1: vec4f, a2: vec4f, a3: vec4f,
-  b0: vec4f, b1: vec4f, b2: vec4f, b3: vec4f,
-}
+// C for the tiled kernel: vec4 stores with VEC_C, single components otherwise.
+@group(0) @binding(4) var<storage, read_write> c4: array<vec4f>;
 
 fn element_a(i: u32) -> f32 { return a[i / 4u][i % 4u]; }
 fn element_b(i: u32) -> f32 { return b[i / 4u][i % 4u]; }
 
 // Elements (row, col..col+3) of the row-major [rows, cols] matrix at `base` in A,
-// zero outside it.
+// zero outside it. With VEC_A, base and cols are multiples of 4 and so is col, so the
+// run is one vec4 whose index is linear in col. One return at the end: with early
+// returns and the index as (base + row * cols + col) / 4, a stripped copy of this
+// kernel's 128x256 tile ran at 31.8 TFLOP/s on the H200 instead of 44.5.
 fn fetch_a(base: u32, row: u32, col: u32, rows: u32, cols: u32) -> vec4f {
   var v = vec4f(0.0);
-  if (row >= rows) { return v; }
-  let i = base + row * cols + col;
   if (VEC_A) {
-    if (col < cols) { v = a[i / 4u]; }
-    return v;
-  }
-  for (var j = 0u; j < 4u; j++) {
-    if (col + j < cols) { v[j] = element_a(i + j); }
+    if (row < rows && col < cols) { v = a[base / 4u + row * (cols / 4u) + col / 4u]; }
+  } else {
+    for (var j = 0u; j < 4u; j++) {
+      if (row < rows && col + j < cols) { v[j] = element_a(base + row * cols + col + j); }
+    }
   }
   return v;
 }
 
 fn fetch_b(base: u32, row: u32, col: u32, rows: u32, cols: u32) -> vec4f {
   var v = vec4f(0.0);
-  if (row >= rows) { return v; }
-  let i = base + row * cols + col;
   if (VEC_B) {
-    if (col < cols) { v = b[i / 4u]; }
-    return v;
-  }
-  for (var j = 0u; j < 4u; j++) {
-    if (col + j < cols) { v[j] = element_b(i + j); }
+    if (row < rows && col < cols) { v = b[base / 4u + row * (cols / 4u) + col / 4u]; }
+  } else {
+    for (var j = 0u; j < 4u; j++) {
+      if (row < rows && col + j < cols) { v[j] = element_b(base + row * cols + col + j); }
+    }
   }
   return v;
 }
 
-// Load u of the A slice starting at k0: 4 elements along a stored row, consecutive
-// loads (threads) taking consecutive vec4s of a row.
-fn load_a(at: Place, k0: u32, u: u32) -> vec4f {
-  if (TRANS_A) { return fetch_a(at.base_a, k0 + u / (BM / 4u), at.m0 + (u % (BM / 4u)) * 4u, p.k, p.m); }
-  return fetch_a(at.base_a, at.m0 + u / KQ, k0 + (u % KQ) * 4u, p.m, p.k);
+// Vec4 u of the A slice starting at k0 in the tile at (m0, n0): 4 elements along a
+// stored row, consecutive threads taking consecutive vec4s of a row.
+fn load_a(base: u32, m0: u32, k0: u32, u: u32) -> vec4f {
+  if (TRANS_A) { return fetch_a(base, k0 + u / AV4, m0 + (u % AV4) * 4u, p.k, p.m); }
+  return fetch_a(base, m0 + u / KQ, k0 + (u % KQ) * 4u, p.m, p.k);
 }
 
-fn load_b(at: Place, k0: u32, u: u32) -> vec4f {
-  if (TRANS_B) { return fetch_b(at.base_b, at.n0 + u / KQ, k0 + (u % KQ) * 4u, p.n, p.k); }
-  return fetch_b(at.base_b, k0 + u / (BN / 4u), at.n0 + (u % (BN / 4u)) * 4u, p.k, p.n);
+fn load_b(base: u32, n0: u32, k0: u32, u: u32) -> vec4f {
+  if (TRANS_B) { return fetch_b(base, n0 + u / KQ, k0 + (u % KQ) * 4u, p.n, p.k); }
+  return fetch_b(base, k0 + u / BV4, n0 + (u % BV4) * 4u, p.k, p.n);
 }
 
-// Load u into stage s, transposing A when it is stored with K contiguous.
-fn put_a(s: u32, u: u32, v: vec4f) {
+// Load u into the tile, transposing A when it is stored with K contiguous.
+fn put_a(u: u32, v: vec4f) {
   if (TRANS_A) {
-    tile_a[(s * BK + u / AV4) * AV4 + u % AV4] = v;
+    tile_a[u] = v;
     return;
   }
   let m = u / KQ;
-  let k = s * BK + (u % KQ) * 4u;
+  let k = (u % KQ) * 4u;
   let at = k * AV4 + m / 4u;
   tile_a[at][m % 4u] = v.x;
   tile_a[at + AV4][m % 4u] = v.y;
@@ -155,13 +142,13 @@ fn put_a(s: u32, u: u32, v: vec4f) {
   tile_a[at + 3u * AV4][m % 4u] = v.w;
 }
 
-fn put_b(s: u32, u: u32, v: vec4f) {
+fn put_b(u: u32, v: vec4f) {
   if (!TRANS_B) {
-    tile_b[(s * BK + u / BV4) * BV4 + u % BV4] = v;
+    tile_b[u] = v;
     return;
   }
   let n = u / KQ;
-  let k = s * BK + (u % KQ) * 4u;
+  let k = (u % KQ) * 4u;
   let at = k * BV4 + n / 4u;
   tile_b[at][n % 4u] = v.x;
   tile_b[at + BV4][n % 4u] = v.y;
@@ -169,102 +156,60 @@ fn put_b(s: u32, u: u32, v: vec4f) {
   tile_b[at + 3u * BV4][n % 4u] = v.w;
 }
 
-// Unrolled by hand (the LOADS conditions are constants) so the staged vec4s stay in
-// registers.
-fn load_slice(at: Place, k0: u32, r: ptr<function, Staged>) {
-  (*r).a0 = load_a(at, k0, at.li);
-  if (LOADS_A > 1u) { (*r).a1 = load_a(at, k0, at.li + THREADS); }
-  if (LOADS_A > 2u) { (*r).a2 = load_a(at, k0, at.li + 2u * THREADS); }
-  if (LOADS_A > 3u) { (*r).a3 = load_a(at, k0, at.li + 3u * THREADS); }
-  (*r).b0 = load_b(at, k0, at.li);
-  if (LOADS_B > 1u) { (*r).b1 = load_b(at, k0, at.li + THREADS); }
-  if (LOADS_B > 2u) { (*r).b2 = load_b(at, k0, at.li + 2u * THREADS); }
-  if (LOADS_B > 3u) { (*r).b3 = load_b(at, k0, at.li + 3u * THREADS); }
+// One k of the slice in the tile, TN 8: acc[4 * i + h] += A[row i] * B[column group h],
+// rows 0-3 from a0 and 4-7 from a1.
+fn multiply_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) {
+  let a0 = tile_a[kk * AV4 + ty];
+  let a1 = tile_a[kk * AV4 + ty + WG_Y];
+  let b0 = tile_b[kk * BV4 + tx];
+  let b1 = tile_b[kk * BV4 + tx + WG_X];
+  (*acc)[0] += a0.x * b0;   (*acc)[1] += a0.x * b1;
+  (*acc)[4] += a0.y * b0;   (*acc)[5] += a0.y * b1;
+  (*acc)[8] += a0.z * b0;   (*acc)[9] += a0.z * b1;
+  (*acc)[12] += a0.w * b0;  (*acc)[13] += a0.w * b1;
+  (*acc)[16] += a1.x * b0;  (*acc)[17] += a1.x * b1;
+  (*acc)[20] += a1.y * b0;  (*acc)[21] += a1.y * b1;
+  (*acc)[24] += a1.z * b0;  (*acc)[25] += a1.z * b1;
+  (*acc)[28] += a1.w * b0;  (*acc)[29] += a1.w * b1;
 }
 
-fn store_slice(at: Place, s: u32, r: ptr<function, Staged>) {
-  put_a(s, at.li, (*r).a0);
-  if (LOADS_A > 1u) { put_a(s, at.li + THREADS, (*r).a1); }
-  if (LOADS_A > 2u) { put_a(s, at.li + 2u * THREADS, (*r).a2); }
-  if (LOADS_A > 3u) { put_a(s, at.li + 3u * THREADS, (*r).a3); }
-  put_b(s, at.li, (*r).b0);
-  if (LOADS_B > 1u) { put_b(s, at.li + THREADS, (*r).b1); }
-  if (LOADS_B > 2u) { put_b(s, at.li + 2u * THREADS, (*r).b2); }
-  if (LOADS_B > 3u) { put_b(s, at.li + 3u * THREADS, (*r).b3); }
+// The same for TN 16: every fragment load first, then the products row by row. With
+// the third and fourth column groups in a second pass after the first two, the
+// 128x256 tile ran at 41.6 TFLOP/s on the H200 instead of 44.8.
+fn multiply_wide_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) {
+  let a0 = tile_a[kk * AV4 + ty];
+  let a1 = tile_a[kk * AV4 + ty + WG_Y];
+  let b0 = tile_b[kk * BV4 + tx];
+  let b1 = tile_b[kk * BV4 + tx + WG_X];
+  let b2 = tile_b[kk * BV4 + tx + 2u * WG_X];
+  let b3 = tile_b[kk * BV4 + tx + 3u * WG_X];
+  (*acc)[0] += a0.x * b0;  (*acc)[1] += a0.x * b1;  (*acc)[2] += a0.x * b2;  (*acc)[3] += a0.x * b3;
+  (*acc)[4] += a0.y * b0;  (*acc)[5] += a0.y * b1;  (*acc)[6] += a0.y * b2;  (*acc)[7] += a0.y * b3;
+  (*acc)[8] += a0.z * b0;  (*acc)[9] += a0.z * b1;  (*acc)[10] += a0.z * b2;  (*acc)[11] += a0.z * b3;
+  (*acc)[12] += a0.w * b0;  (*acc)[13] += a0.w * b1;  (*acc)[14] += a0.w * b2;  (*acc)[15] += a0.w * b3;
+  (*acc)[16] += a1.x * b0;  (*acc)[17] += a1.x * b1;  (*acc)[18] += a1.x * b2;  (*acc)[19] += a1.x * b3;
+  (*acc)[20] += a1.y * b0;  (*acc)[21] += a1.y * b1;  (*acc)[22] += a1.y * b2;  (*acc)[23] += a1.y * b3;
+  (*acc)[24] += a1.z * b0;  (*acc)[25] += a1.z * b1;  (*acc)[26] += a1.z * b2;  (*acc)[27] += a1.z * b3;
+  (*acc)[28] += a1.w * b0;  (*acc)[29] += a1.w * b1;  (*acc)[30] += a1.w * b2;  (*acc)[31] += a1.w * b3;
 }
 
-// acc[2 * i + h]: row group i (rows 0-3 from a0, 4-7 from a1), column group h.
-fn multiply(at: Place, s: u32, acc: ptr<function, array<vec4f, 16>>) {
-  for (var kk = 0u; kk < BK; kk++) {
-    let row = s * BK + kk;
-    let a0 = tile_a[row * AV4 + at.ty];
-    let a1 = tile_a[row * AV4 + at.ty + WG_Y];
-    let b0 = tile_b[row * BV4 + at.tx];
-    let b1 = tile_b[row * BV4 + at.tx + WG_X];
-    (*acc)[0] += a0.x * b0;
-    (*acc)[1] += a0.x * b1;
-    (*acc)[2] += a0.y * b0;
-    (*acc)[3] += a0.y * b1;
-    (*acc)[4] += a0.z * b0;
-    (*acc)[5] += a0.z * b1;
-    (*acc)[6] += a0.w * b0;
-    (*acc)[7] += a0.w * b1;
-    (*acc)[8] += a1.x * b0;
-    (*acc)[9] += a1.x * b1;
-    (*acc)[10] += a1.y * b0;
-    (*acc)[11] += a1.y * b1;
-    (*acc)[12] += a1.z * b0;
-    (*acc)[13] += a1.z * b1;
-    (*acc)[14] += a1.w * b0;
-    (*acc)[15] += a1.w * b1;
+// The whole slice, one k at a time (calls with constant k).
+fn multiply(tx: u32, ty: u32, acc: ptr<function, array<vec4f, 32>>) {
+  if (GB > 2u) {
+    multiply_wide_at(tx, ty, 0u, acc);  multiply_wide_at(tx, ty, 1u, acc);  multiply_wide_at(tx, ty, 2u, acc);  multiply_wide_at(tx, ty, 3u, acc);
+    multiply_wide_at(tx, ty, 4u, acc);  multiply_wide_at(tx, ty, 5u, acc);  multiply_wide_at(tx, ty, 6u, acc);  multiply_wide_at(tx, ty, 7u, acc);
+    if (BK > 8u) {
+      multiply_wide_at(tx, ty, 8u, acc);  multiply_wide_at(tx, ty, 9u, acc);  multiply_wide_at(tx, ty, 10u, acc);  multiply_wide_at(tx, ty, 11u, acc);
+      multiply_wide_at(tx, ty, 12u, acc);  multiply_wide_at(tx, ty, 13u, acc);  multiply_wide_at(tx, ty, 14u, acc);  multiply_wide_at(tx, ty, 15u, acc);
+    }
+  } else {
+    multiply_at(tx, ty, 0u, acc);  multiply_at(tx, ty, 1u, acc);  multiply_at(tx, ty, 2u, acc);  multiply_at(tx, ty, 3u, acc);
+    multiply_at(tx, ty, 4u, acc);  multiply_at(tx, ty, 5u, acc);  multiply_at(tx, ty, 6u, acc);  multiply_at(tx, ty, 7u, acc);
+    if (BK > 8u) {
+      multiply_at(tx, ty, 8u, acc);  multiply_at(tx, ty, 9u, acc);  multiply_at(tx, ty, 10u, acc);  multiply_at(tx, ty, 11u, acc);
+      multiply_at(tx, ty, 12u, acc);  multiply_at(tx, ty, 13u, acc);  multiply_at(tx, ty, 14u, acc);  multiply_at(tx, ty, 15u, acc);
+    }
   }
-}
-
-// Multiplies slice t (in stage s) while slice t + 1 travels from global memory into
-// the other stage.
-fn advance(at: Place, s: u32, t: u32, steps: u32, staged: ptr<function, Staged>, acc: ptr<function, array<vec4f, 16>>) {
-  let more = t + 1u < steps;
-  if (more) { load_slice(at, (t + 1u) * BK, staged); }
-  multiply(at, s, acc);
-  if (more) { store_slice(at, 1u - s, staged); }
-  workgroupBarrier();
-}
-
-// The product tile of this workgroup, or false when the folded grid's workgroup
-// has no tile.
-fn product(wid: vec3u, nwg: vec3u, li: u32, at: ptr<function, Place>, acc: ptr<function, array<vec4f, 16>>) -> bool {
-  let tile = wid.y * nwg.x + wid.x;
-  let tiles_n = p.tiles_n;
-  if (tile >= p.tiles_m * tiles_n) { return false; }
-  let per_group = GROUP_M * tiles_n;
-  let first_m = (tile / per_group) * GROUP_M;
-  let group_m = min(p.tiles_m - first_m, GROUP_M);
-  let in_group = tile % per_group;
-  let batch = p.batch_base + wid.z;
-  let warp = li / 32u;
-  let lane = li % 32u;
-  (*at).base_a = p.offset_a + batch * p.stride_a;
-  (*at).base_b = p.offset_b + batch * p.stride_b;
-  (*at).base_c = p.offset_c + batch * p.stride_c;
-  (*at).m0 = (first_m + in_group % group_m) * BM;
-  (*at).n0 = (in_group / group_m) * BN;
-  (*at).li = li;
-  (*at).tx = (warp % (WG_X / 8u)) * 8u + lane % 8u;
-  (*at).ty = (warp / (WG_X / 8u)) * 4u + lane / 8u;
-
-  let place = *at;
-  var staged: Staged;
-  let steps = (p.k + BK - 1u) / BK;
-  if (steps > 0u) {
-    load_slice(place, 0u, &staged);
-    store_slice(place, 0u, &staged);
-  }
-  workgroupBarrier();
-  for (var t = 0u; t < steps; t += 2u) {
-    advance(place, 0u, t, steps, &staged, acc);
-    if (t + 1u < steps) { advance(place, 1u, t + 1u, steps, &staged, acc); }
-  }
-  return true;
 }
 
 fn activate(x: vec4f) -> vec4f { return activate_by(x, ACT); }
@@ -282,80 +227,128 @@ fn activate_by(x: vec4f, act: u32) -> vec4f {
   }
 }
 
-// Row of C for register row i (0-3: the first row group, 4-7: the second) and the
-// first column of column group h.
-fn block_row(at: Place, i: u32) -> u32 {
-  return at.m0 + (i / 4u) * (BM / 2u) + at.ty * 4u + i % 4u;
-}
-
-fn block_col(at: Place, h: u32) -> u32 {
-  return at.n0 + h * (BN / 2u) + at.tx * 4u;
-}
-
-// Writes one register vec4 (row i, column group h) element by element.
-fn emit(at: Place, i: u32, h: u32, acc: vec4f) {
-  let row = block_row(at, i);
-  let col = block_col(at, h);
+// Row `row`, columns col..col+3 of C: bias, activation, then stored or added (one
+// vec4 when VEC_C, element by element otherwise).
+fn store_c(base: u32, row: u32, col: u32, sum: vec4f) {
   if (row >= p.m || col >= p.n) { return; }
-  var v = acc;
+  var v = sum;
   if (BIAS) {
-    for (var j = 0u; j < 4u; j++) {
-      if (col + j < p.n) { v[j] += bias[(col + j) / 4u][(col + j) % 4u]; }
+    if (VEC_C) {
+      v += bias[col / 4u];
+    } else {
+      for (var j = 0u; j < 4u; j++) {
+        if (col + j < p.n) { v[j] += bias[(col + j) / 4u][(col + j) % 4u]; }
+      }
     }
   }
   v = activate(v);
-  let at_c = at.base_c + row * p.n + col;
+  let at = base + row * p.n + col;
+  if (VEC_C) {
+    if (ACCUM) { c4[at / 4u] += v; } else { c4[at / 4u] = v; }
+    return;
+  }
   for (var j = 0u; j < 4u; j++) {
     if (col + j < p.n) {
-      if (ACCUM) { c[at_c + j] += v[j]; } else { c[at_c + j] = v[j]; }
+      let e = at + j;
+      if (ACCUM) { c4[e / 4u][e % 4u] += v[j]; } else { c4[e / 4u][e % 4u] = v[j]; }
     }
   }
 }
 
+fn tile_index(wid: vec3u, nwg: vec3u) -> u32 { return wid.y * nwg.x + wid.x; }
+
+// Written flat, values passed rather than pointers: spread over helpers that filled a
+// struct of the tile's coordinates and the staged slice through pointers, with its
+// stores two calls deep, the same kernel ran at 33 TFLOP/s on the H200 (128x128/k8;
+// 26 on 128x256) where it now runs at 37 (36-38).
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
-  var at: Place;
-  var acc: array<vec4f, 16>;
-  if (!product(wid, nwg, li, &at, &acc)) { return; }
-  // Constant indices throughout, so the accumulators never leave registers.
-  emit(at, 0u, 0u, acc[0]);  emit(at, 0u, 1u, acc[1]);
-  emit(at, 1u, 0u, acc[2]);  emit(at, 1u, 1u, acc[3]);
-  emit(at, 2u, 0u, acc[4]);  emit(at, 2u, 1u, acc[5]);
-  emit(at, 3u, 0u, acc[6]);  emit(at, 3u, 1u, acc[7]);
-  emit(at, 4u, 0u, acc[8]);  emit(at, 4u, 1u, acc[9]);
-  emit(at, 5u, 0u, acc[10]); emit(at, 5u, 1u, acc[11]);
-  emit(at, 6u, 0u, acc[12]); emit(at, 6u, 1u, acc[13]);
-  emit(at, 7u, 0u, acc[14]); emit(at, 7u, 1u, acc[15]);
-}
+  let tile = tile_index(wid, nwg);
+  let tiles_n = p.tiles_n;
+  if (tile >= p.tiles_m * tiles_n) { return; }
+  let per_group = GROUP_M * tiles_n;
+  let first_m = (tile / per_group) * GROUP_M;
+  let group_m = min(p.tiles_m - first_m, GROUP_M);
+  let in_group = tile % per_group;
+  let m0 = (first_m + in_group % group_m) * BM;
+  let n0 = (in_group / group_m) * BN;
+  let batch = p.batch_base + wid.z;
+  // Without BASED the bases are the constant 0, two live values fewer in the loop:
+  // 38.4 -> 39.7 TFLOP/s for 128x128/k16 on the H200 (37.9 -> 44.5 for a stripped
+  // copy of the 128x256 tile, which runs at the edge of the register file).
+  let base_a = select(0u, p.offset_a + batch * p.stride_a, BASED);
+  let base_b = select(0u, p.offset_b + batch * p.stride_b, BASED);
+  let warp = li / 32u;
+  let lane = li % 32u;
+  let tx = (warp % (WG_X / 8u)) * 8u + lane % 8u;
+  let ty = (warp / (WG_X / 8u)) * 4u + lane / 8u;
 
-@group(0) @binding(4) var<storage, read_write> c4: array<vec4f>;
+  var acc: array<vec4f, 32>;
+  // The slice in flight; the two load blocks below are the same code (the first slice,
+  // then slice t + 1 while slice t is multiplied).
+  var a0: vec4f; var a1: vec4f; var a2: vec4f; var a3: vec4f;
+  var b0: vec4f; var b1: vec4f; var b2: vec4f; var b3: vec4f;
+  let steps = (p.k + BK - 1u) / BK;
+  a0 = load_a(base_a, m0, 0u, li);
+  if (LOADS_A > 1u) { a1 = load_a(base_a, m0, 0u, li + THREADS); }
+  if (LOADS_A > 2u) { a2 = load_a(base_a, m0, 0u, li + 2u * THREADS); }
+  if (LOADS_A > 3u) { a3 = load_a(base_a, m0, 0u, li + 3u * THREADS); }
+  b0 = load_b(base_b, n0, 0u, li);
+  if (LOADS_B > 1u) { b1 = load_b(base_b, n0, 0u, li + THREADS); }
+  if (LOADS_B > 2u) { b2 = load_b(base_b, n0, 0u, li + 2u * THREADS); }
+  if (LOADS_B > 3u) { b3 = load_b(base_b, n0, 0u, li + 3u * THREADS); }
+  for (var t = 0u; t < steps; t++) {
+    put_a(li, a0);
+    if (LOADS_A > 1u) { put_a(li + THREADS, a1); }
+    if (LOADS_A > 2u) { put_a(li + 2u * THREADS, a2); }
+    if (LOADS_A > 3u) { put_a(li + 3u * THREADS, a3); }
+    put_b(li, b0);
+    if (LOADS_B > 1u) { put_b(li + THREADS, b1); }
+    if (LOADS_B > 2u) { put_b(li + 2u * THREADS, b2); }
+    if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
+    workgroupBarrier();
+    if (t + 1u < steps) {
+      let k0 = (t + 1u) * BK;
+      a0 = load_a(base_a, m0, k0, li);
+      if (LOADS_A > 1u) { a1 = load_a(base_a, m0, k0, li + THREADS); }
+      if (LOADS_A > 2u) { a2 = load_a(base_a, m0, k0, li + 2u * THREADS); }
+      if (LOADS_A > 3u) { a3 = load_a(base_a, m0, k0, li + 3u * THREADS); }
+      b0 = load_b(base_b, n0, k0, li);
+      if (LOADS_B > 1u) { b1 = load_b(base_b, n0, k0, li + THREADS); }
+      if (LOADS_B > 2u) { b2 = load_b(base_b, n0, k0, li + 2u * THREADS); }
+      if (LOADS_B > 3u) { b3 = load_b(base_b, n0, k0, li + 3u * THREADS); }
+    }
+    multiply(tx, ty, &acc);
+    workgroupBarrier();
+  }
 
-// One aligned vec4 store (N and stride_c are multiples of 4, so a column group is
-// either wholly inside C or wholly outside).
-fn emit_vec4(at: Place, i: u32, h: u32, acc: vec4f) {
-  let row = block_row(at, i);
-  let col = block_col(at, h);
-  if (row >= p.m || col >= p.n) { return; }
-  var v = acc;
-  if (BIAS) { v += bias[col / 4u]; }
-  v = activate(v);
-  let at_c = (at.base_c + row * p.n + col) / 4u;
-  if (ACCUM) { c4[at_c] += v; } else { c4[at_c] = v; }
-}
-
-@compute @workgroup_size(THREADS)
-fn main_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
-  var at: Place;
-  var acc: array<vec4f, 16>;
-  if (!product(wid, nwg, li, &at, &acc)) { return; }
-  emit_vec4(at, 0u, 0u, acc[0]);  emit_vec4(at, 0u, 1u, acc[1]);
-  emit_vec4(at, 1u, 0u, acc[2]);  emit_vec4(at, 1u, 1u, acc[3]);
-  emit_vec4(at, 2u, 0u, acc[4]);  emit_vec4(at, 2u, 1u, acc[5]);
-  emit_vec4(at, 3u, 0u, acc[6]);  emit_vec4(at, 3u, 1u, acc[7]);
-  emit_vec4(at, 4u, 0u, acc[8]);  emit_vec4(at, 4u, 1u, acc[9]);
-  emit_vec4(at, 5u, 0u, acc[10]); emit_vec4(at, 5u, 1u, acc[11]);
-  emit_vec4(at, 6u, 0u, acc[12]); emit_vec4(at, 6u, 1u, acc[13]);
-  emit_vec4(at, 7u, 0u, acc[14]); emit_vec4(at, 7u, 1u, acc[15]);
+  // Register row i is C row r + i (i < 4) or r + BM/2 + i - 4; column group h starts
+  // at column q + 4 h WG_X. Constant indices throughout, so acc stays in registers.
+  let base_c = select(0u, p.offset_c + batch * p.stride_c, BASED);
+  let r = m0 + 4u * ty;
+  let s = r + BM / 2u;
+  let q = n0 + 4u * tx;
+  let q1 = q + 4u * WG_X;
+  store_c(base_c, r, q, acc[0]);         store_c(base_c, r, q1, acc[1]);
+  store_c(base_c, r + 1u, q, acc[4]);    store_c(base_c, r + 1u, q1, acc[5]);
+  store_c(base_c, r + 2u, q, acc[8]);    store_c(base_c, r + 2u, q1, acc[9]);
+  store_c(base_c, r + 3u, q, acc[12]);   store_c(base_c, r + 3u, q1, acc[13]);
+  store_c(base_c, s, q, acc[16]);        store_c(base_c, s, q1, acc[17]);
+  store_c(base_c, s + 1u, q, acc[20]);   store_c(base_c, s + 1u, q1, acc[21]);
+  store_c(base_c, s + 2u, q, acc[24]);   store_c(base_c, s + 2u, q1, acc[25]);
+  store_c(base_c, s + 3u, q, acc[28]);   store_c(base_c, s + 3u, q1, acc[29]);
+  if (GB > 2u) {
+    let q2 = q + 8u * WG_X;
+    let q3 = q + 12u * WG_X;
+    store_c(base_c, r, q2, acc[2]);        store_c(base_c, r, q3, acc[3]);
+    store_c(base_c, r + 1u, q2, acc[6]);   store_c(base_c, r + 1u, q3, acc[7]);
+    store_c(base_c, r + 2u, q2, acc[10]);  store_c(base_c, r + 2u, q3, acc[11]);
+    store_c(base_c, r + 3u, q2, acc[14]);  store_c(base_c, r + 3u, q3, acc[15]);
+    store_c(base_c, s, q2, acc[18]);       store_c(base_c, s, q3, acc[19]);
+    store_c(base_c, s + 1u, q2, acc[22]);  store_c(base_c, s + 1u, q3, acc[23]);
+    store_c(base_c, s + 2u, q2, acc[26]);  store_c(base_c, s + 2u, q3, acc[27]);
+    store_c(base_c, s + 3u, q2, acc[30]);  store_c(base_c, s + 3u, q3, acc[31]);
+  }
 }
 
 // ---- Uniform panels: the software GPU's path ----

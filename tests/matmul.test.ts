@@ -62,6 +62,8 @@ describe('matmul kernel', () => {
     await check({ m: 300, n: 260, k: 50, tile: '128x128/k16' });
     await check({ m: 300, n: 260, k: 50, tile: '128x128/k8', transA: true });
     await check({ m: 1100, n: 9, k: 3, tile: '128x128/k16', transB: true });
+    await check({ m: 300, n: 520, k: 50, tile: '128x256/k16' });
+    await check({ m: 300, n: 521, k: 50, tile: '128x256/k16', transA: true, transB: true });
     await check({ m: 4, n: 4, k: 0, label: 'k = 0 gives zeros' });
     // Uniform panels: several row and column panels and K chunks, partial last ones.
     await check({ m: 300, n: 260, k: 130, tile: 'panels/k128' });
@@ -83,6 +85,9 @@ describe('matmul kernel', () => {
     for (const [transA, transB] of TRANS) {
       await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, label: `unaligned offsets ${transA} ${transB}` });
       await check({ m: 8, n: 12, k: 4, batch: 2, transA, transB, offsetA: 8, offsetB: 4, offsetC: 12, strideB: 0, label: `aligned offsets ${transA} ${transB}` });
+      // One batch: operands at 256-byte offsets are bound there (the kernel without base arithmetic), others not.
+      await check({ m: 8, n: 12, k: 4, transA, transB, offsetA: 64, offsetB: 128, offsetC: 64, tile: '64x64/k8', label: `bound offsets ${transA} ${transB}` });
+      await check({ m: 8, n: 12, k: 4, transA, transB, offsetA: 64, offsetB: 4, offsetC: 3, tile: '64x64/k8', label: `bound and kept offsets ${transA} ${transB}` });
     }
     for (const [transA, transB] of TRANS) {
       await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideA: 0, tile: 'panels/k32' });
@@ -99,6 +104,9 @@ describe('matmul kernel', () => {
       await check({ m: 10, n: 13, k: 11, act, init: true, accumulate: true });
     }
     await check({ m: 19, n: 16, k: 12, batch: 2, bias: true, act: 'gelu', init: true, accumulate: true, transA: true });
+    // The 8x16 register blocks' third and fourth column groups, element and vec4 stores.
+    await check({ m: 19, n: 301, k: 20, bias: true, act: 'silu', init: true, accumulate: true, tile: '128x256/k16' });
+    await check({ m: 19, n: 304, k: 20, bias: true, act: 'relu', transB: true, tile: '128x256/k16' });
     // Uniform panels split K into chunks of 32: partial sums go through C, the last
     // chunk applies bias and activation.
     const tile = 'panels/k32';
@@ -151,7 +159,7 @@ describe('matmul kernel', () => {
       assert.notEqual(mk.chooseTile(rt, 9, 6, 3, 5), 'panels/k128', 'tiny products are not worth the packing dispatches');
     }
     const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false } } as unknown as typeof rt;
-    assert.equal(mk.chooseTile(hardware, 1600, 768, 1, 256), '128x128/k8');
+    assert.equal(mk.chooseTile(hardware, 1600, 768, 1, 256), '128x128/k16');
     assert.equal(mk.chooseTile(hardware, 100, 100, 1, 256), '64x64/k8');
   });
 

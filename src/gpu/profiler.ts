@@ -10,7 +10,7 @@ import { GpuError } from './errors.ts';
 export const PROFILE_PASSES = 2048;
 
 export interface KernelTime {
-  /** Kernel family and entry point, e.g. `matmul.main_vec4` (override constants dropped). */
+  /** Kernel family and entry point, e.g. `matmul.main` (override constants dropped). */
   kernel: string;
   dispatches: number;
   ms: number;

@@ -1,24 +1,30 @@
 // Launcher for shaders/matmul.wgsl: batched C = act(op(A) @ op(B) + bias) (+= C).
 
 import { GpuError } from '../gpu/errors.ts';
-import type { Runtime } from '../gpu/runtime.ts';
+import type { Binding, Runtime } from '../gpu/runtime.ts';
 import { grid1d, uniforms } from './launch.ts';
 
 export const MATMUL_ACTS = { none: 0, silu: 1, gelu: 2, relu: 3 } as const;
 export type MatmulAct = keyof typeof MATMUL_ACTS;
 
 /**
- * Workgroup tile configurations: threads along N and M (each owning an 8x8 block of
- * C, so the tile is 8*WG_Y x 8*WG_X) and the K slice per stage. Workgroup memory is
- * 2 operands x 2 stages x BK x 32 vec4s (32 KiB for BK 16, which the software
- * GPU's limit just admits).
+ * Workgroup tile configurations: threads along N and M (each owning an 8 x TN block
+ * of C, so the tile is 8*WG_Y x TN*WG_X) and the K slice (8 or 16). Workgroup memory
+ * is one slice of each operand, BK x (BM + BN) floats (24 KiB for 128x256/k16).
  */
 export const MATMUL_TILES = {
-  '128x128/k16': { WG_X: 16, WG_Y: 16, BK: 16 },
-  // Half the staged registers of k16, twice the barriers.
-  '128x128/k8': { WG_X: 16, WG_Y: 16, BK: 8 },
-  '64x64/k8': { WG_X: 8, WG_Y: 8, BK: 8 },
+  // Not chosen by the launcher (see BIG_TILE): benchmarks and tests only.
+  '128x256/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 16 },
+  '128x128/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 8 },
+  '128x128/k8': { WG_X: 16, WG_Y: 16, BK: 8, TN: 8 },
+  '64x64/k8': { WG_X: 8, WG_Y: 8, BK: 8, TN: 8 },
 } as const;
+
+/** Rows and columns of C one workgroup of `tile` computes. */
+export function tileShape(tile: keyof typeof MATMUL_TILES): { rows: number; cols: number } {
+  const { WG_X, WG_Y, TN } = MATMUL_TILES[tile];
+  return { rows: 8 * WG_Y, cols: TN * WG_X };
+}
 
 /**
  * The software GPU's path (see the end of shaders/matmul.wgsl): both operands packed
@@ -62,15 +68,16 @@ const PANEL_TILE: PanelTile = 'panels/k128';
 const isPanels = (tile: MatmulTile): tile is PanelTile => tile in MATMUL_PANELS;
 const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MATMUL_TILES;
 
-// Measured on the H200 (bench, 2026-11-30): 128x128/k8 beat k16 on every shape
-// (30.9 vs 19.9 TFLOP/s at 4096^3) and the 64-tile at every size from 1024^3 up,
-// including 4096x896 outputs of only 224 workgroups; the 64-tile only wins on grids
-// smaller than that. Since its workgroup memory is sized to its tile (8 KiB instead of
-// 16, 2026-12-01) the 64-tile runs at 27.7 at 4096^3 (was 12.4) and leads on the
-// Qwen2.5-0.5B weight gradients with A transposed (24.6 against 20.8) and the LM
-// head's dX (21.7 against 19.2), but trails elsewhere; in training those products
-// are cut along K (matmul_split_k.ts), so the choice stays.
-const BIG_TILE: WorkgroupTile = '128x128/k8';
+// Measured on the H200 (bench, 2026-12-01, after the kernel's rewrite: one stage, k
+// unrolled, values passed rather than pointers): 128x128/k16 led 128x128/k8 on every
+// shape (39.3 against 36.6 TFLOP/s at 4096^3, 43.2 against 40.8 on the LM head) and
+// the 64-tile from 2048^3 up; the 64-tile leads on 1024^3 (18.3 against 14.8) and the
+// MLP weight gradients (26.8 against 24.4), grids of one to two waves of the larger
+// tile, but in training those are cut along K (matmul_split_k.ts). 128x256/k16 (8x16
+// per thread) trails 128x128/k16 in this kernel (36.0 at 4096^3) though a stripped
+// copy of it without transposes, offsets or epilogue ran at 44.6: it is kept for the
+// benchmarks until it leads.
+const BIG_TILE: WorkgroupTile = '128x128/k16';
 const SMALL_TILE: WorkgroupTile = '64x64/k8';
 const BIG_TILE_MIN_WORKGROUPS = 64;
 
@@ -120,9 +127,8 @@ export function skinnyFits(args: Pick<MatmulArgs, 'k' | 'batch' | 'transA' | 'tr
 }
 
 function workgroupBytes(tile: WorkgroupTile): number {
-  const { WG_X, WG_Y, BK } = MATMUL_TILES[tile];
-  // Two stages of [BK][BM] and [BK][BN] f32, BM = 8 WG_Y and BN = 8 WG_X.
-  return 2 * BK * 8 * (WG_X + WG_Y) * 4;
+  const { rows, cols } = tileShape(tile);
+  return MATMUL_TILES[tile].BK * (rows + cols) * 4;
 }
 
 /** Whether this device has the workgroup memory and invocations (or uniform binding size) for `tile`. */
@@ -269,7 +275,15 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   if (!isWorkgroupTile(tile)) throw new GpuError(`matmul: unknown tile "${tile}"`);
   if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
   const cfg = MATMUL_TILES[tile];
-  const kernel = rt.kernel('matmul', vecC ? 'main_vec4' : 'main', {
+  // One batch with its operands bound at their offsets (where the device's alignment
+  // allows) lets the kernel compile without base arithmetic (BASED, see the shader).
+  const align = rt.gpu.limits.minStorageBufferOffsetAlignment;
+  const place = (buffer: GPUBuffer, offset: number): [Binding, number] =>
+    batch === 1 && offset > 0 && (offset * 4) % align === 0 ? [{ buffer, offset: offset * 4 }, 0] : [buffer, offset];
+  const [bindA, offA] = place(a, offsetA);
+  const [bindB, offB] = place(b, offsetB);
+  const [bindC, offC] = place(out, offsetC);
+  const kernel = rt.kernel('matmul', 'main', {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
     VEC_A: Number(aligned(transA ? m : k, offsetA, strideA)),
@@ -277,19 +291,23 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
     BIAS: Number(!!bias),
     ACT: MATMUL_ACTS[act],
     ACCUM: Number(accumulate),
+    VEC_C: Number(vecC),
+    BASED: Number(batch > 1 || offA > 0 || offB > 0 || offC > 0),
     WG_X: cfg.WG_X,
     WG_Y: cfg.WG_Y,
     BK: cfg.BK,
+    TN: cfg.TN,
   });
-  const tilesM = Math.ceil(m / (8 * cfg.WG_Y));
-  const tilesN = Math.ceil(n / (8 * cfg.WG_X));
+  const shape = tileShape(tile);
+  const tilesM = Math.ceil(m / shape.rows);
+  const tilesN = Math.ceil(n / shape.cols);
   const [gx, gy] = grid1d(tilesM * tilesN, 1);
   const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
   // Without a bias the binding still needs a buffer; A is read-only already.
-  const buffers = [a, b, bias ?? a, out];
+  const buffers = [bindA, bindB, bias ?? a, bindC];
   for (let base = 0; base < batch; base += maxZ) {
     const p = uniforms(12);
-    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offsetA, offsetB, offsetC]);
+    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offA, offB, offC]);
     rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
   }
 }
