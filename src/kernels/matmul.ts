@@ -74,9 +74,9 @@ const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MAT
 // the 64-tile from 2048^3 up; the 64-tile leads on 1024^3 (18.3 against 14.8) and the
 // MLP weight gradients (26.8 against 24.4), grids of one to two waves of the larger
 // tile, but in training those are cut along K (matmul_split_k.ts). 128x256/k16 (8x16
-// per thread) trails 128x128/k16 in this kernel (36.0 at 4096^3) though a stripped
-// copy of it without transposes, offsets or epilogue ran at 44.6: it is kept for the
-// benchmarks until it leads.
+// per thread) trails 128x128/k16 in this kernel (36-38 at 4096^3) though a copy of it
+// with its loads and stores written inline for the plain layout ran at 44.7: it is
+// kept for the benchmarks until it leads.
 const BIG_TILE: WorkgroupTile = '128x128/k16';
 const SMALL_TILE: WorkgroupTile = '64x64/k8';
 const BIG_TILE_MIN_WORKGROUPS = 64;
