@@ -64,6 +64,24 @@ async function checkForward(c: Case, seed: number): Promise<void> {
 // The software GPU shares two cores with other work; compiling a tile variant can take seconds.
 const slow = { timeout: 300_000 };
 
+/**
+ * Finite differences of attention over q, k and v: batch 2, 4 query heads on 2 kv
+ * heads, `t` tokens of head dim `hd`, the second row left-padded by `pad`; seeds from
+ * `seed` on.
+ */
+async function gradCheckAttention(t: number, hd: number, pad: number, seed: number, label: string): Promise<void> {
+  await gpu();
+  const [b, hq, hkv] = [2, 4, 2];
+  await scopeAsync(async () => {
+    const padLeft = tensor(Int32Array.from([0, pad]), [b]);
+    await gradCheck((q, k, v) => attention(q, k, v, { padLeft }), [
+      { data: randn(b * hq * t * hd, seed), shape: [b, hq, t, hd] },
+      { data: randn(b * hkv * t * hd, seed + 1), shape: [b, hkv, t, hd] },
+      { data: randn(b * hkv * t * hd, seed + 2), shape: [b, hkv, t, hd] },
+    ], { probe: 8, label });
+  });
+}
+
 describe('attention', () => {
   test('forward matches the CPU reference (causal, grouped-query, odd lengths)', slow, async () => {
     await gpu();
@@ -206,31 +224,13 @@ describe('attention', () => {
   });
 
   test('backward passes finite differences with padding and grouped-query heads', slow, async () => {
-    await gpu();
-    const [b, hq, hkv, t, hd] = [2, 4, 2, 5, 32];
-    await scopeAsync(async () => {
-      const padLeft = tensor(Int32Array.from([0, 2]), [b]);
-      await gradCheck((q, k, v) => attention(q, k, v, { padLeft }), [
-        { data: randn(b * hq * t * hd, 201), shape: [b, hq, t, hd] },
-        { data: randn(b * hkv * t * hd, 202), shape: [b, hkv, t, hd] },
-        { data: randn(b * hkv * t * hd, 203), shape: [b, hkv, t, hd] },
-      ], { probe: 8, label: 'attention' });
-    });
+    await gradCheckAttention(5, 32, 2, 201, 'attention');
   });
 
   test('the blocked kernels\' backward passes finite differences (grouped-query partials, padding)', slow, async () => {
-    await gpu();
-    const [b, hq, hkv, t, hd] = [2, 4, 2, 35, 64];
     attentionPolicy.path = 'blocked';
     try {
-      await scopeAsync(async () => {
-        const padLeft = tensor(Int32Array.from([0, 3]), [b]);
-        await gradCheck((q, k, v) => attention(q, k, v, { padLeft }), [
-          { data: randn(b * hq * t * hd, 211), shape: [b, hq, t, hd] },
-          { data: randn(b * hkv * t * hd, 212), shape: [b, hkv, t, hd] },
-          { data: randn(b * hkv * t * hd, 213), shape: [b, hkv, t, hd] },
-        ], { probe: 8, label: 'attention blocked' });
-      });
+      await gradCheckAttention(35, 64, 3, 211, 'attention blocked');
     } finally {
       attentionPolicy.path = 'auto';
     }
