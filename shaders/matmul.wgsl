@@ -7,7 +7,8 @@
 // strides come in the uniform; the variants below are override constants.
 //
 // Entry points: `main`, the tiled product (below; VEC_C: C stored as vec4s, else
-// element by element); `skinny` for products of a few rows by a weight stored [N, K]
+// element by element), and `main_origins`, the same product in the form the plain
+// layout runs fastest in (after it); `skinny` for products of a few rows by a weight stored [N, K]
 // (decoding, at the end; with `skinny_concat` and `skinny_swiglu`, which fold a decode
 // step's neighbouring operations into it); `pack` and `panels` for the software GPU
 // (after the tiled kernel). Storage is bound as vec4 arrays either way: VEC_A and
@@ -51,6 +52,11 @@ override LOADS_A = BM * KQ / THREADS;        // vec4 loads per thread per slice 
 override LOADS_B = BN * KQ / THREADS;
 override AV4 = BM / 4u;                      // vec4s in a row of the A tile ([k][m])
 override BV4 = BN / 4u;
+override WA = select(KQ, AV4, TRANS_A);      // vec4s across one stored row of the A slice
+override WB = select(BV4, KQ, TRANS_B);
+override A_KROW = select(0u, 1u, TRANS_A);   // 1: k moves along A's stored rows; 0: its columns
+override B_KROW = select(1u, 0u, TRANS_B);
+override PLAIN_C = VEC_C && !BIAS && ACT == 0u && !ACCUM;
 
 const GROUP_M = 8u;
 
@@ -348,6 +354,132 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     store_c(base_c, s + 1u, q2, acc[22]);  store_c(base_c, s + 1u, q3, acc[23]);
     store_c(base_c, s + 2u, q2, acc[26]);  store_c(base_c, s + 2u, q3, acc[27]);
     store_c(base_c, s + 3u, q2, acc[30]);  store_c(base_c, s + 3u, q3, acc[31]);
+  }
+}
+
+// The same product with each operand's loads addressed from an origin set once (no
+// layout branch per load) and, without bias, activation or accumulation, C stored
+// inline. Measured on the H200 (4096^3, plain layout, 128x256 tile): 44.7 TFLOP/s
+// against `main`'s 38.0, and 38.6 against 33.3 on the MLP's dX; but with B stored
+// [N, K] 35.0 against 42.7, and no better with A stored [K, M] (40.0 against 41.4 for
+// `main`'s 128x128). Neither half alone moved the plain layout (38.1 either way), and
+// the same code behind constant branches inside `main` did not either: the driver's
+// compiler makes different machine code of equal programs, so each layout takes the
+// entry point that measured faster (matmul.ts).
+@compute @workgroup_size(THREADS)
+fn main_origins(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
+  let tile = tile_index(wid, nwg);
+  let tiles_n = p.tiles_n;
+  if (tile >= p.tiles_m * tiles_n) { return; }
+  let per_group = GROUP_M * tiles_n;
+  let first_m = (tile / per_group) * GROUP_M;
+  let group_m = min(p.tiles_m - first_m, GROUP_M);
+  let in_group = tile % per_group;
+  let m0 = (first_m + in_group % group_m) * BM;
+  let n0 = (in_group / group_m) * BN;
+  let batch = p.batch_base + wid.z;
+  let base_a = select(0u, p.offset_a + batch * p.stride_a, BASED);
+  let base_b = select(0u, p.offset_b + batch * p.stride_b, BASED);
+  let warp = li / 32u;
+  let lane = li % 32u;
+  let tx = (warp % (WG_X / 8u)) * 8u + lane % 8u;
+  let ty = (warp / (WG_X / 8u)) * 4u + lane / 8u;
+  // Each operand's slice is a block of its stored rows: its first vec4 at (row, col)
+  // = origin + k0 along one axis, the thread's vec4s after it in rows of WA (WB).
+  let a_r = select(m0, 0u, TRANS_A);
+  let a_c = select(0u, m0, TRANS_A);
+  let a_rows = select(p.m, p.k, TRANS_A);
+  let a_cols = select(p.k, p.m, TRANS_A);
+  let b_r = select(0u, n0, TRANS_B);
+  let b_c = select(n0, 0u, TRANS_B);
+  let b_rows = select(p.k, p.n, TRANS_B);
+  let b_cols = select(p.n, p.k, TRANS_B);
+
+  var acc: array<vec4f, 32>;
+  var a0: vec4f; var a1: vec4f; var a2: vec4f; var a3: vec4f;
+  var b0: vec4f; var b1: vec4f; var b2: vec4f; var b3: vec4f;
+  let steps = (p.k + BK - 1u) / BK;
+  a0 = fetch_a(base_a, a_r + 0u * A_KROW + (li) / WA, a_c + 0u * (1u - A_KROW) + ((li) % WA) * 4u, a_rows, a_cols);
+  if (LOADS_A > 1u) { a1 = fetch_a(base_a, a_r + 0u * A_KROW + (li + THREADS) / WA, a_c + 0u * (1u - A_KROW) + ((li + THREADS) % WA) * 4u, a_rows, a_cols); }
+  if (LOADS_A > 2u) { a2 = fetch_a(base_a, a_r + 0u * A_KROW + (li + 2u * THREADS) / WA, a_c + 0u * (1u - A_KROW) + ((li + 2u * THREADS) % WA) * 4u, a_rows, a_cols); }
+  if (LOADS_A > 3u) { a3 = fetch_a(base_a, a_r + 0u * A_KROW + (li + 3u * THREADS) / WA, a_c + 0u * (1u - A_KROW) + ((li + 3u * THREADS) % WA) * 4u, a_rows, a_cols); }
+  b0 = fetch_b(base_b, b_r + 0u * B_KROW + (li) / WB, b_c + 0u * (1u - B_KROW) + ((li) % WB) * 4u, b_rows, b_cols);
+  if (LOADS_B > 1u) { b1 = fetch_b(base_b, b_r + 0u * B_KROW + (li + THREADS) / WB, b_c + 0u * (1u - B_KROW) + ((li + THREADS) % WB) * 4u, b_rows, b_cols); }
+  if (LOADS_B > 2u) { b2 = fetch_b(base_b, b_r + 0u * B_KROW + (li + 2u * THREADS) / WB, b_c + 0u * (1u - B_KROW) + ((li + 2u * THREADS) % WB) * 4u, b_rows, b_cols); }
+  if (LOADS_B > 3u) { b3 = fetch_b(base_b, b_r + 0u * B_KROW + (li + 3u * THREADS) / WB, b_c + 0u * (1u - B_KROW) + ((li + 3u * THREADS) % WB) * 4u, b_rows, b_cols); }
+  for (var t = 0u; t < steps; t++) {
+    put_a(li, a0);
+    if (LOADS_A > 1u) { put_a(li + THREADS, a1); }
+    if (LOADS_A > 2u) { put_a(li + 2u * THREADS, a2); }
+    if (LOADS_A > 3u) { put_a(li + 3u * THREADS, a3); }
+    put_b(li, b0);
+    if (LOADS_B > 1u) { put_b(li + THREADS, b1); }
+    if (LOADS_B > 2u) { put_b(li + 2u * THREADS, b2); }
+    if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
+    workgroupBarrier();
+    if (t + 1u < steps) {
+      let k0 = (t + 1u) * BK;
+      a0 = fetch_a(base_a, a_r + k0 * A_KROW + (li) / WA, a_c + k0 * (1u - A_KROW) + ((li) % WA) * 4u, a_rows, a_cols);
+      if (LOADS_A > 1u) { a1 = fetch_a(base_a, a_r + k0 * A_KROW + (li + THREADS) / WA, a_c + k0 * (1u - A_KROW) + ((li + THREADS) % WA) * 4u, a_rows, a_cols); }
+      if (LOADS_A > 2u) { a2 = fetch_a(base_a, a_r + k0 * A_KROW + (li + 2u * THREADS) / WA, a_c + k0 * (1u - A_KROW) + ((li + 2u * THREADS) % WA) * 4u, a_rows, a_cols); }
+      if (LOADS_A > 3u) { a3 = fetch_a(base_a, a_r + k0 * A_KROW + (li + 3u * THREADS) / WA, a_c + k0 * (1u - A_KROW) + ((li + 3u * THREADS) % WA) * 4u, a_rows, a_cols); }
+      b0 = fetch_b(base_b, b_r + k0 * B_KROW + (li) / WB, b_c + k0 * (1u - B_KROW) + ((li) % WB) * 4u, b_rows, b_cols);
+      if (LOADS_B > 1u) { b1 = fetch_b(base_b, b_r + k0 * B_KROW + (li + THREADS) / WB, b_c + k0 * (1u - B_KROW) + ((li + THREADS) % WB) * 4u, b_rows, b_cols); }
+      if (LOADS_B > 2u) { b2 = fetch_b(base_b, b_r + k0 * B_KROW + (li + 2u * THREADS) / WB, b_c + k0 * (1u - B_KROW) + ((li + 2u * THREADS) % WB) * 4u, b_rows, b_cols); }
+      if (LOADS_B > 3u) { b3 = fetch_b(base_b, b_r + k0 * B_KROW + (li + 3u * THREADS) / WB, b_c + k0 * (1u - B_KROW) + ((li + 3u * THREADS) % WB) * 4u, b_rows, b_cols); }
+    }
+    multiply(tx, ty, &acc);
+    workgroupBarrier();
+  }
+  let base_c = select(0u, p.offset_c + batch * p.stride_c, BASED);
+  let r = m0 + 4u * ty;
+  let s = r + BM / 2u;
+  let q = n0 + 4u * tx;
+  // Without an epilogue, C is stored here, not through store_c (see above).
+  if (PLAIN_C) {
+    let q1 = q + 4u * WG_X;
+    if (r < p.m && q < p.n) { c4[(base_c + (r) * p.n + q) / 4u] = acc[0]; }  if (r < p.m && q1 < p.n) { c4[(base_c + (r) * p.n + q1) / 4u] = acc[1]; }
+    if (r + 1u < p.m && q < p.n) { c4[(base_c + (r + 1u) * p.n + q) / 4u] = acc[4]; }  if (r + 1u < p.m && q1 < p.n) { c4[(base_c + (r + 1u) * p.n + q1) / 4u] = acc[5]; }
+    if (r + 2u < p.m && q < p.n) { c4[(base_c + (r + 2u) * p.n + q) / 4u] = acc[8]; }  if (r + 2u < p.m && q1 < p.n) { c4[(base_c + (r + 2u) * p.n + q1) / 4u] = acc[9]; }
+    if (r + 3u < p.m && q < p.n) { c4[(base_c + (r + 3u) * p.n + q) / 4u] = acc[12]; }  if (r + 3u < p.m && q1 < p.n) { c4[(base_c + (r + 3u) * p.n + q1) / 4u] = acc[13]; }
+    if (s < p.m && q < p.n) { c4[(base_c + (s) * p.n + q) / 4u] = acc[16]; }  if (s < p.m && q1 < p.n) { c4[(base_c + (s) * p.n + q1) / 4u] = acc[17]; }
+    if (s + 1u < p.m && q < p.n) { c4[(base_c + (s + 1u) * p.n + q) / 4u] = acc[20]; }  if (s + 1u < p.m && q1 < p.n) { c4[(base_c + (s + 1u) * p.n + q1) / 4u] = acc[21]; }
+    if (s + 2u < p.m && q < p.n) { c4[(base_c + (s + 2u) * p.n + q) / 4u] = acc[24]; }  if (s + 2u < p.m && q1 < p.n) { c4[(base_c + (s + 2u) * p.n + q1) / 4u] = acc[25]; }
+    if (s + 3u < p.m && q < p.n) { c4[(base_c + (s + 3u) * p.n + q) / 4u] = acc[28]; }  if (s + 3u < p.m && q1 < p.n) { c4[(base_c + (s + 3u) * p.n + q1) / 4u] = acc[29]; }
+    if (GB > 2u) {
+      let q2 = q + 8u * WG_X;
+      let q3 = q + 12u * WG_X;
+      if (r < p.m && q2 < p.n) { c4[(base_c + (r) * p.n + q2) / 4u] = acc[2]; }  if (r < p.m && q3 < p.n) { c4[(base_c + (r) * p.n + q3) / 4u] = acc[3]; }
+      if (r + 1u < p.m && q2 < p.n) { c4[(base_c + (r + 1u) * p.n + q2) / 4u] = acc[6]; }  if (r + 1u < p.m && q3 < p.n) { c4[(base_c + (r + 1u) * p.n + q3) / 4u] = acc[7]; }
+      if (r + 2u < p.m && q2 < p.n) { c4[(base_c + (r + 2u) * p.n + q2) / 4u] = acc[10]; }  if (r + 2u < p.m && q3 < p.n) { c4[(base_c + (r + 2u) * p.n + q3) / 4u] = acc[11]; }
+      if (r + 3u < p.m && q2 < p.n) { c4[(base_c + (r + 3u) * p.n + q2) / 4u] = acc[14]; }  if (r + 3u < p.m && q3 < p.n) { c4[(base_c + (r + 3u) * p.n + q3) / 4u] = acc[15]; }
+      if (s < p.m && q2 < p.n) { c4[(base_c + (s) * p.n + q2) / 4u] = acc[18]; }  if (s < p.m && q3 < p.n) { c4[(base_c + (s) * p.n + q3) / 4u] = acc[19]; }
+      if (s + 1u < p.m && q2 < p.n) { c4[(base_c + (s + 1u) * p.n + q2) / 4u] = acc[22]; }  if (s + 1u < p.m && q3 < p.n) { c4[(base_c + (s + 1u) * p.n + q3) / 4u] = acc[23]; }
+      if (s + 2u < p.m && q2 < p.n) { c4[(base_c + (s + 2u) * p.n + q2) / 4u] = acc[26]; }  if (s + 2u < p.m && q3 < p.n) { c4[(base_c + (s + 2u) * p.n + q3) / 4u] = acc[27]; }
+      if (s + 3u < p.m && q2 < p.n) { c4[(base_c + (s + 3u) * p.n + q2) / 4u] = acc[30]; }  if (s + 3u < p.m && q3 < p.n) { c4[(base_c + (s + 3u) * p.n + q3) / 4u] = acc[31]; }
+    }
+  } else {
+    let q1 = q + 4u * WG_X;
+    store_c(base_c, r, q, acc[0]);  store_c(base_c, r, q1, acc[1]);
+    store_c(base_c, r + 1u, q, acc[4]);  store_c(base_c, r + 1u, q1, acc[5]);
+    store_c(base_c, r + 2u, q, acc[8]);  store_c(base_c, r + 2u, q1, acc[9]);
+    store_c(base_c, r + 3u, q, acc[12]);  store_c(base_c, r + 3u, q1, acc[13]);
+    store_c(base_c, s, q, acc[16]);  store_c(base_c, s, q1, acc[17]);
+    store_c(base_c, s + 1u, q, acc[20]);  store_c(base_c, s + 1u, q1, acc[21]);
+    store_c(base_c, s + 2u, q, acc[24]);  store_c(base_c, s + 2u, q1, acc[25]);
+    store_c(base_c, s + 3u, q, acc[28]);  store_c(base_c, s + 3u, q1, acc[29]);
+    if (GB > 2u) {
+      let q2 = q + 8u * WG_X;
+      let q3 = q + 12u * WG_X;
+      store_c(base_c, r, q2, acc[2]);  store_c(base_c, r, q3, acc[3]);
+      store_c(base_c, r + 1u, q2, acc[6]);  store_c(base_c, r + 1u, q3, acc[7]);
+      store_c(base_c, r + 2u, q2, acc[10]);  store_c(base_c, r + 2u, q3, acc[11]);
+      store_c(base_c, r + 3u, q2, acc[14]);  store_c(base_c, r + 3u, q3, acc[15]);
+      store_c(base_c, s, q2, acc[18]);  store_c(base_c, s, q3, acc[19]);
+      store_c(base_c, s + 1u, q2, acc[22]);  store_c(base_c, s + 1u, q3, acc[23]);
+      store_c(base_c, s + 2u, q2, acc[26]);  store_c(base_c, s + 2u, q3, acc[27]);
+      store_c(base_c, s + 3u, q2, acc[30]);  store_c(base_c, s + 3u, q3, acc[31]);
+    }
   }
 }
 

@@ -3,17 +3,26 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { benchMatmul } from '../src/bench/matmul.ts';
+import { benchMatmul, type MatmulShape, TRAINED } from '../src/bench/matmul.ts';
 import { SKINNY_TILE } from '../src/kernels/matmul.ts';
 import { gpu } from './support/gpu.ts';
 
 describe('matmul bench', () => {
   test('times and checks every requested kernel on every shape', { timeout: 600_000 }, async () => {
     const rt = await gpu();
-    const shapes = [{ name: 'tiny forward', m: 8, n: 12, k: 16, transB: true }, { name: 'tiny dW', m: 12, n: 16, k: 8, transA: true }];
-    const rows = (await benchMatmul(rt, [32], { shapes, tiles: ['64x64/k8', SKINNY_TILE], iters: 1, sampleMs: 1 })) as Record<string, unknown>[];
-    // The skinny path takes transB without transA only, so the dW shape has one row.
-    assert.deepEqual(rows.map((r) => `${r.name} ${r.tile}`), ['square 32 64x64/k8', 'tiny forward 64x64/k8', `tiny forward ${SKINNY_TILE}`, 'tiny dW 64x64/k8']);
+    const shapes: MatmulShape[] = [
+      { name: 'tiny forward', m: 8, n: 12, k: 16, transB: true },
+      { name: 'tiny dW', m: 12, n: 16, k: 8, transA: true },
+      { name: 'tiny head dX', m: 8, n: 12, k: 40, vocab: 'k' },
+    ];
+    const rows = (await benchMatmul(rt, [32], { shapes, tiles: ['64x64/k8', SKINNY_TILE], iters: 1, sampleMs: 1, vocabChunk: 16 })) as Record<string, unknown>[];
+    // The skinny path takes transB without transA only; weight gradients and LM-head
+    // products add a row for how the trainer runs them (split-K, vocabulary chunks).
+    assert.deepEqual(rows.map((r) => `${r.name} ${r.tile}`), [
+      'square 32 64x64/k8', 'tiny forward 64x64/k8', `tiny forward ${SKINNY_TILE}`, 'tiny dW 64x64/k8', `tiny dW ${TRAINED}`,
+      'tiny head dX 64x64/k8', `tiny head dX ${TRAINED}`,
+    ]);
+    assert.equal(rows.at(-1)!.vocab_chunks, 3, 'k = 40 in chunks of 16');
     for (const r of rows) {
       assert.equal(r.ok, true, `${r.name} ${r.tile}: relative error ${r.relErr}`);
       assert.ok((r.ms as number) > 0 && (r.tflops as number) > 0, `${r.name} ${r.tile}: ${r.ms} ms`);

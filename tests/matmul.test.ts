@@ -56,6 +56,20 @@ describe('matmul kernel', () => {
     }
   });
 
+  test('each layout on the tiled entry point the policy does not send it to', slow, async () => {
+    const saved = mk.matmulPolicy.originLayouts;
+    const all: mk.MatmulLayoutName[] = ['nn', 'nt', 'tn', 'tt'];
+    try {
+      mk.matmulPolicy.originLayouts = all.filter((l) => !saved.includes(l));
+      for (const [transA, transB] of TRANS) {
+        await check({ m: 67, n: 300, k: 37, transA, transB, tile: '128x256/k16' });
+        await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, bias: true, act: 'silu', init: true, accumulate: true, tile: '64x64/k8' });
+      }
+    } finally {
+      mk.matmulPolicy.originLayouts = saved;
+    }
+  });
+
   test('many K slices, partial edge tiles and more tile rows than one group', slow, async () => {
     await check({ m: 600, n: 72, k: 70, tile: '64x64/k8' });
     await check({ m: 600, n: 72, k: 70, tile: '64x64/k8', transA: true, transB: true });
@@ -161,6 +175,11 @@ describe('matmul kernel', () => {
     const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false } } as unknown as typeof rt;
     assert.equal(mk.chooseTile(hardware, 1600, 768, 1, 256), '128x128/k16');
     assert.equal(mk.chooseTile(hardware, 100, 100, 1, 256), '64x64/k8');
+    // The 128x256 tile for the layouts that run it fastest, on grids of enough of them.
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x256/k16');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/k16');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'tn'), '128x128/k16');
+    assert.equal(mk.chooseTile(hardware, 1024, 1024, 1, 1024, 'nn'), '128x128/k16', 'a grid of 32 128x256 tiles is too few');
   });
 
   test('launcher errors name the problem', slow, async () => {

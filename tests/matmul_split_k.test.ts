@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { Runtime } from '../src/gpu/runtime.ts';
 import * as mk from '../src/kernels/matmul.ts';
 import { gradientMatmuls, tensorCorePolicy } from '../src/kernels/matmul_precision.ts';
-import { matmulSplitK, planSplitK, splitKApplies, splitKPolicy } from '../src/kernels/matmul_split_k.ts';
+import { matmulSplitK, planSplitK, splitKApplies, splitKPolicy, splitKPolicyFor } from '../src/kernels/matmul_split_k.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { randn } from '../src/reference/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
@@ -20,8 +20,13 @@ describe('split-K weight-gradient products', () => {
     assert.deepEqual(planSplitK(256, 256, 32768), { chunks: 64, kc: 512, full: 64, rest: 0 });
     // Qwen2.5-0.5B's k/v projection dW over 8 x 512 tokens: capped by the 512-k chunk floor.
     assert.equal(planSplitK(128, 896, 4096).chunks, 8);
+    // The MLP's dW (266 tiles, two waves and a sliver on an H200) splits into 4 on the
+    // f32 kernel; the tensor-core kernel aims at fewer workgroups.
+    assert.equal(planSplitK(4864, 896, 4096, splitKPolicyFor(false)).chunks, 4);
+    assert.equal(planSplitK(4864, 896, 4096, splitKPolicyFor(true)).chunks, 1);
+    assert.equal(planSplitK(128, 896, 4096, splitKPolicyFor(true)).chunks, 8);
     // An output that already fills the GPU, and a k too short to split, stay whole.
-    assert.equal(planSplitK(4864, 896, 4096).chunks, 1);
+    assert.equal(planSplitK(8192, 8192, 4096).chunks, 1);
     assert.equal(planSplitK(256, 256, 1000).chunks, 1);
     for (const [m, n, k] of [[256, 256, 32767], [100, 60, 5000], [8, 8, 1041], [896, 896, 4100]]) {
       const p = planSplitK(m, n, k);

@@ -13,7 +13,9 @@
 import type { Runtime } from '../gpu/runtime.ts';
 import { sizeClass } from '../gpu/buffer_pool.ts';
 import * as mk from '../kernels/matmul.ts';
+import { matmulSplitK, planSplitK, splitKApplies } from '../kernels/matmul_split_k.ts';
 import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
+import { defaultChunk } from '../tensor/ops/logprob.ts';
 import { rng } from '../reference/random.ts';
 import { timeGpu } from './timing.ts';
 
@@ -24,6 +26,11 @@ export interface MatmulShape {
   k: number;
   transA?: boolean;
   transB?: boolean;
+  /**
+   * The LM head's vocabulary axis: the trainer runs the product one vocabulary chunk
+   * at a time (tensor/ops/logprob.ts), so its "as trained" row does too.
+   */
+  vocab?: 'm' | 'n' | 'k';
 }
 
 export interface MatmulBenchOptions {
@@ -34,6 +41,8 @@ export interface MatmulBenchOptions {
   iters?: number;
   /** Shortest sample, in ms. */
   sampleMs?: number;
+  /** Vocabulary rows per chunk for the "as trained" LM-head rows; default the trainer's. */
+  vocabChunk?: number;
 }
 
 /** The projections of Qwen2.5-0.5B at `tokens` tokens: forward and both gradients. */
@@ -45,13 +54,13 @@ export function qwenMatmulShapes(tokens = 4096): MatmulShape[] {
   return [
     { name: 'mlp up/gate: x @ W^T', m: t, n: f, k: h, transB: true },
     { name: 'mlp down: x @ W^T', m: t, n: h, k: f, transB: true },
-    { name: 'lm head: x @ W^T', m: t, n: v, k: h, transB: true },
+    { name: 'lm head: x @ W^T', m: t, n: v, k: h, transB: true, vocab: 'n' },
     { name: 'mlp up/gate dX: dY @ W', m: t, n: h, k: f },
     { name: 'mlp down dX: dY @ W', m: t, n: f, k: h },
-    { name: 'lm head dX: dY @ W', m: t, n: h, k: v },
+    { name: 'lm head dX: dY @ W', m: t, n: h, k: v, vocab: 'k' },
     { name: 'mlp up/gate dW: dY^T @ X', m: f, n: h, k: t, transA: true },
     { name: 'mlp down dW: dY^T @ X', m: h, n: f, k: t, transA: true },
-    { name: 'lm head dW: dY^T @ X', m: v, n: h, k: t, transA: true },
+    { name: 'lm head dW: dY^T @ X', m: v, n: h, k: t, transA: true, vocab: 'm' },
   ];
 }
 
@@ -160,15 +169,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
       // Checked after the first chunk alone: later (shorter) chunks overwrite its rows.
       product(Math.min(rows, m));
       const err = await sampledError(rt, s, Math.min(rows, m), c, pa, pb);
-      const t0 = performance.now();
-      once();
-      await rt.sync();
-      const estimate = Math.max(performance.now() - t0, 1e-3);
-      const reps = Math.min(200, Math.max(1, Math.ceil((opts.sampleMs ?? 30) / estimate)));
-      const sample = await timeGpu(rt, () => {
-        for (let r = 0; r < reps; r++) once();
-      }, { warmup: 1, iters: opts.iters ?? 7 });
-      const ms = sample / reps;
+      const ms = await timeProduct(rt, once, opts);
       // B streamed once per product: the figure that bounds a decode step's products.
       const bGbs = (n * k * 4) / (ms * 1e6);
       const ok = err < MAX_ERROR[tile === TENSOR ? 'f16' : 'f32'];
@@ -179,7 +180,77 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
     rt.pool.release(b);
     rt.pool.release(c);
   }
+  if (s.vocab || (transA && !transB)) out.push(await benchTrained(rt, s, opts));
   return out;
+}
+
+/** Milliseconds per call of `once`, repeated until a sample is long enough that the submit round trip does not count. */
+async function timeProduct(rt: Runtime, once: () => void, opts: MatmulBenchOptions): Promise<number> {
+  const t0 = performance.now();
+  once();
+  await rt.sync();
+  const estimate = Math.max(performance.now() - t0, 1e-3);
+  const reps = Math.min(200, Math.max(1, Math.ceil((opts.sampleMs ?? 30) / estimate)));
+  const sample = await timeGpu(rt, () => {
+    for (let r = 0; r < reps; r++) once();
+  }, { warmup: 1, iters: opts.iters ?? 7 });
+  return sample / reps;
+}
+
+/** The row for the product as the trainer records it on the f32 kernels. */
+export const TRAINED = 'as trained';
+
+/**
+ * `s` as training runs it with tensor cores off: an LM-head product one vocabulary
+ * chunk at a time, the chunk tensor/ops/logprob.ts takes by default (dX accumulating
+ * over the chunks), and weight gradients through split-K where it applies, as
+ * gradientMatmuls does. Every chunk reuses one set of buffers (its operands' contents
+ * do not change the time); the error is checked on the first chunk's product.
+ */
+async function benchTrained(rt: Runtime, s: MatmulShape, opts: MatmulBenchOptions): Promise<object> {
+  const transA = s.transA ?? false;
+  const transB = s.transB ?? false;
+  const dims = { m: s.m, n: s.n, k: s.k };
+  const axis = s.vocab;
+  const widths: number[] = [];
+  if (axis) {
+    const [x, y] = (['m', 'n', 'k'] as const).filter((d) => d !== axis).map((d) => dims[d]);
+    const chunk = opts.vocabChunk ?? defaultChunk(rt, x, y, dims[axis]);
+    for (let at = 0; at < dims[axis]; at += chunk) widths.push(Math.min(chunk, dims[axis] - at));
+  }
+  const part = (i: number) => (axis ? { ...dims, [axis]: widths[i] } : dims);
+  const first = part(0);
+  const pa = pattern(1);
+  const pb = pattern(2);
+  const a = rt.pool.acquire(first.m * first.k * 4, 'bench A');
+  const b = rt.pool.acquire(first.k * first.n * 4, 'bench B');
+  const c = rt.pool.acquire(first.m * first.n * 4, 'bench C');
+  fill(rt, a, first.m * first.k, pa);
+  fill(rt, b, first.k * first.n, pb);
+  try {
+    const product = (i: number) => {
+      const d = part(i);
+      const args: mk.MatmulArgs = { a, b, out: c, ...d, transA, transB, accumulate: axis === 'k' && i > 0 };
+      if (splitKApplies(rt, args)) matmulSplitK(rt, args, planSplitK(d.m, d.n, d.k), (x) => mk.matmul(rt, x));
+      else mk.matmul(rt, args);
+    };
+    const once = () => {
+      for (let i = 0; i < Math.max(widths.length, 1); i++) product(i);
+    };
+    product(0);
+    const err = await sampledError(rt, { ...s, ...first }, first.m, c, pa, pb);
+    const ms = await timeProduct(rt, once, opts);
+    const split = planSplitK(first.m, first.n, first.k).chunks;
+    return {
+      kind: 'matmul', name: s.name, m: s.m, n: s.n, k: s.k, transA, transB, tile: TRAINED, auto: false,
+      vocab_chunks: widths.length || undefined, split_k: splitKApplies(rt, { a, b, out: c, ...first, transA, transB }) ? split : 1,
+      ms, tflops: (2 * s.m * s.n * s.k) / (ms * 1e9), relErr: err, ok: err < MAX_ERROR.f32,
+    };
+  } finally {
+    rt.pool.release(a);
+    rt.pool.release(b);
+    rt.pool.release(c);
+  }
 }
 
 /**

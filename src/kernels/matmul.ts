@@ -13,7 +13,6 @@ export type MatmulAct = keyof typeof MATMUL_ACTS;
  * is one slice of each operand, BK x (BM + BN) floats (24 KiB for 128x256/k16).
  */
 export const MATMUL_TILES = {
-  // Not chosen by the launcher (see BIG_TILE): benchmarks and tests only.
   '128x256/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 16 },
   '128x128/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 8 },
   '128x128/k8': { WG_X: 16, WG_Y: 16, BK: 8, TN: 8 },
@@ -56,7 +55,21 @@ export const matmulPolicy = {
    */
   skinnyMaxRowsNarrow: 64,
   narrowMaxColumns: 16384,
+  /**
+   * Layouts (A then B, n: as stored, t: transposed) that run `main_origins` rather than
+   * `main`, and that take the 128x256 tile when its grid has at least
+   * wideMinWorkgroups workgroups. H200, f32 lab at 4096^3: the plain layout ran 44.7
+   * TFLOP/s there against 39.6 on `main`'s 128x128; B transposed ran 35.0 there against
+   * 42.7 in `main`, A transposed 40.0 against 41.4 (see the shader).
+   */
+  originLayouts: ['nn'] as MatmulLayoutName[],
+  wideLayouts: ['nn'] as MatmulLayoutName[],
+  wideMinWorkgroups: 96,
 };
+
+export type MatmulLayoutName = 'nn' | 'nt' | 'tn' | 'tt';
+
+const layoutName = (transA: boolean, transB: boolean): MatmulLayoutName => `${transA ? 't' : 'n'}${transB ? 't' : 'n'}`;
 
 type WorkgroupTile = keyof typeof MATMUL_TILES;
 type PanelTile = keyof typeof MATMUL_PANELS;
@@ -74,9 +87,8 @@ const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MAT
 // the 64-tile from 2048^3 up; the 64-tile leads on 1024^3 (18.3 against 14.8) and the
 // MLP weight gradients (26.8 against 24.4), grids of one to two waves of the larger
 // tile, but in training those are cut along K (matmul_split_k.ts). 128x256/k16 (8x16
-// per thread) trails 128x128/k16 in this kernel (36-38 at 4096^3) though a copy of it
-// with its loads and stores written inline for the plain layout ran at 44.7: it is
-// kept for the benchmarks until it leads.
+// per thread) leads only where `main_origins` runs it (matmulPolicy.wideLayouts).
+const WIDE_TILE: WorkgroupTile = '128x256/k16';
 const BIG_TILE: WorkgroupTile = '128x128/k16';
 const SMALL_TILE: WorkgroupTile = '64x64/k8';
 const BIG_TILE_MIN_WORKGROUPS = 64;
@@ -166,11 +178,16 @@ function panelSeconds(m: number, n: number, k: number, batch: number): number {
   return dispatches * DISPATCH_SECONDS + packed * PACK_SECONDS + (2 * roundUp(m, 8) * roundUp(n, 16) * k * batch) / PANEL_FLOPS;
 }
 
-function workgroupTile(rt: Runtime, m: number, n: number, batch: number): WorkgroupTile {
+function workgroups(tile: WorkgroupTile, m: number, n: number, batch: number): number {
+  const { rows, cols } = tileShape(tile);
+  return Math.ceil(m / rows) * Math.ceil(n / cols) * batch;
+}
+
+function workgroupTile(rt: Runtime, m: number, n: number, batch: number, layout: MatmulLayoutName): WorkgroupTile {
   if (!tileFits(rt, BIG_TILE)) return SMALL_TILE;
-  const edge = 8 * MATMUL_TILES[BIG_TILE].WG_Y;
-  const workgroups = Math.ceil(m / edge) * Math.ceil(n / edge) * batch;
-  return workgroups >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
+  const p = matmulPolicy;
+  if (p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups) return WIDE_TILE;
+  return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
 
 /**
@@ -179,8 +196,8 @@ function workgroupTile(rt: Runtime, m: number, n: number, batch: number): Workgr
  * panel path unless its packing and dispatches cost more than its faster loads save
  * (tiny or many-batched products).
  */
-export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_PANELS[PANEL_TILE].KC): MatmulTile {
-  const tile = workgroupTile(rt, m, n, batch);
+export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_PANELS[PANEL_TILE].KC, layout: MatmulLayoutName = 'nn'): MatmulTile {
+  const tile = workgroupTile(rt, m, n, batch, layout);
   if (!rt.caps.compatibility || k === 0 || !tileFits(rt, PANEL_TILE) || packedBytes(m, k) > rt.gpu.limits.maxStorageBufferBindingSize || packedBytes(n, k) > rt.gpu.limits.maxStorageBufferBindingSize) return tile;
   const edge = 8 * MATMUL_TILES[tile].WG_Y;
   const tiled = DISPATCH_SECONDS + (2 * roundUp(m, edge) * roundUp(n, edge) * k * batch) / TILED_FLOPS;
@@ -194,7 +211,7 @@ export function autoTile(rt: Runtime, args: Pick<MatmulArgs, 'm' | 'n' | 'k' | '
   const p = matmulPolicy;
   const maxRows = args.n <= p.narrowMaxColumns ? p.skinnyMaxRowsNarrow : p.skinnyMaxRows;
   if (!rt.caps.compatibility && args.m <= maxRows && skinnyFits(args) && tileFits(rt, SKINNY_TILE)) return SKINNY_TILE;
-  return chooseTile(rt, args.m, args.n, args.batch ?? 1, args.k);
+  return chooseTile(rt, args.m, args.n, args.batch ?? 1, args.k, layoutName(!!args.transA, !!args.transB));
 }
 
 /** Bytes of `rows` rows of k, packed into panels for the panel tile. */
@@ -283,7 +300,8 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   const [bindA, offA] = place(a, offsetA);
   const [bindB, offB] = place(b, offsetB);
   const [bindC, offC] = place(out, offsetC);
-  const kernel = rt.kernel('matmul', 'main', {
+  const entry = matmulPolicy.originLayouts.includes(layoutName(transA, transB)) ? 'main_origins' : 'main';
+  const kernel = rt.kernel('matmul', entry, {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
     VEC_A: Number(aligned(transA ? m : k, offsetA, strideA)),
