@@ -261,12 +261,41 @@ fn store_c(base: u32, row: u32, col: u32, sum: vec4f) {
   }
 }
 
+// C's rows r.. and r + BM/2.. from the register block, through store_c. Shared by
+// both entry points: as fast on the H200 as the same stores written out in each
+// (every layout and tile the launcher takes, at 4096^3), where a shared helper for the
+// tile's origin made one of them 40% slower.
+fn store_tile(base_c: u32, r: u32, q: u32, acc: ptr<function, array<vec4f, 32>>) {
+  let s = r + BM / 2u;
+  let q1 = q + 4u * WG_X;
+  store_c(base_c, r, q, (*acc)[0]);         store_c(base_c, r, q1, (*acc)[1]);
+  store_c(base_c, r + 1u, q, (*acc)[4]);    store_c(base_c, r + 1u, q1, (*acc)[5]);
+  store_c(base_c, r + 2u, q, (*acc)[8]);    store_c(base_c, r + 2u, q1, (*acc)[9]);
+  store_c(base_c, r + 3u, q, (*acc)[12]);   store_c(base_c, r + 3u, q1, (*acc)[13]);
+  store_c(base_c, s, q, (*acc)[16]);        store_c(base_c, s, q1, (*acc)[17]);
+  store_c(base_c, s + 1u, q, (*acc)[20]);   store_c(base_c, s + 1u, q1, (*acc)[21]);
+  store_c(base_c, s + 2u, q, (*acc)[24]);   store_c(base_c, s + 2u, q1, (*acc)[25]);
+  store_c(base_c, s + 3u, q, (*acc)[28]);   store_c(base_c, s + 3u, q1, (*acc)[29]);
+  if (GB > 2u) {
+    let q2 = q + 8u * WG_X;
+    let q3 = q + 12u * WG_X;
+    store_c(base_c, r, q2, (*acc)[2]);        store_c(base_c, r, q3, (*acc)[3]);
+    store_c(base_c, r + 1u, q2, (*acc)[6]);   store_c(base_c, r + 1u, q3, (*acc)[7]);
+    store_c(base_c, r + 2u, q2, (*acc)[10]);  store_c(base_c, r + 2u, q3, (*acc)[11]);
+    store_c(base_c, r + 3u, q2, (*acc)[14]);  store_c(base_c, r + 3u, q3, (*acc)[15]);
+    store_c(base_c, s, q2, (*acc)[18]);       store_c(base_c, s, q3, (*acc)[19]);
+    store_c(base_c, s + 1u, q2, (*acc)[22]);  store_c(base_c, s + 1u, q3, (*acc)[23]);
+    store_c(base_c, s + 2u, q2, (*acc)[26]);  store_c(base_c, s + 2u, q3, (*acc)[27]);
+    store_c(base_c, s + 3u, q2, (*acc)[30]);  store_c(base_c, s + 3u, q3, (*acc)[31]);
+  }
+}
+
 fn tile_index(wid: vec3u, nwg: vec3u) -> u32 { return wid.y * nwg.x + wid.x; }
 
-// Written flat, values passed rather than pointers: spread over helpers that filled a
-// struct of the tile's coordinates and the staged slice through pointers, with its
-// stores two calls deep, the same kernel ran at 33 TFLOP/s on the H200 (128x128/k8;
-// 26 on 128x256) where it now runs at 37 (36-38).
+// Its loop written flat, values passed rather than pointers: spread over helpers that
+// filled a struct of the tile's coordinates and the staged slice through pointers, the
+// same kernel ran at 33 TFLOP/s on the H200 (128x128/k8; 26 on 128x256) where it now
+// runs at 37 (36-38).
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
   let tile = tile_index(wid, nwg);
@@ -332,29 +361,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   // at column q + 4 h WG_X. Constant indices throughout, so acc stays in registers.
   let base_c = select(0u, p.offset_c + batch * p.stride_c, BASED);
   let r = m0 + 4u * ty;
-  let s = r + BM / 2u;
   let q = n0 + 4u * tx;
-  let q1 = q + 4u * WG_X;
-  store_c(base_c, r, q, acc[0]);         store_c(base_c, r, q1, acc[1]);
-  store_c(base_c, r + 1u, q, acc[4]);    store_c(base_c, r + 1u, q1, acc[5]);
-  store_c(base_c, r + 2u, q, acc[8]);    store_c(base_c, r + 2u, q1, acc[9]);
-  store_c(base_c, r + 3u, q, acc[12]);   store_c(base_c, r + 3u, q1, acc[13]);
-  store_c(base_c, s, q, acc[16]);        store_c(base_c, s, q1, acc[17]);
-  store_c(base_c, s + 1u, q, acc[20]);   store_c(base_c, s + 1u, q1, acc[21]);
-  store_c(base_c, s + 2u, q, acc[24]);   store_c(base_c, s + 2u, q1, acc[25]);
-  store_c(base_c, s + 3u, q, acc[28]);   store_c(base_c, s + 3u, q1, acc[29]);
-  if (GB > 2u) {
-    let q2 = q + 8u * WG_X;
-    let q3 = q + 12u * WG_X;
-    store_c(base_c, r, q2, acc[2]);        store_c(base_c, r, q3, acc[3]);
-    store_c(base_c, r + 1u, q2, acc[6]);   store_c(base_c, r + 1u, q3, acc[7]);
-    store_c(base_c, r + 2u, q2, acc[10]);  store_c(base_c, r + 2u, q3, acc[11]);
-    store_c(base_c, r + 3u, q2, acc[14]);  store_c(base_c, r + 3u, q3, acc[15]);
-    store_c(base_c, s, q2, acc[18]);       store_c(base_c, s, q3, acc[19]);
-    store_c(base_c, s + 1u, q2, acc[22]);  store_c(base_c, s + 1u, q3, acc[23]);
-    store_c(base_c, s + 2u, q2, acc[26]);  store_c(base_c, s + 2u, q3, acc[27]);
-    store_c(base_c, s + 3u, q2, acc[30]);  store_c(base_c, s + 3u, q3, acc[31]);
-  }
+  store_tile(base_c, r, q, &acc);
 }
 
 // The same product with each operand's loads addressed from an origin set once (no
@@ -459,27 +467,7 @@ fn main_origins(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
       if (s + 3u < p.m && q2 < p.n) { c4[(base_c + (s + 3u) * p.n + q2) / 4u] = acc[30]; }  if (s + 3u < p.m && q3 < p.n) { c4[(base_c + (s + 3u) * p.n + q3) / 4u] = acc[31]; }
     }
   } else {
-    let q1 = q + 4u * WG_X;
-    store_c(base_c, r, q, acc[0]);  store_c(base_c, r, q1, acc[1]);
-    store_c(base_c, r + 1u, q, acc[4]);  store_c(base_c, r + 1u, q1, acc[5]);
-    store_c(base_c, r + 2u, q, acc[8]);  store_c(base_c, r + 2u, q1, acc[9]);
-    store_c(base_c, r + 3u, q, acc[12]);  store_c(base_c, r + 3u, q1, acc[13]);
-    store_c(base_c, s, q, acc[16]);  store_c(base_c, s, q1, acc[17]);
-    store_c(base_c, s + 1u, q, acc[20]);  store_c(base_c, s + 1u, q1, acc[21]);
-    store_c(base_c, s + 2u, q, acc[24]);  store_c(base_c, s + 2u, q1, acc[25]);
-    store_c(base_c, s + 3u, q, acc[28]);  store_c(base_c, s + 3u, q1, acc[29]);
-    if (GB > 2u) {
-      let q2 = q + 8u * WG_X;
-      let q3 = q + 12u * WG_X;
-      store_c(base_c, r, q2, acc[2]);  store_c(base_c, r, q3, acc[3]);
-      store_c(base_c, r + 1u, q2, acc[6]);  store_c(base_c, r + 1u, q3, acc[7]);
-      store_c(base_c, r + 2u, q2, acc[10]);  store_c(base_c, r + 2u, q3, acc[11]);
-      store_c(base_c, r + 3u, q2, acc[14]);  store_c(base_c, r + 3u, q3, acc[15]);
-      store_c(base_c, s, q2, acc[18]);  store_c(base_c, s, q3, acc[19]);
-      store_c(base_c, s + 1u, q2, acc[22]);  store_c(base_c, s + 1u, q3, acc[23]);
-      store_c(base_c, s + 2u, q2, acc[26]);  store_c(base_c, s + 2u, q3, acc[27]);
-      store_c(base_c, s + 3u, q2, acc[30]);  store_c(base_c, s + 3u, q3, acc[31]);
-    }
+    store_tile(base_c, r, q, &acc);
   }
 }
 
