@@ -13,7 +13,7 @@
 import type { Runtime } from '../gpu/runtime.ts';
 import { sizeClass } from '../gpu/buffer_pool.ts';
 import * as mk from '../kernels/matmul.ts';
-import { matmulSplitK, planSplitK, splitKApplies } from '../kernels/matmul_split_k.ts';
+import { matmulSplitKWhereItApplies, splitKPolicyFor } from '../kernels/matmul_split_k.ts';
 import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
 import { defaultChunk } from '../tensor/ops/logprob.ts';
 import { rng } from '../reference/random.ts';
@@ -228,22 +228,17 @@ async function benchTrained(rt: Runtime, s: MatmulShape, opts: MatmulBenchOption
   fill(rt, a, first.m * first.k, pa);
   fill(rt, b, first.k * first.n, pb);
   try {
-    const product = (i: number) => {
-      const d = part(i);
-      const args: mk.MatmulArgs = { a, b, out: c, ...d, transA, transB, accumulate: axis === 'k' && i > 0 };
-      if (splitKApplies(rt, args)) matmulSplitK(rt, args, planSplitK(d.m, d.n, d.k), (x) => mk.matmul(rt, x));
-      else mk.matmul(rt, args);
-    };
+    const product = (i: number) =>
+      matmulSplitKWhereItApplies(rt, { a, b, out: c, ...part(i), transA, transB, accumulate: axis === 'k' && i > 0 }, splitKPolicyFor(false), (x) => mk.matmul(rt, x));
     const once = () => {
       for (let i = 0; i < Math.max(widths.length, 1); i++) product(i);
     };
-    product(0);
+    const split = product(0);
     const err = await sampledError(rt, { ...s, ...first }, first.m, c, pa, pb);
     const ms = await timeProduct(rt, once, opts);
-    const split = planSplitK(first.m, first.n, first.k).chunks;
     return {
       kind: 'matmul', name: s.name, m: s.m, n: s.n, k: s.k, transA, transB, tile: TRAINED, auto: false,
-      vocab_chunks: widths.length || undefined, split_k: splitKApplies(rt, { a, b, out: c, ...first, transA, transB }) ? split : 1,
+      vocab_chunks: widths.length || undefined, split_k: split,
       ms, tflops: (2 * s.m * s.n * s.k) / (ms * 1e9), relErr: err, ok: err < MAX_ERROR.f32,
     };
   } finally {

@@ -199,8 +199,8 @@ function workgroupTile(rt: Runtime, m: number, n: number, batch: number, layout:
 export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_PANELS[PANEL_TILE].KC, layout: MatmulLayoutName = 'nn'): MatmulTile {
   const tile = workgroupTile(rt, m, n, batch, layout);
   if (!rt.caps.compatibility || k === 0 || !tileFits(rt, PANEL_TILE) || packedBytes(m, k) > rt.gpu.limits.maxStorageBufferBindingSize || packedBytes(n, k) > rt.gpu.limits.maxStorageBufferBindingSize) return tile;
-  const edge = 8 * MATMUL_TILES[tile].WG_Y;
-  const tiled = DISPATCH_SECONDS + (2 * roundUp(m, edge) * roundUp(n, edge) * k * batch) / TILED_FLOPS;
+  const { rows, cols } = tileShape(tile);
+  const tiled = DISPATCH_SECONDS + (2 * roundUp(m, rows) * roundUp(n, cols) * k * batch) / TILED_FLOPS;
   return panelSeconds(m, n, k, batch) < tiled ? PANEL_TILE : tile;
 }
 

@@ -14,7 +14,7 @@
 import type { Runtime } from '../gpu/runtime.ts';
 import { gradScale } from './grad_scale.ts';
 import * as mk from './matmul.ts';
-import { matmulSplitK, planSplitK, splitKApplies, splitKPolicyFor } from './matmul_split_k.ts';
+import { matmulSplitKWhereItApplies, splitKPolicyFor } from './matmul_split_k.ts';
 import { matmulTensor, tensorMatmulAvailable, tensorMatmulMissing } from './matmul_tensor.ts';
 
 /** The choices benchmarks and `--tensor-cores` vary. */
@@ -90,8 +90,7 @@ export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, product
   }
   products.forEach((args, i) => {
     const run = tensor[i] ? (a: mk.MatmulArgs) => onTensorCores(rt, a, scale!) : (a: mk.MatmulArgs) => mk.matmul(rt, a);
-    if (splitKApplies(rt, args)) matmulSplitK(rt, args, planSplitK(args.m, args.n, args.k, splitKPolicyFor(tensor[i])), run);
-    else run(args);
+    matmulSplitKWhereItApplies(rt, args, splitKPolicyFor(tensor[i]), run);
   });
   if (work) rt.pool.release(work);
   if (scale) rt.pool.release(scale);

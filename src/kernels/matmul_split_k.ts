@@ -98,3 +98,14 @@ export function matmulSplitK(rt: Runtime, args: MatmulArgs, plan: SplitKPlan, ru
   reduce(rt, 'sum', partials, args.out, 1, plan.chunks, m * n);
   rt.pool.release(partials);
 }
+
+/**
+ * Records `args` through `run`, cut along k under `policy` where splitKApplies (as
+ * gradientMatmuls does for every weight gradient), whole otherwise. Returns the number
+ * of k chunks it ran (1: whole).
+ */
+export function matmulSplitKWhereItApplies(rt: Runtime, args: MatmulArgs, policy: SplitKTargets, run: (args: MatmulArgs) => void): number {
+  const plan = splitKApplies(rt, args) ? planSplitK(args.m, args.n, args.k, policy) : { chunks: 1, kc: args.k, full: 1, rest: 0 };
+  matmulSplitK(rt, args, plan, run);
+  return plan.chunks;
+}
