@@ -7,8 +7,9 @@
 // strides come in the uniform; the variants below are override constants.
 //
 // Entry points: `main`, the tiled product (below; VEC_C: C stored as vec4s, else
-// element by element), and `main_origins`, the same product in the form the plain
-// layout runs fastest in (after it); `skinny` for products of a few rows by a weight stored [N, K]
+// element by element; SPLIT_K: workgroup z sums only its run of k, into batch z of C,
+// for `split_k_sum` to add up), and `main_origins`, the same product in the form the
+// plain layout runs fastest in (after it); `skinny` for products of a few rows by a weight stored [N, K]
 // (decoding, at the end; with `skinny_concat` and `skinny_swiglu`, which fold a decode
 // step's neighbouring operations into it); `pack` and `panels` for the software GPU
 // (after the tiled kernel). Storage is bound as vec4 arrays either way: VEC_A and
@@ -38,6 +39,7 @@ override ACT: u32 = 0u;          // 0 none, 1 silu, 2 gelu (tanh form), 3 relu
 override ACCUM: bool = false;
 override VEC_C: bool = false;    // C's row length, offset and batch stride are multiples of 4
 override BASED: bool = true;     // false: one batch, every operand at offset 0
+override SPLIT_K: bool = false;  // workgroup z sums its own run of k into batch z of C
 override WG_X: u32 = 16u;        // threads along N (a multiple of 8)
 override WG_Y: u32 = 16u;        // threads along M (a multiple of 4)
 override BK: u32 = 16u;          // K slice: 8 or 16
@@ -56,7 +58,6 @@ override WA = select(KQ, AV4, TRANS_A);      // vec4s across one stored row of t
 override WB = select(BV4, KQ, TRANS_B);
 override A_KROW = select(0u, 1u, TRANS_A);   // 1: k moves along A's stored rows; 0: its columns
 override B_KROW = select(1u, 0u, TRANS_B);
-override PLAIN_C = VEC_C && !BIAS && ACT == 0u && !ACCUM;
 
 const GROUP_M = 8u;
 
@@ -73,6 +74,7 @@ struct Params {
   offset_a: u32,
   offset_b: u32,
   offset_c: u32,
+  k_split: u32,          // SPLIT_K: k per workgroup z, a multiple of BK
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -323,15 +325,18 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   // then slice t + 1 while slice t is multiplied).
   var a0: vec4f; var a1: vec4f; var a2: vec4f; var a3: vec4f;
   var b0: vec4f; var b1: vec4f; var b2: vec4f; var b3: vec4f;
-  let steps = (p.k + BK - 1u) / BK;
-  a0 = load_a(base_a, m0, 0u, li);
-  if (LOADS_A > 1u) { a1 = load_a(base_a, m0, 0u, li + THREADS); }
-  if (LOADS_A > 2u) { a2 = load_a(base_a, m0, 0u, li + 2u * THREADS); }
-  if (LOADS_A > 3u) { a3 = load_a(base_a, m0, 0u, li + 3u * THREADS); }
-  b0 = load_b(base_b, n0, 0u, li);
-  if (LOADS_B > 1u) { b1 = load_b(base_b, n0, 0u, li + THREADS); }
-  if (LOADS_B > 2u) { b2 = load_b(base_b, n0, 0u, li + 2u * THREADS); }
-  if (LOADS_B > 3u) { b3 = load_b(base_b, n0, 0u, li + 3u * THREADS); }
+  // SPLIT_K: this workgroup's run of k starts at a multiple of BK, so no slice reaches
+  // into the next run; the last run ends at p.k like an unsplit product.
+  let k_begin = select(0u, wid.z * p.k_split, SPLIT_K);
+  let steps = (select(p.k, min(k_begin + p.k_split, p.k), SPLIT_K) - k_begin + BK - 1u) / BK;
+  a0 = load_a(base_a, m0, k_begin, li);
+  if (LOADS_A > 1u) { a1 = load_a(base_a, m0, k_begin, li + THREADS); }
+  if (LOADS_A > 2u) { a2 = load_a(base_a, m0, k_begin, li + 2u * THREADS); }
+  if (LOADS_A > 3u) { a3 = load_a(base_a, m0, k_begin, li + 3u * THREADS); }
+  b0 = load_b(base_b, n0, k_begin, li);
+  if (LOADS_B > 1u) { b1 = load_b(base_b, n0, k_begin, li + THREADS); }
+  if (LOADS_B > 2u) { b2 = load_b(base_b, n0, k_begin, li + 2u * THREADS); }
+  if (LOADS_B > 3u) { b3 = load_b(base_b, n0, k_begin, li + 3u * THREADS); }
   for (var t = 0u; t < steps; t++) {
     put_a(li, a0);
     if (LOADS_A > 1u) { put_a(li + THREADS, a1); }
@@ -343,7 +348,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
     workgroupBarrier();
     if (t + 1u < steps) {
-      let k0 = (t + 1u) * BK;
+      let k0 = k_begin + (t + 1u) * BK;
       a0 = load_a(base_a, m0, k0, li);
       if (LOADS_A > 1u) { a1 = load_a(base_a, m0, k0, li + THREADS); }
       if (LOADS_A > 2u) { a2 = load_a(base_a, m0, k0, li + 2u * THREADS); }
@@ -359,21 +364,25 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
 
   // Register row i is C row r + i (i < 4) or r + BM/2 + i - 4; column group h starts
   // at column q + 4 h WG_X. Constant indices throughout, so acc stays in registers.
-  let base_c = select(0u, p.offset_c + batch * p.stride_c, BASED);
+  let base_c = select(0u, p.offset_c + batch * p.stride_c, BASED || SPLIT_K);
   let r = m0 + 4u * ty;
   let q = n0 + 4u * tx;
   store_tile(base_c, r, q, &acc);
 }
 
-// The same product with each operand's loads addressed from an origin set once (no
-// layout branch per load) and, without bias, activation or accumulation, C stored
-// inline. Measured on the H200 (4096^3, plain layout, 128x256 tile): 44.7 TFLOP/s
-// against `main`'s 38.0, and 38.6 against 33.3 on the MLP's dX; but with B stored
-// [N, K] 35.0 against 42.7, and no better with A stored [K, M] (40.0 against 41.4 for
-// `main`'s 128x128). Neither half alone moved the plain layout (38.1 either way), and
-// the same code behind constant branches inside `main` did not either: the driver's
-// compiler makes different machine code of equal programs, so each layout takes the
-// entry point that measured faster (matmul.ts).
+// The same product for plain outputs (C overwritten, stored as vec4s: no bias,
+// activation, accumulation or SPLIT_K), each operand's loads addressed from an origin
+// set once (no layout branch per load) and C stored inline. Measured on the H200
+// (4096^3, plain layout, 128x256 tile): 44.7 TFLOP/s against `main`'s 38.0, and 38.6
+// against 33.3 on the MLP's dX; but with B stored [N, K] 35.0 against 42.7, and no
+// better with A stored [K, M] (40.0 against 41.4 for `main`'s 128x128). Neither half
+// alone moved the plain layout (38.1 either way), and the same code behind constant
+// branches inside `main` did not either: the driver's compiler makes different
+// machine code of equal programs, so each layout takes the entry point that measured
+// faster (matmul.ts). Through store_c, accumulating products ran slower here than in
+// `main` (the LM head's dX chunk, 4096 x 896 x 8192: 34.2 against 38.3), and so did
+// SPLIT_K (4096^3 at 128x128 in two runs:
+// 37.7 against 40.0).
 @compute @workgroup_size(THREADS)
 fn main_origins(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
   let tile = tile_index(wid, nwg);
@@ -443,32 +452,45 @@ fn main_origins(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
   let r = m0 + 4u * ty;
   let s = r + BM / 2u;
   let q = n0 + 4u * tx;
-  // Without an epilogue, C is stored here, not through store_c (see above).
-  if (PLAIN_C) {
-    let q1 = q + 4u * WG_X;
-    if (r < p.m && q < p.n) { c4[(base_c + (r) * p.n + q) / 4u] = acc[0]; }  if (r < p.m && q1 < p.n) { c4[(base_c + (r) * p.n + q1) / 4u] = acc[1]; }
-    if (r + 1u < p.m && q < p.n) { c4[(base_c + (r + 1u) * p.n + q) / 4u] = acc[4]; }  if (r + 1u < p.m && q1 < p.n) { c4[(base_c + (r + 1u) * p.n + q1) / 4u] = acc[5]; }
-    if (r + 2u < p.m && q < p.n) { c4[(base_c + (r + 2u) * p.n + q) / 4u] = acc[8]; }  if (r + 2u < p.m && q1 < p.n) { c4[(base_c + (r + 2u) * p.n + q1) / 4u] = acc[9]; }
-    if (r + 3u < p.m && q < p.n) { c4[(base_c + (r + 3u) * p.n + q) / 4u] = acc[12]; }  if (r + 3u < p.m && q1 < p.n) { c4[(base_c + (r + 3u) * p.n + q1) / 4u] = acc[13]; }
-    if (s < p.m && q < p.n) { c4[(base_c + (s) * p.n + q) / 4u] = acc[16]; }  if (s < p.m && q1 < p.n) { c4[(base_c + (s) * p.n + q1) / 4u] = acc[17]; }
-    if (s + 1u < p.m && q < p.n) { c4[(base_c + (s + 1u) * p.n + q) / 4u] = acc[20]; }  if (s + 1u < p.m && q1 < p.n) { c4[(base_c + (s + 1u) * p.n + q1) / 4u] = acc[21]; }
-    if (s + 2u < p.m && q < p.n) { c4[(base_c + (s + 2u) * p.n + q) / 4u] = acc[24]; }  if (s + 2u < p.m && q1 < p.n) { c4[(base_c + (s + 2u) * p.n + q1) / 4u] = acc[25]; }
-    if (s + 3u < p.m && q < p.n) { c4[(base_c + (s + 3u) * p.n + q) / 4u] = acc[28]; }  if (s + 3u < p.m && q1 < p.n) { c4[(base_c + (s + 3u) * p.n + q1) / 4u] = acc[29]; }
-    if (GB > 2u) {
-      let q2 = q + 8u * WG_X;
-      let q3 = q + 12u * WG_X;
-      if (r < p.m && q2 < p.n) { c4[(base_c + (r) * p.n + q2) / 4u] = acc[2]; }  if (r < p.m && q3 < p.n) { c4[(base_c + (r) * p.n + q3) / 4u] = acc[3]; }
-      if (r + 1u < p.m && q2 < p.n) { c4[(base_c + (r + 1u) * p.n + q2) / 4u] = acc[6]; }  if (r + 1u < p.m && q3 < p.n) { c4[(base_c + (r + 1u) * p.n + q3) / 4u] = acc[7]; }
-      if (r + 2u < p.m && q2 < p.n) { c4[(base_c + (r + 2u) * p.n + q2) / 4u] = acc[10]; }  if (r + 2u < p.m && q3 < p.n) { c4[(base_c + (r + 2u) * p.n + q3) / 4u] = acc[11]; }
-      if (r + 3u < p.m && q2 < p.n) { c4[(base_c + (r + 3u) * p.n + q2) / 4u] = acc[14]; }  if (r + 3u < p.m && q3 < p.n) { c4[(base_c + (r + 3u) * p.n + q3) / 4u] = acc[15]; }
-      if (s < p.m && q2 < p.n) { c4[(base_c + (s) * p.n + q2) / 4u] = acc[18]; }  if (s < p.m && q3 < p.n) { c4[(base_c + (s) * p.n + q3) / 4u] = acc[19]; }
-      if (s + 1u < p.m && q2 < p.n) { c4[(base_c + (s + 1u) * p.n + q2) / 4u] = acc[22]; }  if (s + 1u < p.m && q3 < p.n) { c4[(base_c + (s + 1u) * p.n + q3) / 4u] = acc[23]; }
-      if (s + 2u < p.m && q2 < p.n) { c4[(base_c + (s + 2u) * p.n + q2) / 4u] = acc[26]; }  if (s + 2u < p.m && q3 < p.n) { c4[(base_c + (s + 2u) * p.n + q3) / 4u] = acc[27]; }
-      if (s + 3u < p.m && q2 < p.n) { c4[(base_c + (s + 3u) * p.n + q2) / 4u] = acc[30]; }  if (s + 3u < p.m && q3 < p.n) { c4[(base_c + (s + 3u) * p.n + q3) / 4u] = acc[31]; }
-    }
-  } else {
-    store_tile(base_c, r, q, &acc);
+  // C stored inline, not through store_c (see above).
+  let q1 = q + 4u * WG_X;
+  if (r < p.m && q < p.n) { c4[(base_c + (r) * p.n + q) / 4u] = acc[0]; }  if (r < p.m && q1 < p.n) { c4[(base_c + (r) * p.n + q1) / 4u] = acc[1]; }
+  if (r + 1u < p.m && q < p.n) { c4[(base_c + (r + 1u) * p.n + q) / 4u] = acc[4]; }  if (r + 1u < p.m && q1 < p.n) { c4[(base_c + (r + 1u) * p.n + q1) / 4u] = acc[5]; }
+  if (r + 2u < p.m && q < p.n) { c4[(base_c + (r + 2u) * p.n + q) / 4u] = acc[8]; }  if (r + 2u < p.m && q1 < p.n) { c4[(base_c + (r + 2u) * p.n + q1) / 4u] = acc[9]; }
+  if (r + 3u < p.m && q < p.n) { c4[(base_c + (r + 3u) * p.n + q) / 4u] = acc[12]; }  if (r + 3u < p.m && q1 < p.n) { c4[(base_c + (r + 3u) * p.n + q1) / 4u] = acc[13]; }
+  if (s < p.m && q < p.n) { c4[(base_c + (s) * p.n + q) / 4u] = acc[16]; }  if (s < p.m && q1 < p.n) { c4[(base_c + (s) * p.n + q1) / 4u] = acc[17]; }
+  if (s + 1u < p.m && q < p.n) { c4[(base_c + (s + 1u) * p.n + q) / 4u] = acc[20]; }  if (s + 1u < p.m && q1 < p.n) { c4[(base_c + (s + 1u) * p.n + q1) / 4u] = acc[21]; }
+  if (s + 2u < p.m && q < p.n) { c4[(base_c + (s + 2u) * p.n + q) / 4u] = acc[24]; }  if (s + 2u < p.m && q1 < p.n) { c4[(base_c + (s + 2u) * p.n + q1) / 4u] = acc[25]; }
+  if (s + 3u < p.m && q < p.n) { c4[(base_c + (s + 3u) * p.n + q) / 4u] = acc[28]; }  if (s + 3u < p.m && q1 < p.n) { c4[(base_c + (s + 3u) * p.n + q1) / 4u] = acc[29]; }
+  if (GB > 2u) {
+    let q2 = q + 8u * WG_X;
+    let q3 = q + 12u * WG_X;
+    if (r < p.m && q2 < p.n) { c4[(base_c + (r) * p.n + q2) / 4u] = acc[2]; }  if (r < p.m && q3 < p.n) { c4[(base_c + (r) * p.n + q3) / 4u] = acc[3]; }
+    if (r + 1u < p.m && q2 < p.n) { c4[(base_c + (r + 1u) * p.n + q2) / 4u] = acc[6]; }  if (r + 1u < p.m && q3 < p.n) { c4[(base_c + (r + 1u) * p.n + q3) / 4u] = acc[7]; }
+    if (r + 2u < p.m && q2 < p.n) { c4[(base_c + (r + 2u) * p.n + q2) / 4u] = acc[10]; }  if (r + 2u < p.m && q3 < p.n) { c4[(base_c + (r + 2u) * p.n + q3) / 4u] = acc[11]; }
+    if (r + 3u < p.m && q2 < p.n) { c4[(base_c + (r + 3u) * p.n + q2) / 4u] = acc[14]; }  if (r + 3u < p.m && q3 < p.n) { c4[(base_c + (r + 3u) * p.n + q3) / 4u] = acc[15]; }
+    if (s < p.m && q2 < p.n) { c4[(base_c + (s) * p.n + q2) / 4u] = acc[18]; }  if (s < p.m && q3 < p.n) { c4[(base_c + (s) * p.n + q3) / 4u] = acc[19]; }
+    if (s + 1u < p.m && q2 < p.n) { c4[(base_c + (s + 1u) * p.n + q2) / 4u] = acc[22]; }  if (s + 1u < p.m && q3 < p.n) { c4[(base_c + (s + 1u) * p.n + q3) / 4u] = acc[23]; }
+    if (s + 2u < p.m && q2 < p.n) { c4[(base_c + (s + 2u) * p.n + q2) / 4u] = acc[26]; }  if (s + 2u < p.m && q3 < p.n) { c4[(base_c + (s + 2u) * p.n + q3) / 4u] = acc[27]; }
+    if (s + 3u < p.m && q2 < p.n) { c4[(base_c + (s + 3u) * p.n + q2) / 4u] = acc[30]; }  if (s + 3u < p.m && q3 < p.n) { c4[(base_c + (s + 3u) * p.n + q3) / 4u] = acc[31]; }
   }
+}
+
+// ---- Split-K's sum ----
+//
+// C = act(sum over z < p.k of P[z] + bias) (C += ... with ACCUM): P, bound as `a`, is
+// the [p.k, m, n] partial sums a SPLIT_K product wrote, n a multiple of 4. One
+// invocation per vec4 of C, adding the runs in order (so the result does not depend on
+// scheduling), then the tiled kernel's epilogue.
+@compute @workgroup_size(256)
+fn split_k_sum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
+  let n4 = p.n / 4u;
+  let plane = p.m * n4;
+  let i = (wid.y * nwg.x + wid.x) * 256u + li;
+  if (i >= plane) { return; }
+  var sum = a[i];
+  for (var z = 1u; z < p.k; z++) { sum += a[z * plane + i]; }
+  store_c(p.offset_c, i / n4, (i % n4) * 4u, sum);
 }
 
 // ---- Uniform panels: the software GPU's path ----

@@ -16,11 +16,11 @@ describe('matmul bench', () => {
       { name: 'tiny head dX', m: 8, n: 12, k: 40, vocab: 'k' },
     ];
     const rows = (await benchMatmul(rt, [32], { shapes, tiles: ['64x64/k8', SKINNY_TILE], iters: 1, sampleMs: 1, vocabChunk: 16 })) as Record<string, unknown>[];
-    // The skinny path takes transB without transA only; weight gradients and LM-head
-    // products add a row for how the trainer runs them (split-K, vocabulary chunks).
+    // The skinny path takes transB without transA only; every shape adds a row for how
+    // the trainer runs it (the launcher's choices, LM-head products in vocabulary chunks).
     assert.deepEqual(rows.map((r) => `${r.name} ${r.tile}`), [
-      'square 32 64x64/k8', 'tiny forward 64x64/k8', `tiny forward ${SKINNY_TILE}`, 'tiny dW 64x64/k8', `tiny dW ${TRAINED}`,
-      'tiny head dX 64x64/k8', `tiny head dX ${TRAINED}`,
+      'square 32 64x64/k8', `square 32 ${TRAINED}`, 'tiny forward 64x64/k8', `tiny forward ${SKINNY_TILE}`, `tiny forward ${TRAINED}`,
+      'tiny dW 64x64/k8', `tiny dW ${TRAINED}`, 'tiny head dX 64x64/k8', `tiny head dX ${TRAINED}`,
     ]);
     assert.equal(rows.at(-1)!.vocab_chunks, 3, 'k = 40 in chunks of 16');
     for (const r of rows) {

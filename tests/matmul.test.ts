@@ -56,7 +56,7 @@ describe('matmul kernel', () => {
     }
   });
 
-  test('each layout on the tiled entry point the policy does not send it to', slow, async () => {
+  test('each layout on the tiled entry point the policy does not send it to (plain outputs; the rest always take main)', slow, async () => {
     const saved = mk.matmulPolicy.originLayouts;
     const all: mk.MatmulLayoutName[] = ['nn', 'nt', 'tn', 'tt'];
     try {
@@ -68,6 +68,30 @@ describe('matmul kernel', () => {
     } finally {
       mk.matmulPolicy.originLayouts = saved;
     }
+  });
+
+  test('split-K on every layout, tile and epilogue, runs that leave a short last one or fewer than asked', slow, async () => {
+    for (const [transA, transB] of TRANS) await check({ m: 67, n: 132, k: 150, transA, transB, tile: '64x64/k8', splitK: 3 });
+    await check({ m: 67, n: 300, k: 100, tile: '128x256/k16', splitK: 2 });
+    await check({ m: 9, n: 8, k: 70, transB: true, bias: true, act: 'silu', init: true, accumulate: true, offsetC: 5, tile: '128x128/k16', splitK: 4 });
+    // Operands bound at their offsets (multiples of the software GPU's 256-byte alignment).
+    await check({ m: 20, n: 24, k: 40, transA: true, offsetA: 64, offsetB: 128, tile: '64x64/k8', splitK: 2 });
+    // 8 runs of 20 k round up to whole 16-k slices: 2 runs.
+    await check({ m: 12, n: 16, k: 20, tile: '64x64/k8', splitK: 8 });
+  });
+
+  test('split-K refuses what it cannot cut, with the reason', async () => {
+    const rt = await gpu();
+    await scopeAsync(async () => {
+      const buf = zeros([64 * 64]).buffer;
+      const out = zeros([64 * 64]).buffer;
+      const base = { a: buf, b: buf, out, m: 8, n: 8, k: 16 };
+      assert.throws(() => mk.matmul(rt, { ...base, splitK: 0 }), /splitK = 0 is not a count of runs/);
+      assert.throws(() => mk.matmul(rt, { ...base, splitK: 1.5 }), /splitK = 1.5/);
+      assert.throws(() => mk.matmul(rt, { ...base, splitK: 2, tile: 'panels/k128' }), /split-K runs on the workgroup tiles, not panels\/k128/);
+      assert.throws(() => mk.matmul(rt, { ...base, splitK: 2, batch: 2, tile: '64x64/k8' }), /split-K needs one batch/);
+      assert.throws(() => mk.matmul(rt, { ...base, n: 6, splitK: 2, tile: '64x64/k8' }), /n a multiple of 4/);
+    });
   });
 
   test('many K slices, partial edge tiles and more tile rows than one group', slow, async () => {
@@ -177,6 +201,7 @@ describe('matmul kernel', () => {
     assert.equal(mk.chooseTile(hardware, 100, 100, 1, 256), '64x64/k8');
     // The 128x256 tile for the layouts that run it fastest, on grids of enough of them.
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x256/k16');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn', false), '128x128/k16', 'an epilogue takes main and its 128x128 tile');
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/k16');
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'tn'), '128x128/k16');
     assert.equal(mk.chooseTile(hardware, 1024, 1024, 1, 1024, 'nn'), '128x128/k16', 'a grid of 32 128x256 tiles is too few');

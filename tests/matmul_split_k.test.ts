@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { Runtime } from '../src/gpu/runtime.ts';
 import * as mk from '../src/kernels/matmul.ts';
 import { gradientMatmuls, tensorCorePolicy } from '../src/kernels/matmul_precision.ts';
-import { matmulSplitK, planSplitK, splitKApplies, splitKPolicy, splitKPolicyFor } from '../src/kernels/matmul_split_k.ts';
+import { matmulSplitK, planSplitK, splitKApplies, splitKPolicy, splitRuns, tensorSplitTargets } from '../src/kernels/matmul_split_k.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { randn } from '../src/reference/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
@@ -15,17 +15,27 @@ const slow = { timeout: 300_000 };
 const realGpu = !(await gpu()).caps.compatibility;
 
 describe('split-K weight-gradient products', () => {
-  test('plans cut k into aligned chunks that cover it exactly, only for small outputs', () => {
+  test('the f32 kernel cuts k into runs of small outputs, at least eight, more for tiny ones', () => {
     // The bundled model's dW (256 x 256 over a 32,768-token micro-batch): 4 tiles.
+    assert.equal(splitRuns(256, 256, 32768), 64);
+    // Qwen2.5-0.5B at 8 x 512 tokens: the MLP's dW, the LM head's dW per vocabulary
+    // chunk, the MLP's forward down projection, a k/v projection's dW.
+    assert.equal(splitRuns(4864, 896, 4096), 8);
+    assert.equal(splitRuns(8192, 896, 4096), 8);
+    assert.equal(splitRuns(4096, 896, 4864), 8);
+    assert.equal(splitRuns(128, 896, 4096), 8, 'capped by the 512-k run floor');
+    // An output of four waves or more, and a k too short to cut, stay whole.
+    assert.equal(splitRuns(4096, 4096, 4096), 1);
+    assert.equal(splitRuns(4096, 4864, 896), 1);
+    assert.equal(splitRuns(256, 256, 1000), 1);
+  });
+
+  test('the batched chunks (tensor-core kernel) cover k exactly, only for small outputs', () => {
     assert.deepEqual(planSplitK(256, 256, 32768), { chunks: 64, kc: 512, full: 64, rest: 0 });
-    // Qwen2.5-0.5B's k/v projection dW over 8 x 512 tokens: capped by the 512-k chunk floor.
     assert.equal(planSplitK(128, 896, 4096).chunks, 8);
-    // The MLP's dW (266 tiles, two waves and a sliver on an H200) splits into 4 on the
-    // f32 kernel; the tensor-core kernel aims at fewer workgroups.
-    assert.equal(planSplitK(4864, 896, 4096, splitKPolicyFor(false)).chunks, 4);
-    assert.equal(planSplitK(4864, 896, 4096, splitKPolicyFor(true)).chunks, 1);
-    assert.equal(planSplitK(128, 896, 4096, splitKPolicyFor(true)).chunks, 8);
-    // An output that already fills the GPU, and a k too short to split, stay whole.
+    // The MLP's dW fills the tensor-core kernel's smaller target whole.
+    assert.equal(planSplitK(4864, 896, 4096).chunks, 1);
+    assert.equal(planSplitK(4864, 896, 4096, { ...tensorSplitTargets, targetWorkgroups: 1024 }).chunks, 4);
     assert.equal(planSplitK(8192, 8192, 4096).chunks, 1);
     assert.equal(planSplitK(256, 256, 1000).chunks, 1);
     for (const [m, n, k] of [[256, 256, 32767], [100, 60, 5000], [8, 8, 1041], [896, 896, 4100]]) {
@@ -71,7 +81,7 @@ describe('split-K weight-gradient products', () => {
   test('a weight gradient through gradientMatmuls splits on a real GPU and equals the reference (f32, then tensor cores)', { skip: realGpu ? false : 'split-K runs on real GPUs only', timeout: 300_000 }, async () => {
     const rt = await gpu();
     const [m, n, k] = [64, 96, 8192];
-    assert.ok(planSplitK(m, n, k).chunks > 1);
+    assert.ok(splitRuns(m, n, k) > 1 && planSplitK(m, n, k).chunks > 1);
     const A = randn(k * m, 950);
     const B = randn(k * n, 951);
     const want = ref.matmul({ a: A, b: B, m, n, k, transA: true });

@@ -1,6 +1,8 @@
 // Matmul throughput: square sizes and the Qwen2.5-0.5B training shapes at 4096
 // tokens (forward x @ W^T, backward dX = dY @ W and dW = dY^T @ X), each at every
-// tile size the device runs, the launcher's own choice marked `auto`. Times are wall
+// tile size the device runs, the launcher's own tile marked `auto`, then "as trained":
+// through the launcher with nothing forced (so split-K where it cuts k), LM-head
+// products in the trainer's vocabulary chunks. Times are wall
 // time around rt.sync() (timing.ts): median of several samples, each sample
 // repeating the product until it is long enough that the submit round trip does not
 // count. Every row also carries the error of sampled outputs against an f64 dot
@@ -13,7 +15,6 @@
 import type { Runtime } from '../gpu/runtime.ts';
 import { sizeClass } from '../gpu/buffer_pool.ts';
 import * as mk from '../kernels/matmul.ts';
-import { matmulSplitKWhereItApplies, splitKPolicyFor } from '../kernels/matmul_split_k.ts';
 import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
 import { defaultChunk } from '../tensor/ops/logprob.ts';
 import { rng } from '../reference/random.ts';
@@ -138,7 +139,7 @@ type BenchKernel = mk.MatmulTile | typeof TENSOR;
 // rounding stays far below 1e-3; f16 operands move a product by about 2^-11 each.
 const MAX_ERROR: Record<'f32' | 'f16', number> = { f32: 1e-3, f16: 4e-3 };
 
-async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opts: MatmulBenchOptions): Promise<object[]> {
+async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opts: MatmulBenchOptions, trained = false): Promise<object[]> {
   const { m, n, k } = s;
   const transA = s.transA ?? false;
   const transB = s.transB ?? false;
@@ -180,7 +181,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
     rt.pool.release(b);
     rt.pool.release(c);
   }
-  if (s.vocab || (transA && !transB)) out.push(await benchTrained(rt, s, opts));
+  if (trained) out.push(await benchTrained(rt, s, opts));
   return out;
 }
 
@@ -203,8 +204,7 @@ export const TRAINED = 'as trained';
 /**
  * `s` as training runs it with tensor cores off: an LM-head product one vocabulary
  * chunk at a time, the chunk tensor/ops/logprob.ts takes by default (dX accumulating
- * over the chunks), and weight gradients through split-K where it applies, as
- * gradientMatmuls does. Every chunk reuses one set of buffers (its operands' contents
+ * over the chunks), each through the launcher's own choices (split-K included). Every chunk reuses one set of buffers (its operands' contents
  * do not change the time); the error is checked on the first chunk's product.
  */
 async function benchTrained(rt: Runtime, s: MatmulShape, opts: MatmulBenchOptions): Promise<object> {
@@ -228,8 +228,7 @@ async function benchTrained(rt: Runtime, s: MatmulShape, opts: MatmulBenchOption
   fill(rt, a, first.m * first.k, pa);
   fill(rt, b, first.k * first.n, pb);
   try {
-    const product = (i: number) =>
-      matmulSplitKWhereItApplies(rt, { a, b, out: c, ...part(i), transA, transB, accumulate: axis === 'k' && i > 0 }, splitKPolicyFor(false), (x) => mk.matmul(rt, x));
+    const product = (i: number) => mk.matmul(rt, { a, b, out: c, ...part(i), transA, transB, accumulate: axis === 'k' && i > 0 });
     const once = () => {
       for (let i = 0; i < Math.max(widths.length, 1); i++) product(i);
     };
@@ -268,6 +267,6 @@ export async function benchMatmul(rt: Runtime, sizes: number[] = [1024, 2048, 40
     ...(opts.shapes ?? qwenMatmulShapes()),
   ];
   const rows: object[] = [];
-  for (const s of shapes) rows.push(...(await benchShape(rt, s, tiles, opts)));
+  for (const s of shapes) rows.push(...(await benchShape(rt, s, tiles, opts, true)));
   return rows;
 }

@@ -167,16 +167,16 @@ export class Runtime {
    * and slots step after step. Keys hold object ids, never reused, so a destroyed
    * buffer's entries can only go unused until the cache is cleared.
    */
-  private bindGroup(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly Binding[]): GPUBindGroup {
+  private bindGroup(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly (Binding | null)[]): GPUBindGroup {
     let key = `${this.idOf(kernel.layout)}|${this.idOf(slot.buffer)}:${slot.offset}`;
     for (const b of buffers) {
-      key += 'buffer' in b ? `|${this.idOf(b.buffer)}:${b.offset ?? 0}:${b.size ?? -1}` : `|${this.idOf(b)}`;
+      key += b === null ? '|-' : 'buffer' in b ? `|${this.idOf(b.buffer)}:${b.offset ?? 0}:${b.size ?? -1}` : `|${this.idOf(b)}`;
     }
     let group = this.bindGroups.get(key);
     if (group) return group;
     const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: slot.buffer, offset: slot.offset, size: UNIFORM_SLOT } }];
     buffers.forEach((b, i) => {
-      entries.push({ binding: i + 1, resource: 'buffer' in b ? b : { buffer: b } });
+      if (b !== null) entries.push({ binding: i + 1, resource: 'buffer' in b ? b : { buffer: b } });
     });
     group = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
     if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.clear();
@@ -186,9 +186,9 @@ export class Runtime {
 
   /**
    * Records one dispatch. Binding 0 is the kernel's uniform parameters, bindings 1..n
-   * are `buffers` in order.
+   * are `buffers` in order; null skips a binding the entry point does not use.
    */
-  dispatch(kernel: Kernel, buffers: readonly Binding[], params: ArrayBufferView, workgroups: WorkgroupCount): void {
+  dispatch(kernel: Kernel, buffers: readonly (Binding | null)[], params: ArrayBufferView, workgroups: WorkgroupCount): void {
     const [x, y = 1, z = 1] = workgroups;
     if (x === 0 || y === 0 || z === 0) return;
     const maxDim = this.gpu.limits.maxComputeWorkgroupsPerDimension;

@@ -3,6 +3,7 @@
 import { GpuError } from '../gpu/errors.ts';
 import type { Binding, Runtime } from '../gpu/runtime.ts';
 import { grid1d, uniforms } from './launch.ts';
+import { SPLIT_ALIGN, splitRuns } from './matmul_split_k.ts';
 
 export const MATMUL_ACTS = { none: 0, silu: 1, gelu: 2, relu: 3 } as const;
 export type MatmulAct = keyof typeof MATMUL_ACTS;
@@ -131,6 +132,11 @@ export interface MatmulArgs {
   residual?: GPUBuffer;
   /** Force a tile size (benchmarks); by default chosen from the shape and the limits. */
   tile?: MatmulTile;
+  /**
+   * Cut k into this many runs summed afterwards (split-K, see splitRuns); 1: whole. By
+   * default the launcher's choice.
+   */
+  splitK?: number;
 }
 
 /** Whether the skinny kernel can compute this product (see SKINNY_TILE). */
@@ -183,10 +189,10 @@ function workgroups(tile: WorkgroupTile, m: number, n: number, batch: number): n
   return Math.ceil(m / rows) * Math.ceil(n / cols) * batch;
 }
 
-function workgroupTile(rt: Runtime, m: number, n: number, batch: number, layout: MatmulLayoutName): WorkgroupTile {
+function workgroupTile(rt: Runtime, m: number, n: number, batch: number, layout: MatmulLayoutName, plain: boolean): WorkgroupTile {
   if (!tileFits(rt, BIG_TILE)) return SMALL_TILE;
   const p = matmulPolicy;
-  if (p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups) return WIDE_TILE;
+  if (plain && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups) return WIDE_TILE;
   return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
 
@@ -194,24 +200,42 @@ function workgroupTile(rt: Runtime, m: number, n: number, batch: number, layout:
  * The tile the launcher uses for an m x n (x k) output repeated `batch` times: the
  * workgroup tiles, except on the software GPU (compatibility mode), which takes the
  * panel path unless its packing and dispatches cost more than its faster loads save
- * (tiny or many-batched products).
+ * (tiny or many-batched products). `plain`: C is overwritten with no epilogue (see
+ * plainOutput).
  */
-export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_PANELS[PANEL_TILE].KC, layout: MatmulLayoutName = 'nn'): MatmulTile {
-  const tile = workgroupTile(rt, m, n, batch, layout);
+export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_PANELS[PANEL_TILE].KC, layout: MatmulLayoutName = 'nn', plain = true): MatmulTile {
+  const tile = workgroupTile(rt, m, n, batch, layout, plain);
   if (!rt.caps.compatibility || k === 0 || !tileFits(rt, PANEL_TILE) || packedBytes(m, k) > rt.gpu.limits.maxStorageBufferBindingSize || packedBytes(n, k) > rt.gpu.limits.maxStorageBufferBindingSize) return tile;
   const { rows, cols } = tileShape(tile);
   const tiled = DISPATCH_SECONDS + (2 * roundUp(m, rows) * roundUp(n, cols) * k * batch) / TILED_FLOPS;
   return panelSeconds(m, n, k, batch) < tiled ? PANEL_TILE : tile;
 }
 
+type TileArgs = Pick<MatmulArgs, 'm' | 'n' | 'k' | 'batch' | 'transA' | 'transB' | 'offsetA' | 'offsetB' | 'offsetC' | 'strideC' | 'bias' | 'act' | 'accumulate'>;
+
+/**
+ * Whether C is overwritten with the plain product (no bias, activation or
+ * accumulation) in vec4 rows: the outputs `main_origins` and the 128x256 tile serve.
+ */
+function plainOutput(args: TileArgs): boolean {
+  const batch = args.batch ?? 1;
+  const vecC = args.n % 4 === 0 && (args.offsetC ?? 0) % 4 === 0 && (batch === 1 || (args.strideC ?? args.m * args.n) % 4 === 0);
+  return vecC && !args.bias && (args.act ?? 'none') === 'none' && !args.accumulate;
+}
+
+/** The tiled kernel's entry point for these arguments (see matmulPolicy.originLayouts). */
+function tiledEntry(args: TileArgs): 'main' | 'main_origins' {
+  return plainOutput(args) && matmulPolicy.originLayouts.includes(layoutName(!!args.transA, !!args.transB)) ? 'main_origins' : 'main';
+}
+
 /** The tile `matmul` uses for these arguments when none is forced. */
-export function autoTile(rt: Runtime, args: Pick<MatmulArgs, 'm' | 'n' | 'k' | 'batch' | 'transA' | 'transB' | 'offsetA' | 'offsetB'>): MatmulTile {
+export function autoTile(rt: Runtime, args: TileArgs): MatmulTile {
   // The software GPU keeps its panel path: there every product is bound by loads, not
   // by how many cores stream B.
   const p = matmulPolicy;
   const maxRows = args.n <= p.narrowMaxColumns ? p.skinnyMaxRowsNarrow : p.skinnyMaxRows;
   if (!rt.caps.compatibility && args.m <= maxRows && skinnyFits(args) && tileFits(rt, SKINNY_TILE)) return SKINNY_TILE;
-  return chooseTile(rt, args.m, args.n, args.batch ?? 1, args.k, layoutName(!!args.transA, !!args.transB));
+  return chooseTile(rt, args.m, args.n, args.batch ?? 1, args.k, layoutName(!!args.transA, !!args.transB), plainOutput(args));
 }
 
 /** Bytes of `rows` rows of k, packed into panels for the panel tile. */
@@ -257,8 +281,11 @@ export function matmulLayout(op: string, args: LayoutArgs): MatmulLayout {
   return layout;
 }
 
-/** Records C[b] = act(op(A[b]) @ op(B[b]) + bias) (or C[b] += ...) for b < batch. */
-export function matmul(rt: Runtime, args: MatmulArgs): void {
+/**
+ * Records C[b] = act(op(A[b]) @ op(B[b]) + bias) (or C[b] += ...) for b < batch.
+ * Returns the runs of k it cut the product into (1: whole; see MatmulArgs.splitK).
+ */
+export function matmul(rt: Runtime, args: MatmulArgs): number {
   const { a, b, out, bias, residual } = args;
   const { m, n, k, batch, transA, transB, strideA, strideB, strideC, offsetA, offsetB, offsetC } = matmulLayout('matmul', args);
   const act = args.act ?? 'none';
@@ -267,7 +294,8 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   if (out === a || out === b || out === bias || out === residual) throw new GpuError('matmul: the output buffer is also an input');
   if (residual && accumulate) throw new GpuError('matmul: residual and accumulate both add to the result; pass one');
   if (batch > 1 && strideC < m * n) throw new GpuError(`matmul: batches of the output overlap (strideC ${strideC} < m*n ${m * n})`);
-  if (m === 0 || n === 0 || batch === 0) return;
+  if (args.splitK !== undefined && !(Number.isInteger(args.splitK) && args.splitK >= 1)) throw new GpuError(`matmul: splitK = ${args.splitK} is not a count of runs`);
+  if (m === 0 || n === 0 || batch === 0) return 1;
   const last = batch - 1;
   checkBuffer('A', a, offsetA + last * strideA + m * k);
   checkBuffer('B', b, offsetB + last * strideB + k * n);
@@ -276,10 +304,11 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   if (residual) checkBuffer('residual', residual, offsetC + m * n);
 
   const tile = args.tile ?? autoTile(rt, args);
+  if ((args.splitK ?? 1) > 1 && !isWorkgroupTile(tile)) throw new GpuError(`matmul: split-K runs on the workgroup tiles, not ${tile}`);
   if (tile === SKINNY_TILE) {
     if (!skinnyFits(args)) throw new GpuError(`matmul: the ${SKINNY_TILE} tile needs transB without transA, batch 1, and k, offsetA, offsetB multiples of 4`);
     matmulSkinny(rt, { a, b, bias, residual, out, m, n, k, offsetA, offsetB, offsetC, act, accumulate });
-    return;
+    return 1;
   }
   if (residual) throw new GpuError(`matmul: a residual needs the ${SKINNY_TILE} tile, not ${tile}`);
   const aligned = (row: number, offset: number, stride: number) => row % 4 === 0 && offset % 4 === 0 && (batch === 1 || stride % 4 === 0);
@@ -287,7 +316,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   if (isPanels(tile)) {
     if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs a ${PANEL_BYTES}-byte uniform binding, this device offers ${rt.gpu.limits.maxUniformBufferBindingSize}`);
     matmulPanels(rt, tile, { ...args, batch, transA, transB, strideA, strideB, strideC, offsetA, offsetB, offsetC, act, accumulate }, vecC, aligned);
-    return;
+    return 1;
   }
   if (!isWorkgroupTile(tile)) throw new GpuError(`matmul: unknown tile "${tile}"`);
   if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
@@ -300,7 +329,19 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
   const [bindA, offA] = place(a, offsetA);
   const [bindB, offB] = place(b, offsetB);
   const [bindC, offC] = place(out, offsetC);
-  const entry = matmulPolicy.originLayouts.includes(layoutName(transA, transB)) ? 'main_origins' : 'main';
+  const entry = tiledEntry(args);
+  const shape = tileShape(tile);
+  const tilesM = Math.ceil(m / shape.rows);
+  const tilesN = Math.ceil(n / shape.cols);
+  const [gx, gy] = grid1d(tilesM * tilesN, 1);
+  // Split-K (matmul_split_k.ts) runs on `main`, whose SPLIT_K form kept its speed
+  // where `main_origins`' did not: the products that take main_origins stay whole.
+  const splittable = batch === 1 && n % 4 === 0 && offA === 0 && offB === 0;
+  const runs = args.splitK ?? (splittable && entry === 'main' && !rt.caps.compatibility && args.tile === undefined ? splitRuns(m, n, k) : 1);
+  if (runs > 1) {
+    if (!splittable) throw new GpuError('matmul: split-K needs one batch, n a multiple of 4, and A and B at offsets the device can bind');
+    return matmulSplitRuns(rt, { a: bindA, b: bindB, bias, out: bindC, m, n, k, transA, transB, offC, act, accumulate, vecC }, tile, runs);
+  }
   const kernel = rt.kernel('matmul', entry, {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
@@ -316,18 +357,72 @@ export function matmul(rt: Runtime, args: MatmulArgs): void {
     BK: cfg.BK,
     TN: cfg.TN,
   });
+  const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
+  // main_origins has no bias binding; in `main` it needs a buffer even without a bias
+  // (A is read-only already).
+  const buffers = [bindA, bindB, entry === 'main' ? (bias ?? a) : null, bindC];
+  for (let base = 0; base < batch; base += maxZ) {
+    const p = uniforms(13);
+    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offA, offB, offC, 0]);
+    rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
+  }
+  return 1;
+}
+
+interface SplitRunArgs {
+  a: Binding;
+  b: Binding;
+  bias?: GPUBuffer;
+  out: Binding;
+  m: number;
+  n: number;
+  k: number;
+  transA: boolean;
+  transB: boolean;
+  offC: number;
+  act: MatmulAct;
+  accumulate: boolean;
+  vecC: boolean;
+}
+
+/**
+ * One product (A and B bound at their origin) with k cut into `runs` runs: `main` with
+ * SPLIT_K writes each run's partial sums into pooled scratch [runs, m, n], then
+ * `split_k_sum` adds them into C with the epilogue. Returns the runs (fewer than asked
+ * where whole slices of k do not make that many).
+ */
+function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs: number): number {
+  const { m, n, k } = r;
+  const cfg = MATMUL_TILES[tile];
   const shape = tileShape(tile);
   const tilesM = Math.ceil(m / shape.rows);
   const tilesN = Math.ceil(n / shape.cols);
-  const [gx, gy] = grid1d(tilesM * tilesN, 1);
-  const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
-  // Without a bias the binding still needs a buffer; A is read-only already.
-  const buffers = [bindA, bindB, bias ?? a, bindC];
-  for (let base = 0; base < batch; base += maxZ) {
-    const p = uniforms(12);
-    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offA, offB, offC]);
-    rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
-  }
+  const kc = roundUp(Math.ceil(k / runs), SPLIT_ALIGN);
+  const used = Math.ceil(k / kc);
+  const partials = rt.pool.acquire(used * m * n * 4, 'matmul split-K partial sums');
+  const product = rt.kernel('matmul', 'main', {
+    TRANS_A: Number(r.transA),
+    TRANS_B: Number(r.transB),
+    VEC_A: Number((r.transA ? m : k) % 4 === 0),
+    VEC_B: Number((r.transB ? k : n) % 4 === 0),
+    VEC_C: 1,
+    BASED: 0,
+    SPLIT_K: 1,
+    WG_X: cfg.WG_X,
+    WG_Y: cfg.WG_Y,
+    BK: cfg.BK,
+    TN: cfg.TN,
+  });
+  const p = uniforms(13);
+  p.u.set([m, n, k, 0, 0, 0, m * n, tilesM, tilesN, 0, 0, 0, kc]);
+  // The bias binding is never read without BIAS; A is read-only already.
+  rt.dispatch(product, [r.a, r.b, r.a, partials], p.u, [...grid1d(tilesM * tilesN, 1), used]);
+  const sum = rt.kernel('matmul', 'split_k_sum', { BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate), VEC_C: Number(r.vecC) });
+  const q = uniforms(13);
+  q.u.set([m, n, used, 0, 0, 0, 0, 0, 0, 0, 0, r.offC, 0]);
+  rt.dispatch(sum, [partials, null, r.bias ?? partials, r.out], q.u, grid1d((m * n) / 4, 256));
+  rt.pool.release(partials);
+  return used;
 }
 
 type SkinnyArgs = Required<Pick<MatmulArgs, 'a' | 'b' | 'out' | 'm' | 'n' | 'k' | 'offsetA' | 'offsetB' | 'offsetC' | 'act' | 'accumulate'>> & Pick<MatmulArgs, 'bias' | 'residual'>;
@@ -347,8 +442,8 @@ function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
   });
   // 8 columns per workgroup (SKINNY_COLS).
   const [gx, gy] = grid1d(r.n, 8);
-  const p = uniforms(12);
-  p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, 0, gx, r.offsetA, r.offsetB, r.offsetC]);
+  const p = uniforms(13);
+  p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, 0, gx, r.offsetA, r.offsetB, r.offsetC, 0]);
   // Without a bias or residual the bindings still need a buffer; A is read-only already.
   rt.dispatch(kernel, [r.a, r.b, r.bias ?? r.a, r.out, r.residual ?? r.a], p.u, [Math.ceil(r.m / rows), gx, gy]);
 }
@@ -478,7 +573,7 @@ export function matmulSkinnySwiglu(rt: Runtime, args: SkinnySwigluArgs): void {
   rt.dispatch(kernel, [a, gate, up, out, norm?.weight ?? a], params, grid);
 }
 
-type Resolved = Required<Omit<MatmulArgs, 'bias' | 'residual' | 'tile'>> & Pick<MatmulArgs, 'bias'>;
+type Resolved = Required<Omit<MatmulArgs, 'bias' | 'residual' | 'tile' | 'splitK'>> & Pick<MatmulArgs, 'bias'>;
 
 interface PanelScratch {
   a: GPUBuffer | null;

@@ -14,7 +14,7 @@
 import type { Runtime } from '../gpu/runtime.ts';
 import { gradScale } from './grad_scale.ts';
 import * as mk from './matmul.ts';
-import { matmulSplitKWhereItApplies, splitKPolicyFor } from './matmul_split_k.ts';
+import { matmulSplitKWhereItApplies } from './matmul_split_k.ts';
 import { matmulTensor, tensorMatmulAvailable, tensorMatmulMissing } from './matmul_tensor.ts';
 
 /** The choices benchmarks and `--tensor-cores` vary. */
@@ -76,7 +76,8 @@ export function gradientUsesTensorCores(rt: Runtime, args: mk.MatmulArgs): boole
  * Records `products`, in order, each with the gradient `grad` (its first `n` f32
  * values) as A. Those that take tensor cores share one scale of the gradient; the
  * others run on the f32 kernels unchanged. Weight gradients too small an output for
- * the GPU are cut along k (matmul_split_k.ts) on either kernel.
+ * the GPU are cut along k (matmul_split_k.ts) on either kernel: here for the tensor
+ * cores, inside mk.matmul for the f32 kernel.
  */
 export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, products: readonly mk.MatmulArgs[]): void {
   if (products.some((args) => args.a !== grad)) throw new Error('gradientMatmuls: every product must take the gradient as A');
@@ -89,8 +90,8 @@ export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, product
     gradScale(rt, grad, n, work, scale);
   }
   products.forEach((args, i) => {
-    const run = tensor[i] ? (a: mk.MatmulArgs) => onTensorCores(rt, a, scale!) : (a: mk.MatmulArgs) => mk.matmul(rt, a);
-    matmulSplitKWhereItApplies(rt, args, splitKPolicyFor(tensor[i]), run);
+    if (tensor[i]) matmulSplitKWhereItApplies(rt, args, (a) => onTensorCores(rt, a, scale!));
+    else mk.matmul(rt, args);
   });
   if (work) rt.pool.release(work);
   if (scale) rt.pool.release(scale);

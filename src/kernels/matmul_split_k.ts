@@ -3,12 +3,17 @@
 // 128x128 workgroups) and k = the tokens of a micro-batch (32,768), so one workgroup
 // per output tile walked all of k while the rest of the GPU idled: on the H200 those
 // products took 125 of the bundled model's 302 ms training step. Split, k is cut into
-// chunks that run as the batches of one batched product into partial sums [chunks,
-// m, n], then one column reduction adds them into the output.
+// runs whose partial sums [runs, m, n] are added up afterwards.
 //
-// Only A stored [k, m] with B stored [k, n] (transA, not transB: the weight-gradient
-// layout) splits this way: there a chunk of k is a contiguous run of rows of both
-// operands, so the batched kernels address it with an offset and a stride.
+// Two forms, one per kernel family:
+// - The f32 tiled kernel cuts k itself (SPLIT_K in shaders/matmul.wgsl): workgroup z of
+//   one dispatch walks run z of k, addressed through the operands' full row lengths, so
+//   every layout splits, and `split_k_sum` adds the runs and applies the epilogue (bias,
+//   activation, accumulation). The launcher (matmul.ts) takes it where splitRuns says.
+// - The tensor-core kernel runs the chunks as the batches of one batched product, which
+//   only the weight-gradient layout allows (transA, not transB: a chunk of k is a
+//   contiguous run of rows of both operands, addressed with an offset and a stride),
+//   then one column reduction adds them into the output (matmulSplitK).
 
 import type { Runtime } from '../gpu/runtime.ts';
 import type { MatmulArgs } from './matmul.ts';
@@ -16,29 +21,45 @@ import { reduce } from './reduce.ts';
 
 export const splitKPolicy = {
   /**
-   * Workgroups (128x128 output tiles, times chunks) to aim for: about eight per
-   * streaming multiprocessor of an H200 (132), one workgroup of these tiles resident
-   * on each at a time. A grid of a few waves loses most of a wave to its last partial
-   * one: the MLP's weight gradients (266 tiles) ran 2.02 waves' work in 3 at 24-25
-   * TFLOP/s; in 4 chunks they are 8.06 waves in 9. WebGPU does not say how many
-   * multiprocessors a device has; on a smaller GPU the extra chunks only add partial
-   * sums, a small fraction of the product's traffic.
+   * The f32 kernel cuts k into this many runs (more for outputs too small to reach
+   * targetWorkgroups, fewer where a run would be shorter than minChunk). H200, k = 4096
+   * (bench/lab, 2026-12-01): the MLP's dW (266 tiles of 128x128) ran 25.2 TFLOP/s whole,
+   * 34.9 in 4 runs, 36.2-36.6 in 8-12 (the batched form in 4 chunks: 30.0); the
+   * LM head's dW per 8,192-row vocabulary chunk 35.1 whole, 38.1 in 8. The MLP's
+   * forward down projection (k = 4,864, B stored [N, K]) 35.0 whole, 37.4 in 8.
+   */
+  runs: 8,
+  /**
+   * Outputs of this many 128x128 tiles or more stay whole on the f32 kernel: four
+   * waves of an H200's 132 multiprocessors, where the last wave's idle share is small
+   * and shorter runs only add partial sums (4096^3 in 8 runs: 39.6 against 43.8 whole
+   * on the wide tile).
+   */
+  maxTiles: 512,
+  /**
+   * Workgroups (tiles times runs) the f32 kernel's runs aim for on tiny outputs (the
+   * bundled model's four tiles take 64 runs): eight per multiprocessor of an H200.
+   * WebGPU does not say how many multiprocessors a device has; on a smaller GPU the
+   * extra runs only add partial sums, a small fraction of the product's traffic.
    */
   targetWorkgroups: 1024,
   /**
    * The same for products on the tensor-core kernel, where the H200's Qwen2.5-0.5B
-   * training step took 241 ms at 1024 and 233 at 256 (the f32 step: 443 and 462).
+   * training step took 241 ms at 1024 and 233 at 256.
    */
   tensorTargetWorkgroups: 256,
-  /** Fewest k per chunk, so each workgroup still streams a long run of k. */
+  /** Fewest k per run or chunk, so each workgroup still streams a long run of k. */
   minChunk: 512,
   maxChunks: 64,
 };
 
 /** Output edge of the tile the estimate counts workgroups in. */
 const TILE_EDGE = 128;
-/** Chunk lengths are multiples of this, keeping every chunk's offsets vec4-aligned. */
-const CHUNK_ALIGN = 16;
+/**
+ * Chunk lengths are multiples of this, keeping every chunk's offsets vec4-aligned and
+ * (in the f32 kernel's own split) every run a whole number of K slices.
+ */
+export const SPLIT_ALIGN = 16;
 
 export interface SplitKPlan {
   /** Partial sums: `full` chunks of `kc`, plus one of `rest` when rest > 0. */
@@ -48,26 +69,34 @@ export interface SplitKPlan {
   rest: number;
 }
 
-/** How to cut k for an m x n output under `policy` (chunks 1: no split). */
 type SplitKTargets = Pick<typeof splitKPolicy, 'targetWorkgroups' | 'minChunk' | 'maxChunks'>;
 
-/** splitKPolicy for a product on the tensor-core kernel (`tensor`) or the f32 one. */
-export function splitKPolicyFor(tensor: boolean): SplitKTargets {
-  return tensor ? { ...splitKPolicy, targetWorkgroups: splitKPolicy.tensorTargetWorkgroups } : splitKPolicy;
+/** splitKPolicy's targets for the tensor-core kernel's batched chunks. */
+export const tensorSplitTargets: SplitKTargets = { ...splitKPolicy, targetWorkgroups: splitKPolicy.tensorTargetWorkgroups };
+
+const tilesOf = (m: number, n: number) => Math.ceil(m / TILE_EDGE) * Math.ceil(n / TILE_EDGE);
+
+/** Runs of k the f32 kernel cuts an m x n (x k) product into under `policy` (1: whole). */
+export function splitRuns(m: number, n: number, k: number, policy: typeof splitKPolicy = splitKPolicy): number {
+  const tiles = tilesOf(m, n);
+  if (tiles >= policy.maxTiles) return 1;
+  const runs = Math.min(Math.max(policy.runs, Math.ceil(policy.targetWorkgroups / Math.max(tiles, 1))), Math.floor(k / policy.minChunk), policy.maxChunks);
+  return runs < 2 ? 1 : runs;
 }
 
-export function planSplitK(m: number, n: number, k: number, policy: SplitKTargets = splitKPolicy): SplitKPlan {
-  const tiles = Math.ceil(m / TILE_EDGE) * Math.ceil(n / TILE_EDGE);
+/** How to cut k for an m x n output into batched chunks (the tensor-core kernel; chunks 1: no split). */
+export function planSplitK(m: number, n: number, k: number, policy: SplitKTargets = tensorSplitTargets): SplitKPlan {
+  const tiles = tilesOf(m, n);
   const wanted = Math.min(Math.ceil(policy.targetWorkgroups / Math.max(tiles, 1)), Math.floor(k / policy.minChunk), policy.maxChunks);
   if (wanted < 2) return { chunks: 1, kc: k, full: 1, rest: 0 };
-  const kc = Math.ceil(k / wanted / CHUNK_ALIGN) * CHUNK_ALIGN;
+  const kc = Math.ceil(k / wanted / SPLIT_ALIGN) * SPLIT_ALIGN;
   const full = Math.floor(k / kc);
   const rest = k - full * kc;
   return { chunks: full + (rest > 0 ? 1 : 0), kc, full, rest };
 }
 
 /**
- * Whether `args` has the layout and epilogue split-K handles: transA without transB,
+ * Whether `args` has the layout and epilogue the batched chunks handle: transA without transB,
  * one batch, the output at offset 0 and overwritten (no bias, activation, residual or
  * accumulation), no forced tile (benchmarks time the kernels as they are).
  */
@@ -77,9 +106,8 @@ export function splitKApplies(rt: Runtime, args: MatmulArgs): boolean {
 }
 
 /**
- * Records `args` through `run` (the f32 or the tensor-core kernel) cut along k as
- * `plan` says: the chunks as batches into pooled partial sums, then their sum into
- * args.out. With one chunk it is `run(args)`.
+ * Records `args` through `run` cut along k as `plan` says: the chunks as batches into
+ * pooled partial sums, then their sum into args.out. With one chunk it is `run(args)`.
  */
 export function matmulSplitK(rt: Runtime, args: MatmulArgs, plan: SplitKPlan, run: (args: MatmulArgs) => void): void {
   if (plan.chunks <= 1) {
@@ -100,12 +128,10 @@ export function matmulSplitK(rt: Runtime, args: MatmulArgs, plan: SplitKPlan, ru
 }
 
 /**
- * Records `args` through `run`, cut along k under `policy` where splitKApplies (as
- * gradientMatmuls does for every weight gradient), whole otherwise. Returns the number
- * of k chunks it ran (1: whole).
+ * Records `args` through `run` (the tensor-core kernel, as gradientMatmuls does for
+ * every weight gradient there), cut into batched chunks under `policy` where
+ * splitKApplies, whole otherwise.
  */
-export function matmulSplitKWhereItApplies(rt: Runtime, args: MatmulArgs, policy: SplitKTargets, run: (args: MatmulArgs) => void): number {
-  const plan = splitKApplies(rt, args) ? planSplitK(args.m, args.n, args.k, policy) : { chunks: 1, kc: args.k, full: 1, rest: 0 };
-  matmulSplitK(rt, args, plan, run);
-  return plan.chunks;
+export function matmulSplitKWhereItApplies(rt: Runtime, args: MatmulArgs, run: (args: MatmulArgs) => void, policy: SplitKTargets = tensorSplitTargets): void {
+  matmulSplitK(rt, args, splitKApplies(rt, args) ? planSplitK(args.m, args.n, args.k, policy) : { chunks: 1, kc: args.k, full: 1, rest: 0 }, run);
 }
