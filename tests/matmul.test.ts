@@ -76,8 +76,9 @@ describe('matmul kernel', () => {
     await check({ m: 9, n: 8, k: 70, transB: true, bias: true, act: 'silu', init: true, accumulate: true, offsetC: 5, tile: '128x128/k16', splitK: 4 });
     // Operands bound at their offsets (multiples of the software GPU's 256-byte alignment).
     await check({ m: 20, n: 24, k: 40, transA: true, offsetA: 64, offsetB: 128, tile: '64x64/k8', splitK: 2 });
-    // 8 runs of 20 k round up to whole 16-k slices: 2 runs.
+    // 8 runs of 20 k round up to whole 16-k slices: 2 runs. With k = 0 nothing is cut.
     await check({ m: 12, n: 16, k: 20, tile: '64x64/k8', splitK: 8 });
+    await check({ m: 4, n: 8, k: 0, bias: true, tile: '64x64/k8', splitK: 3 });
   });
 
   test('split-K refuses what it cannot cut, with the reason', async () => {
@@ -91,6 +92,11 @@ describe('matmul kernel', () => {
       assert.throws(() => mk.matmul(rt, { ...base, splitK: 2, tile: 'panels/k128' }), /split-K runs on the workgroup tiles, not panels\/k128/);
       assert.throws(() => mk.matmul(rt, { ...base, splitK: 2, batch: 2, tile: '64x64/k8' }), /split-K needs one batch/);
       assert.throws(() => mk.matmul(rt, { ...base, n: 6, splitK: 2, tile: '64x64/k8' }), /n a multiple of 4/);
+      // 64 runs of 16 k: partial sums 64 times C's size, past the binding limit.
+      const [m, k] = [512, 1024];
+      const n = Math.ceil(rt.gpu.limits.maxStorageBufferBindingSize / (4 * 64 * m) / 4) * 4 + 4;
+      const big = { a: zeros([m * k]).buffer, b: zeros([k * n]).buffer, out: zeros([m * n]).buffer, m, n, k };
+      assert.throws(() => mk.matmul(rt, { ...big, splitK: 64, tile: '64x64/k8' }), /64 split-K runs of a 512x\d+ output need \d+ bytes of partial sums, over the \d+-byte binding limit; ask for fewer runs/);
     });
   });
 

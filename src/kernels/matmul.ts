@@ -338,7 +338,8 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   // where `main_origins`' did not: the products that take main_origins stay whole.
   const splittable = batch === 1 && n % 4 === 0 && offA === 0 && offB === 0;
   const runs = args.splitK ?? (splittable && entry === 'main' && !rt.caps.compatibility && args.tile === undefined ? splitRuns(m, n, k) : 1);
-  if (runs > 1) {
+  // With k = 0 there is nothing to cut: the whole kernel writes the epilogue of zeros.
+  if (runs > 1 && k > 0) {
     if (!splittable) throw new GpuError('matmul: split-K needs one batch, n a multiple of 4, and A and B at offsets the device can bind');
     return matmulSplitRuns(rt, { a: bindA, b: bindB, bias, out: bindC, m, n, k, transA, transB, offC, act, accumulate, vecC }, tile, runs);
   }
@@ -399,7 +400,11 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
   const tilesN = Math.ceil(n / shape.cols);
   const kc = roundUp(Math.ceil(k / runs), SPLIT_ALIGN);
   const used = Math.ceil(k / kc);
-  const partials = rt.pool.acquire(used * m * n * 4, 'matmul split-K partial sums');
+  const bytes = used * m * n * 4;
+  if (bytes > rt.gpu.limits.maxStorageBufferBindingSize) {
+    throw new GpuError(`matmul: ${used} split-K runs of a ${m}x${n} output need ${bytes} bytes of partial sums, over the ${rt.gpu.limits.maxStorageBufferBindingSize}-byte binding limit; ask for fewer runs`);
+  }
+  const partials = rt.pool.acquire(bytes, 'matmul split-K partial sums');
   const product = rt.kernel('matmul', 'main', {
     TRANS_A: Number(r.transA),
     TRANS_B: Number(r.transB),
