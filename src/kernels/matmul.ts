@@ -57,9 +57,9 @@ export const matmulPolicy = {
   skinnyMaxRowsNarrow: 64,
   narrowMaxColumns: 16384,
   /**
-   * Layouts (A then B, n: as stored, t: transposed) that run `main_origins` rather than
-   * `main`, and that take the 128x256 tile when its grid has at least
-   * wideMinWorkgroups workgroups. H200, f32 lab at 4096^3: the plain layout ran 44.7
+   * Layouts (A then B, n: as stored, t: transposed) whose plain outputs (plainOutput)
+   * run `main_origins` rather than `main`, and take the 128x256 tile when its grid has
+   * at least wideMinWorkgroups workgroups. H200, f32 lab at 4096^3: the plain layout ran 44.7
    * TFLOP/s there against 39.6 on `main`'s 128x128; B transposed ran 35.0 there against
    * 42.7 in `main`, A transposed 40.0 against 41.4 (see the shader).
    */
