@@ -7,6 +7,7 @@ import { acquireGpu, gpuOptionsFromEnv, robustnessToggles } from '../src/gpu/dev
 import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { GpuError } from '../src/gpu/errors.ts';
 import { sizeClass } from '../src/gpu/buffer_pool.ts';
+import * as ew from '../src/kernels/elementwise.ts';
 import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { DisposedError } from '../src/tensor/errors.ts';
 import * as F from '../src/tensor/ops/index.ts';
@@ -92,6 +93,38 @@ describe('gpu runtime', () => {
     } finally {
       dev.createBindGroup = create;
     }
+  });
+
+  test('uploads recorded between submits land in order, past one arena chunk and beside a large one; readbacks reuse their buffers', async () => {
+    const rt = await gpu();
+    await rt.sync();
+    await scopeAsync(async () => {
+      // 40 uploads of 2 KiB (80 KiB: two arena chunks) and one of 96 KiB (its own staging
+      // buffer), each after a dispatch that wrote the same buffer, so only in-order
+      // copies leave the uploaded values.
+      const n = 512;
+      const sevens = tensor(new Float32Array(24 * 1024).fill(7));
+      const targets = Array.from({ length: 40 }, () => zeros([n]));
+      const big = zeros([24 * 1024]);
+      targets.forEach((t, i) => {
+        ew.unary(rt, 'neg', sevens.buffer, t.buffer, n);
+        rt.upload(t.buffer, 0, Float32Array.from({ length: n }, (_, j) => i * 1000 + j));
+      });
+      ew.unary(rt, 'neg', sevens.buffer, big.buffer, 24 * 1024);
+      rt.upload(big.buffer, 0, Float32Array.from({ length: 24 * 1024 }, (_, j) => -j));
+      for (const [i, t] of [[0, targets[0]], [17, targets[17]], [39, targets[39]]] as const) {
+        const got = await read(t);
+        assert.equal(got[0], i * 1000);
+        assert.equal(got[n - 1], i * 1000 + n - 1);
+      }
+      const b = await read(big);
+      assert.equal(b[24 * 1024 - 1], -(24 * 1024 - 1));
+      // Two reads in flight at once, then one after: each gets its own values.
+      const [x, y] = await Promise.all([read(targets[1]), read(targets[2])]);
+      assert.equal(x[5], 1005);
+      assert.equal(y[5], 2005);
+      assert.equal((await read(targets[3]))[5], 3005);
+    });
   });
 
   test('grids past 65535 workgroups fold into two dimensions', async () => {

@@ -245,10 +245,13 @@ function packedBytes(rows: number, k: number, tile: PanelTile = PANEL_TILE): num
 }
 
 function checkBuffer(what: string, buf: GPUBuffer, elements: number): void {
-  if (buf.size % 16 !== 0 || buf.size < 16) {
-    throw new GpuError(`matmul: ${what} buffer of ${buf.size} bytes; the kernel binds vec4 arrays and needs a multiple of 16`);
+  // One read of the size: each is a call into the native bindings, and a decode step
+  // checks a few dozen buffers.
+  const size = buf.size;
+  if (size % 16 !== 0 || size < 16) {
+    throw new GpuError(`matmul: ${what} buffer of ${size} bytes; the kernel binds vec4 arrays and needs a multiple of 16`);
   }
-  if (elements * 4 > buf.size) throw new GpuError(`matmul: ${what} needs ${elements * 4} bytes, its buffer has ${buf.size}`);
+  if (elements * 4 > size) throw new GpuError(`matmul: ${what} needs ${elements * 4} bytes, its buffer has ${size}`);
 }
 
 const isCount = (x: number) => Number.isInteger(x) && x >= 0 && x < 2 ** 32;

@@ -130,10 +130,11 @@ export interface TensorMatmulArgs extends Omit<MatmulArgs, 'act' | 'residual' | 
 }
 
 function checkBuffer(what: string, buf: GPUBuffer, elements: number, vec4: boolean): void {
-  if (vec4 && (buf.size % 16 !== 0 || buf.size < 16)) {
-    throw new GpuError(`matmulTensor: ${what} buffer of ${buf.size} bytes; the kernel binds it as a vec4 array and needs a multiple of 16`);
+  const size = buf.size;
+  if (vec4 && (size % 16 !== 0 || size < 16)) {
+    throw new GpuError(`matmulTensor: ${what} buffer of ${size} bytes; the kernel binds it as a vec4 array and needs a multiple of 16`);
   }
-  if (elements * 4 > buf.size) throw new GpuError(`matmulTensor: ${what} needs ${elements * 4} bytes, its buffer has ${buf.size}`);
+  if (elements * 4 > size) throw new GpuError(`matmulTensor: ${what} needs ${elements * 4} bytes, its buffer has ${size}`);
 }
 
 /**
