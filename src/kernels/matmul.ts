@@ -1,5 +1,6 @@
 // Launcher for shaders/matmul.wgsl: batched C = act(op(A) @ op(B) + bias) (+= C).
 
+import { bufferSize } from '../gpu/buffer_pool.ts';
 import { GpuError } from '../gpu/errors.ts';
 import type { Binding, Runtime } from '../gpu/runtime.ts';
 import { grid1d, uniforms } from './launch.ts';
@@ -245,9 +246,7 @@ function packedBytes(rows: number, k: number, tile: PanelTile = PANEL_TILE): num
 }
 
 function checkBuffer(what: string, buf: GPUBuffer, elements: number): void {
-  // One read of the size: each is a call into the native bindings, and a decode step
-  // checks a few dozen buffers.
-  const size = buf.size;
+  const size = bufferSize(buf);
   if (size % 16 !== 0 || size < 16) {
     throw new GpuError(`matmul: ${what} buffer of ${size} bytes; the kernel binds vec4 arrays and needs a multiple of 16`);
   }

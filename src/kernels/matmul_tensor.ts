@@ -1,6 +1,7 @@
 // Launcher for shaders/matmul_tensor.wgsl: batched C = op(A) @ op(B) + bias (+= C) on
 // tensor cores, f32 operands rounded to f16, f32 accumulation.
 
+import { bufferSize } from '../gpu/buffer_pool.ts';
 import { GpuError } from '../gpu/errors.ts';
 import type { Runtime } from '../gpu/runtime.ts';
 import { grid1d, uniforms } from './launch.ts';
@@ -130,7 +131,7 @@ export interface TensorMatmulArgs extends Omit<MatmulArgs, 'act' | 'residual' | 
 }
 
 function checkBuffer(what: string, buf: GPUBuffer, elements: number, vec4: boolean): void {
-  const size = buf.size;
+  const size = bufferSize(buf);
   if (vec4 && (size % 16 !== 0 || size < 16)) {
     throw new GpuError(`matmulTensor: ${what} buffer of ${size} bytes; the kernel binds it as a vec4 array and needs a multiple of 16`);
   }
@@ -178,7 +179,7 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   // start 16-byte aligned, and Dawn requires a buffer that subgroup matrices touch to
   // hold at least one 16x16 f32 block. Everything else goes through scratch, as does a
   // scaled product (its results are unscaled one by one there).
-  const direct = !bias && !scaleA && aligned(n, offsetC, strideC) && out.size >= DIRECT_C_MIN_BYTES;
+  const direct = !bias && !scaleA && aligned(n, offsetC, strideC) && bufferSize(out) >= DIRECT_C_MIN_BYTES;
   const kernel = rt.kernel('matmul_tensor', direct ? 'main' : 'main_staged', {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),

@@ -23,26 +23,27 @@ export interface AttentionOptions {
 }
 
 function dimsOf(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions): AttentionDims {
-  const shapes = `q ${fmt(q.shape)}, k ${fmt(k.shape)}, v ${fmt(v.shape)}`;
+  // Built only for an error: decode steps check hundreds of attention calls a second.
+  const shapes = () => `q ${fmt(q.shape)}, k ${fmt(k.shape)}, v ${fmt(v.shape)}`;
   expectDType('attention', 'q', q.dtype, 'f32');
   expectDType('attention', 'k', k.dtype, 'f32');
   expectDType('attention', 'v', v.dtype, 'f32');
-  if (q.rank !== 4 || k.rank !== 4 || v.rank !== 4) throw new ShapeError(`attention: expected rank-4 [B, H, T, D] tensors, got ${shapes}`);
+  if (q.rank !== 4 || k.rank !== 4 || v.rank !== 4) throw new ShapeError(`attention: expected rank-4 [B, H, T, D] tensors, got ${shapes()}`);
   const [b, hq, tq, hd] = q.shape;
   const [kb, hkv, sCap, kd] = k.shape;
-  if (v.shape.some((n, i) => n !== k.shape[i])) throw new ShapeError(`attention: k and v shapes differ: ${shapes}`);
-  if (kb !== b || kd !== hd) throw new ShapeError(`attention: batch or head dim of k/v does not match q: ${shapes}`);
-  if (hkv === 0 || hq % hkv !== 0) throw new ShapeError(`attention: ${hq} query heads are not a multiple of ${hkv} kv heads: ${shapes}`);
+  if (v.shape.some((n, i) => n !== k.shape[i])) throw new ShapeError(`attention: k and v shapes differ: ${shapes()}`);
+  if (kb !== b || kd !== hd) throw new ShapeError(`attention: batch or head dim of k/v does not match q: ${shapes()}`);
+  if (hkv === 0 || hq % hkv !== 0) throw new ShapeError(`attention: ${hq} query heads are not a multiple of ${hkv} kv heads: ${shapes()}`);
   const s = opts.kvLen ?? sCap;
-  if (!Number.isInteger(s) || s < 0 || s > sCap) throw new ShapeError(`attention: kvLen ${s} outside [0, ${sCap}]: ${shapes}`);
-  if (s < tq) throw new ShapeError(`attention: ${tq} query rows but only ${s} keys (queries sit at the last Tq key positions): ${shapes}`);
+  if (!Number.isInteger(s) || s < 0 || s > sCap) throw new ShapeError(`attention: kvLen ${s} outside [0, ${sCap}]: ${shapes()}`);
+  if (s < tq) throw new ShapeError(`attention: ${tq} query rows but only ${s} keys (queries sit at the last Tq key positions): ${shapes()}`);
   if (opts.padLeft) {
     expectDType('attention', 'padLeft', opts.padLeft.dtype, 'i32', 'u32');
-    if (opts.padLeft.rank !== 1 || opts.padLeft.shape[0] !== b) throw new ShapeError(`attention: padLeft ${fmt(opts.padLeft.shape)} must be [${b}]: ${shapes}`);
+    if (opts.padLeft.rank !== 1 || opts.padLeft.shape[0] !== b) throw new ShapeError(`attention: padLeft ${fmt(opts.padLeft.shape)} must be [${b}]: ${shapes()}`);
   }
   const limits = q.storage.rt.gpu.limits;
   if (!attentionTiles(limits, 'forward', hd, tq, s) || !attentionTiles(limits, 'backward', hd, tq, s)) {
-    throw new ShapeError(`attention: head dim ${hd} does not fit ${limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory: ${shapes}`);
+    throw new ShapeError(`attention: head dim ${hd} does not fit ${limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory: ${shapes()}`);
   }
   return { b, hq, hkv, tq, s, sCap, hd, scale: opts.scale ?? 1 / Math.sqrt(hd), causal: opts.causal ?? true };
 }

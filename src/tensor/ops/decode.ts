@@ -23,12 +23,13 @@ function inferenceOnly(op: string, inputs: readonly (Tensor | null | undefined)[
 /** Rows of x [..., in] and the checks every projection here shares. */
 function rowsOf(op: string, x: Tensor, weights: readonly Tensor[]): number {
   const inF = x.shape[x.rank - 1];
-  const what = `${op}: x ${fmt(x.shape)}, weights ${weights.map((w) => fmt(w.shape)).join(' ')}`;
-  if (x.rank < 1) throw new ShapeError(`${what}: x needs a last dim`);
+  // Built only for an error: decode steps run these checks hundreds of times a second.
+  const what = () => `${op}: x ${fmt(x.shape)}, weights ${weights.map((w) => fmt(w.shape)).join(' ')}`;
+  if (x.rank < 1) throw new ShapeError(`${what()}: x needs a last dim`);
   for (const w of weights) {
-    if (w.rank !== 2 || w.shape[1] !== inF) throw new ShapeError(`${what}: weights must be [out, ${inF}]`);
+    if (w.rank !== 2 || w.shape[1] !== inF) throw new ShapeError(`${what()}: weights must be [out, ${inF}]`);
   }
-  if (inF % 4 !== 0) throw new ShapeError(`${what}: in = ${inF} must be a multiple of 4`);
+  if (inF % 4 !== 0) throw new ShapeError(`${what()}: in = ${inF} must be a multiple of 4`);
   return numel(x.shape.slice(0, -1));
 }
 
@@ -128,17 +129,17 @@ export function ropeQkvCache(qkv: Tensor, positions: Tensor, keys: Tensor, value
   expectDType(op, 'positions', positions.dtype, 'i32', 'u32');
   const { heads, kvHeads, headDim: hd } = opts;
   const rotaryDim = opts.rotaryDim ?? hd;
-  const what = `${op}: qkv ${fmt(qkv.shape)}, positions ${fmt(positions.shape)}, cache ${fmt(keys.shape)}`;
-  if (qkv.rank !== 3 || qkv.shape[2] !== (heads + 2 * kvHeads) * hd) throw new ShapeError(`${what}: qkv must be [B, T, ${(heads + 2 * kvHeads) * hd}]`);
+  const what = () => `${op}: qkv ${fmt(qkv.shape)}, positions ${fmt(positions.shape)}, cache ${fmt(keys.shape)}`;
+  if (qkv.rank !== 3 || qkv.shape[2] !== (heads + 2 * kvHeads) * hd) throw new ShapeError(`${what()}: qkv must be [B, T, ${(heads + 2 * kvHeads) * hd}]`);
   const [b, t] = qkv.shape;
-  if (positions.rank !== 2 || positions.shape[0] !== b || positions.shape[1] !== t) throw new ShapeError(`${what}: positions must be [${b}, ${t}]`);
+  if (positions.rank !== 2 || positions.shape[0] !== b || positions.shape[1] !== t) throw new ShapeError(`${what()}: positions must be [${b}, ${t}]`);
   const cache = [b, kvHeads, keys.shape[2], hd];
-  if (!sameShape(keys.shape, cache) || !sameShape(values.shape, cache)) throw new ShapeError(`${what}: caches must both be [${b}, ${kvHeads}, capacity, ${hd}], values are ${fmt(values.shape)}`);
-  if (!Number.isInteger(offset) || offset < 0 || offset + t > keys.shape[2]) throw new ShapeError(`${what}: tokens ${offset}..${offset + t} do not fit the cache`);
-  if (!Number.isInteger(rotaryDim) || rotaryDim < 2 || rotaryDim % 2 !== 0 || rotaryDim > hd) throw new ShapeError(`${what}: rotaryDim ${rotaryDim} must be even and in [2, ${hd}]`);
+  if (!sameShape(keys.shape, cache) || !sameShape(values.shape, cache)) throw new ShapeError(`${what()}: caches must both be [${b}, ${kvHeads}, capacity, ${hd}], values are ${fmt(values.shape)}`);
+  if (!Number.isInteger(offset) || offset < 0 || offset + t > keys.shape[2]) throw new ShapeError(`${what()}: tokens ${offset}..${offset + t} do not fit the cache`);
+  if (!Number.isInteger(rotaryDim) || rotaryDim < 2 || rotaryDim % 2 !== 0 || rotaryDim > hd) throw new ShapeError(`${what()}: rotaryDim ${rotaryDim} must be even and in [2, ${hd}]`);
   if (!(opts.theta > 0)) throw new RangeError(`${op}: theta must be positive, got ${opts.theta}`);
   const norm = opts.qkNorm;
-  if (norm && (!sameShape(norm.q.shape, [hd]) || !sameShape(norm.k.shape, [hd]))) throw new ShapeError(`${what}: q/k-norm weights must be [${hd}]`);
+  if (norm && (!sameShape(norm.q.shape, [hd]) || !sameShape(norm.k.shape, [hd]))) throw new ShapeError(`${what()}: q/k-norm weights must be [${hd}]`);
   const rt = qkv.storage.rt;
   const q = empty([b, heads, t, hd], 'f32', rt);
   rk.ropeQkvCache(rt, {
