@@ -39,7 +39,8 @@ export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: n
 
 export type WorkgroupCount = readonly [number, number?, number?];
 
-interface UniformChunk {
+/** A GPU buffer and its CPU image, written to the GPU at each submit (kernel parameters, uploads). */
+interface ArenaChunk {
   gpu: GPUBuffer;
   cpu: ArrayBuffer;
 }
@@ -60,10 +61,10 @@ export class Runtime {
   private pass: GPUComputePassEncoder | null = null;
   private pending = 0;
   private batchLabels = new Set<string>();
-  private chunks: UniformChunk[] = [];
+  private chunks: ArenaChunk[] = [];
   private chunkIndex = 0;
   private slotIndex = 0;
-  private uploadChunks: UniformChunk[] = [];
+  private uploadChunks: ArenaChunk[] = [];
   private uploadChunk = 0;
   private uploadOffset = 0;
   private readbacks: GPUBuffer[] = [];
@@ -272,6 +273,8 @@ export class Runtime {
         this.uploadChunks.push(chunk);
       }
       new Uint8Array(chunk.cpu, this.uploadOffset, data.byteLength).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      // The copy's whole words end in zeros, as a fresh staging buffer's would.
+      new Uint8Array(chunk.cpu, this.uploadOffset + data.byteLength, size - data.byteLength).fill(0);
       this.copy(chunk.gpu, this.uploadOffset, dst, dstOffset, size);
       this.uploadOffset += size;
       return;

@@ -400,7 +400,8 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
   const shape = tileShape(tile);
   const tilesM = Math.ceil(m / shape.rows);
   const tilesN = Math.ceil(n / shape.cols);
-  const kc = roundUp(Math.ceil(k / runs), SPLIT_ALIGN);
+  // Runs are whole K slices of the tile (SPLIT_K's bounds assume it).
+  const kc = roundUp(Math.ceil(k / runs), Math.max(SPLIT_ALIGN, cfg.BK));
   const used = Math.ceil(k / kc);
   const bytes = used * m * n * 4;
   if (bytes > rt.gpu.limits.maxStorageBufferBindingSize) {

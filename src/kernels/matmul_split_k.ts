@@ -30,10 +30,10 @@ export const splitKPolicy = {
    */
   runs: 8,
   /**
-   * Outputs of this many 128x128 tiles or more stay whole on the f32 kernel: four
-   * waves of an H200's 132 multiprocessors, where the last wave's idle share is small
-   * and shorter runs only add partial sums (4096^3 in 8 runs: 39.6 against 43.8 whole
-   * on the wide tile).
+   * Outputs of this many 128x128 tiles or more stay whole on the f32 kernel: about four
+   * per multiprocessor of an H200 (132), where the last round's idle share is small and
+   * shorter runs only add partial sums (4096^3 in 8 runs: 39.6 against 43.8 whole on
+   * the wide tile).
    */
   maxTiles: 512,
   /**
