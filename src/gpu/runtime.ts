@@ -3,11 +3,13 @@
 // Dispatches are recorded into one command encoder (one compute pass) and submitted
 // at sync points: a readback, an explicit flush, or every `autoFlush` dispatches.
 // Each kernel's shape parameters go into a 256-byte slot of a uniform arena that is
-// written once per submit, so changing sizes never compiles a new pipeline. Bind groups
+// written once per submit (arena.ts), so changing sizes never compiles a new pipeline;
+// small uploads recorded between submits go through another such arena. Bind groups
 // are reused when a kernel meets the same slot and buffers again, as loops do.
 // Validation errors are captured with an error scope around each batch and thrown at
 // the next sync point with the labels (kernel names) Dawn puts in its messages.
 
+import { Arena } from './arena.ts';
 import { BufferPool } from './buffer_pool.ts';
 import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
 import { DeviceLostError, GpuError } from './errors.ts';
@@ -39,11 +41,6 @@ export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: n
 
 export type WorkgroupCount = readonly [number, number?, number?];
 
-/** A GPU buffer and its CPU image, written to the GPU at each submit (kernel parameters, uploads). */
-interface ArenaChunk {
-  gpu: GPUBuffer;
-  cpu: ArrayBuffer;
-}
 
 export class Runtime {
   readonly device: GPUDevice;
@@ -61,12 +58,8 @@ export class Runtime {
   private pass: GPUComputePassEncoder | null = null;
   private pending = 0;
   private batchLabels = new Set<string>();
-  private chunks: ArenaChunk[] = [];
-  private chunkIndex = 0;
-  private slotIndex = 0;
-  private uploadChunks: ArenaChunk[] = [];
-  private uploadChunk = 0;
-  private uploadOffset = 0;
+  private params: Arena;
+  private uploads: Arena;
   private readbacks: GPUBuffer[] = [];
   private stagingToDestroy: GPUBuffer[] = [];
   private errorChecks: Promise<void>[] = [];
@@ -82,6 +75,8 @@ export class Runtime {
   constructor(readonly gpu: Gpu) {
     this.device = gpu.device;
     this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize, gpu.limits.maxStorageBufferBindingSize);
+    this.params = new Arena(this.device, UNIFORM_CHUNK, GPUBufferUsage.UNIFORM, 'kernel params');
+    this.uploads = new Arena(this.device, SMALL_TRANSFER, GPUBufferUsage.COPY_SRC, 'upload arena');
     this.device.lost.then((info) => {
       this.lost = info;
     });
@@ -151,22 +146,9 @@ export class Runtime {
 
   private uniformSlot(params: ArrayBufferView): { buffer: GPUBuffer; offset: number } {
     if (params.byteLength > UNIFORM_SLOT) throw new GpuError(`kernel parameters of ${params.byteLength} bytes exceed ${UNIFORM_SLOT}`);
-    if (this.slotIndex === UNIFORM_CHUNK / UNIFORM_SLOT) {
-      this.chunkIndex++;
-      this.slotIndex = 0;
-    }
-    let chunk = this.chunks[this.chunkIndex];
-    if (!chunk) {
-      chunk = {
-        gpu: this.device.createBuffer({ size: UNIFORM_CHUNK, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, label: 'kernel params' }),
-        cpu: new ArrayBuffer(UNIFORM_CHUNK),
-      };
-      this.chunks.push(chunk);
-    }
-    const offset = this.slotIndex * UNIFORM_SLOT;
-    new Uint8Array(chunk.cpu, offset, params.byteLength).set(new Uint8Array(params.buffer, params.byteOffset, params.byteLength));
-    this.slotIndex++;
-    return { buffer: chunk.gpu, offset };
+    const slot = this.params.take(UNIFORM_SLOT);
+    slot.cpu.set(new Uint8Array(params.buffer, params.byteOffset, params.byteLength));
+    return slot;
   }
 
   private idOf(o: object): number {
@@ -260,23 +242,11 @@ export class Runtime {
     // large data, a buffer of its own.
     const size = Math.ceil(data.byteLength / 4) * 4;
     if (size <= SMALL_TRANSFER) {
-      if (this.uploadOffset + size > SMALL_TRANSFER) {
-        this.uploadChunk++;
-        this.uploadOffset = 0;
-      }
-      let chunk = this.uploadChunks[this.uploadChunk];
-      if (!chunk) {
-        chunk = {
-          gpu: this.device.createBuffer({ size: SMALL_TRANSFER, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST, label: 'upload arena' }),
-          cpu: new ArrayBuffer(SMALL_TRANSFER),
-        };
-        this.uploadChunks.push(chunk);
-      }
-      new Uint8Array(chunk.cpu, this.uploadOffset, data.byteLength).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
       // The copy's whole words end in zeros, as a fresh staging buffer's would.
-      new Uint8Array(chunk.cpu, this.uploadOffset + data.byteLength, size - data.byteLength).fill(0);
-      this.copy(chunk.gpu, this.uploadOffset, dst, dstOffset, size);
-      this.uploadOffset += size;
+      const space = this.uploads.take(size);
+      space.cpu.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      space.cpu.fill(0, data.byteLength);
+      this.copy(space.buffer, space.offset, dst, dstOffset, size);
       return;
     }
     const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true, label: 'upload staging' });
@@ -290,18 +260,8 @@ export class Runtime {
   flush(): void {
     if (!this.encoder) return;
     this.endPass();
-    for (let i = 0; i <= this.chunkIndex && i < this.chunks.length; i++) {
-      const used = i < this.chunkIndex ? UNIFORM_CHUNK : this.slotIndex * UNIFORM_SLOT;
-      if (used > 0) this.device.queue.writeBuffer(this.chunks[i].gpu, 0, this.chunks[i].cpu, 0, used);
-    }
-    this.chunkIndex = 0;
-    this.slotIndex = 0;
-    for (let i = 0; i <= this.uploadChunk && i < this.uploadChunks.length; i++) {
-      const used = i < this.uploadChunk ? SMALL_TRANSFER : this.uploadOffset;
-      if (used > 0) this.device.queue.writeBuffer(this.uploadChunks[i].gpu, 0, this.uploadChunks[i].cpu, 0, used);
-    }
-    this.uploadChunk = 0;
-    this.uploadOffset = 0;
+    this.params.writeAll();
+    this.uploads.writeAll();
     this.profiler?.resolve(this.encoder);
     this.device.queue.submit([this.encoder.finish()]);
     this.submitCount++;
