@@ -101,4 +101,28 @@ describe('split-K weight-gradient products', () => {
       Object.assign(tensorCorePolicy, saved);
     }
   });
+
+  test('on a real GPU the launcher cuts small outputs of every layout and epilogue, and reports the runs', { skip: realGpu ? false : 'split-K runs on real GPUs only', timeout: 300_000 }, async () => {
+    const rt = await gpu();
+    const [m, n, k] = [64, 96, 4096];
+    const runs = splitRuns(m, n, k);
+    assert.ok(runs > 1);
+    const A = randn(m * k, 960);
+    const B = randn(k * n, 961);
+    const bias = randn(n, 962);
+    for (const [transA, transB] of [[false, true], [false, false], [true, false]] as const) {
+      await scopeAsync(async () => {
+        const out = zeros([m * n]);
+        const args = { a: tensor(A).buffer, b: tensor(B).buffer, bias: tensor(bias).buffer, out: out.buffer, m, n, k, transA, transB, act: 'silu' as const };
+        assert.equal(mk.matmul(rt, args), runs, `layout ${transA ? 't' : 'n'}${transB ? 't' : 'n'}`);
+        const want = ref.matmul({ a: A, b: B, m, n, k, transA, transB, bias, act: 'silu' });
+        assertClose(await read(out), want, { atol: 1e-3, rtol: 1e-4, label: `split ${transA ? 't' : 'n'}${transB ? 't' : 'n'} with bias and silu` });
+      });
+    }
+    // The plain layout's plain output takes main_origins and stays whole.
+    await scopeAsync(async () => {
+      const out = zeros([m * n]);
+      assert.equal(mk.matmul(rt, { a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, m, n, k }), 1);
+    });
+  });
 });
