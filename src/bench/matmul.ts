@@ -204,8 +204,9 @@ export const TRAINED = 'as trained';
 /**
  * `s` as training runs it with tensor cores off: an LM-head product one vocabulary
  * chunk at a time, the chunk tensor/ops/logprob.ts takes by default (dX accumulating
- * over the chunks), each through the launcher's own choices (split-K included). Every chunk reuses one set of buffers (its operands' contents
- * do not change the time); the error is checked on the first chunk's product.
+ * over the chunks), each through the launcher's own choices (split-K included). Every
+ * chunk reuses one set of buffers (its operands' contents do not change the time); the
+ * error is checked on the first chunk's product.
  */
 async function benchTrained(rt: Runtime, s: MatmulShape, opts: MatmulBenchOptions): Promise<object> {
   const transA = s.transA ?? false;

@@ -215,18 +215,23 @@ export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: numb
 type TileArgs = Pick<MatmulArgs, 'm' | 'n' | 'k' | 'batch' | 'transA' | 'transB' | 'offsetA' | 'offsetB' | 'offsetC' | 'strideC' | 'bias' | 'act' | 'accumulate'>;
 
 /**
- * Whether C is overwritten with the plain product (no bias, activation or
- * accumulation) in vec4 rows: the outputs `main_origins` and the 128x256 tile serve.
+ * Whether an operand's rows of `row` elements, starting `offset` elements in and
+ * `stride` apart between batches, are whole vec4s (VEC_A, VEC_B, VEC_C).
  */
+const vec4Rows = (row: number, offset: number, stride: number, batch: number) => row % 4 === 0 && offset % 4 === 0 && (batch === 1 || stride % 4 === 0);
+
+/** Whether C, stored as vec4s (`vecC`), is overwritten with no bias, activation or accumulation. */
+const plainEpilogue = (vecC: boolean, args: Pick<MatmulArgs, 'bias' | 'act' | 'accumulate'>) => vecC && !args.bias && (args.act ?? 'none') === 'none' && !args.accumulate;
+
+/** Whether `args` has a plain output: the outputs `main_origins` and the 128x256 tile serve. */
 function plainOutput(args: TileArgs): boolean {
   const batch = args.batch ?? 1;
-  const vecC = args.n % 4 === 0 && (args.offsetC ?? 0) % 4 === 0 && (batch === 1 || (args.strideC ?? args.m * args.n) % 4 === 0);
-  return vecC && !args.bias && (args.act ?? 'none') === 'none' && !args.accumulate;
+  return plainEpilogue(vec4Rows(args.n, args.offsetC ?? 0, args.strideC ?? args.m * args.n, batch), args);
 }
 
-/** The tiled kernel's entry point for these arguments (see matmulPolicy.originLayouts). */
-function tiledEntry(args: TileArgs): 'main' | 'main_origins' {
-  return plainOutput(args) && matmulPolicy.originLayouts.includes(layoutName(!!args.transA, !!args.transB)) ? 'main_origins' : 'main';
+/** The tiled kernel's entry point for a product of `layout` (see matmulPolicy.originLayouts). */
+function tiledEntry(layout: MatmulLayoutName, plain: boolean): 'main' | 'main_origins' {
+  return plain && matmulPolicy.originLayouts.includes(layout) ? 'main_origins' : 'main';
 }
 
 /** The tile `matmul` uses for these arguments when none is forced. */
@@ -313,7 +318,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
     return 1;
   }
   if (residual) throw new GpuError(`matmul: a residual needs the ${SKINNY_TILE} tile, not ${tile}`);
-  const aligned = (row: number, offset: number, stride: number) => row % 4 === 0 && offset % 4 === 0 && (batch === 1 || stride % 4 === 0);
+  const aligned = (row: number, offset: number, stride: number) => vec4Rows(row, offset, stride, batch);
   const vecC = aligned(n, offsetC, strideC);
   if (isPanels(tile)) {
     if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs a ${PANEL_BYTES}-byte uniform binding, this device offers ${rt.gpu.limits.maxUniformBufferBindingSize}`);
@@ -331,7 +336,9 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   const [bindA, offA] = place(a, offsetA);
   const [bindB, offB] = place(b, offsetB);
   const [bindC, offC] = place(out, offsetC);
-  const entry = tiledEntry(args);
+  const entry = tiledEntry(layoutName(transA, transB), plainEpilogue(vecC, args));
+  const vecA = aligned(transA ? m : k, offsetA, strideA);
+  const vecB = aligned(transB ? k : n, offsetB, strideB);
   const shape = tileShape(tile);
   const tilesM = Math.ceil(m / shape.rows);
   const tilesN = Math.ceil(n / shape.cols);
@@ -343,13 +350,13 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   // With k = 0 there is nothing to cut: the whole kernel writes the epilogue of zeros.
   if (runs > 1 && k > 0) {
     if (!splittable) throw new GpuError('matmul: split-K needs one batch, n a multiple of 4, and A and B at offsets the device can bind');
-    return matmulSplitRuns(rt, { a: bindA, b: bindB, bias, out: bindC, m, n, k, transA, transB, offC, act, accumulate, vecC }, tile, runs);
+    return matmulSplitRuns(rt, { a: bindA, b: bindB, bias, out: bindC, m, n, k, transA, transB, vecA, vecB, vecC, offC, act, accumulate, tilesM, tilesN }, tile, runs);
   }
   const kernel = rt.kernel('matmul', entry, {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
-    VEC_A: Number(aligned(transA ? m : k, offsetA, strideA)),
-    VEC_B: Number(aligned(transB ? k : n, offsetB, strideB)),
+    VEC_A: Number(vecA),
+    VEC_B: Number(vecB),
     BIAS: Number(!!bias),
     ACT: MATMUL_ACTS[act],
     ACCUM: Number(accumulate),
@@ -382,10 +389,15 @@ interface SplitRunArgs {
   k: number;
   transA: boolean;
   transB: boolean;
+  vecA: boolean;
+  vecB: boolean;
+  vecC: boolean;
   offC: number;
   act: MatmulAct;
   accumulate: boolean;
-  vecC: boolean;
+  /** The tile's grid over C. */
+  tilesM: number;
+  tilesN: number;
 }
 
 /**
@@ -395,11 +407,8 @@ interface SplitRunArgs {
  * where whole slices of k do not make that many).
  */
 function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs: number): number {
-  const { m, n, k } = r;
+  const { m, n, k, tilesM, tilesN } = r;
   const cfg = MATMUL_TILES[tile];
-  const shape = tileShape(tile);
-  const tilesM = Math.ceil(m / shape.rows);
-  const tilesN = Math.ceil(n / shape.cols);
   // Runs are whole K slices of the tile (SPLIT_K's bounds assume it).
   const kc = roundUp(Math.ceil(k / runs), Math.max(SPLIT_ALIGN, cfg.BK));
   const used = Math.ceil(k / kc);
@@ -411,8 +420,8 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
   const product = rt.kernel('matmul', 'main', {
     TRANS_A: Number(r.transA),
     TRANS_B: Number(r.transB),
-    VEC_A: Number((r.transA ? m : k) % 4 === 0),
-    VEC_B: Number((r.transB ? k : n) % 4 === 0),
+    VEC_A: Number(r.vecA),
+    VEC_B: Number(r.vecB),
     VEC_C: 1,
     BASED: 0,
     SPLIT_K: 1,
