@@ -135,6 +135,15 @@ fn load_b(base: u32, n0: u32, k0: u32, u: u32) -> vec4f {
   return fetch_b(base, k0 + u / BV4, n0 + (u % BV4) * 4u, p.k, p.n);
 }
 
+// Where an operand is transposed on its way into the tile, the 32 invocations of a
+// warp hold 32/KQ consecutive stored rows by KQ runs of 4 k, and their scalar stores
+// land on k-rows BM (BN) floats apart, a multiple of the 32 banks: KQ invocations per
+// bank. XOR-ing the vec4 column with a function of k/4 spreads them over all 32 (the
+// warp's rows span 8/KQ vec4 columns, aligned; the XOR stays below 8, so it permutes
+// columns within aligned blocks of 8 and the multiply's reads, 8 neighbouring
+// columns or 4 with broadcast, stay conflict-free too).
+fn swizzle(k: u32) -> u32 { return (k / 4u) * (8u / KQ); }
+
 // Load u into the tile, transposing A when it is stored with K contiguous.
 fn put_a(u: u32, v: vec4f) {
   if (TRANS_A) {
@@ -143,7 +152,7 @@ fn put_a(u: u32, v: vec4f) {
   }
   let m = u / KQ;
   let k = (u % KQ) * 4u;
-  let at = k * AV4 + m / 4u;
+  let at = k * AV4 + ((m / 4u) ^ swizzle(k));
   tile_a[at][m % 4u] = v.x;
   tile_a[at + AV4][m % 4u] = v.y;
   tile_a[at + 2u * AV4][m % 4u] = v.z;
@@ -157,7 +166,7 @@ fn put_b(u: u32, v: vec4f) {
   }
   let n = u / KQ;
   let k = (u % KQ) * 4u;
-  let at = k * BV4 + n / 4u;
+  let at = k * BV4 + ((n / 4u) ^ swizzle(k));
   tile_b[at][n % 4u] = v.x;
   tile_b[at + BV4][n % 4u] = v.y;
   tile_b[at + 2u * BV4][n % 4u] = v.z;
@@ -167,10 +176,12 @@ fn put_b(u: u32, v: vec4f) {
 // One k of the slice in the tile, TN 8: acc[4 * i + h] += A[row i] * B[column group h],
 // rows 0-3 from a0 and 4-7 from a1.
 fn multiply_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) {
-  let a0 = tile_a[kk * AV4 + ty];
-  let a1 = tile_a[kk * AV4 + ty + WG_Y];
-  let b0 = tile_b[kk * BV4 + tx];
-  let b1 = tile_b[kk * BV4 + tx + WG_X];
+  let ya = ty ^ select(swizzle(kk), 0u, TRANS_A);
+  let xb = tx ^ select(0u, swizzle(kk), TRANS_B);
+  let a0 = tile_a[kk * AV4 + ya];
+  let a1 = tile_a[kk * AV4 + ya + WG_Y];
+  let b0 = tile_b[kk * BV4 + xb];
+  let b1 = tile_b[kk * BV4 + xb + WG_X];
   (*acc)[0] += a0.x * b0;   (*acc)[1] += a0.x * b1;
   (*acc)[4] += a0.y * b0;   (*acc)[5] += a0.y * b1;
   (*acc)[8] += a0.z * b0;   (*acc)[9] += a0.z * b1;
@@ -185,12 +196,14 @@ fn multiply_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) 
 // the third and fourth column groups in a second pass after the first two, the
 // 128x256 tile ran at 41.6 TFLOP/s on the H200 instead of 44.8.
 fn multiply_wide_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) {
-  let a0 = tile_a[kk * AV4 + ty];
-  let a1 = tile_a[kk * AV4 + ty + WG_Y];
-  let b0 = tile_b[kk * BV4 + tx];
-  let b1 = tile_b[kk * BV4 + tx + WG_X];
-  let b2 = tile_b[kk * BV4 + tx + 2u * WG_X];
-  let b3 = tile_b[kk * BV4 + tx + 3u * WG_X];
+  let ya = ty ^ select(swizzle(kk), 0u, TRANS_A);
+  let xb = tx ^ select(0u, swizzle(kk), TRANS_B);
+  let a0 = tile_a[kk * AV4 + ya];
+  let a1 = tile_a[kk * AV4 + ya + WG_Y];
+  let b0 = tile_b[kk * BV4 + xb];
+  let b1 = tile_b[kk * BV4 + xb + WG_X];
+  let b2 = tile_b[kk * BV4 + xb + 2u * WG_X];
+  let b3 = tile_b[kk * BV4 + xb + 3u * WG_X];
   (*acc)[0] += a0.x * b0;  (*acc)[1] += a0.x * b1;  (*acc)[2] += a0.x * b2;  (*acc)[3] += a0.x * b3;
   (*acc)[4] += a0.y * b0;  (*acc)[5] += a0.y * b1;  (*acc)[6] += a0.y * b2;  (*acc)[7] += a0.y * b3;
   (*acc)[8] += a0.z * b0;  (*acc)[9] += a0.z * b1;  (*acc)[10] += a0.z * b2;  (*acc)[11] += a0.z * b3;

@@ -208,7 +208,8 @@ describe('matmul kernel', () => {
     // The 128x256 tile for the layouts that run it fastest, on grids of enough of them.
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x256/k16');
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn', false), '128x128/k16', 'an epilogue takes main and its 128x128 tile');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/k16');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/k16', 'B transposed on a small output: main cuts it along k on the 128x128 tile');
+    assert.equal(mk.chooseTile(hardware, 4096, 4864, 1, 896, 'nt'), '128x256/k16', 'B transposed on a large output: whole, on the wide tile');
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'tn'), '128x128/k16');
     assert.equal(mk.chooseTile(hardware, 1024, 1024, 1, 1024, 'nn'), '128x128/k16', 'a grid of 32 128x256 tiles is too few');
   });

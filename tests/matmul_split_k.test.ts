@@ -104,7 +104,8 @@ describe('split-K weight-gradient products', () => {
 
   test('on a real GPU the launcher cuts small outputs of every layout and epilogue, and reports the runs', { skip: realGpu ? false : 'split-K runs on real GPUs only', timeout: 300_000 }, async () => {
     const rt = await gpu();
-    const [m, n, k] = [64, 96, 4096];
+    // More rows than the skinny path takes (B transposed, matmulPolicy.skinnyMaxRowsNarrow).
+    const [m, n, k] = [72, 96, 4096];
     const runs = splitRuns(m, n, k);
     assert.ok(runs > 1);
     const A = randn(m * k, 960);

@@ -59,13 +59,18 @@ export const matmulPolicy = {
   narrowMaxColumns: 16384,
   /**
    * Layouts (A then B, n: as stored, t: transposed) whose plain outputs (plainOutput)
-   * run `main_origins` rather than `main`, and take the 128x256 tile when its grid has
-   * at least wideMinWorkgroups workgroups. H200, f32 lab at 4096^3: the plain layout ran 44.7
-   * TFLOP/s there against 39.6 on `main`'s 128x128; B transposed ran 35.0 there against
-   * 42.7 in `main`, A transposed 40.0 against 41.4 (see the shader).
+   * run `main_origins` rather than `main`. H200, f32 lab at 4096^3: the plain layout ran
+   * 44.7 TFLOP/s there against 39.6 on `main`'s 128x128; B transposed ran 35.0 there
+   * against 42.7 in `main`, A transposed 40.0 against 41.4 (see the shader).
    */
   originLayouts: ['nn'] as MatmulLayoutName[],
-  wideLayouts: ['nn'] as MatmulLayoutName[],
+  /**
+   * Layouts whose plain outputs take the 128x256 tile when its grid has at least
+   * wideMinWorkgroups workgroups. B transposed (`main`), H200 2026-12-01 after the
+   * tile swizzle: mlp up 4096x4864x896 40.6 against 39.3 on 128x128, the LM head
+   * 45.1 against 43.8, an 8,192-column vocabulary chunk of it 42.7 against 41.3.
+   */
+  wideLayouts: ['nn', 'nt'] as MatmulLayoutName[],
   wideMinWorkgroups: 96,
 };
 
@@ -89,7 +94,7 @@ const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MAT
 // the 64-tile from 2048^3 up; the 64-tile leads on 1024^3 (18.3 against 14.8) and the
 // MLP weight gradients (26.8 against 24.4), grids of one to two waves of the larger
 // tile, but in training those are cut along K (matmul_split_k.ts). 128x256/k16 (8x16
-// per thread) leads only where `main_origins` runs it (matmulPolicy.wideLayouts).
+// per thread) leads on plain outputs with A as stored (matmulPolicy.wideLayouts).
 const WIDE_TILE: WorkgroupTile = '128x256/k16';
 const BIG_TILE: WorkgroupTile = '128x128/k16';
 const SMALL_TILE: WorkgroupTile = '64x64/k8';
@@ -190,10 +195,14 @@ function workgroups(tile: WorkgroupTile, m: number, n: number, batch: number): n
   return Math.ceil(m / rows) * Math.ceil(n / cols) * batch;
 }
 
-function workgroupTile(rt: Runtime, m: number, n: number, batch: number, layout: MatmulLayoutName, plain: boolean): WorkgroupTile {
+function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: number, layout: MatmulLayoutName, plain: boolean): WorkgroupTile {
   if (!tileFits(rt, BIG_TILE)) return SMALL_TILE;
   const p = matmulPolicy;
-  if (plain && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups) return WIDE_TILE;
+  // A product that `main` cuts along k keeps the 128x128 tile: H200, 2026-12-01, the
+  // MLP's forward down projection (B transposed) in 8 runs ran 35.0 TFLOP/s on 128x256
+  // against 37.9 on 128x128, the MLP's dW 30.5 against 36.2.
+  const whole = rt.caps.compatibility || batch > 1 || p.originLayouts.includes(layout) || splitRuns(m, n, k) === 1;
+  if (plain && whole && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups) return WIDE_TILE;
   return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
 
@@ -205,7 +214,7 @@ function workgroupTile(rt: Runtime, m: number, n: number, batch: number, layout:
  * plainOutput).
  */
 export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_PANELS[PANEL_TILE].KC, layout: MatmulLayoutName = 'nn', plain = true): MatmulTile {
-  const tile = workgroupTile(rt, m, n, batch, layout, plain);
+  const tile = workgroupTile(rt, m, n, k, batch, layout, plain);
   if (!rt.caps.compatibility || k === 0 || !tileFits(rt, PANEL_TILE) || packedBytes(m, k) > rt.gpu.limits.maxStorageBufferBindingSize || packedBytes(n, k) > rt.gpu.limits.maxStorageBufferBindingSize) return tile;
   const { rows, cols } = tileShape(tile);
   const tiled = DISPATCH_SECONDS + (2 * roundUp(m, rows) * roundUp(n, cols) * k * batch) / TILED_FLOPS;
