@@ -23,7 +23,9 @@
 // workgroup-memory read in the inner loop is a vec4 and the 32 threads of a warp,
 // laid out 8 (n) x 4 (m), read 8 neighbouring B vec4s and 4 neighbouring A vec4s
 // (no bank conflicts). The A tile is stored transposed, [k][m], so a thread's 4 rows
-// at one k are one vec4. K advances BK (8 or 16) at a time through one workgroup-memory
+// at one k are one vec4; an operand stored with k along its rows (A as stored, B
+// transposed) is transposed on its way in, its vec4 columns XOR-swizzled per k
+// (`swizzle`) so those scalar stores do not collide in a bank. K advances BK (8 or 16) at a time through one workgroup-memory
 // stage: the next slice is loaded into registers while the current one is
 // multiplied, and written after the barrier that ends it. The multiply is written out
 // one k at a time (calls with constant k): left as a loop, the same kernel ran 8-12%
