@@ -146,6 +146,12 @@ fn load_b(base: u32, n0: u32, k0: u32, u: u32) -> vec4f {
 // columns or 4 with broadcast, stay conflict-free too).
 fn swizzle(k: u32) -> u32 { return (k / 4u) * (8u / KQ); }
 
+// Where the multiply reads a thread's fragments at k = kk: vec4 ty of the A tile's row
+// (then ty + WG_Y), vec4 tx of the B tile's (then tx + h WG_X), unswizzled where the
+// operand went in as stored.
+fn a_fragment(kk: u32, ty: u32) -> u32 { return kk * AV4 + (ty ^ select(swizzle(kk), 0u, TRANS_A)); }
+fn b_fragment(kk: u32, tx: u32) -> u32 { return kk * BV4 + (tx ^ select(0u, swizzle(kk), TRANS_B)); }
+
 // Load u into the tile, transposing A when it is stored with K contiguous.
 fn put_a(u: u32, v: vec4f) {
   if (TRANS_A) {
@@ -178,12 +184,12 @@ fn put_b(u: u32, v: vec4f) {
 // One k of the slice in the tile, TN 8: acc[4 * i + h] += A[row i] * B[column group h],
 // rows 0-3 from a0 and 4-7 from a1.
 fn multiply_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) {
-  let ya = ty ^ select(swizzle(kk), 0u, TRANS_A);
-  let xb = tx ^ select(0u, swizzle(kk), TRANS_B);
-  let a0 = tile_a[kk * AV4 + ya];
-  let a1 = tile_a[kk * AV4 + ya + WG_Y];
-  let b0 = tile_b[kk * BV4 + xb];
-  let b1 = tile_b[kk * BV4 + xb + WG_X];
+  let ia = a_fragment(kk, ty);
+  let ib = b_fragment(kk, tx);
+  let a0 = tile_a[ia];
+  let a1 = tile_a[ia + WG_Y];
+  let b0 = tile_b[ib];
+  let b1 = tile_b[ib + WG_X];
   (*acc)[0] += a0.x * b0;   (*acc)[1] += a0.x * b1;
   (*acc)[4] += a0.y * b0;   (*acc)[5] += a0.y * b1;
   (*acc)[8] += a0.z * b0;   (*acc)[9] += a0.z * b1;
@@ -198,14 +204,14 @@ fn multiply_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) 
 // the third and fourth column groups in a second pass after the first two, the
 // 128x256 tile ran at 41.6 TFLOP/s on the H200 instead of 44.8.
 fn multiply_wide_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) {
-  let ya = ty ^ select(swizzle(kk), 0u, TRANS_A);
-  let xb = tx ^ select(0u, swizzle(kk), TRANS_B);
-  let a0 = tile_a[kk * AV4 + ya];
-  let a1 = tile_a[kk * AV4 + ya + WG_Y];
-  let b0 = tile_b[kk * BV4 + xb];
-  let b1 = tile_b[kk * BV4 + xb + WG_X];
-  let b2 = tile_b[kk * BV4 + xb + 2u * WG_X];
-  let b3 = tile_b[kk * BV4 + xb + 3u * WG_X];
+  let ia = a_fragment(kk, ty);
+  let ib = b_fragment(kk, tx);
+  let a0 = tile_a[ia];
+  let a1 = tile_a[ia + WG_Y];
+  let b0 = tile_b[ib];
+  let b1 = tile_b[ib + WG_X];
+  let b2 = tile_b[ib + 2u * WG_X];
+  let b3 = tile_b[ib + 3u * WG_X];
   (*acc)[0] += a0.x * b0;  (*acc)[1] += a0.x * b1;  (*acc)[2] += a0.x * b2;  (*acc)[3] += a0.x * b3;
   (*acc)[4] += a0.y * b0;  (*acc)[5] += a0.y * b1;  (*acc)[6] += a0.y * b2;  (*acc)[7] += a0.y * b3;
   (*acc)[8] += a0.z * b0;  (*acc)[9] += a0.z * b1;  (*acc)[10] += a0.z * b2;  (*acc)[11] += a0.z * b3;
