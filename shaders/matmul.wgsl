@@ -202,7 +202,8 @@ fn multiply_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) 
 
 // The same for TN 16: every fragment load first, then the products row by row. With
 // the third and fourth column groups in a second pass after the first two, the
-// 128x256 tile ran at 41.6 TFLOP/s on the H200 instead of 44.8.
+// 128x256 tile ran at 41.6 TFLOP/s on the H200 instead of 44.8; folded into
+// multiply_at behind `if (GB > 2u)`, at 37.0 instead of 44.3 (4096^3, plain layout).
 fn multiply_wide_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) {
   let ia = a_fragment(kk, ty);
   let ib = b_fragment(kk, tx);
