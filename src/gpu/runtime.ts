@@ -41,7 +41,6 @@ export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: n
 
 export type WorkgroupCount = readonly [number, number?, number?];
 
-
 export class Runtime {
   readonly device: GPUDevice;
   readonly pool: BufferPool;

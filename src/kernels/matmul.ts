@@ -201,7 +201,7 @@ function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: numb
   // A product that `main` cuts along k keeps the 128x128 tile: H200, 2026-12-01, the
   // MLP's forward down projection (B transposed) in 8 runs ran 35.0 TFLOP/s on 128x256
   // against 37.9 on 128x128, the MLP's dW 30.5 against 36.2.
-  const whole = rt.caps.compatibility || batch > 1 || p.originLayouts.includes(layout) || splitRuns(m, n, k) === 1;
+  const whole = launcherRuns(rt, m, n, k, batch, tiledEntry(layout, plain)) === 1;
   if (plain && whole && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups) return WIDE_TILE;
   return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
@@ -241,6 +241,16 @@ function plainOutput(args: TileArgs): boolean {
 /** The tiled kernel's entry point for a product of `layout` (see matmulPolicy.originLayouts). */
 function tiledEntry(layout: MatmulLayoutName, plain: boolean): 'main' | 'main_origins' {
   return plain && matmulPolicy.originLayouts.includes(layout) ? 'main_origins' : 'main';
+}
+
+/**
+ * Runs of k the launcher cuts a product on `entry` into when nothing is forced: split-K
+ * (matmul_split_k.ts) runs on `main`, whose SPLIT_K form kept its speed where
+ * `main_origins`' did not, for one batch on real GPUs. The operands' alignment (n, the
+ * bound offsets) is checked where they are bound (matmul).
+ */
+function launcherRuns(rt: Runtime, m: number, n: number, k: number, batch: number, entry: 'main' | 'main_origins'): number {
+  return entry === 'main' && batch === 1 && !rt.caps.compatibility ? splitRuns(m, n, k) : 1;
 }
 
 /** The tile `matmul` uses for these arguments when none is forced. */
@@ -352,10 +362,8 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   const tilesM = Math.ceil(m / shape.rows);
   const tilesN = Math.ceil(n / shape.cols);
   const [gx, gy] = grid1d(tilesM * tilesN, 1);
-  // Split-K (matmul_split_k.ts) runs on `main`, whose SPLIT_K form kept its speed
-  // where `main_origins`' did not: the products that take main_origins stay whole.
   const splittable = batch === 1 && n % 4 === 0 && offA === 0 && offB === 0;
-  const runs = args.splitK ?? (splittable && entry === 'main' && !rt.caps.compatibility && args.tile === undefined ? splitRuns(m, n, k) : 1);
+  const runs = args.splitK ?? (splittable && args.tile === undefined ? launcherRuns(rt, m, n, k, batch, entry) : 1);
   // With k = 0 there is nothing to cut: the whole kernel writes the epilogue of zeros.
   if (runs > 1 && k > 0) {
     if (!splittable) throw new GpuError('matmul: split-K needs one batch, n a multiple of 4, and A and B at offsets the device can bind');

@@ -76,8 +76,9 @@ export const tensorSplitTargets: SplitKTargets = { ...splitKPolicy, targetWorkgr
 
 const tilesOf = (m: number, n: number) => Math.ceil(m / TILE_EDGE) * Math.ceil(n / TILE_EDGE);
 
-/** Runs of k the f32 kernel cuts an m x n (x k) product into under `policy` (1: whole). */
-export function splitRuns(m: number, n: number, k: number, policy: typeof splitKPolicy = splitKPolicy): number {
+/** Runs of k the f32 kernel cuts an m x n (x k) product into under splitKPolicy (1: whole). */
+export function splitRuns(m: number, n: number, k: number): number {
+  const policy = splitKPolicy;
   const tiles = tilesOf(m, n);
   if (tiles >= policy.maxTiles) return 1;
   const runs = Math.min(Math.max(policy.runs, Math.ceil(policy.targetWorkgroups / Math.max(tiles, 1))), Math.floor(k / policy.minChunk), policy.maxChunks);
@@ -129,9 +130,9 @@ export function matmulSplitK(rt: Runtime, args: MatmulArgs, plan: SplitKPlan, ru
 
 /**
  * Records `args` through `run` (the tensor-core kernel, as gradientMatmuls does for
- * every weight gradient there), cut into batched chunks under `policy` where
+ * every weight gradient there), cut into batched chunks (planSplitK) where
  * splitKApplies, whole otherwise.
  */
-export function matmulSplitKWhereItApplies(rt: Runtime, args: MatmulArgs, run: (args: MatmulArgs) => void, policy: SplitKTargets = tensorSplitTargets): void {
-  matmulSplitK(rt, args, splitKApplies(rt, args) ? planSplitK(args.m, args.n, args.k, policy) : { chunks: 1, kc: args.k, full: 1, rest: 0 }, run);
+export function matmulSplitKWhereItApplies(rt: Runtime, args: MatmulArgs, run: (args: MatmulArgs) => void): void {
+  matmulSplitK(rt, args, splitKApplies(rt, args) ? planSplitK(args.m, args.n, args.k) : { chunks: 1, kc: args.k, full: 1, rest: 0 }, run);
 }
