@@ -260,10 +260,22 @@ describe('token log-probs from hidden states and the LM head', () => {
     });
   });
 
-  test('the default chunk follows the logits budget', async () => {
+  test('the default chunk cuts the vocabulary into equal chunks within the logits budget', async () => {
     const rt = await gpu();
-    assert.equal(defaultChunk(rt, 4096, 896, 151936), 8192);
+    const MiB = 2 ** 20;
+    assert.equal(defaultChunk(rt, 4096, 896, 151936, 128 * MiB), 8064);
+    assert.equal(defaultChunk(rt, 8192, 896, 151936, 128 * MiB), 4096);
     assert.equal(defaultChunk(rt, 7, 9, 333), 333);
-    assert.ok(defaultChunk(rt, 2 ** 20, 896, 151936) >= 1);
+    assert.equal(defaultChunk(rt, 10, 4, 100, 40 * 7), 7, 'under 128 rows the width is not rounded');
+    assert.equal(defaultChunk(rt, 2 ** 20, 896, 151936, MiB), 1);
+    const limit = rt.gpu.limits.maxStorageBufferBindingSize;
+    for (const [tokens, vocab] of [[4096, 151936], [8192, 151936], [512, 32000], [4096, 1000]]) {
+      const chunk = defaultChunk(rt, tokens, 896, vocab);
+      const count = Math.ceil(vocab / chunk);
+      assert.ok(chunk * tokens * 4 <= Math.min(512 * MiB, limit), `${tokens} x ${chunk} logits over the budget`);
+      // Equal widths rounded up to 128 rows: the last chunk gives back at most 127 per other chunk.
+      assert.ok(vocab - (count - 1) * chunk >= chunk - 127 * (count - 1), `${tokens} x ${vocab}: the last of ${count} chunks of ${chunk} is short`);
+      assert.equal(count, Math.ceil(vocab / Math.floor(Math.min(512 * MiB, limit) / (4 * tokens))), `${tokens} x ${vocab}: more chunks than the budget needs`);
+    }
   });
 });
