@@ -134,16 +134,6 @@ function vocabChunks(vocab: number, chunk: number): Chunk[] {
   return out;
 }
 
-// Rows col0 .. col0 + width of the LM head as a buffer the matmul can start from.
-// The launcher takes whole buffers, so rows past the first chunk go through a copy
-// (a small cost next to the chunk's matmul, which reads them once per token tile).
-function headRows(weight: Tensor, c: Chunk, scratch: Tensor | null): GPUBuffer {
-  if (c.col0 === 0) return weight.buffer;
-  const h = weight.shape[1];
-  weight.storage.rt.copy(weight.buffer, c.col0 * h * 4, scratch!.buffer, 0, c.width * h * 4);
-  return scratch!.buffer;
-}
-
 /**
  * Log-probs of `targets` under softmax(hidden @ weight^T / T) for hidden [N, H] and the
  * LM head weight [V, H], never holding more than [N, chunk] logits: each vocabulary
@@ -171,34 +161,27 @@ export function tokenLogprobs(hidden: Tensor, weight: Tensor, targets: Targets, 
   const state = empty([n, 4], 'f32', rt);
   const fused = empty(entropy ? [2, n] : [n], 'f32', rt);
   const logits = empty([n, width], 'f32', rt);
-  const rows = chunks.length > 1 ? empty([width, h], 'f32', rt) : null;
+  // A chunk's rows of the LM head, and of its gradient, are used in place at offset
+  // col0 * h.
   chunks.forEach((c, i) => {
-    const w = headRows(weight, c, rows);
-    forwardMatmul(rt, { a: hidden.buffer, b: w, out: logits.buffer, m: n, n: c.width, k: h, transB: true });
+    forwardMatmul(rt, { a: hidden.buffer, b: weight.buffer, offsetB: c.col0 * h, out: logits.buffer, m: n, n: c.width, k: h, transB: true });
     lk.logprobStats(rt, logits.buffer, ids.buffer, state.buffer, fused.buffer, shapeOf(c), i === 0, i === chunks.length - 1);
   });
   logits.dispose();
-  rows?.dispose();
   record(fused, op, [hidden, weight], (g) => {
     const dHidden = hidden.requiresGrad ? empty(hidden.shape, 'f32', rt) : null;
     const dWeight = weight.requiresGrad ? empty(weight.shape, 'f32', rt) : null;
     const dlogits = empty([n, width], 'f32', rt);
-    const wRows = chunks.length > 1 ? empty([width, h], 'f32', rt) : null;
-    const dRows = dWeight && chunks.length > 1 ? empty([width, h], 'f32', rt) : null;
     chunks.forEach((c, i) => {
-      const w = headRows(weight, c, wRows);
-      forwardMatmul(rt, { a: hidden.buffer, b: w, out: dlogits.buffer, m: n, n: c.width, k: h, transB: true });
+      const rows = c.col0 * h;
+      forwardMatmul(rt, { a: hidden.buffer, b: weight.buffer, offsetB: rows, out: dlogits.buffer, m: n, n: c.width, k: h, transB: true });
       lk.logprobGrad(rt, dlogits.buffer, ids.buffer, state.buffer, g.buffer, shapeOf(c));
-      const into = c.col0 === 0 ? dWeight?.buffer : dRows?.buffer;
       gradientMatmuls(rt, dlogits.buffer, n * c.width, [
-        ...(dHidden ? [{ a: dlogits.buffer, b: w, out: dHidden.buffer, m: n, n: h, k: c.width, accumulate: i > 0 }] : []),
-        ...(into ? [{ a: dlogits.buffer, b: hidden.buffer, out: into, m: c.width, n: h, k: n, transA: true }] : []),
+        ...(dHidden ? [{ a: dlogits.buffer, b: weight.buffer, offsetB: rows, out: dHidden.buffer, m: n, n: h, k: c.width, accumulate: i > 0 }] : []),
+        ...(dWeight ? [{ a: dlogits.buffer, b: hidden.buffer, out: dWeight.buffer, offsetC: rows, m: c.width, n: h, k: n, transA: true }] : []),
       ]);
-      if (dWeight && c.col0 !== 0) rt.copy(dRows!.buffer, 0, dWeight.buffer, c.col0 * h * 4, c.width * h * 4);
     });
     dlogits.dispose();
-    wRows?.dispose();
-    dRows?.dispose();
     return [dHidden, dWeight];
   });
   return splitOutputs(op, fused, entropy);
