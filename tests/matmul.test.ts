@@ -212,6 +212,7 @@ describe('matmul kernel', () => {
     assert.equal(mk.chooseTile(hardware, 4096, 4864, 1, 896, 'nt'), '128x256/k16', 'B transposed on a large output: whole, on the wide tile');
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'tn'), '128x128/k16');
     assert.equal(mk.chooseTile(hardware, 1024, 1024, 1, 1024, 'nn'), '128x128/k16', 'a grid of 32 128x256 tiles is too few');
+    assert.equal(mk.chooseTile(hardware, 2048, 896, 1, 30464, 'nn'), '128x128/k16', 'a small plain output goes to main, cut along k');
   });
 
   test('launcher errors name the problem', slow, async () => {

@@ -120,10 +120,19 @@ describe('split-K weight-gradient products', () => {
         assertClose(await read(out), want, { atol: 1e-3, rtol: 1e-4, label: `split ${transA ? 't' : 'n'}${transB ? 't' : 'n'} with bias and silu` });
       });
     }
-    // The plain layout's plain output takes main_origins and stays whole.
+    // The plain layout's plain output: cut on `main` while the wide tile's grid is small,
+    // whole on main_origins' wide tile from matmulPolicy.wideMinWorkgroups up.
     await scopeAsync(async () => {
       const out = zeros([m * n]);
-      assert.equal(mk.matmul(rt, { a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, m, n, k }), 1);
+      assert.equal(mk.matmul(rt, { a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, m, n, k }), runs, 'small plain output');
+      assertClose(await read(out), ref.matmul({ a: A, b: B, m, n, k }), { atol: 1e-3, rtol: 1e-4, label: 'split plain output' });
+    });
+    await scopeAsync(async () => {
+      const [wm, wn, wk] = [8 * 128, 12 * 256, 2048];
+      assert.ok(mk.matmulPolicy.wideMinWorkgroups <= 96);
+      const wide = zeros([wm * wn]);
+      assert.ok(splitRuns(wm, wn, wk) > 1, 'main would cut this output');
+      assert.equal(mk.matmul(rt, { a: zeros([wm * wk]).buffer, b: zeros([wk * wn]).buffer, out: wide.buffer, m: wm, n: wn, k: wk }), 1, 'wide plain output');
     });
   });
 });

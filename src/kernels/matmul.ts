@@ -58,10 +58,12 @@ export const matmulPolicy = {
   skinnyMaxRowsNarrow: 64,
   narrowMaxColumns: 16384,
   /**
-   * Layouts (A then B, n: as stored, t: transposed) whose plain outputs (plainOutput)
-   * run `main_origins` rather than `main`. H200, f32 lab at 4096^3: the plain layout ran
-   * 44.7 TFLOP/s there against 39.6 on `main`'s 128x128; B transposed ran 35.0 there
-   * against 42.7 in `main`, A transposed 40.0 against 41.4 (see the shader).
+   * Layouts (A then B, n: as stored, t: transposed) whose plain outputs (plainOutput) on
+   * the 128x256 tile run `main_origins` rather than `main`. H200, f32 lab at 4096^3: the
+   * plain layout ran 44.7 TFLOP/s there against 39.6 on `main`'s 128x128; B transposed
+   * ran 35.0 there against 42.7 in `main`, A transposed 40.0 against 41.4 (see the
+   * shader). On 128x128 the plain layout ran faster in `main` (40.0 against 37.7), and
+   * `main_origins` never cuts k, so every other tile takes `main`.
    */
   originLayouts: ['nn'] as MatmulLayoutName[],
   /**
@@ -69,6 +71,11 @@ export const matmulPolicy = {
    * wideMinWorkgroups workgroups. B transposed (`main`), H200 2026-12-01 after the
    * tile swizzle: mlp up 4096x4864x896 40.6 against 39.3 on 128x128, the LM head
    * 45.1 against 43.8, an 8,192-column vocabulary chunk of it 42.7 against 41.3.
+   * Smaller grids of the plain layout go to `main`, cut along k where splitRuns says
+   * (H200, 2026-12-01, whole on `main_origins` -> in runs on `main`: 2048 x 896 x
+   * 30,464 27.2 -> 34.5-38.9, 1024 x 896 x 30,464 14.2 -> 34.3, 2048 x 896 x 4,864
+   * 26.8 -> 32.0-34.7, 1024^3 17.1 -> 30.4); at 128 workgroups the wide tile whole
+   * still leads (the MLP's dX, 4096 x 896 x 4,864: 37.2 against 35.2 in 8 runs).
    */
   wideLayouts: ['nn', 'nt'] as MatmulLayoutName[],
   wideMinWorkgroups: 96,
@@ -200,9 +207,10 @@ function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: numb
   const p = matmulPolicy;
   // A product that `main` cuts along k keeps the 128x128 tile: H200, 2026-12-01, the
   // MLP's forward down projection (B transposed) in 8 runs ran 35.0 TFLOP/s on 128x256
-  // against 37.9 on 128x128, the MLP's dW 30.5 against 36.2.
-  const whole = launcherRuns(rt, m, n, k, batch, tiledEntry(layout, plain)) === 1;
-  if (plain && whole && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups) return WIDE_TILE;
+  // against 37.9 on 128x128, the MLP's dW 30.5 against 36.2. On the wide tile the
+  // origin layouts run `main_origins`, which runs whole.
+  const wide = plain && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups;
+  if (wide && (p.originLayouts.includes(layout) || launcherRuns(rt, m, n, k, batch, 'main') === 1)) return WIDE_TILE;
   return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
 
@@ -238,9 +246,9 @@ function plainOutput(args: TileArgs): boolean {
   return plainEpilogue(vec4Rows(args.n, args.offsetC ?? 0, args.strideC ?? args.m * args.n, batch), args);
 }
 
-/** The tiled kernel's entry point for a product of `layout` (see matmulPolicy.originLayouts). */
-function tiledEntry(layout: MatmulLayoutName, plain: boolean): 'main' | 'main_origins' {
-  return plain && matmulPolicy.originLayouts.includes(layout) ? 'main_origins' : 'main';
+/** The tiled kernel's entry point for a product of `layout` on `tile` (see matmulPolicy.originLayouts). */
+function tiledEntry(layout: MatmulLayoutName, plain: boolean, tile: WorkgroupTile): 'main' | 'main_origins' {
+  return plain && tile === WIDE_TILE && matmulPolicy.originLayouts.includes(layout) ? 'main_origins' : 'main';
 }
 
 /**
@@ -355,7 +363,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   const [bindA, offA] = place(a, offsetA);
   const [bindB, offB] = place(b, offsetB);
   const [bindC, offC] = place(out, offsetC);
-  const entry = tiledEntry(layoutName(transA, transB), plainEpilogue(vecC, args));
+  const entry = tiledEntry(layoutName(transA, transB), plainEpilogue(vecC, args), tile);
   const vecA = aligned(transA ? m : k, offsetA, strideA);
   const vecB = aligned(transB ? k : n, offsetB, strideB);
   const shape = tileShape(tile);
