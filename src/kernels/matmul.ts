@@ -207,10 +207,9 @@ function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: numb
   const p = matmulPolicy;
   // A product that `main` cuts along k keeps the 128x128 tile: H200, 2026-12-01, the
   // MLP's forward down projection (B transposed) in 8 runs ran 35.0 TFLOP/s on 128x256
-  // against 37.9 on 128x128, the MLP's dW 30.5 against 36.2. On the wide tile the
-  // origin layouts run `main_origins`, which runs whole.
+  // against 37.9 on 128x128, the MLP's dW 30.5 against 36.2.
   const wide = plain && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups;
-  if (wide && (p.originLayouts.includes(layout) || launcherRuns(rt, m, n, k, batch, 'main') === 1)) return WIDE_TILE;
+  if (wide && launcherRuns(rt, m, n, k, batch, tiledEntry(layout, plain, WIDE_TILE)) === 1) return WIDE_TILE;
   return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
 

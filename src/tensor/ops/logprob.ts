@@ -173,12 +173,12 @@ export function tokenLogprobs(hidden: Tensor, weight: Tensor, targets: Targets, 
     const dWeight = weight.requiresGrad ? empty(weight.shape, 'f32', rt) : null;
     const dlogits = empty([n, width], 'f32', rt);
     chunks.forEach((c, i) => {
-      const rows = c.col0 * h;
-      forwardMatmul(rt, { a: hidden.buffer, b: weight.buffer, offsetB: rows, out: dlogits.buffer, m: n, n: c.width, k: h, transB: true });
+      const offset = c.col0 * h;
+      forwardMatmul(rt, { a: hidden.buffer, b: weight.buffer, offsetB: offset, out: dlogits.buffer, m: n, n: c.width, k: h, transB: true });
       lk.logprobGrad(rt, dlogits.buffer, ids.buffer, state.buffer, g.buffer, shapeOf(c));
       gradientMatmuls(rt, dlogits.buffer, n * c.width, [
-        ...(dHidden ? [{ a: dlogits.buffer, b: weight.buffer, offsetB: rows, out: dHidden.buffer, m: n, n: h, k: c.width, accumulate: i > 0 }] : []),
-        ...(dWeight ? [{ a: dlogits.buffer, b: hidden.buffer, out: dWeight.buffer, offsetC: rows, m: c.width, n: h, k: n, transA: true }] : []),
+        ...(dHidden ? [{ a: dlogits.buffer, b: weight.buffer, offsetB: offset, out: dHidden.buffer, m: n, n: h, k: c.width, accumulate: i > 0 }] : []),
+        ...(dWeight ? [{ a: dlogits.buffer, b: hidden.buffer, out: dWeight.buffer, offsetC: offset, m: c.width, n: h, k: n, transA: true }] : []),
       ]);
     });
     dlogits.dispose();
