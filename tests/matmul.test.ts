@@ -115,6 +115,15 @@ describe('matmul kernel', () => {
     await check({ m: 600, n: 520, k: 70, tile: 'panels/k32', transB: true });
   });
 
+  test('outputs of whole tiles (no bounds checks), whole and cut along k, every layout', slow, async () => {
+    for (const [transA, transB] of TRANS) await check({ m: 256, n: 128, k: 48, transA, transB, tile: '128x128/k16' });
+    await check({ m: 128, n: 256, k: 16, tile: '128x256/k16', label: 'main_origins, one slice of k' });
+    await check({ m: 128, n: 256, k: 32, transB: true, bias: true, act: 'relu', tile: '128x256/k16' });
+    await check({ m: 128, n: 128, k: 48, batch: 2, offsetA: 4, offsetB: 8, offsetC: 12, tile: '128x128/k16' });
+    await check({ m: 128, n: 128, k: 96, tile: '128x128/k16', splitK: 3 });
+    await check({ m: 128, n: 128, k: 80, transA: true, accumulate: true, init: true, tile: '128x128/k16', splitK: 2 });
+  });
+
   test('batched, with per-batch operands, a broadcast (stride 0) operand and offsets', slow, async () => {
     for (const [transA, transB] of TRANS) {
       await check({ m: 9, n: 6, k: 5, batch: 3, transA, transB });
@@ -206,7 +215,9 @@ describe('matmul kernel', () => {
     assert.equal(mk.chooseTile(hardware, 1600, 768, 1, 256), '128x128/k16');
     assert.equal(mk.chooseTile(hardware, 100, 100, 1, 256), '64x64/k8');
     // The 128x256 tile for the layouts that run it fastest, on grids of enough of them.
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x256/k16');
+    assert.equal(mk.chooseTile(hardware, 4096, 1024, 1, 4864, 'nn'), '128x256/k16');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x128/k16', '896 columns are 3.5 wide tiles but 7 whole 128x128 ones');
+    assert.equal(mk.chooseTile(hardware, 4000, 900, 1, 4864, 'nn'), '128x256/k16', 'neither tile divides the output: the wide one');
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn', false), '128x128/k16', 'an epilogue takes main and its 128x128 tile');
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/k16', 'B transposed on a small output: main cuts it along k on the 128x128 tile');
     assert.equal(mk.chooseTile(hardware, 4096, 4864, 1, 896, 'nt'), '128x256/k16', 'B transposed on a large output: whole, on the wide tile');

@@ -107,6 +107,18 @@ const BIG_TILE: WorkgroupTile = '128x128/k16';
 const SMALL_TILE: WorkgroupTile = '64x64/k8';
 const BIG_TILE_MIN_WORKGROUPS = 64;
 
+/**
+ * Whether every tile of an m x n output and every slice of k lie inside the operands,
+ * so the kernel compiles without the loads' bounds checks (the shader's WHOLE; runs of
+ * k are whole slices already). H200, 2026-12-01, as trained, TFLOP/s: the LM head's dW
+ * in vocabulary chunks 39.0 -> 46.4, the MLP's dW 36.4 -> 40.1-40.4, the LM head's dX
+ * chunks 39.5 -> 42.4 (docs/RESULTS.md).
+ */
+const wholeTiles = (tile: WorkgroupTile, m: number, n: number, k: number) => {
+  const { rows, cols } = tileShape(tile);
+  return m % rows === 0 && n % cols === 0 && k % MATMUL_TILES[tile].BK === 0;
+};
+
 /** Floats in one uniform-buffer panel (64 KiB, WebGPU's default binding limit). */
 const PANEL_FLOATS = 16384;
 const PANEL_BYTES = PANEL_FLOATS * 4;
@@ -208,7 +220,11 @@ function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: numb
   // A product that `main` cuts along k keeps the 128x128 tile: H200, 2026-12-01, the
   // MLP's forward down projection (B transposed) in 8 runs ran 35.0 TFLOP/s on 128x256
   // against 37.9 on 128x128, the MLP's dW 30.5 against 36.2.
-  const wide = plain && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups;
+  // A wide grid whose last column of tiles is partial (n = 896: 3.5 tiles of 256) gives
+  // way to whole 128x128 tiles, cut along k (H200, 2026-12-01: the MLP's dX, 4096 x 896
+  // x 4,864, 38.5 TFLOP/s whole on 128x256 against 40.5 in 4 runs on 128x128).
+  const wide = plain && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups &&
+    (wholeTiles(WIDE_TILE, m, n, k) || !wholeTiles(BIG_TILE, m, n, k));
   if (wide && launcherRuns(rt, m, n, k, batch, tiledEntry(layout, plain, WIDE_TILE)) === 1) return WIDE_TILE;
   return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
@@ -376,6 +392,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
     if (!splittable) throw new GpuError('matmul: split-K needs one batch, n a multiple of 4, and A and B at offsets the device can bind');
     return matmulSplitRuns(rt, { a: bindA, b: bindB, bias, out: bindC, m, n, k, transA, transB, vecA, vecB, vecC, offC, act, accumulate, tilesM, tilesN }, tile, runs);
   }
+
   const kernel = rt.kernel('matmul', entry, {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
@@ -386,6 +403,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
     ACCUM: Number(accumulate),
     VEC_C: Number(vecC),
     BASED: Number(batch > 1 || offA > 0 || offB > 0 || offC > 0),
+    WHOLE: Number(wholeTiles(tile, m, n, k)),
     WG_X: cfg.WG_X,
     WG_Y: cfg.WG_Y,
     BK: cfg.BK,
@@ -449,6 +467,7 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
     VEC_C: 1,
     BASED: 0,
     SPLIT_K: 1,
+    WHOLE: Number(wholeTiles(tile, m, n, k)),
     WG_X: cfg.WG_X,
     WG_Y: cfg.WG_Y,
     BK: cfg.BK,
