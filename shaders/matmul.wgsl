@@ -369,13 +369,15 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     if (LOADS_B > 1u) { put_b(li + THREADS, b1); }
     if (LOADS_B > 2u) { put_b(li + 2u * THREADS, b2); }
     if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
-    // WHOLE: every load is in bounds, so the next slice (on the last step the current
-    // one again, unused) is fetched unconditionally, with no copies between registers
-    // for the branch's two outcomes. Written before the barrier: the driver's compiler
-    // moves these loads three quarters into the multiply either way (nvdisasm of its
-    // pipeline cache), but schedules the rest better (H200, the MLP's forward down
-    // projection in 4 runs: 40.3 TFLOP/s; 35.8 written after; 38.9 bounds-checked).
-    if (WHOLE) {
+    // The next slice, fetched before the barrier. With WHOLE every load is in bounds, so
+    // it is fetched unconditionally (the last step fetches its own slice again, unused),
+    // with no register copies for a branch's two outcomes. The driver's compiler places
+    // these loads three quarters into the multiply wherever they are written (nvdisasm
+    // of its pipeline cache), but schedules the rest better from here: H200, the MLP's
+    // forward down projection in 4 runs, 40.3 TFLOP/s; 35.8 with the loads written
+    // after the barrier; 38.9 bounds-checked, after it. Bounds-checked products lose
+    // 2-6% here against after the barrier; none of the models' products is one.
+    if (WHOLE || t + 1u < steps) {
       let k0 = k_begin + min(t + 1u, steps - 1u) * BK;
       a0 = load_a(base_a, m0, k0, li);
       if (LOADS_A > 1u) { a1 = load_a(base_a, m0, k0, li + THREADS); }
@@ -387,17 +389,6 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
       if (LOADS_B > 3u) { b3 = load_b(base_b, n0, k0, li + 3u * THREADS); }
     }
     workgroupBarrier();
-    if (!WHOLE && t + 1u < steps) {
-      let k0 = k_begin + (t + 1u) * BK;
-      a0 = load_a(base_a, m0, k0, li);
-      if (LOADS_A > 1u) { a1 = load_a(base_a, m0, k0, li + THREADS); }
-      if (LOADS_A > 2u) { a2 = load_a(base_a, m0, k0, li + 2u * THREADS); }
-      if (LOADS_A > 3u) { a3 = load_a(base_a, m0, k0, li + 3u * THREADS); }
-      b0 = load_b(base_b, n0, k0, li);
-      if (LOADS_B > 1u) { b1 = load_b(base_b, n0, k0, li + THREADS); }
-      if (LOADS_B > 2u) { b2 = load_b(base_b, n0, k0, li + 2u * THREADS); }
-      if (LOADS_B > 3u) { b3 = load_b(base_b, n0, k0, li + 3u * THREADS); }
-    }
     multiply(tx, ty, &acc);
     workgroupBarrier();
   }
@@ -473,8 +464,8 @@ fn main_origins(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
     if (LOADS_B > 1u) { put_b(li + THREADS, b1); }
     if (LOADS_B > 2u) { put_b(li + 2u * THREADS, b2); }
     if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
-    // WHOLE: as in `main`, the next slice fetched unconditionally, before the barrier.
-    if (WHOLE) {
+    // The next slice, as in `main`.
+    if (WHOLE || t + 1u < steps) {
       let k0 = min(t + 1u, steps - 1u) * BK;
       a0 = fetch_a(base_a, a_r + k0 * A_KROW + (li) / WA, a_c + k0 * (1u - A_KROW) + ((li) % WA) * 4u, a_rows, a_cols);
       if (LOADS_A > 1u) { a1 = fetch_a(base_a, a_r + k0 * A_KROW + (li + THREADS) / WA, a_c + k0 * (1u - A_KROW) + ((li + THREADS) % WA) * 4u, a_rows, a_cols); }
@@ -486,17 +477,6 @@ fn main_origins(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
       if (LOADS_B > 3u) { b3 = fetch_b(base_b, b_r + k0 * B_KROW + (li + 3u * THREADS) / WB, b_c + k0 * (1u - B_KROW) + ((li + 3u * THREADS) % WB) * 4u, b_rows, b_cols); }
     }
     workgroupBarrier();
-    if (!WHOLE && t + 1u < steps) {
-      let k0 = (t + 1u) * BK;
-      a0 = fetch_a(base_a, a_r + k0 * A_KROW + (li) / WA, a_c + k0 * (1u - A_KROW) + ((li) % WA) * 4u, a_rows, a_cols);
-      if (LOADS_A > 1u) { a1 = fetch_a(base_a, a_r + k0 * A_KROW + (li + THREADS) / WA, a_c + k0 * (1u - A_KROW) + ((li + THREADS) % WA) * 4u, a_rows, a_cols); }
-      if (LOADS_A > 2u) { a2 = fetch_a(base_a, a_r + k0 * A_KROW + (li + 2u * THREADS) / WA, a_c + k0 * (1u - A_KROW) + ((li + 2u * THREADS) % WA) * 4u, a_rows, a_cols); }
-      if (LOADS_A > 3u) { a3 = fetch_a(base_a, a_r + k0 * A_KROW + (li + 3u * THREADS) / WA, a_c + k0 * (1u - A_KROW) + ((li + 3u * THREADS) % WA) * 4u, a_rows, a_cols); }
-      b0 = fetch_b(base_b, b_r + k0 * B_KROW + (li) / WB, b_c + k0 * (1u - B_KROW) + ((li) % WB) * 4u, b_rows, b_cols);
-      if (LOADS_B > 1u) { b1 = fetch_b(base_b, b_r + k0 * B_KROW + (li + THREADS) / WB, b_c + k0 * (1u - B_KROW) + ((li + THREADS) % WB) * 4u, b_rows, b_cols); }
-      if (LOADS_B > 2u) { b2 = fetch_b(base_b, b_r + k0 * B_KROW + (li + 2u * THREADS) / WB, b_c + k0 * (1u - B_KROW) + ((li + 2u * THREADS) % WB) * 4u, b_rows, b_cols); }
-      if (LOADS_B > 3u) { b3 = fetch_b(base_b, b_r + k0 * B_KROW + (li + 3u * THREADS) / WB, b_c + k0 * (1u - B_KROW) + ((li + 3u * THREADS) % WB) * 4u, b_rows, b_cols); }
-    }
     multiply(tx, ty, &acc);
     workgroupBarrier();
   }
