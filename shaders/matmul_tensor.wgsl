@@ -73,6 +73,7 @@ override VEC_B: bool = false;
 override BIAS: bool = false;
 override ACCUM: bool = false;
 override SCALE_A: bool = false;
+override WHOLE: bool = false;    // M, N, K multiples of BM, BN, BK: no load bounds checks
 override SG_M: u32 = 2u;         // subgroups along M
 override SG_N: u32 = 4u;         // subgroups along N
 override FM: u32 = 4u;           // 16-row fragments per subgroup (1-4)
@@ -178,28 +179,28 @@ fn place(wid: vec3u, nwg: vec3u, at: ptr<function, Place>) -> bool {
 // zero outside it.
 fn fetch_a(base: u32, row: u32, col: u32, rows: u32, cols: u32) -> vec4f {
   var v = vec4f(0.0);
-  if (row >= rows) { return v; }
+  if (!WHOLE && row >= rows) { return v; }
   let i = base + row * cols + col;
   if (VEC_A) {
-    if (col < cols) { v = a[i / 4u]; }
+    if (WHOLE || col < cols) { v = a[i / 4u]; }
     return v;
   }
   for (var j = 0u; j < 4u; j++) {
-    if (col + j < cols) { v[j] = a[(i + j) / 4u][(i + j) % 4u]; }
+    if (WHOLE || col + j < cols) { v[j] = a[(i + j) / 4u][(i + j) % 4u]; }
   }
   return v;
 }
 
 fn fetch_b(base: u32, row: u32, col: u32, rows: u32, cols: u32) -> vec4f {
   var v = vec4f(0.0);
-  if (row >= rows) { return v; }
+  if (!WHOLE && row >= rows) { return v; }
   let i = base + row * cols + col;
   if (VEC_B) {
-    if (col < cols) { v = b[i / 4u]; }
+    if (WHOLE || col < cols) { v = b[i / 4u]; }
     return v;
   }
   for (var j = 0u; j < 4u; j++) {
-    if (col + j < cols) { v[j] = b[(i + j) / 4u][(i + j) % 4u]; }
+    if (WHOLE || col + j < cols) { v[j] = b[(i + j) / 4u][(i + j) % 4u]; }
   }
   return v;
 }
@@ -385,8 +386,11 @@ fn product(
   workgroupBarrier();
   for (var t = 0u; t < steps; t++) {
     let s = t % 2u;
-    let more = t + 1u < steps;
-    if (more) { load_slice(at, (t + 1u) * BK, li, &staged); }
+    // WHOLE: the next slice is fetched and staged unconditionally (the last step
+    // fetches its own again, into the stage no one reads), so no branch's two outcomes
+    // need merging.
+    let more = WHOLE || t + 1u < steps;
+    if (more) { load_slice(at, select(t + 1u, min(t + 1u, steps - 1u), WHOLE) * BK, li, &staged); }
     for (var kk = 0u; kk < BK; kk += 16u) {
       mma_step(s, kk, wm, wn, acc0, acc1, acc2, acc3);
     }

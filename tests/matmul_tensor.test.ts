@@ -404,6 +404,9 @@ describe('tensor-core matmul kernel', () => {
       await check({ m: 128, n: 128, k: 64, transA, transB, tile: '64x64/w32x32/k32' });
       await check({ m: 150, n: 132, k: 33, transA, transB, tile: '128x128/w64x32/k32' });
       await check({ m: 256, n: 256, k: 40, transA, transB, tile: '128x256/w64x64/k16' });
+      // Every tile and K slice inside the operands (no bounds checks), several slices.
+      await check({ m: 256, n: 256, k: 96, transA, transB, tile: '128x256/w64x64/k16' });
+      await check({ m: 256, n: 128, k: 96, transA, transB, tile: '128x128/w64x32/k32' });
     }
     // More tile rows than one group of GROUP_M, many K slices.
     await check({ m: 600, n: 72, k: 70, tile: '64x64/w32x32/k32' });

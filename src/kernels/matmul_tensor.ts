@@ -188,6 +188,8 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
     BIAS: Number(!!bias),
     ACCUM: Number(accumulate),
     SCALE_A: Number(!!scaleA),
+    // Every tile and K slice inside the operands: no bounds checks on the loads.
+    WHOLE: Number(m % g.bm === 0 && n % g.bn === 0 && k % cfg.BK === 0),
     SG_M: cfg.SG_M,
     SG_N: cfg.SG_N,
     FM: cfg.FM,
