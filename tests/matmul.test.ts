@@ -120,6 +120,7 @@ describe('matmul kernel', () => {
     await check({ m: 128, n: 256, k: 16, tile: '128x256/k16', label: 'main_origins, one slice of k' });
     await check({ m: 128, n: 256, k: 32, transB: true, bias: true, act: 'relu', tile: '128x256/k16' });
     await check({ m: 128, n: 128, k: 48, batch: 2, offsetA: 4, offsetB: 8, offsetC: 12, tile: '128x128/k16' });
+    await check({ m: 64, n: 128, k: 24, transA: true, tile: '64x64/k8' });
     await check({ m: 128, n: 128, k: 96, tile: '128x128/k16', splitK: 3 });
     await check({ m: 128, n: 128, k: 80, transA: true, accumulate: true, init: true, tile: '128x128/k16', splitK: 2 });
   });

@@ -111,8 +111,8 @@ const BIG_TILE_MIN_WORKGROUPS = 64;
  * Whether every tile of an m x n output and every slice of k lie inside the operands,
  * so the kernel compiles without the loads' bounds checks (the shader's WHOLE; runs of
  * k are whole slices already). H200, 2026-12-01, as trained, TFLOP/s: the LM head's dW
- * in vocabulary chunks 39.0 -> 46.4, the MLP's dW 36.4 -> 40.1-40.4, the LM head's dX
- * chunks 39.5 -> 42.4 (docs/RESULTS.md).
+ * in vocabulary chunks 39.0 -> 47.0, the MLP's dW 36.4 -> 39.1-39.2, the LM head's dX
+ * chunks 39.5 -> 43.0, 4096^3 44.6 -> 47.7 (docs/RESULTS.md).
  */
 const wholeTiles = (tile: WorkgroupTile, m: number, n: number, k: number) => {
   const { rows, cols } = tileShape(tile);
@@ -392,7 +392,6 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
     if (!splittable) throw new GpuError('matmul: split-K needs one batch, n a multiple of 4, and A and B at offsets the device can bind');
     return matmulSplitRuns(rt, { a: bindA, b: bindB, bias, out: bindC, m, n, k, transA, transB, vecA, vecB, vecC, offC, act, accumulate, tilesM, tilesN }, tile, runs);
   }
-
   const kernel = rt.kernel('matmul', entry, {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
