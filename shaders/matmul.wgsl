@@ -376,7 +376,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     // of its pipeline cache), but schedules the rest better from here: H200, the MLP's
     // forward down projection in 4 runs, 40.3 TFLOP/s; 35.8 with the loads written
     // after the barrier; 38.9 bounds-checked, after it. Bounds-checked products lose
-    // 2-6% here against after the barrier; none of the models' products is one.
+    // 2-6% here against after the barrier (no Qwen2.5-0.5B product is one; the bundled
+    // model's 780-row LM head is).
     if (WHOLE || t + 1u < steps) {
       let k0 = k_begin + min(t + 1u, steps - 1u) * BK;
       a0 = load_a(base_a, m0, k0, li);
