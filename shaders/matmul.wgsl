@@ -43,6 +43,7 @@ override VEC_C: bool = false;    // C's row length, offset and batch stride are 
 override BASED: bool = true;     // false: one batch, every operand at offset 0
 override SPLIT_K: bool = false;  // workgroup z sums its own run of k into batch z of C
 override WHOLE: bool = false;    // M, N and every run of k are multiples of BM, BN, BK: no load bounds checks
+override STREAM: bool = false;   // stream-K: workgroup w sums its share of the stream's slices into partial tiles
 override WG_X: u32 = 16u;        // threads along N (a multiple of 8)
 override WG_Y: u32 = 16u;        // threads along M (a multiple of 4)
 override BK: u32 = 16u;          // K slice: 8 or 16
@@ -77,7 +78,9 @@ struct Params {
   offset_a: u32,
   offset_b: u32,
   offset_c: u32,
-  k_split: u32,          // SPLIT_K: k per workgroup z, a multiple of BK
+  k_split: u32,          // SPLIT_K: k per workgroup z, a multiple of BK; STREAM: K slices per workgroup
+  tile_base: u32,        // index (in the walk below) of this dispatch's first tile
+  stream_tiles: u32,     // STREAM: tiles the stream covers, from tile_base on
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -317,21 +320,47 @@ fn store_tile(base_c: u32, r: u32, q: u32, acc: ptr<function, array<vec4f, 32>>)
 
 fn tile_index(wid: vec3u, nwg: vec3u) -> u32 { return wid.y * nwg.x + wid.x; }
 
+// STREAM: the thread's block of a partial tile, row-major BM x BN, into slot `slot` of
+// the partial sums (bound as C) for `stream_k_sum`.
+fn store_partial(slot: u32, tx: u32, ty: u32, acc: ptr<function, array<vec4f, 32>>) {
+  let r = slot * BM * BV4 + 4u * ty * BV4 + tx;
+  let s = r + (BM / 2u) * BV4;
+  c4[r] = (*acc)[0];             c4[r + WG_X] = (*acc)[1];
+  c4[r + BV4] = (*acc)[4];       c4[r + BV4 + WG_X] = (*acc)[5];
+  c4[r + 2u * BV4] = (*acc)[8];  c4[r + 2u * BV4 + WG_X] = (*acc)[9];
+  c4[r + 3u * BV4] = (*acc)[12]; c4[r + 3u * BV4 + WG_X] = (*acc)[13];
+  c4[s] = (*acc)[16];            c4[s + WG_X] = (*acc)[17];
+  c4[s + BV4] = (*acc)[20];      c4[s + BV4 + WG_X] = (*acc)[21];
+  c4[s + 2u * BV4] = (*acc)[24]; c4[s + 2u * BV4 + WG_X] = (*acc)[25];
+  c4[s + 3u * BV4] = (*acc)[28]; c4[s + 3u * BV4 + WG_X] = (*acc)[29];
+  if (GB > 2u) {
+    let h2 = 2u * WG_X;
+    let h3 = 3u * WG_X;
+    c4[r + h2] = (*acc)[2];             c4[r + h3] = (*acc)[3];
+    c4[r + BV4 + h2] = (*acc)[6];       c4[r + BV4 + h3] = (*acc)[7];
+    c4[r + 2u * BV4 + h2] = (*acc)[10]; c4[r + 2u * BV4 + h3] = (*acc)[11];
+    c4[r + 3u * BV4 + h2] = (*acc)[14]; c4[r + 3u * BV4 + h3] = (*acc)[15];
+    c4[s + h2] = (*acc)[18];            c4[s + h3] = (*acc)[19];
+    c4[s + BV4 + h2] = (*acc)[22];      c4[s + BV4 + h3] = (*acc)[23];
+    c4[s + 2u * BV4 + h2] = (*acc)[26]; c4[s + 2u * BV4 + h3] = (*acc)[27];
+    c4[s + 3u * BV4 + h2] = (*acc)[30]; c4[s + 3u * BV4 + h3] = (*acc)[31];
+  }
+}
+
 // Its loop written flat, values passed rather than pointers: spread over helpers that
 // filled a struct of the tile's coordinates and the staged slice through pointers, the
 // same kernel ran at 33 TFLOP/s on the H200 (128x128/k8; 26 on 128x256) where it now
 // runs at 37 (36-38).
+//
+// Stream-K (STREAM): where an output has fewer tiles than the GPU runs at once, or a
+// last round of them that leaves most of it idle, the stream's tiles' K slices are laid
+// end to end (tile by tile) and cut into equal shares of p.k_split slices, one per
+// workgroup, at most one tile long, so each share covers the end of one tile and the
+// start of the next, or part of one: at most two segments. Each segment's sums go to
+// the partial tile in slot 2w + segment, which `stream_k_sum` adds up.
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
-  let tile = tile_index(wid, nwg);
   let tiles_n = p.tiles_n;
-  if (tile >= p.tiles_m * tiles_n) { return; }
-  let per_group = GROUP_M * tiles_n;
-  let first_m = (tile / per_group) * GROUP_M;
-  let group_m = min(p.tiles_m - first_m, GROUP_M);
-  let in_group = tile % per_group;
-  let m0 = (first_m + in_group % group_m) * BM;
-  let n0 = (in_group / group_m) * BN;
   let batch = p.batch_base + wid.z;
   // Without BASED the bases are the constant 0, two live values fewer in the loop:
   // 38.4 -> 39.7 TFLOP/s for 128x128/k16 on the H200 (37.9 -> 44.5 for a stripped
@@ -342,64 +371,95 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   let lane = li % 32u;
   let tx = (warp % (WG_X / 8u)) * 8u + lane % 8u;
   let ty = (warp / (WG_X / 8u)) * 4u + lane / 8u;
-
+  let share = tile_index(wid, nwg);
+  let slices = (p.k + BK - 1u) / BK;
+  var at = share * p.k_split;
+  let stop = min(at + p.k_split, p.stream_tiles * slices);
   var acc: array<vec4f, 32>;
-  // The slice in flight; the load blocks below are the same code (the first slice,
-  // then slice t + 1 while slice t is multiplied).
-  var a0: vec4f; var a1: vec4f; var a2: vec4f; var a3: vec4f;
-  var b0: vec4f; var b1: vec4f; var b2: vec4f; var b3: vec4f;
-  // SPLIT_K: this workgroup's run of k starts at a multiple of BK, so no slice reaches
-  // into the next run; the last run ends at p.k like an unsplit product.
-  let k_begin = select(0u, wid.z * p.k_split, SPLIT_K);
-  let steps = (select(p.k, min(k_begin + p.k_split, p.k), SPLIT_K) - k_begin + BK - 1u) / BK;
-  a0 = load_a(base_a, m0, k_begin, li);
-  if (LOADS_A > 1u) { a1 = load_a(base_a, m0, k_begin, li + THREADS); }
-  if (LOADS_A > 2u) { a2 = load_a(base_a, m0, k_begin, li + 2u * THREADS); }
-  if (LOADS_A > 3u) { a3 = load_a(base_a, m0, k_begin, li + 3u * THREADS); }
-  b0 = load_b(base_b, n0, k_begin, li);
-  if (LOADS_B > 1u) { b1 = load_b(base_b, n0, k_begin, li + THREADS); }
-  if (LOADS_B > 2u) { b2 = load_b(base_b, n0, k_begin, li + 2u * THREADS); }
-  if (LOADS_B > 3u) { b3 = load_b(base_b, n0, k_begin, li + 3u * THREADS); }
-  for (var t = 0u; t < steps; t++) {
-    put_a(li, a0);
-    if (LOADS_A > 1u) { put_a(li + THREADS, a1); }
-    if (LOADS_A > 2u) { put_a(li + 2u * THREADS, a2); }
-    if (LOADS_A > 3u) { put_a(li + 3u * THREADS, a3); }
-    put_b(li, b0);
-    if (LOADS_B > 1u) { put_b(li + THREADS, b1); }
-    if (LOADS_B > 2u) { put_b(li + 2u * THREADS, b2); }
-    if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
-    // The next slice, fetched before the barrier. With WHOLE every load is in bounds, so
-    // it is fetched unconditionally (the last step fetches its own slice again, unused),
-    // with no register copies for a branch's two outcomes. The driver's compiler places
-    // these loads three quarters into the multiply wherever they are written (nvdisasm
-    // of its pipeline cache), but schedules the rest better from here: H200, the MLP's
-    // forward down projection in 4 runs, 40.3 TFLOP/s; 35.8 with the loads written
-    // after the barrier; 38.9 bounds-checked, after it. Bounds-checked products lose
-    // 2-6% here against after the barrier (no Qwen2.5-0.5B product is one; the bundled
-    // model's 780-row LM head is).
-    if (WHOLE || t + 1u < steps) {
-      let k0 = k_begin + min(t + 1u, steps - 1u) * BK;
-      a0 = load_a(base_a, m0, k0, li);
-      if (LOADS_A > 1u) { a1 = load_a(base_a, m0, k0, li + THREADS); }
-      if (LOADS_A > 2u) { a2 = load_a(base_a, m0, k0, li + 2u * THREADS); }
-      if (LOADS_A > 3u) { a3 = load_a(base_a, m0, k0, li + 3u * THREADS); }
-      b0 = load_b(base_b, n0, k0, li);
-      if (LOADS_B > 1u) { b1 = load_b(base_b, n0, k0, li + THREADS); }
-      if (LOADS_B > 2u) { b2 = load_b(base_b, n0, k0, li + 2u * THREADS); }
-      if (LOADS_B > 3u) { b3 = load_b(base_b, n0, k0, li + 3u * THREADS); }
-    }
-    workgroupBarrier();
-    multiply(tx, ty, &acc);
-    workgroupBarrier();
-  }
 
-  // Register row i is C row r + i (i < 4) or r + BM/2 + i - 4; column group h starts
-  // at column q + 4 h WG_X. Constant indices throughout, so acc stays in registers.
-  let base_c = select(0u, p.offset_c + batch * p.stride_c, BASED || SPLIT_K);
-  let r = m0 + 4u * ty;
-  let q = n0 + 4u * tx;
-  store_tile(base_c, r, q, &acc);
+  for (var segment = 0u; segment < select(1u, 2u, STREAM); segment++) {
+    var tile: u32;
+    var k_begin: u32;
+    var steps: u32;
+    if (STREAM) {
+      if (at >= stop) { break; }
+      tile = p.tile_base + at / slices;
+      k_begin = (at % slices) * BK;
+      steps = min(slices - at % slices, stop - at);
+      at += steps;
+    } else {
+      tile = p.tile_base + share;
+      if (tile >= p.tiles_m * tiles_n) { return; }
+      // SPLIT_K: this workgroup's run of k starts at a multiple of BK, so no slice
+      // reaches into the next run; the last run ends at p.k like an unsplit product.
+      k_begin = select(0u, wid.z * p.k_split, SPLIT_K);
+      steps = (select(p.k, min(k_begin + p.k_split, p.k), SPLIT_K) - k_begin + BK - 1u) / BK;
+    }
+    let per_group = GROUP_M * tiles_n;
+    let first_m = (tile / per_group) * GROUP_M;
+    let group_m = min(p.tiles_m - first_m, GROUP_M);
+    let in_group = tile % per_group;
+    let m0 = (first_m + in_group % group_m) * BM;
+    let n0 = (in_group / group_m) * BN;
+
+    // Zeroed by assignment: declared here, in the loop, the H200's second segments
+    // started from the first one's sums (the declaration's zero initialiser ran once).
+    acc = array<vec4f, 32>();
+    // The slice in flight; the load blocks below are the same code (the first slice,
+    // then slice t + 1 while slice t is multiplied).
+    var a0: vec4f; var a1: vec4f; var a2: vec4f; var a3: vec4f;
+    var b0: vec4f; var b1: vec4f; var b2: vec4f; var b3: vec4f;
+    a0 = load_a(base_a, m0, k_begin, li);
+    if (LOADS_A > 1u) { a1 = load_a(base_a, m0, k_begin, li + THREADS); }
+    if (LOADS_A > 2u) { a2 = load_a(base_a, m0, k_begin, li + 2u * THREADS); }
+    if (LOADS_A > 3u) { a3 = load_a(base_a, m0, k_begin, li + 3u * THREADS); }
+    b0 = load_b(base_b, n0, k_begin, li);
+    if (LOADS_B > 1u) { b1 = load_b(base_b, n0, k_begin, li + THREADS); }
+    if (LOADS_B > 2u) { b2 = load_b(base_b, n0, k_begin, li + 2u * THREADS); }
+    if (LOADS_B > 3u) { b3 = load_b(base_b, n0, k_begin, li + 3u * THREADS); }
+    for (var t = 0u; t < steps; t++) {
+      put_a(li, a0);
+      if (LOADS_A > 1u) { put_a(li + THREADS, a1); }
+      if (LOADS_A > 2u) { put_a(li + 2u * THREADS, a2); }
+      if (LOADS_A > 3u) { put_a(li + 3u * THREADS, a3); }
+      put_b(li, b0);
+      if (LOADS_B > 1u) { put_b(li + THREADS, b1); }
+      if (LOADS_B > 2u) { put_b(li + 2u * THREADS, b2); }
+      if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
+      // The next slice, fetched before the barrier. With WHOLE every load is in bounds, so
+      // it is fetched unconditionally (the last step fetches its own slice again, unused),
+      // with no register copies for a branch's two outcomes. The driver's compiler places
+      // these loads three quarters into the multiply wherever they are written (nvdisasm
+      // of its pipeline cache), but schedules the rest better from here: H200, the MLP's
+      // forward down projection in 4 runs, 40.3 TFLOP/s; 35.8 with the loads written
+      // after the barrier; 38.9 bounds-checked, after it. Bounds-checked products lose
+      // 2-6% here against after the barrier (no Qwen2.5-0.5B product is one; the bundled
+      // model's 780-row LM head is).
+      if (WHOLE || t + 1u < steps) {
+        let k0 = k_begin + min(t + 1u, steps - 1u) * BK;
+        a0 = load_a(base_a, m0, k0, li);
+        if (LOADS_A > 1u) { a1 = load_a(base_a, m0, k0, li + THREADS); }
+        if (LOADS_A > 2u) { a2 = load_a(base_a, m0, k0, li + 2u * THREADS); }
+        if (LOADS_A > 3u) { a3 = load_a(base_a, m0, k0, li + 3u * THREADS); }
+        b0 = load_b(base_b, n0, k0, li);
+        if (LOADS_B > 1u) { b1 = load_b(base_b, n0, k0, li + THREADS); }
+        if (LOADS_B > 2u) { b2 = load_b(base_b, n0, k0, li + 2u * THREADS); }
+        if (LOADS_B > 3u) { b3 = load_b(base_b, n0, k0, li + 3u * THREADS); }
+      }
+      workgroupBarrier();
+      multiply(tx, ty, &acc);
+      workgroupBarrier();
+    }
+
+    if (STREAM) {
+      store_partial(2u * share + segment, tx, ty, &acc);
+    } else {
+      // Register row i is C row r + i (i < 4) or r + BM/2 + i - 4; column group h starts
+      // at column q + 4 h WG_X. Constant indices throughout, so acc stays in registers.
+      let base_c = select(0u, p.offset_c + batch * p.stride_c, BASED || SPLIT_K);
+      store_tile(base_c, m0 + 4u * ty, n0 + 4u * tx, &acc);
+    }
+  }
 }
 
 // The same product for plain outputs (C overwritten, stored as vec4s: no bias,
@@ -417,7 +477,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
 // 37.7 against 40.0).
 @compute @workgroup_size(THREADS)
 fn main_origins(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
-  let tile = tile_index(wid, nwg);
+  let tile = p.tile_base + tile_index(wid, nwg);
   let tiles_n = p.tiles_n;
   if (tile >= p.tiles_m * tiles_n) { return; }
   let per_group = GROUP_M * tiles_n;
@@ -524,6 +584,40 @@ fn split_k_sum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
   var sum = a[i];
   for (var z = 1u; z < p.k; z++) { sum += a[z * plane + i]; }
   store_c(p.offset_c, i / n4, (i % n4) * 4u, sum);
+}
+
+// ---- Stream-K's sum ----
+//
+// C = act(partial sums + bias) (C += ... with ACCUM) for the stream's tiles: the
+// partial tiles, bound as `a`, in the slots `main` with STREAM wrote (BM x BN floats
+// each, row-major, slot 2w + segment for share w). Tile t's slices are t * slices ..
+// (t + 1) * slices - 1 of the stream; the shares that cover them wrote it as their
+// first segment, or as their second where they began in the tile before. One invocation
+// per vec4 of a stream tile, adding the shares in order (the result does not depend on
+// scheduling), then the tiled kernel's epilogue. Overrides WG_X, WG_Y, TN and BK as for
+// the product.
+@compute @workgroup_size(256)
+fn stream_k_sum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
+  let per_tile = BM * BV4;
+  let i = (wid.y * nwg.x + wid.x) * 256u + li;
+  if (i >= p.stream_tiles * per_tile) { return; }
+  let t = i / per_tile;
+  let e = i % per_tile;
+  let slices = (p.k + BK - 1u) / BK;
+  let first = t * slices;
+  let last = first + slices - 1u;
+  var sum = vec4f(0.0);
+  for (var w = first / p.k_split; w <= last / p.k_split; w++) {
+    sum += a[(2u * w + select(0u, 1u, w * p.k_split < first)) * per_tile + e];
+  }
+  let tile = p.tile_base + t;
+  let per_group = GROUP_M * p.tiles_n;
+  let first_m = (tile / per_group) * GROUP_M;
+  let group_m = min(p.tiles_m - first_m, GROUP_M);
+  let in_group = tile % per_group;
+  let m0 = (first_m + in_group % group_m) * BM;
+  let n0 = (in_group / group_m) * BN;
+  store_c(p.offset_c, m0 + e / BV4, n0 + (e % BV4) * 4u, sum);
 }
 
 // ---- Uniform panels: the software GPU's path ----

@@ -125,6 +125,28 @@ describe('matmul kernel', () => {
     await check({ m: 128, n: 128, k: 80, transA: true, accumulate: true, init: true, tile: '128x128/k16', splitK: 2 });
   });
 
+  test('stream-K: streamed tiles summed from partial tiles, beside whole ones, every layout and epilogue', slow, async () => {
+    // 3 x 2 tiles of 64x64 with 26 slices of 8 (the last one short): 17 shares of 10
+    // slices cut every tile in two or three, one share across a tile boundary.
+    for (const [transA, transB] of TRANS) await check({ m: 150, n: 100, k: 203, transA, transB, tile: '64x64/k8', streamK: { tiles: 6, shares: 17 } });
+    await check({ m: 150, n: 100, k: 203, bias: true, act: 'silu', tile: '64x64/k8', streamK: { tiles: 4, shares: 9 }, label: 'four tiles streamed, two whole, bias and silu' });
+    await check({ m: 150, n: 100, k: 64, transB: true, init: true, accumulate: true, tile: '64x64/k8', streamK: { tiles: 1, shares: 3 }, label: 'one tile streamed, accumulating' });
+    await check({ m: 150, n: 100, k: 64, offsetC: 8, tile: '64x64/k8', streamK: { tiles: 6, shares: 7 }, label: 'output at an offset' });
+    await check({ m: 256, n: 128, k: 80, transB: true, tile: '128x128/k16', streamK: { tiles: 2, shares: 3 }, label: 'whole tiles, shares of 4 of 5 slices' });
+    await check({ m: 128, n: 256, k: 48, tile: '128x256/k16', streamK: { tiles: 1, shares: 2 }, label: 'the wide tile' });
+    await check({ m: 128, n: 128, k: 48, transA: true, tile: '128x128/t16', streamK: { tiles: 1, shares: 3 }, label: 'the 8x16 block on a 128x128 tile' });
+  });
+
+  test('stream-K refuses plans it cannot run, with what is wrong', async () => {
+    const rt = await gpu();
+    const [a, b, out] = [zeros([64 * 64]), zeros([64 * 64]), zeros([64 * 64])];
+    const args = { a: a.buffer, b: b.buffer, out: out.buffer, m: 64, n: 64, k: 64, tile: '64x64/k8' as const };
+    assert.throws(() => mk.matmul(rt, { ...args, streamK: { tiles: 1, shares: 1 } }), /more shares than tiles/);
+    assert.throws(() => mk.matmul(rt, { ...args, streamK: { tiles: 2, shares: 3 } }), /at most all/);
+    assert.throws(() => mk.matmul(rt, { ...args, streamK: { tiles: 1, shares: 2 }, splitK: 2 }), /pass one/);
+    assert.throws(() => mk.matmul(rt, { ...args, n: 62, streamK: { tiles: 1, shares: 2 } }), /n a multiple of 4/);
+  });
+
   test('batched, with per-batch operands, a broadcast (stride 0) operand and offsets', slow, async () => {
     for (const [transA, transB] of TRANS) {
       await check({ m: 9, n: 6, k: 5, batch: 3, transA, transB });
@@ -213,18 +235,18 @@ describe('matmul kernel', () => {
       assert.notEqual(mk.chooseTile(rt, 9, 6, 3, 5), 'panels/k128', 'tiny products are not worth the packing dispatches');
     }
     const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false } } as unknown as typeof rt;
-    assert.equal(mk.chooseTile(hardware, 1600, 768, 1, 256), '128x128/k16');
+    assert.equal(mk.chooseTile(hardware, 1600, 768, 1, 256), '128x128/t16');
     assert.equal(mk.chooseTile(hardware, 100, 100, 1, 256), '64x64/k8');
     // The 128x256 tile for the layouts that run it fastest, on grids of enough of them.
     assert.equal(mk.chooseTile(hardware, 4096, 1024, 1, 4864, 'nn'), '128x256/k16');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x128/k16', '896 columns are 3.5 wide tiles but 7 whole 128x128 ones');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x128/t16', '896 columns are 3.5 wide tiles but 7 whole 128x128 ones');
     assert.equal(mk.chooseTile(hardware, 4000, 900, 1, 4864, 'nn'), '128x256/k16', 'neither tile divides the output: the wide one');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn', false), '128x128/k16', 'an epilogue takes main and its 128x128 tile');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/k16', 'B transposed on a small output: main cuts it along k on the 128x128 tile');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn', false), '128x128/t16', 'an epilogue takes main and its 128x128 tile');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/k16', 'B transposed on a small output: the 128x128 tile of 8x8 blocks');
     assert.equal(mk.chooseTile(hardware, 4096, 4864, 1, 896, 'nt'), '128x256/k16', 'B transposed on a large output: whole, on the wide tile');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'tn'), '128x128/k16');
-    assert.equal(mk.chooseTile(hardware, 1024, 1024, 1, 1024, 'nn'), '128x128/k16', 'a grid of 32 128x256 tiles is too few');
-    assert.equal(mk.chooseTile(hardware, 2048, 896, 1, 30464, 'nn'), '128x128/k16', 'a small plain output goes to main, cut along k');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'tn'), '128x128/t16');
+    assert.equal(mk.chooseTile(hardware, 1024, 1024, 1, 1024, 'nn'), '128x128/t16', 'a grid of 32 128x256 tiles is too few');
+    assert.equal(mk.chooseTile(hardware, 2048, 896, 1, 30464, 'nn'), '128x128/t16', 'a small plain output goes to main, cut along k');
   });
 
   test('launcher errors name the problem', slow, async () => {

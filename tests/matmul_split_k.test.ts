@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { Runtime } from '../src/gpu/runtime.ts';
 import * as mk from '../src/kernels/matmul.ts';
 import { gradientMatmuls, tensorCorePolicy } from '../src/kernels/matmul_precision.ts';
-import { matmulSplitK, planSplitK, splitKApplies, splitKPolicy, splitRuns, tensorSplitTargets } from '../src/kernels/matmul_split_k.ts';
+import { matmulSplitK, planSplitK, planStreamK, splitKApplies, splitKPolicy, splitRuns, streamKPolicy, tensorSplitTargets } from '../src/kernels/matmul_split_k.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { randn } from '../src/reference/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
@@ -28,6 +28,28 @@ describe('split-K weight-gradient products', () => {
     assert.equal(splitRuns(4096, 4096, 4096), 1);
     assert.equal(splitRuns(4096, 4864, 896), 1);
     assert.equal(splitRuns(256, 256, 1000), 1);
+  });
+
+  test('stream-K takes outputs under one round of workgroups and last rounds that leave the GPU idle', () => {
+    assert.equal(streamKPolicy.multiprocessors, 132);
+    // Qwen2.5-0.5B at 4096 tokens: 4096 x 896 outputs (224 tiles of 128x128, two per
+    // multiprocessor) and the MLP's 4096 x 4864 on the wide tile (one per
+    // multiprocessor: four rounds of 132, then 80 tiles).
+    assert.deepEqual(planStreamK(224, 304, 2), { tiles: 224, shares: 264 });
+    assert.deepEqual(planStreamK(608, 56, 1), { tiles: 80, shares: 132 });
+    // The bundled model's dW: four tiles over k = 32,768.
+    assert.deepEqual(planStreamK(4, 2048, 2), { tiles: 4, shares: 264 });
+    // 4096^3 on the wide tile: a last round of 124 of 132 stays whole; so do full rounds.
+    assert.equal(planStreamK(256, 256, 1), undefined);
+    assert.equal(planStreamK(264, 256, 2), undefined);
+    // Too few slices for shares longer than minShareSlices, more of them than tiles.
+    assert.equal(planStreamK(4, 4, 2), undefined);
+    for (const [tiles, slices, resident] of [[7, 100, 2], [300, 17, 1], [1, 16 * 3, 8]]) {
+      const plan = planStreamK(tiles, slices, resident);
+      assert.ok(plan, `${tiles} tiles of ${slices} slices`);
+      assert.ok(plan.shares > plan.tiles && Math.ceil((plan.tiles * slices) / plan.shares) <= slices, 'a share spans at most one tile');
+      assert.ok(plan.shares <= streamKPolicy.multiprocessors * resident);
+    }
   });
 
   test('the batched chunks (tensor-core kernel) cover k exactly, only for small outputs', () => {
@@ -102,12 +124,13 @@ describe('split-K weight-gradient products', () => {
     }
   });
 
-  test('on a real GPU the launcher cuts small outputs of every layout and epilogue, and reports the runs', { skip: realGpu ? false : 'split-K runs on real GPUs only', timeout: 300_000 }, async () => {
+  test('on a real GPU the launcher streams small outputs of every layout and epilogue (stream-K), and reports the cut', { skip: realGpu ? false : 'stream-K and split-K run on real GPUs only', timeout: 300_000 }, async () => {
     const rt = await gpu();
-    // More rows than the skinny path takes (B transposed, matmulPolicy.skinnyMaxRowsNarrow).
+    // More rows than the skinny path takes (B transposed, matmulPolicy.skinnyMaxRowsNarrow):
+    // four 64x64 tiles of 512 slices, far under one round of workgroups.
     const [m, n, k] = [72, 96, 4096];
-    const runs = splitRuns(m, n, k);
-    assert.ok(runs > 1);
+    const stream = planStreamK(4, k / 8, mk.MATMUL_TILES['64x64/k8'].resident);
+    assert.ok(stream && stream.tiles === 4);
     const A = randn(m * k, 960);
     const B = randn(k * n, 961);
     const bias = randn(n, 962);
@@ -115,24 +138,27 @@ describe('split-K weight-gradient products', () => {
       await scopeAsync(async () => {
         const out = zeros([m * n]);
         const args = { a: tensor(A).buffer, b: tensor(B).buffer, bias: tensor(bias).buffer, out: out.buffer, m, n, k, transA, transB, act: 'silu' as const };
-        assert.equal(mk.matmul(rt, args), runs, `layout ${transA ? 't' : 'n'}${transB ? 't' : 'n'}`);
+        assert.deepEqual(mk.matmul(rt, args), { runs: 1, stream }, `layout ${transA ? 't' : 'n'}${transB ? 't' : 'n'}`);
         const want = ref.matmul({ a: A, b: B, m, n, k, transA, transB, bias, act: 'silu' });
-        assertClose(await read(out), want, { atol: 1e-3, rtol: 1e-4, label: `split ${transA ? 't' : 'n'}${transB ? 't' : 'n'} with bias and silu` });
+        assertClose(await read(out), want, { atol: 1e-3, rtol: 1e-4, label: `streamed ${transA ? 't' : 'n'}${transB ? 't' : 'n'} with bias and silu` });
       });
     }
-    // The plain layout's plain output: cut on `main` while the wide tile's grid is small,
-    // whole on main_origins' wide tile from matmulPolicy.wideMinWorkgroups up.
+    // Runs asked for are runs.
     await scopeAsync(async () => {
       const out = zeros([m * n]);
-      assert.equal(mk.matmul(rt, { a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, m, n, k }), runs, 'small plain output');
+      assert.deepEqual(mk.matmul(rt, { a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, m, n, k, splitK: 4 }), { runs: 4 }, 'runs asked for');
       assertClose(await read(out), ref.matmul({ a: A, b: B, m, n, k }), { atol: 1e-3, rtol: 1e-4, label: 'split plain output' });
     });
+    // The wide tile's plain output, 96 tiles (under one round of 132): streamed whole-tile
+    // shares on main_origins' tile.
     await scopeAsync(async () => {
-      const [wm, wn, wk] = [8 * 128, 12 * 256, 2048];
+      const [wm, wn, wk] = [8 * 128, 12 * 256, 512];
       assert.ok(mk.matmulPolicy.wideMinWorkgroups <= 96);
+      const WA = randn(wm * wk, 963);
+      const WB = randn(wk * wn, 964);
       const wide = zeros([wm * wn]);
-      assert.ok(splitRuns(wm, wn, wk) > 1, 'main would cut this output');
-      assert.equal(mk.matmul(rt, { a: zeros([wm * wk]).buffer, b: zeros([wk * wn]).buffer, out: wide.buffer, m: wm, n: wn, k: wk }), 1, 'wide plain output');
+      assert.deepEqual(mk.matmul(rt, { a: tensor(WA).buffer, b: tensor(WB).buffer, out: wide.buffer, m: wm, n: wn, k: wk }), { runs: 1, stream: planStreamK(96, wk / 16, 1) }, 'wide plain output');
+      assertClose(await read(wide), ref.matmul({ a: WA, b: WB, m: wm, n: wn, k: wk }), { atol: 1e-3, rtol: 1e-4, label: 'streamed wide output' });
     });
   });
 });

@@ -233,12 +233,12 @@ async function benchTrained(rt: Runtime, s: MatmulShape, opts: MatmulBenchOption
     const once = () => {
       for (let i = 0; i < Math.max(widths.length, 1); i++) product(i);
     };
-    const split = product(0);
+    const cut = product(0);
     const err = await sampledError(rt, { ...s, ...first }, first.m, c, pa, pb);
     const ms = await timeProduct(rt, once, opts);
     return {
       kind: 'matmul', name: s.name, m: s.m, n: s.n, k: s.k, transA, transB, tile: TRAINED, auto: false,
-      vocab_chunks: widths.length || undefined, split_k: split,
+      vocab_chunks: widths.length || undefined, split_k: cut.runs, stream_k: cut.stream,
       ms, tflops: (2 * s.m * s.n * s.k) / (ms * 1e9), relErr: err, ok: err < MAX_ERROR.f32,
     };
   } finally {

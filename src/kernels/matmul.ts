@@ -4,7 +4,7 @@ import { bufferSize } from '../gpu/buffer_pool.ts';
 import { GpuError } from '../gpu/errors.ts';
 import type { Binding, Runtime } from '../gpu/runtime.ts';
 import { grid1d, uniforms } from './launch.ts';
-import { SPLIT_ALIGN, splitRuns } from './matmul_split_k.ts';
+import { SPLIT_ALIGN, planStreamK, splitRuns, type StreamKPlan } from './matmul_split_k.ts';
 
 export const MATMUL_ACTS = { none: 0, silu: 1, gelu: 2, relu: 3 } as const;
 export type MatmulAct = keyof typeof MATMUL_ACTS;
@@ -13,12 +13,17 @@ export type MatmulAct = keyof typeof MATMUL_ACTS;
  * Workgroup tile configurations: threads along N and M (each owning an 8 x TN block
  * of C, so the tile is 8*WG_Y x TN*WG_X) and the K slice (8 or 16). Workgroup memory
  * is one slice of each operand, BK x (BM + BN) floats (24 KiB for 128x256/k16).
+ * `resident`: workgroups one multiprocessor of the H200 runs at once, from the
+ * registers its driver's compiler gives each thread (nvdisasm of the pipeline cache:
+ * 223 on 128x256, 240 on 128x128/t16's 128 threads, 126 on 128x128/k16) out of 64K;
+ * stream-K (planStreamK) sizes its shares by it.
  */
 export const MATMUL_TILES = {
-  '128x256/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 16 },
-  '128x128/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 8 },
-  '128x128/k8': { WG_X: 16, WG_Y: 16, BK: 8, TN: 8 },
-  '64x64/k8': { WG_X: 8, WG_Y: 8, BK: 8, TN: 8 },
+  '128x256/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 16, resident: 1 },
+  '128x128/t16': { WG_X: 8, WG_Y: 16, BK: 16, TN: 16, resident: 2 },
+  '128x128/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 8, resident: 2 },
+  '128x128/k8': { WG_X: 16, WG_Y: 16, BK: 8, TN: 8, resident: 2 },
+  '64x64/k8': { WG_X: 8, WG_Y: 8, BK: 8, TN: 8, resident: 8 },
 } as const;
 
 /** Rows and columns of C one workgroup of `tile` computes. */
@@ -102,9 +107,21 @@ const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MAT
 // MLP weight gradients (26.8 against 24.4), grids of one to two waves of the larger
 // tile, but in training those are cut along K (matmul_split_k.ts). 128x256/k16 (8x16
 // per thread) leads on plain outputs with A as stored (matmulPolicy.wideLayouts).
+// 128x128/t16 (8x16 per thread, 128 threads) leads 128x128/k16 except with B
+// transposed (bigTile).
 const WIDE_TILE: WorkgroupTile = '128x256/k16';
-const BIG_TILE: WorkgroupTile = '128x128/k16';
+const BIG_TILE: WorkgroupTile = '128x128/t16';
+const BIG_TILE_NT: WorkgroupTile = '128x128/k16';
 const SMALL_TILE: WorkgroupTile = '64x64/k8';
+
+/**
+ * The 128x128 tile for `layout`. H200, f32 (lab, 2026-12-01), 4096 x 896 outputs
+ * streamed (stream-K), TFLOP/s on t16 against k16: the MLP's dX 43.3 against 41.3, the
+ * LM head's dX per 8,192-row chunk 45.1 against 42.3, its dW 45.0 against 44.2, 4096^3
+ * whole 45.8 against 43.2; but the MLP's forward down projection (B transposed) 40.9
+ * against 42.4.
+ */
+const bigTile = (layout: MatmulLayoutName): WorkgroupTile => (layout === 'nt' ? BIG_TILE_NT : BIG_TILE);
 const BIG_TILE_MIN_WORKGROUPS = 64;
 
 /**
@@ -162,7 +179,23 @@ export interface MatmulArgs {
    * default the launcher's choice.
    */
   splitK?: number;
+  /**
+   * Stream the first `tiles` output tiles' K slices over `shares` workgroups (stream-K,
+   * see planStreamK; shares more than tiles, one batch); by default the launcher's choice.
+   */
+  streamK?: StreamKPlan;
 }
+
+/**
+ * How `matmul` cut k: into `runs` runs summed afterwards (split-K; 1: not), or its
+ * first stream.tiles tiles into stream-K's shares.
+ */
+export interface MatmulCut {
+  runs: number;
+  stream?: StreamKPlan;
+}
+
+const UNCUT: MatmulCut = Object.freeze({ runs: 1 });
 
 /** Whether the skinny kernel can compute this product (see SKINNY_TILE). */
 export function skinnyFits(args: Pick<MatmulArgs, 'k' | 'batch' | 'transA' | 'transB' | 'offsetA' | 'offsetB'>): boolean {
@@ -215,7 +248,8 @@ function workgroups(tile: WorkgroupTile, m: number, n: number, batch: number): n
 }
 
 function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: number, layout: MatmulLayoutName, plain: boolean): WorkgroupTile {
-  if (!tileFits(rt, BIG_TILE)) return SMALL_TILE;
+  const big = bigTile(layout);
+  if (!tileFits(rt, big)) return SMALL_TILE;
   const p = matmulPolicy;
   // A product that `main` cuts along k keeps the 128x128 tile: H200, 2026-12-01, the
   // MLP's forward down projection (B transposed) in 8 runs ran 35.0 TFLOP/s on 128x256
@@ -224,9 +258,9 @@ function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: numb
   // way to whole 128x128 tiles, cut along k (H200, 2026-12-01: the MLP's dX, 4096 x 896
   // x 4,864, 38.5 TFLOP/s whole on 128x256 against 40.5 in 4 runs on 128x128).
   const wide = plain && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups &&
-    (wholeTiles(WIDE_TILE, m, n, k) || !wholeTiles(BIG_TILE, m, n, k));
+    (wholeTiles(WIDE_TILE, m, n, k) || !wholeTiles(big, m, n, k));
   if (wide && launcherRuns(rt, m, n, k, batch, tiledEntry(layout, plain, WIDE_TILE)) === 1) return WIDE_TILE;
-  return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
+  return workgroups(big, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? big : SMALL_TILE;
 }
 
 /**
@@ -332,9 +366,9 @@ export function matmulLayout(op: string, args: LayoutArgs): MatmulLayout {
 
 /**
  * Records C[b] = act(op(A[b]) @ op(B[b]) + bias) (or C[b] += ...) for b < batch.
- * Returns the runs of k it cut the product into (1: whole; see MatmulArgs.splitK).
+ * Returns how it cut k (MatmulCut).
  */
-export function matmul(rt: Runtime, args: MatmulArgs): number {
+export function matmul(rt: Runtime, args: MatmulArgs): MatmulCut {
   const { a, b, out, bias, residual } = args;
   const { m, n, k, batch, transA, transB, strideA, strideB, strideC, offsetA, offsetB, offsetC } = matmulLayout('matmul', args);
   const act = args.act ?? 'none';
@@ -344,7 +378,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   if (residual && accumulate) throw new GpuError('matmul: residual and accumulate both add to the result; pass one');
   if (batch > 1 && strideC < m * n) throw new GpuError(`matmul: batches of the output overlap (strideC ${strideC} < m*n ${m * n})`);
   if (args.splitK !== undefined && !(Number.isInteger(args.splitK) && args.splitK >= 1)) throw new GpuError(`matmul: splitK = ${args.splitK} is not a count of runs`);
-  if (m === 0 || n === 0 || batch === 0) return 1;
+  if (m === 0 || n === 0 || batch === 0) return UNCUT;
   const last = batch - 1;
   checkBuffer('A', a, offsetA + last * strideA + m * k);
   checkBuffer('B', b, offsetB + last * strideB + k * n);
@@ -357,7 +391,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   if (tile === SKINNY_TILE) {
     if (!skinnyFits(args)) throw new GpuError(`matmul: the ${SKINNY_TILE} tile needs transB without transA, batch 1, and k, offsetA, offsetB multiples of 4`);
     matmulSkinny(rt, { a, b, bias, residual, out, m, n, k, offsetA, offsetB, offsetC, act, accumulate });
-    return 1;
+    return UNCUT;
   }
   if (residual) throw new GpuError(`matmul: a residual needs the ${SKINNY_TILE} tile, not ${tile}`);
   const aligned = (row: number, offset: number, stride: number) => vec4Rows(row, offset, stride, batch);
@@ -365,7 +399,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   if (isPanels(tile)) {
     if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs a ${PANEL_BYTES}-byte uniform binding, this device offers ${rt.gpu.limits.maxUniformBufferBindingSize}`);
     matmulPanels(rt, tile, { ...args, batch, transA, transB, strideA, strideB, strideC, offsetA, offsetB, offsetC, act, accumulate }, vecC, aligned);
-    return 1;
+    return UNCUT;
   }
   if (!isWorkgroupTile(tile)) throw new GpuError(`matmul: unknown tile "${tile}"`);
   if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
@@ -384,14 +418,26 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   const shape = tileShape(tile);
   const tilesM = Math.ceil(m / shape.rows);
   const tilesN = Math.ceil(n / shape.cols);
-  const [gx, gy] = grid1d(tilesM * tilesN, 1);
   const splittable = batch === 1 && n % 4 === 0 && offA === 0 && offB === 0;
-  const runs = args.splitK ?? (splittable && args.tile === undefined ? launcherRuns(rt, m, n, k, batch, entry) : 1);
+  const chosen = splittable && args.tile === undefined && args.splitK === undefined && !rt.caps.compatibility;
+  const stream = args.streamK ?? (chosen && k > 0 ? planStreamK(tilesM * tilesN, Math.ceil(k / cfg.BK), cfg.resident) : undefined);
+  const runs = args.splitK ?? (chosen && !stream ? launcherRuns(rt, m, n, k, batch, entry) : 1);
+  if (args.splitK !== undefined && args.streamK !== undefined) throw new GpuError('matmul: splitK and streamK are two ways to cut k; pass one');
+  const cut: SplitRunArgs = { a: bindA, b: bindB, bias, out: bindC, m, n, k, transA, transB, vecA, vecB, vecC, offC, act, accumulate, tilesM, tilesN };
   // With k = 0 there is nothing to cut: the whole kernel writes the epilogue of zeros.
   if (runs > 1 && k > 0) {
     if (!splittable) throw new GpuError('matmul: split-K needs one batch, n a multiple of 4, and A and B at offsets the device can bind');
-    return matmulSplitRuns(rt, { a: bindA, b: bindB, bias, out: bindC, m, n, k, transA, transB, vecA, vecB, vecC, offC, act, accumulate, tilesM, tilesN }, tile, runs);
+    return { runs: matmulSplitRuns(rt, cut, tile, runs) };
   }
+  if (stream) {
+    if (!splittable) throw new GpuError('matmul: stream-K needs one batch, n a multiple of 4, and A and B at offsets the device can bind');
+    const { tiles, shares } = stream;
+    if (!(Number.isInteger(tiles) && Number.isInteger(shares) && tiles >= 1 && tiles <= tilesM * tilesN && shares > tiles)) {
+      throw new GpuError(`matmul: stream-K of ${tiles} of ${tilesM * tilesN} tiles over ${shares} shares; it needs at least one tile, at most all, and more shares than tiles`);
+    }
+  }
+  const first = stream && k > 0 ? stream.tiles : 0;
+  const partials = first > 0 ? matmulStreamTiles(rt, cut, tile, stream!) : undefined;
   const kernel = rt.kernel('matmul', entry, {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
@@ -412,12 +458,17 @@ export function matmul(rt: Runtime, args: MatmulArgs): number {
   // main_origins has no bias binding; in `main` it needs a buffer even without a bias
   // (A is read-only already).
   const buffers = [bindA, bindB, entry === 'main' ? (bias ?? a) : null, bindC];
-  for (let base = 0; base < batch; base += maxZ) {
-    const p = uniforms(13);
-    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offA, offB, offC, 0]);
+  const [gx, gy] = grid1d(tilesM * tilesN - first, 1);
+  for (let base = 0; base < batch && gx > 0; base += maxZ) {
+    const p = uniforms(15);
+    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offA, offB, offC, 0, first, 0]);
     rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
   }
-  return 1;
+  if (partials) {
+    streamKSum(rt, cut, tile, stream!, partials);
+    return { runs: 1, stream };
+  }
+  return UNCUT;
 }
 
 interface SplitRunArgs {
@@ -482,6 +533,55 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
   rt.dispatch(sum, [partials, null, r.bias ?? partials, r.out], q.u, grid1d((m * n) / 4, 256));
   rt.pool.release(partials);
   return used;
+}
+
+/**
+ * Stream-K's product (shaders/matmul.wgsl, `main` with STREAM): the first plan.tiles
+ * tiles' K slices, laid end to end, cut into plan.shares equal shares, each written as
+ * one or two partial tiles into pooled scratch, which it returns for streamKSum.
+ */
+function matmulStreamTiles(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, plan: StreamKPlan): GPUBuffer {
+  const cfg = MATMUL_TILES[tile];
+  const { rows, cols } = tileShape(tile);
+  const slices = Math.ceil(r.k / cfg.BK);
+  const bytes = 2 * plan.shares * rows * cols * 4;
+  if (bytes > rt.gpu.limits.maxStorageBufferBindingSize) {
+    throw new GpuError(`matmul: stream-K over ${plan.shares} shares needs ${bytes} bytes of partial tiles, over the ${rt.gpu.limits.maxStorageBufferBindingSize}-byte binding limit; ask for fewer shares`);
+  }
+  const partials = rt.pool.acquire(bytes, 'matmul stream-K partial tiles');
+  const product = rt.kernel('matmul', 'main', {
+    TRANS_A: Number(r.transA),
+    TRANS_B: Number(r.transB),
+    VEC_A: Number(r.vecA),
+    VEC_B: Number(r.vecB),
+    VEC_C: 1,
+    BASED: 0,
+    STREAM: 1,
+    WHOLE: Number(wholeTiles(tile, r.m, r.n, r.k)),
+    WG_X: cfg.WG_X,
+    WG_Y: cfg.WG_Y,
+    BK: cfg.BK,
+    TN: cfg.TN,
+  });
+  const p = uniforms(15);
+  p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, r.tilesM, r.tilesN, 0, 0, 0, Math.ceil((plan.tiles * slices) / plan.shares), 0, plan.tiles]);
+  // The bias binding is never read without BIAS; A is read-only already.
+  rt.dispatch(product, [r.a, r.b, r.a, partials], p.u, [...grid1d(plan.shares, 1), 1]);
+  return partials;
+}
+
+/** Stream-K's sum: the streamed tiles of C from their partial tiles, with the epilogue; releases them. */
+function streamKSum(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, plan: StreamKPlan, partials: GPUBuffer): void {
+  const cfg = MATMUL_TILES[tile];
+  const { rows, cols } = tileShape(tile);
+  const slices = Math.ceil(r.k / cfg.BK);
+  const sum = rt.kernel('matmul', 'stream_k_sum', {
+    BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate), VEC_C: Number(r.vecC), WG_X: cfg.WG_X, WG_Y: cfg.WG_Y, BK: cfg.BK, TN: cfg.TN,
+  });
+  const p = uniforms(15);
+  p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, r.tilesM, r.tilesN, 0, 0, r.offC, Math.ceil((plan.tiles * slices) / plan.shares), 0, plan.tiles]);
+  rt.dispatch(sum, [partials, null, r.bias ?? partials, r.out], p.u, grid1d((plan.tiles * rows * cols) / 4, 256));
+  rt.pool.release(partials);
 }
 
 type SkinnyArgs = Required<Pick<MatmulArgs, 'a' | 'b' | 'out' | 'm' | 'n' | 'k' | 'offsetA' | 'offsetB' | 'offsetC' | 'act' | 'accumulate'>> & Pick<MatmulArgs, 'bias' | 'residual'>;
@@ -632,7 +732,7 @@ export function matmulSkinnySwiglu(rt: Runtime, args: SkinnySwigluArgs): void {
   rt.dispatch(kernel, [a, gate, up, out, norm?.weight ?? a], params, grid);
 }
 
-type Resolved = Required<Omit<MatmulArgs, 'bias' | 'residual' | 'tile' | 'splitK'>> & Pick<MatmulArgs, 'bias'>;
+type Resolved = Required<Omit<MatmulArgs, 'bias' | 'residual' | 'tile' | 'splitK' | 'streamK'>> & Pick<MatmulArgs, 'bias'>;
 
 interface PanelScratch {
   a: GPUBuffer | null;

@@ -53,6 +53,53 @@ export const splitKPolicy = {
   maxChunks: 64,
 };
 
+export const streamKPolicy = {
+  /**
+   * Multiprocessors the GPU runs workgroups on: the H200's 132. WebGPU does not say how
+   * many a device has; elsewhere the shares only run in more rounds, each still even.
+   */
+  multiprocessors: 132,
+  /**
+   * Outputs whose whole tiles would leave less than this share of the GPU's time idle
+   * (in the last round of workgroups) stay whole. H200, f32 (lab, 2026-12-01): 4096^3
+   * on the wide tile, 3.9 rounds, 47.6 TFLOP/s whole against 46.6 streamed; an 8,192-row
+   * LM-head chunk's forward, 7.8 rounds, 43.3 against 42.3; the MLP's up projection,
+   * 4.6 rounds, 40.7 against 42.4.
+   */
+  minIdle: 0.05,
+  /** Fewest K slices per share, so a share's partial tile is not most of its traffic. */
+  minShareSlices: 16,
+};
+
+/** Tiles of an output streamed over `shares` workgroups (stream-K); the rest run whole. */
+export interface StreamKPlan {
+  tiles: number;
+  shares: number;
+}
+
+/**
+ * Stream-K for an output of `tiles` tiles of `slices` K slices each on a tile that runs
+ * `resident` workgroups per multiprocessor: the tiles left over by the full rounds of
+ * workgroups (all of them for an output smaller than one round) are laid end to end by
+ * their slices and shared evenly between up to one round of workgroups, each share at
+ * most one tile long (so it touches at most two tiles); the rest run whole. Undefined
+ * where whole tiles fill the GPU well enough. H200, f32 (lab, 2026-12-01), 4096 x 896
+ * outputs (0.85 of a round of 128x128 tiles) against their best split into runs: the
+ * MLP's forward down projection 42.4 against 40.0 TFLOP/s, its dX 43.3 against 42.3,
+ * the LM head's dX per 8,192-row chunk 45.1 against 44.5; weight gradients of 266 and
+ * 448 tiles (a round and 2 or 184 tiles) 41.6-45.0 against 37.9-42.2 in 8 runs.
+ */
+export function planStreamK(tiles: number, slices: number, resident: number, policy = streamKPolicy): StreamKPlan | undefined {
+  const round = policy.multiprocessors * resident;
+  const rounds = tiles / round;
+  const rest = tiles % round;
+  if (rest === 0 || (Math.ceil(rounds) - rounds) / Math.ceil(rounds) < policy.minIdle) return undefined;
+  const shares = Math.min(round, Math.floor((rest * slices) / policy.minShareSlices));
+  // A share per tile or fewer would be the whole tiles again.
+  if (shares <= rest) return undefined;
+  return { tiles: rest, shares };
+}
+
 /** Output edge of the tile the estimate counts workgroups in. */
 const TILE_EDGE = 128;
 /**
