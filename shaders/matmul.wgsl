@@ -8,7 +8,9 @@
 //
 // Entry points: `main`, the tiled product (below; VEC_C: C stored as vec4s, else
 // element by element; SPLIT_K: workgroup z sums only its run of k, into batch z of C,
-// for `split_k_sum` to add up), and `main_origins`, the same product in the form the
+// for `split_k_sum` to add up; STREAM: stream-K, each workgroup an even share of the
+// K slices of several tiles, into partial tiles for `stream_k_sum`), and
+// `main_origins`, the same product in the form the
 // plain layout runs fastest in (after it); `skinny` for products of a few rows by a weight stored [N, K]
 // (decoding, at the end; with `skinny_concat` and `skinny_swiglu`, which fold a decode
 // step's neighbouring operations into it); `pack` and `panels` for the software GPU
@@ -402,8 +404,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     let m0 = (first_m + in_group % group_m) * BM;
     let n0 = (in_group / group_m) * BN;
 
-    // Zeroed by assignment: declared here, in the loop, the H200's second segments
-    // started from the first one's sums (the declaration's zero initialiser ran once).
+    // Zeroed by assignment: declared here, in the loop, its zero initialiser did not run
+    // again on the H200 (Vulkan), whose second segments started from the first one's
+    // sums; the software GPU (OpenGL) re-zeroed it.
     acc = array<vec4f, 32>();
     // The slice in flight; the load blocks below are the same code (the first slice,
     // then slice t + 1 while slice t is multiplied).

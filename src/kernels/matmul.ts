@@ -492,6 +492,25 @@ interface SplitRunArgs {
   tilesN: number;
 }
 
+/** `main` for a product cut along k (`form`: runs or stream-K shares) into partial sums, without the epilogue. */
+function cutProduct(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, form: 'SPLIT_K' | 'STREAM'): ReturnType<Runtime['kernel']> {
+  const cfg = MATMUL_TILES[tile];
+  return rt.kernel('matmul', 'main', {
+    TRANS_A: Number(r.transA),
+    TRANS_B: Number(r.transB),
+    VEC_A: Number(r.vecA),
+    VEC_B: Number(r.vecB),
+    VEC_C: 1,
+    BASED: 0,
+    [form]: 1,
+    WHOLE: Number(wholeTiles(tile, r.m, r.n, r.k)),
+    WG_X: cfg.WG_X,
+    WG_Y: cfg.WG_Y,
+    BK: cfg.BK,
+    TN: cfg.TN,
+  });
+}
+
 /**
  * One product (A and B bound at their origin) with k cut into `runs` runs: `main` with
  * SPLIT_K writes each run's partial sums into pooled scratch [runs, m, n], then
@@ -509,20 +528,7 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
     throw new GpuError(`matmul: ${used} split-K runs of a ${m}x${n} output need ${bytes} bytes of partial sums, over the ${rt.gpu.limits.maxStorageBufferBindingSize}-byte binding limit; ask for fewer runs`);
   }
   const partials = rt.pool.acquire(bytes, 'matmul split-K partial sums');
-  const product = rt.kernel('matmul', 'main', {
-    TRANS_A: Number(r.transA),
-    TRANS_B: Number(r.transB),
-    VEC_A: Number(r.vecA),
-    VEC_B: Number(r.vecB),
-    VEC_C: 1,
-    BASED: 0,
-    SPLIT_K: 1,
-    WHOLE: Number(wholeTiles(tile, m, n, k)),
-    WG_X: cfg.WG_X,
-    WG_Y: cfg.WG_Y,
-    BK: cfg.BK,
-    TN: cfg.TN,
-  });
+  const product = cutProduct(rt, r, tile, 'SPLIT_K');
   const p = uniforms(13);
   p.u.set([m, n, k, 0, 0, 0, m * n, tilesM, tilesN, 0, 0, 0, kc]);
   // The bias binding is never read without BIAS; A is read-only already.
@@ -549,20 +555,7 @@ function matmulStreamTiles(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, pl
     throw new GpuError(`matmul: stream-K over ${plan.shares} shares needs ${bytes} bytes of partial tiles, over the ${rt.gpu.limits.maxStorageBufferBindingSize}-byte binding limit; ask for fewer shares`);
   }
   const partials = rt.pool.acquire(bytes, 'matmul stream-K partial tiles');
-  const product = rt.kernel('matmul', 'main', {
-    TRANS_A: Number(r.transA),
-    TRANS_B: Number(r.transB),
-    VEC_A: Number(r.vecA),
-    VEC_B: Number(r.vecB),
-    VEC_C: 1,
-    BASED: 0,
-    STREAM: 1,
-    WHOLE: Number(wholeTiles(tile, r.m, r.n, r.k)),
-    WG_X: cfg.WG_X,
-    WG_Y: cfg.WG_Y,
-    BK: cfg.BK,
-    TN: cfg.TN,
-  });
+  const product = cutProduct(rt, r, tile, 'STREAM');
   const p = uniforms(15);
   p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, r.tilesM, r.tilesN, 0, 0, 0, Math.ceil((plan.tiles * slices) / plan.shares), 0, plan.tiles]);
   // The bias binding is never read without BIAS; A is read-only already.

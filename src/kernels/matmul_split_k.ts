@@ -5,11 +5,18 @@
 // products took 125 of the bundled model's 302 ms training step. Split, k is cut into
 // runs whose partial sums [runs, m, n] are added up afterwards.
 //
-// Two forms, one per kernel family:
-// - The f32 tiled kernel cuts k itself (SPLIT_K in shaders/matmul.wgsl): workgroup z of
-//   one dispatch walks run z of k, addressed through the operands' full row lengths, so
-//   every layout splits, and `split_k_sum` adds the runs and applies the epilogue (bias,
-//   activation, accumulation). The launcher (matmul.ts) takes it where splitRuns says.
+// Three forms:
+// - Stream-K, on the f32 tiled kernel (STREAM in shaders/matmul.wgsl): where whole
+//   tiles would leave much of the GPU idle (fewer tiles than it runs at once, or a
+//   mostly empty last round), those tiles' K slices are laid end to end and shared
+//   evenly between one round of workgroups; `stream_k_sum` adds each tile's partial
+//   tiles and applies the epilogue. The launcher (matmul.ts) takes it where planStreamK
+//   says, on real GPUs.
+// - Runs, on the same kernel (SPLIT_K): workgroup z of one dispatch walks run z of k,
+//   addressed through the operands' full row lengths, so every layout splits, and
+//   `split_k_sum` adds the runs and applies the epilogue (bias, activation,
+//   accumulation). The launcher takes it where splitRuns says and stream-K does not
+//   apply, or where a caller asks for runs.
 // - The tensor-core kernel runs the chunks as the batches of one batched product, which
 //   only the weight-gradient layout allows (transA, not transB: a chunk of k is a
 //   contiguous run of rows of both operands, addressed with an offset and a stride),
