@@ -134,6 +134,7 @@ describe('matmul kernel', () => {
     await check({ m: 150, n: 100, k: 64, offsetC: 8, tile: '64x64/k8', streamK: { tiles: 6, shares: 7 }, label: 'output at an offset' });
     await check({ m: 256, n: 128, k: 80, transB: true, tile: '128x128/k16', streamK: { tiles: 2, shares: 3 }, label: 'whole tiles, shares of 4 of 5 slices' });
     await check({ m: 128, n: 256, k: 48, tile: '128x256/k16', streamK: { tiles: 1, shares: 2 }, label: 'the wide tile' });
+    await check({ m: 256, n: 256, k: 48, tile: '128x256/k16', streamK: { tiles: 1, shares: 2 }, label: 'the wide tile, its whole tile on main_origins' });
     await check({ m: 128, n: 128, k: 48, transA: true, tile: '128x128/t16', streamK: { tiles: 1, shares: 3 }, label: 'the 8x16 block on a 128x128 tile' });
   });
 
@@ -145,6 +146,7 @@ describe('matmul kernel', () => {
     assert.throws(() => mk.matmul(rt, { ...args, streamK: { tiles: 2, shares: 3 } }), /at most all/);
     assert.throws(() => mk.matmul(rt, { ...args, streamK: { tiles: 1, shares: 2 }, splitK: 2 }), /pass one/);
     assert.throws(() => mk.matmul(rt, { ...args, n: 62, streamK: { tiles: 1, shares: 2 } }), /n a multiple of 4/);
+    assert.throws(() => mk.matmul(rt, { ...args, tile: 'panels/k32', streamK: { tiles: 1, shares: 2 } }), /stream-K runs on the workgroup tiles, not panels\/k32/);
   });
 
   test('batched, with per-batch operands, a broadcast (stride 0) operand and offsets', slow, async () => {

@@ -388,6 +388,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): MatmulCut {
 
   const tile = args.tile ?? autoTile(rt, args);
   if ((args.splitK ?? 1) > 1 && !isWorkgroupTile(tile)) throw new GpuError(`matmul: split-K runs on the workgroup tiles, not ${tile}`);
+  if (args.streamK && !isWorkgroupTile(tile)) throw new GpuError(`matmul: stream-K runs on the workgroup tiles, not ${tile}`);
   if (tile === SKINNY_TILE) {
     if (!skinnyFits(args)) throw new GpuError(`matmul: the ${SKINNY_TILE} tile needs transB without transA, batch 1, and k, offsetA, offsetB multiples of 4`);
     matmulSkinny(rt, { a, b, bias, residual, out, m, n, k, offsetA, offsetB, offsetC, act, accumulate });
