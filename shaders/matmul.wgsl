@@ -613,6 +613,7 @@ fn stream_k_sum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
   for (var w = first / p.k_split; w <= last / p.k_split; w++) {
     sum += a[(2u * w + select(0u, 1u, w * p.k_split < first)) * per_tile + e];
   }
+  // The tile's origin by `main`'s walk (written out in each entry point; see store_tile).
   let tile = p.tile_base + t;
   let per_group = GROUP_M * p.tiles_n;
   let first_m = (tile / per_group) * GROUP_M;

@@ -378,6 +378,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): MatmulCut {
   if (residual && accumulate) throw new GpuError('matmul: residual and accumulate both add to the result; pass one');
   if (batch > 1 && strideC < m * n) throw new GpuError(`matmul: batches of the output overlap (strideC ${strideC} < m*n ${m * n})`);
   if (args.splitK !== undefined && !(Number.isInteger(args.splitK) && args.splitK >= 1)) throw new GpuError(`matmul: splitK = ${args.splitK} is not a count of runs`);
+  if (args.splitK !== undefined && args.streamK !== undefined) throw new GpuError('matmul: splitK and streamK are two ways to cut k; pass one');
   if (m === 0 || n === 0 || batch === 0) return UNCUT;
   const last = batch - 1;
   checkBuffer('A', a, offsetA + last * strideA + m * k);
@@ -423,7 +424,6 @@ export function matmul(rt: Runtime, args: MatmulArgs): MatmulCut {
   const chosen = splittable && args.tile === undefined && args.splitK === undefined && !rt.caps.compatibility;
   const stream = args.streamK ?? (chosen && k > 0 ? planStreamK(tilesM * tilesN, Math.ceil(k / cfg.BK), cfg.resident) : undefined);
   const runs = args.splitK ?? (chosen && !stream ? launcherRuns(rt, m, n, k, batch, entry) : 1);
-  if (args.splitK !== undefined && args.streamK !== undefined) throw new GpuError('matmul: splitK and streamK are two ways to cut k; pass one');
   const cut: SplitRunArgs = { a: bindA, b: bindB, bias, out: bindC, m, n, k, transA, transB, vecA, vecB, vecC, offC, act, accumulate, tilesM, tilesN };
   // With k = 0 there is nothing to cut: the whole kernel writes the epilogue of zeros.
   if (runs > 1 && k > 0) {
@@ -437,38 +437,41 @@ export function matmul(rt: Runtime, args: MatmulArgs): MatmulCut {
       throw new GpuError(`matmul: stream-K of ${tiles} of ${tilesM * tilesN} tiles over ${shares} shares; it needs at least one tile, at most all, and more shares than tiles`);
     }
   }
-  const first = stream && k > 0 ? stream.tiles : 0;
-  const partials = first > 0 ? matmulStreamTiles(rt, cut, tile, stream!) : undefined;
-  const kernel = rt.kernel('matmul', entry, {
-    TRANS_A: Number(transA),
-    TRANS_B: Number(transB),
-    VEC_A: Number(vecA),
-    VEC_B: Number(vecB),
-    BIAS: Number(!!bias),
-    ACT: MATMUL_ACTS[act],
-    ACCUM: Number(accumulate),
-    VEC_C: Number(vecC),
-    BASED: Number(batch > 1 || offA > 0 || offB > 0 || offC > 0),
-    WHOLE: Number(wholeTiles(tile, m, n, k)),
-    WG_X: cfg.WG_X,
-    WG_Y: cfg.WG_Y,
-    BK: cfg.BK,
-    TN: cfg.TN,
-  });
-  const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
-  // main_origins has no bias binding; in `main` it needs a buffer even without a bias
-  // (A is read-only already).
-  const buffers = [bindA, bindB, entry === 'main' ? (bias ?? a) : null, bindC];
-  const [gx, gy] = grid1d(tilesM * tilesN - first, 1);
-  for (let base = 0; base < batch && gx > 0; base += maxZ) {
-    const p = uniforms(15);
-    p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offA, offB, offC, 0, first, 0]);
-    rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
-  }
-  if (partials) {
-    streamKSum(rt, cut, tile, stream!, partials);
+  // The tiles from `first` on, whole: all of them, or those stream-K leaves.
+  const recordWhole = (first: number) => {
+    const [gx, gy] = grid1d(tilesM * tilesN - first, 1);
+    if (gx === 0) return;
+    const kernel = rt.kernel('matmul', entry, {
+      TRANS_A: Number(transA),
+      TRANS_B: Number(transB),
+      VEC_A: Number(vecA),
+      VEC_B: Number(vecB),
+      BIAS: Number(!!bias),
+      ACT: MATMUL_ACTS[act],
+      ACCUM: Number(accumulate),
+      VEC_C: Number(vecC),
+      BASED: Number(batch > 1 || offA > 0 || offB > 0 || offC > 0),
+      WHOLE: Number(wholeTiles(tile, m, n, k)),
+      WG_X: cfg.WG_X,
+      WG_Y: cfg.WG_Y,
+      BK: cfg.BK,
+      TN: cfg.TN,
+    });
+    const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
+    // main_origins has no bias binding; in `main` it needs a buffer even without a bias
+    // (A is read-only already).
+    const buffers = [bindA, bindB, entry === 'main' ? (bias ?? a) : null, bindC];
+    for (let base = 0; base < batch; base += maxZ) {
+      const p = uniforms(15);
+      p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offA, offB, offC, 0, first, 0]);
+      rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
+    }
+  };
+  if (stream && k > 0) {
+    matmulStream(rt, cut, tile, stream, () => recordWhole(stream.tiles));
     return { runs: 1, stream };
   }
+  recordWhole(0);
   return UNCUT;
 }
 
@@ -543,37 +546,29 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
 }
 
 /**
- * Stream-K's product (shaders/matmul.wgsl, `main` with STREAM): the first plan.tiles
- * tiles' K slices, laid end to end, cut into plan.shares equal shares, each written as
- * one or two partial tiles into pooled scratch, which it returns for streamKSum.
+ * Stream-K (shaders/matmul.wgsl, `main` with STREAM): the first plan.tiles tiles' K
+ * slices, laid end to end, cut into plan.shares equal shares, each written as one or two
+ * partial tiles into pooled scratch; then `whole` records the other tiles; then
+ * `stream_k_sum` adds each streamed tile's partial tiles into C with the epilogue.
  */
-function matmulStreamTiles(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, plan: StreamKPlan): GPUBuffer {
+function matmulStream(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, plan: StreamKPlan, whole: () => void): void {
   const cfg = MATMUL_TILES[tile];
   const { rows, cols } = tileShape(tile);
-  const slices = Math.ceil(r.k / cfg.BK);
   const bytes = 2 * plan.shares * rows * cols * 4;
   if (bytes > rt.gpu.limits.maxStorageBufferBindingSize) {
     throw new GpuError(`matmul: stream-K over ${plan.shares} shares needs ${bytes} bytes of partial tiles, over the ${rt.gpu.limits.maxStorageBufferBindingSize}-byte binding limit; ask for fewer shares`);
   }
   const partials = rt.pool.acquire(bytes, 'matmul stream-K partial tiles');
-  const product = cutProduct(rt, r, tile, 'STREAM');
-  const p = uniforms(15);
-  p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, r.tilesM, r.tilesN, 0, 0, 0, Math.ceil((plan.tiles * slices) / plan.shares), 0, plan.tiles]);
-  // The bias binding is never read without BIAS; A is read-only already.
-  rt.dispatch(product, [r.a, r.b, r.a, partials], p.u, [...grid1d(plan.shares, 1), 1]);
-  return partials;
-}
-
-/** Stream-K's sum: the streamed tiles of C from their partial tiles, with the epilogue; releases them. */
-function streamKSum(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, plan: StreamKPlan, partials: GPUBuffer): void {
-  const cfg = MATMUL_TILES[tile];
-  const { rows, cols } = tileShape(tile);
   const slices = Math.ceil(r.k / cfg.BK);
+  // One uniform for both dispatches: the product never reads offset_c.
+  const p = uniforms(15);
+  p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, r.tilesM, r.tilesN, 0, 0, r.offC, Math.ceil((plan.tiles * slices) / plan.shares), 0, plan.tiles]);
+  // The bias binding is never read without BIAS; A is read-only already.
+  rt.dispatch(cutProduct(rt, r, tile, 'STREAM'), [r.a, r.b, r.a, partials], p.u, [...grid1d(plan.shares, 1), 1]);
+  whole();
   const sum = rt.kernel('matmul', 'stream_k_sum', {
     BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate), VEC_C: Number(r.vecC), WG_X: cfg.WG_X, WG_Y: cfg.WG_Y, BK: cfg.BK, TN: cfg.TN,
   });
-  const p = uniforms(15);
-  p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, r.tilesM, r.tilesN, 0, 0, r.offC, Math.ceil((plan.tiles * slices) / plan.shares), 0, plan.tiles]);
   rt.dispatch(sum, [partials, null, r.bias ?? partials, r.out], p.u, grid1d((plan.tiles * rows * cols) / 4, 256));
   rt.pool.release(partials);
 }
