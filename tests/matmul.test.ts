@@ -244,8 +244,8 @@ describe('matmul kernel', () => {
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x128/t16', '896 columns are 3.5 wide tiles but 7 whole 128x128 ones');
     assert.equal(mk.chooseTile(hardware, 4000, 900, 1, 4864, 'nn'), '128x256/k16', 'neither tile divides the output: the wide one');
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn', false), '128x128/t16', 'an epilogue takes main and its 128x128 tile');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/k16', 'B transposed on a small output: the 128x128 tile of 8x8 blocks');
-    assert.equal(mk.chooseTile(hardware, 4096, 4864, 1, 896, 'nt'), '128x256/k16', 'B transposed on a large output: whole, on the wide tile');
+    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/t16', 'B transposed on a small output');
+    assert.equal(mk.chooseTile(hardware, 4096, 4864, 1, 896, 'nt'), '128x128/t16', 'B transposed on a large output: not the wide tile');
     assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'tn'), '128x128/t16');
     assert.equal(mk.chooseTile(hardware, 1024, 1024, 1, 1024, 'nn'), '128x128/t16', 'a grid of 32 128x256 tiles is too few');
     assert.equal(mk.chooseTile(hardware, 2048, 896, 1, 30464, 'nn'), '128x128/t16', 'a small plain output goes to main, cut along k');

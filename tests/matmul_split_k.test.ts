@@ -44,7 +44,12 @@ describe('split-K weight-gradient products', () => {
     assert.equal(planStreamK(264, 256, 2), undefined);
     // Too few slices for shares longer than minShareSlices, more of them than tiles.
     assert.equal(planStreamK(4, 4, 2), undefined);
-    for (const [tiles, slices, resident] of [[7, 100, 2], [300, 17, 1], [1, 16 * 3, 8]]) {
+    // Shares not short enough to pay for themselves: the MLP's 4096 x 4864 on 128x128
+    // (four rounds of 264, then 160 tiles of 56 slices in shares of 34), and 36 tiles of
+    // 17 slices over 38 shares.
+    assert.equal(planStreamK(1216, 56, 2), undefined);
+    assert.equal(planStreamK(300, 17, 1), undefined);
+    for (const [tiles, slices, resident] of [[7, 100, 2], [300, 64, 1], [1, 16 * 40, 8]]) {
       const plan = planStreamK(tiles, slices, resident);
       assert.ok(plan, `${tiles} tiles of ${slices} slices`);
       assert.ok(plan.shares > plan.tiles && Math.ceil((plan.tiles * slices) / plan.shares) <= slices, 'a share spans at most one tile');
@@ -152,8 +157,9 @@ describe('split-K weight-gradient products', () => {
     // The wide tile's plain output, 96 tiles (under one round of 132): streamed whole-tile
     // shares on main_origins' tile.
     await scopeAsync(async () => {
-      const [wm, wn, wk] = [8 * 128, 12 * 256, 512];
+      const [wm, wn, wk] = [8 * 128, 12 * 256, 2048];
       assert.ok(mk.matmulPolicy.wideMinWorkgroups <= 96);
+      assert.ok(planStreamK(96, wk / 16, 1));
       const WA = randn(wm * wk, 963);
       const WB = randn(wk * wn, 964);
       const wide = zeros([wm * wn]);

@@ -73,16 +73,17 @@ export const matmulPolicy = {
   originLayouts: ['nn'] as MatmulLayoutName[],
   /**
    * Layouts whose plain outputs take the 128x256 tile when its grid has at least
-   * wideMinWorkgroups workgroups. B transposed (`main`), H200 2026-12-01 after the
-   * tile swizzle: mlp up 4096x4864x896 40.6 against 39.3 on 128x128, the LM head
-   * 45.1 against 43.8, an 8,192-column vocabulary chunk of it 42.7 against 41.3.
-   * Smaller grids of the plain layout go to `main`, cut along k where splitRuns says
+   * wideMinWorkgroups workgroups. Not B transposed since its tiles' k-rows are skewed
+   * rather than XOR-swizzled (shaders/matmul.wgsl): H200, 2026-12-02, lab, two passes,
+   * TFLOP/s on 128x128/t16 against 128x256: the MLP's up projection 4096 x 4,864 x 896
+   * whole 43.5, 43.5 against 40.9, 41.6 (43.5, 42.7 streamed), an LM-head vocabulary
+   * chunk 4096 x 30,464 x 896 47.4, 47.3 against 45.9, 45.7. Smaller grids of the plain layout go to `main`, cut along k where splitRuns says
    * (H200, 2026-12-01, whole on `main_origins` -> in runs on `main`: 2048 x 896 x
    * 30,464 27.2 -> 34.5-38.9, 1024 x 896 x 30,464 14.2 -> 34.3, 2048 x 896 x 4,864
    * 26.8 -> 32.0-34.7, 1024^3 17.1 -> 30.4); at 128 workgroups the wide tile whole
    * still leads (the MLP's dX, 4096 x 896 x 4,864: 37.2 against 35.2 in 8 runs).
    */
-  wideLayouts: ['nn', 'nt'] as MatmulLayoutName[],
+  wideLayouts: ['nn'] as MatmulLayoutName[],
   wideMinWorkgroups: 96,
 };
 
@@ -106,22 +107,15 @@ const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MAT
 // the 64-tile from 2048^3 up; the 64-tile leads on 1024^3 (18.3 against 14.8) and the
 // MLP weight gradients (26.8 against 24.4), grids of one to two waves of the larger
 // tile, but in training those are cut along K (matmul_split_k.ts). 128x256/k16 (8x16
-// per thread) leads on plain outputs with A as stored (matmulPolicy.wideLayouts).
-// 128x128/t16 (8x16 per thread, 128 threads) leads 128x128/k16 except with B
-// transposed (bigTile).
+// per thread) leads on plain outputs of the plain layout (matmulPolicy.wideLayouts).
+// 128x128/t16 (8x16 per thread, 128 threads) leads 128x128/k16. H200, f32, 4096 x 896
+// outputs streamed (stream-K), TFLOP/s on t16 against k16: the MLP's dX 43.3 against
+// 41.3, the LM head's dX per 8,192-row chunk 45.1 against 42.3, its dW 45.0 against
+// 44.2, 4096^3 whole 45.8 against 43.2 (lab, 2026-12-01); the MLP's forward down
+// projection (B transposed) 43.4, 44.5 against 43.0, 43.0 (2026-12-02, skewed tiles).
 const WIDE_TILE: WorkgroupTile = '128x256/k16';
 const BIG_TILE: WorkgroupTile = '128x128/t16';
-const BIG_TILE_NT: WorkgroupTile = '128x128/k16';
 const SMALL_TILE: WorkgroupTile = '64x64/k8';
-
-/**
- * The 128x128 tile for `layout`. H200, f32 (lab, 2026-12-01), 4096 x 896 outputs
- * streamed (stream-K), TFLOP/s on t16 against k16: the MLP's dX 43.3 against 41.3, the
- * LM head's dX per 8,192-row chunk 45.1 against 42.3, its dW 45.0 against 44.2, 4096^3
- * whole 45.8 against 43.2; but the MLP's forward down projection (B transposed) 40.9
- * against 42.4.
- */
-const bigTile = (layout: MatmulLayoutName): WorkgroupTile => (layout === 'nt' ? BIG_TILE_NT : BIG_TILE);
 const BIG_TILE_MIN_WORKGROUPS = 64;
 
 /**
@@ -248,8 +242,7 @@ function workgroups(tile: WorkgroupTile, m: number, n: number, batch: number): n
 }
 
 function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: number, layout: MatmulLayoutName, plain: boolean): WorkgroupTile {
-  const big = bigTile(layout);
-  if (!tileFits(rt, big)) return SMALL_TILE;
+  if (!tileFits(rt, BIG_TILE)) return SMALL_TILE;
   const p = matmulPolicy;
   // A product that `main` cuts along k keeps the 128x128 tile: H200, 2026-12-01, the
   // MLP's forward down projection (B transposed) in 8 runs ran 35.0 TFLOP/s on 128x256
@@ -258,9 +251,9 @@ function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: numb
   // way to whole 128x128 tiles, cut along k (H200, 2026-12-01: the MLP's dX, 4096 x 896
   // x 4,864, 38.5 TFLOP/s whole on 128x256 against 40.5 in 4 runs on 128x128).
   const wide = plain && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups &&
-    (wholeTiles(WIDE_TILE, m, n, k) || !wholeTiles(big, m, n, k));
+    (wholeTiles(WIDE_TILE, m, n, k) || !wholeTiles(BIG_TILE, m, n, k));
   if (wide && launcherRuns(rt, m, n, k, batch, tiledEntry(layout, plain, WIDE_TILE)) === 1) return WIDE_TILE;
-  return workgroups(big, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? big : SMALL_TILE;
+  return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
 
 /**

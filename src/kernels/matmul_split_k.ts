@@ -76,6 +76,19 @@ export const streamKPolicy = {
   minIdle: 0.05,
   /** Fewest K slices per share, so a share's partial tile is not most of its traffic. */
   minShareSlices: 16,
+  /**
+   * What streaming costs beyond the work itself (a second dispatch, each share's start
+   * and partial tiles, the sum), in K slices of one workgroup's time per workgroup
+   * resident on a multiprocessor: outputs stream only where their shares end the last
+   * round at least this much sooner than whole tiles would. Fitted to the H200 (lab,
+   * 2026-12-02, TFLOP/s whole against streamed, three passes): the MLP's up projection
+   * on 128x128/t16, two per multiprocessor, 1,216 tiles of 56 slices, shares of 34, 42.5 /
+   * 42.8 / 42.3 against 41.9 / 41.9 / 41.2; the same product with B as stored on the
+   * 128x256 tile, one per multiprocessor, 608 tiles, shares of 34 again, 42.1 / 43.5
+   * against 44.3 / 44.8 (call 2); an LM-head dW chunk on 128x128/t16, shares of 80
+   * where whole tiles take 256, 44.2 / 44.2 / 44.1 against 48.0 / 47.8 / 47.5.
+   */
+  shareCostSlices: 16,
 };
 
 /** Tiles of an output streamed over `shares` workgroups (stream-K); the rest run whole. */
@@ -90,7 +103,8 @@ export interface StreamKPlan {
  * workgroups (all of them for an output smaller than one round) are laid end to end by
  * their slices and shared evenly between up to one round of workgroups, each share at
  * most one tile long (so it touches at most two tiles); the rest run whole. Undefined
- * where whole tiles fill the GPU well enough. H200, f32 (lab, 2026-12-01), 4096 x 896
+ * where whole tiles fill the GPU well enough, or where the shares would not be short
+ * enough against a whole tile to pay for themselves (streamKPolicy.shareCostSlices). H200, f32 (lab, 2026-12-01), 4096 x 896
  * outputs (0.85 of a round of 128x128 tiles) against their best split into runs: the
  * MLP's forward down projection 42.4 against 40.0 TFLOP/s, its dX 43.3 against 42.3,
  * the LM head's dX per 8,192-row chunk 45.1 against 44.5; weight gradients of 266 and
@@ -104,6 +118,7 @@ export function planStreamK(tiles: number, slices: number, resident: number, pol
   const shares = Math.min(round, Math.floor((rest * slices) / policy.minShareSlices));
   // A share per tile or fewer would be the whole tiles again.
   if (shares <= rest) return undefined;
+  if (slices - Math.ceil((rest * slices) / shares) < policy.shareCostSlices * resident) return undefined;
   return { tiles: rest, shares };
 }
 
