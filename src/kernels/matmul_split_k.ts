@@ -85,7 +85,7 @@ export const streamKPolicy = {
    * on 128x128/t16, two per multiprocessor, 1,216 tiles of 56 slices, shares of 34, 42.5 /
    * 42.8 / 42.3 against 41.9 / 41.9 / 41.2; the same product with B as stored on the
    * 128x256 tile, one per multiprocessor, 608 tiles, shares of 34 again, 42.1 / 43.5
-   * against 44.3 / 44.8 (call 2); an LM-head dW chunk on 128x128/t16, shares of 80
+   * against 44.3 / 44.8; an LM-head dW chunk on 128x128/t16, shares of 80
    * where whole tiles take 256, 44.2 / 44.2 / 44.1 against 48.0 / 47.8 / 47.5.
    */
   shareCostSlices: 16,
