@@ -28,12 +28,11 @@
 // at one k are one vec4; an operand stored with k along its rows (A as stored, B
 // transposed) is transposed on its way in, each group of 4 k-rows shifted along by a
 // few vec4s (`skew`) so those scalar stores do not collide in a bank. K advances BK (8
-// or 16) at a time through one workgroup-memory
-// stage: the next slice is loaded into registers while the current one is
-// multiplied, and written after the barrier that ends it. The multiply is written out
-// one k at a time (calls with constant k): left as a loop, the same kernel ran 8-12%
-// slower on the H200. Workgroups walk output tiles in groups of GROUP_M
-// tile rows, so those running at once share A and B panels in L2.
+// or 16) at a time through one workgroup-memory stage: the next slice is loaded into
+// registers while the current one is multiplied, and written after the barrier that
+// ends it. The multiply is written out one k at a time (calls with constant k): left as
+// a loop, the same kernel ran 8-12% slower on the H200. Workgroups walk output tiles in
+// groups of GROUP_M tile rows, so those running at once share A and B panels in L2.
 
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
