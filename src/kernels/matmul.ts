@@ -77,11 +77,12 @@ export const matmulPolicy = {
    * rather than XOR-swizzled (shaders/matmul.wgsl): H200, 2026-12-02, lab, two passes,
    * TFLOP/s on 128x128/t16 against 128x256: the MLP's up projection 4096 x 4,864 x 896
    * whole 43.5, 43.5 against 40.9, 41.6 (43.5, 42.7 streamed), an LM-head vocabulary
-   * chunk 4096 x 30,464 x 896 47.4, 47.3 against 45.9, 45.7. Smaller grids of the plain layout go to `main`, cut along k where splitRuns says
-   * (H200, 2026-12-01, whole on `main_origins` -> in runs on `main`: 2048 x 896 x
-   * 30,464 27.2 -> 34.5-38.9, 1024 x 896 x 30,464 14.2 -> 34.3, 2048 x 896 x 4,864
-   * 26.8 -> 32.0-34.7, 1024^3 17.1 -> 30.4); at 128 workgroups the wide tile whole
-   * still leads (the MLP's dX, 4096 x 896 x 4,864: 37.2 against 35.2 in 8 runs).
+   * chunk 4096 x 30,464 x 896 47.4, 47.3 against 45.9, 45.7. Smaller grids of the
+   * plain layout go to `main`, cut along k where splitRuns says (H200, 2026-12-01,
+   * whole on `main_origins` -> in runs on `main`: 2048 x 896 x 30,464 27.2 ->
+   * 34.5-38.9, 1024 x 896 x 30,464 14.2 -> 34.3, 2048 x 896 x 4,864 26.8 -> 32.0-34.7,
+   * 1024^3 17.1 -> 30.4); at 128 workgroups the wide tile whole still leads (the MLP's
+   * dX, 4096 x 896 x 4,864: 37.2 against 35.2 in 8 runs).
    */
   wideLayouts: ['nn'] as MatmulLayoutName[],
   wideMinWorkgroups: 96,
@@ -435,20 +436,9 @@ export function matmul(rt: Runtime, args: MatmulArgs): MatmulCut {
     const [gx, gy] = grid1d(tilesM * tilesN - first, 1);
     if (gx === 0) return;
     const kernel = rt.kernel('matmul', entry, {
-      TRANS_A: Number(transA),
-      TRANS_B: Number(transB),
-      VEC_A: Number(vecA),
-      VEC_B: Number(vecB),
-      BIAS: Number(!!bias),
-      ACT: MATMUL_ACTS[act],
-      ACCUM: Number(accumulate),
-      VEC_C: Number(vecC),
+      ...productConstants(tile, cut),
+      ...epilogueConstants(cut),
       BASED: Number(batch > 1 || offA > 0 || offB > 0 || offC > 0),
-      WHOLE: Number(wholeTiles(tile, m, n, k)),
-      WG_X: cfg.WG_X,
-      WG_Y: cfg.WG_Y,
-      BK: cfg.BK,
-      TN: cfg.TN,
     });
     const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
     // main_origins has no bias binding; in `main` it needs a buffer even without a bias
@@ -489,23 +479,32 @@ interface SplitRunArgs {
   tilesN: number;
 }
 
+/** The tile's sizes as the tiled kernel's overrides (its MATMUL_TILES entry less `resident`). */
+function tileConstants(tile: WorkgroupTile): Record<string, number> {
+  const { WG_X, WG_Y, BK, TN } = MATMUL_TILES[tile];
+  return { WG_X, WG_Y, BK, TN };
+}
+
+/** Overrides every tiled product of `s` takes: layout, vec4 operands, whole tiles, the tile. */
+function productConstants(tile: WorkgroupTile, s: Pick<SplitRunArgs, 'm' | 'n' | 'k' | 'transA' | 'transB' | 'vecA' | 'vecB'>): Record<string, number> {
+  return {
+    TRANS_A: Number(s.transA),
+    TRANS_B: Number(s.transB),
+    VEC_A: Number(s.vecA),
+    VEC_B: Number(s.vecB),
+    WHOLE: Number(wholeTiles(tile, s.m, s.n, s.k)),
+    ...tileConstants(tile),
+  };
+}
+
+/** Overrides of the epilogue (`store_c`): bias, activation, accumulation, vec4 stores. */
+function epilogueConstants(e: Pick<SplitRunArgs, 'bias' | 'act' | 'accumulate' | 'vecC'>): Record<string, number> {
+  return { BIAS: Number(!!e.bias), ACT: MATMUL_ACTS[e.act], ACCUM: Number(e.accumulate), VEC_C: Number(e.vecC) };
+}
+
 /** `main` for a product cut along k (`form`: runs or stream-K shares) into partial sums, without the epilogue. */
 function cutProduct(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, form: 'SPLIT_K' | 'STREAM'): ReturnType<Runtime['kernel']> {
-  const cfg = MATMUL_TILES[tile];
-  return rt.kernel('matmul', 'main', {
-    TRANS_A: Number(r.transA),
-    TRANS_B: Number(r.transB),
-    VEC_A: Number(r.vecA),
-    VEC_B: Number(r.vecB),
-    VEC_C: 1,
-    BASED: 0,
-    [form]: 1,
-    WHOLE: Number(wholeTiles(tile, r.m, r.n, r.k)),
-    WG_X: cfg.WG_X,
-    WG_Y: cfg.WG_Y,
-    BK: cfg.BK,
-    TN: cfg.TN,
-  });
+  return rt.kernel('matmul', 'main', { ...productConstants(tile, r), VEC_C: 1, BASED: 0, [form]: 1 });
 }
 
 /**
@@ -530,7 +529,7 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
   p.u.set([m, n, k, 0, 0, 0, m * n, tilesM, tilesN, 0, 0, 0, kc]);
   // The bias binding is never read without BIAS; A is read-only already.
   rt.dispatch(product, [r.a, r.b, r.a, partials], p.u, [...grid1d(tilesM * tilesN, 1), used]);
-  const sum = rt.kernel('matmul', 'split_k_sum', { BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate), VEC_C: Number(r.vecC) });
+  const sum = rt.kernel('matmul', 'split_k_sum', epilogueConstants(r));
   const q = uniforms(13);
   q.u.set([m, n, used, 0, 0, 0, 0, 0, 0, 0, 0, r.offC, 0]);
   rt.dispatch(sum, [partials, null, r.bias ?? partials, r.out], q.u, grid1d((m * n) / 4, 256));
@@ -559,9 +558,7 @@ function matmulStream(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, plan: S
   // The bias binding is never read without BIAS; A is read-only already.
   rt.dispatch(cutProduct(rt, r, tile, 'STREAM'), [r.a, r.b, r.a, partials], p.u, [...grid1d(plan.shares, 1), 1]);
   whole();
-  const sum = rt.kernel('matmul', 'stream_k_sum', {
-    BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate), VEC_C: Number(r.vecC), WG_X: cfg.WG_X, WG_Y: cfg.WG_Y, BK: cfg.BK, TN: cfg.TN,
-  });
+  const sum = rt.kernel('matmul', 'stream_k_sum', { ...epilogueConstants(r), ...tileConstants(tile) });
   rt.dispatch(sum, [partials, null, r.bias ?? partials, r.out], p.u, grid1d((plan.tiles * rows * cols) / 4, 256));
   rt.pool.release(partials);
 }
