@@ -61,6 +61,36 @@ describe('gpu runtime', () => {
     assert.equal(rt.kernel('elementwise', 'unary', { OP: 1 }), k1);
   });
 
+  test('after the GPU runs dry, submits start small and double up to autoFlush', async () => {
+    const rt = await gpu();
+    const y = rt.pool.acquire(64);
+    await rt.sync();
+    // Dispatch counts at which each submit goes out: 4, then 8, 16, 32 and 64 more.
+    const submitsAfter = (dispatches: number) => {
+      const at: number[] = [];
+      for (let i = 1; i <= dispatches; i++) {
+        const before = rt.submitCount;
+        ew.fill(rt, y, 16, i);
+        if (rt.submitCount > before) at.push(i);
+      }
+      return at;
+    };
+    assert.deepEqual(submitsAfter(200), [4, 12, 28, 60, 124, 188]);
+    await rt.sync();
+    assert.deepEqual(submitsAfter(12), [4, 12]);
+    // A readback the GPU ends on starts the ramp over; one with later work in flight does not.
+    await rt.read(y, 0, 4);
+    assert.deepEqual(submitsAfter(4), [4]);
+    const reading = rt.read(y, 0, 4);
+    submitsAfter(8);
+    rt.flush();
+    await reading;
+    assert.deepEqual(submitsAfter(32), [32]);
+    await rt.sync();
+    assert.equal(new Float32Array(await rt.read(y, 0, 4))[0], 32);
+    rt.pool.release(y);
+  });
+
   test('a repeated dispatch reuses its bind group and still reads its new parameters and data', async () => {
     const rt = await gpu();
     await rt.sync();

@@ -185,13 +185,28 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
   return out;
 }
 
-/** Milliseconds per call of `once`, repeated until a sample is long enough that the submit round trip does not count. */
+/** Most calls of `once` in one sample. */
+const MAX_REPS = 200;
+
+/**
+ * Milliseconds per call of `once`, timed in samples of `sampleMs` or MAX_REPS calls.
+ * The calls per sample come from a run of them doubled until it lasts a quarter of a
+ * sample: a single call's time is mostly the submit round trip, and scaling from it
+ * once gave 2048^3 samples of 3 products, timed 20% slow.
+ */
 async function timeProduct(rt: Runtime, once: () => void, opts: MatmulBenchOptions): Promise<number> {
-  const t0 = performance.now();
-  once();
-  await rt.sync();
-  const estimate = Math.max(performance.now() - t0, 1e-3);
-  const reps = Math.min(200, Math.max(1, Math.ceil((opts.sampleMs ?? 30) / estimate)));
+  const sampleMs = opts.sampleMs ?? 30;
+  let reps = 1;
+  let ms: number;
+  for (;;) {
+    const t0 = performance.now();
+    for (let r = 0; r < reps; r++) once();
+    await rt.sync();
+    ms = Math.max(performance.now() - t0, 1e-3);
+    if (ms >= sampleMs / 4 || reps >= MAX_REPS) break;
+    reps *= 2;
+  }
+  reps = Math.min(MAX_REPS, Math.max(1, Math.ceil((reps * sampleMs) / ms)));
   const sample = await timeGpu(rt, () => {
     for (let r = 0; r < reps; r++) once();
   }, { warmup: 1, iters: opts.iters ?? 7 });

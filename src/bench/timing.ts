@@ -25,8 +25,9 @@ export async function timeGpu(rt: Runtime, fn: () => void | Promise<void>, opts:
  * sync after each run is not timed (the host's share of recorded work).
  */
 export async function timeRecording(rt: Runtime, record: () => void, iters = 7): Promise<number> {
-  const autoFlush = rt.autoFlush;
+  const { autoFlush, firstFlush } = rt;
   rt.autoFlush = Number.MAX_SAFE_INTEGER;
+  rt.firstFlush = Number.MAX_SAFE_INTEGER;
   const times: number[] = [];
   try {
     for (let i = 0; i < iters + 1; i++) {
@@ -37,6 +38,7 @@ export async function timeRecording(rt: Runtime, record: () => void, iters = 7):
     }
   } finally {
     rt.autoFlush = autoFlush;
+    rt.firstFlush = firstFlush;
   }
   return median(times);
 }

@@ -42,7 +42,7 @@ export const benchCommand = defineCommand({
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
     iters: { type: 'string', description: 'qwen35 timed steps (default 3)' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
-    'flush-every': { type: 'string', description: 'dispatches recorded per submit (the runtime default is 64)' },
+    'flush-every': { type: 'string', description: 'dispatches recorded per submit once the GPU is busy (the runtime default is 64; the first submits after it runs dry take 4, 8, 16, ...)' },
     'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default), never, always (models/qwen_decode.ts)' },
     preset: {
       type: 'string',

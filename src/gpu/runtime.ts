@@ -1,7 +1,8 @@
 // The dispatch queue every kernel goes through.
 //
 // Dispatches are recorded into one command encoder (one compute pass) and submitted
-// at sync points: a readback, an explicit flush, or every `autoFlush` dispatches.
+// at sync points: a readback, an explicit flush, or every `autoFlush` dispatches, after
+// a ramp of smaller submits whenever the GPU has run dry.
 // Each kernel's shape parameters go into a 256-byte slot of a uniform arena that is
 // written once per submit (arena.ts), so changing sizes never compiles a new pipeline;
 // small uploads recorded between submits go through another such arena. Bind groups
@@ -51,6 +52,13 @@ export class Runtime {
   // 64 dispatches let the GPU start while the host records the rest of a step, batch 1
   // decoding 61 -> 98 tokens/s and batch 32 1,526 -> 2,776; every 16 was slower again.
   autoFlush = 64;
+  /**
+   * Dispatches in the first submit after the GPU has run dry (a sync or a readback);
+   * each submit after it takes twice as many, up to `autoFlush`. With a whole batch of
+   * `autoFlush` first, the GPU would wait while the host records all of it.
+   */
+  firstFlush = 4;
+  private flushAt = this.firstFlush;
 
   private kernels = new Map<string, Kernel>();
   private encoder: GPUCommandEncoder | null = null;
@@ -208,7 +216,7 @@ export class Runtime {
     if (this.profiler) this.endPass();
     this.batchLabels.add(kernel.name);
     this.dispatchCount++;
-    if (++this.pending >= this.autoFlush) this.flush();
+    if (++this.pending >= Math.min(this.flushAt, this.autoFlush)) this.flush();
   }
 
   /** Copies between buffers in queue order with the recorded dispatches. */
@@ -266,6 +274,7 @@ export class Runtime {
     this.submitCount++;
     this.encoder = null;
     this.pending = 0;
+    this.flushAt = Math.min(this.flushAt * 2, this.autoFlush);
     const labels = [...this.batchLabels];
     this.batchLabels.clear();
     const scopes = [this.device.popErrorScope(), this.device.popErrorScope()];
@@ -297,6 +306,7 @@ export class Runtime {
   async sync(): Promise<void> {
     this.flush();
     await this.device.queue.onSubmittedWorkDone();
+    this.flushAt = this.firstFlush;
     await this.checkErrors();
   }
 
@@ -326,12 +336,15 @@ export class Runtime {
     // Only the submissions up to this copy: a decoding loop records and submits its next
     // step before awaiting this read, and must not wait on that step's checks here.
     const checks = this.errorChecks.splice(0);
+    const submits = this.submitCount;
     try {
       await staging.mapAsync(GPUMapMode.READ, 0, size);
     } catch (e) {
       await this.checkErrors(checks);
       throw new GpuError(`readback failed: ${(e as Error).message}`);
     }
+    // Nothing submitted while waiting: the copy was the GPU's last work.
+    if (this.submitCount === submits) this.flushAt = this.firstFlush;
     await this.checkErrors(checks);
     const out = staging.getMappedRange(0, size).slice(0, bytes);
     staging.unmap();
