@@ -192,6 +192,19 @@ fn put_b(u: u32, v: vec4f) {
   tile_b[at + 3u * BV4][n % 4u] = v.w;
 }
 
+// One slice's loaded vec4s into the workgroup tiles: a0-a3 of A, b0-b3 of B (those past
+// LOADS_A and LOADS_B unused).
+fn put_slice(li: u32, a0: vec4f, a1: vec4f, a2: vec4f, a3: vec4f, b0: vec4f, b1: vec4f, b2: vec4f, b3: vec4f) {
+  put_a(li, a0);
+  if (LOADS_A > 1u) { put_a(li + THREADS, a1); }
+  if (LOADS_A > 2u) { put_a(li + 2u * THREADS, a2); }
+  if (LOADS_A > 3u) { put_a(li + 3u * THREADS, a3); }
+  put_b(li, b0);
+  if (LOADS_B > 1u) { put_b(li + THREADS, b1); }
+  if (LOADS_B > 2u) { put_b(li + 2u * THREADS, b2); }
+  if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
+}
+
 // One k of the slice in the tile, TN 8: acc[4 * i + h] += A[row i] * B[column group h],
 // rows 0-3 from a0 and 4-7 from a1.
 fn multiply_at(tx: u32, ty: u32, kk: u32, acc: ptr<function, array<vec4f, 32>>) {
@@ -426,14 +439,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     if (LOADS_B > 2u) { b2 = load_b(base_b, n0, k_begin, li + 2u * THREADS); }
     if (LOADS_B > 3u) { b3 = load_b(base_b, n0, k_begin, li + 3u * THREADS); }
     for (var t = 0u; t < steps; t++) {
-      put_a(li, a0);
-      if (LOADS_A > 1u) { put_a(li + THREADS, a1); }
-      if (LOADS_A > 2u) { put_a(li + 2u * THREADS, a2); }
-      if (LOADS_A > 3u) { put_a(li + 3u * THREADS, a3); }
-      put_b(li, b0);
-      if (LOADS_B > 1u) { put_b(li + THREADS, b1); }
-      if (LOADS_B > 2u) { put_b(li + 2u * THREADS, b2); }
-      if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
+      put_slice(li, a0, a1, a2, a3, b0, b1, b2, b3);
       // The next slice, fetched before the barrier. With WHOLE every load is in bounds, so
       // it is fetched unconditionally (the last step fetches its own slice again, unused),
       // with no register copies for a branch's two outcomes. The driver's compiler places
@@ -525,14 +531,7 @@ fn main_origins(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
   if (LOADS_B > 2u) { b2 = fetch_b(base_b, b_r + 0u * B_KROW + (li + 2u * THREADS) / WB, b_c + 0u * (1u - B_KROW) + ((li + 2u * THREADS) % WB) * 4u, b_rows, b_cols); }
   if (LOADS_B > 3u) { b3 = fetch_b(base_b, b_r + 0u * B_KROW + (li + 3u * THREADS) / WB, b_c + 0u * (1u - B_KROW) + ((li + 3u * THREADS) % WB) * 4u, b_rows, b_cols); }
   for (var t = 0u; t < steps; t++) {
-    put_a(li, a0);
-    if (LOADS_A > 1u) { put_a(li + THREADS, a1); }
-    if (LOADS_A > 2u) { put_a(li + 2u * THREADS, a2); }
-    if (LOADS_A > 3u) { put_a(li + 3u * THREADS, a3); }
-    put_b(li, b0);
-    if (LOADS_B > 1u) { put_b(li + THREADS, b1); }
-    if (LOADS_B > 2u) { put_b(li + 2u * THREADS, b2); }
-    if (LOADS_B > 3u) { put_b(li + 3u * THREADS, b3); }
+    put_slice(li, a0, a1, a2, a3, b0, b1, b2, b3);
     // The next slice, as in `main`.
     if (WHOLE || t + 1u < steps) {
       let k0 = min(t + 1u, steps - 1u) * BK;

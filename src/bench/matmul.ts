@@ -40,7 +40,7 @@ export interface MatmulBenchOptions {
   tiles?: mk.MatmulTile[];
   /** Timed samples per row (the median is reported). */
   iters?: number;
-  /** Shortest sample, in ms. */
+  /** Shortest sample, in ms (default 100). */
   sampleMs?: number;
   /** Vocabulary rows per chunk for the "as trained" LM-head rows; default the trainer's. */
   vocabChunk?: number;
@@ -186,16 +186,20 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
 }
 
 /** Most calls of `once` in one sample. */
-const MAX_REPS = 200;
+const MAX_REPS = 1000;
 
 /**
  * Milliseconds per call of `once`, timed in samples of `sampleMs` or MAX_REPS calls.
  * The calls per sample come from a run of them doubled until it lasts a quarter of a
  * sample: a single call's time is mostly the submit round trip, and scaling from it
- * once gave 2048^3 samples of 3 products, timed 20% slow.
+ * once gave 2048^3 samples of 3 products, timed 20% slow. Samples last 100 ms because
+ * now and then one ends a few ms late (H200, 2048^3 in samples of 28 ms: one in eight
+ * read 40 TFLOP/s against 47 for the rest, while timestamp queries put every product
+ * at 0.376 ms), and the first samples of a row ran slow for about 100 ms, which the
+ * warm-up sample covers.
  */
 async function timeProduct(rt: Runtime, once: () => void, opts: MatmulBenchOptions): Promise<number> {
-  const sampleMs = opts.sampleMs ?? 30;
+  const sampleMs = opts.sampleMs ?? 100;
   let reps = 1;
   let ms: number;
   for (;;) {
