@@ -55,7 +55,9 @@ export class Runtime {
   /**
    * Dispatches in the first submit after the GPU has run dry (a sync or a readback);
    * each submit after it takes twice as many, up to `autoFlush`. With a whole batch of
-   * `autoFlush` first, the GPU would wait while the host records all of it.
+   * `autoFlush` first, the GPU waited while the host recorded all of it: H200, 2048^3
+   * products timed back to back from a sync, 41.8-43.7 TFLOP/s against 45.6-46.6 with
+   * the ramp; the train step and decoding the same within their noise.
    */
   firstFlush = 4;
   private flushAt = this.firstFlush;
