@@ -60,7 +60,8 @@ export class Runtime {
    * the ramp; the train step and decoding the same within their noise.
    */
   firstFlush = 4;
-  private flushAt = this.firstFlush;
+  /** Submits since the GPU last ran dry (counted to 30, past any autoFlush): the ramp's step. */
+  private rampStep = 0;
 
   private kernels = new Map<string, Kernel>();
   private encoder: GPUCommandEncoder | null = null;
@@ -218,7 +219,7 @@ export class Runtime {
     if (this.profiler) this.endPass();
     this.batchLabels.add(kernel.name);
     this.dispatchCount++;
-    if (++this.pending >= Math.min(this.flushAt, this.autoFlush)) this.flush();
+    if (++this.pending >= Math.min(this.firstFlush * 2 ** this.rampStep, this.autoFlush)) this.flush();
   }
 
   /** Copies between buffers in queue order with the recorded dispatches. */
@@ -276,7 +277,7 @@ export class Runtime {
     this.submitCount++;
     this.encoder = null;
     this.pending = 0;
-    this.flushAt = Math.min(this.flushAt * 2, this.autoFlush);
+    this.rampStep = Math.min(this.rampStep + 1, 30);
     const labels = [...this.batchLabels];
     this.batchLabels.clear();
     const scopes = [this.device.popErrorScope(), this.device.popErrorScope()];
@@ -308,7 +309,7 @@ export class Runtime {
   async sync(): Promise<void> {
     this.flush();
     await this.device.queue.onSubmittedWorkDone();
-    this.flushAt = this.firstFlush;
+    this.rampStep = 0;
     await this.checkErrors();
   }
 
@@ -346,7 +347,7 @@ export class Runtime {
       throw new GpuError(`readback failed: ${(e as Error).message}`);
     }
     // Nothing submitted while waiting: the copy was the GPU's last work.
-    if (this.submitCount === submits) this.flushAt = this.firstFlush;
+    if (this.submitCount === submits) this.rampStep = 0;
     await this.checkErrors(checks);
     const out = staging.getMappedRange(0, size).slice(0, bytes);
     staging.unmap();
