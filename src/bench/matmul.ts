@@ -200,21 +200,18 @@ const MAX_REPS = 1000;
  */
 async function timeProduct(rt: Runtime, once: () => void, opts: MatmulBenchOptions): Promise<number> {
   const sampleMs = opts.sampleMs ?? 100;
+  const run = (reps: number) => () => {
+    for (let r = 0; r < reps; r++) once();
+  };
   let reps = 1;
   let ms: number;
   for (;;) {
-    const t0 = performance.now();
-    for (let r = 0; r < reps; r++) once();
-    await rt.sync();
-    ms = Math.max(performance.now() - t0, 1e-3);
+    ms = Math.max(await timeGpu(rt, run(reps), { warmup: 0, iters: 1 }), 1e-3);
     if (ms >= sampleMs / 4 || reps >= MAX_REPS) break;
     reps *= 2;
   }
   reps = Math.min(MAX_REPS, Math.max(1, Math.ceil((reps * sampleMs) / ms)));
-  const sample = await timeGpu(rt, () => {
-    for (let r = 0; r < reps; r++) once();
-  }, { warmup: 1, iters: opts.iters ?? 7 });
-  return sample / reps;
+  return (await timeGpu(rt, run(reps), { warmup: 1, iters: opts.iters ?? 7 })) / reps;
 }
 
 /** The row for the product as the trainer records it on the f32 kernels. */

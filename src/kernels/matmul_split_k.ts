@@ -104,11 +104,12 @@ export interface StreamKPlan {
  * their slices and shared evenly between up to one round of workgroups, each share at
  * most one tile long (so it touches at most two tiles); the rest run whole. Undefined
  * where whole tiles fill the GPU well enough, or where the shares would not be short
- * enough against a whole tile to pay for themselves (streamKPolicy.shareCostSlices). H200, f32 (lab, 2026-12-01), 4096 x 896
- * outputs (0.85 of a round of 128x128 tiles) against their best split into runs: the
- * MLP's forward down projection 42.4 against 40.0 TFLOP/s, its dX 43.3 against 42.3,
- * the LM head's dX per 8,192-row chunk 45.1 against 44.5; weight gradients of 266 and
- * 448 tiles (a round and 2 or 184 tiles) 41.6-45.0 against 37.9-42.2 in 8 runs.
+ * enough against a whole tile to pay for themselves (streamKPolicy.shareCostSlices).
+ * H200, f32 (lab, 2026-12-01), 4096 x 896 outputs (0.85 of a round of 128x128 tiles)
+ * against their best split into runs: the MLP's forward down projection 42.4 against
+ * 40.0 TFLOP/s, its dX 43.3 against 42.3, the LM head's dX per 8,192-row chunk 45.1
+ * against 44.5; weight gradients of 266 and 448 tiles (a round and 2 or 184 tiles)
+ * 41.6-45.0 against 37.9-42.2 in 8 runs.
  */
 export function planStreamK(tiles: number, slices: number, resident: number, policy = streamKPolicy): StreamKPlan | undefined {
   const round = policy.multiprocessors * resident;
