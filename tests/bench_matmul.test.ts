@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { benchMatmul, type MatmulShape, TRAINED } from '../src/bench/matmul.ts';
+import { benchMatmul, type MatmulShape, timeInterleaved, TRAINED } from '../src/bench/matmul.ts';
 import { SKINNY_TILE } from '../src/kernels/matmul.ts';
 import { gpu } from './support/gpu.ts';
 
@@ -27,5 +27,16 @@ describe('matmul bench', () => {
       assert.equal(r.ok, true, `${r.name} ${r.tile}: relative error ${r.relErr}`);
       assert.ok((r.ms as number) > 0 && (r.tflops as number) > 0, `${r.name} ${r.tile}: ${r.ms} ms`);
     }
+  });
+
+  test('kernels take turns, one sample each per round, each round starting one later', async () => {
+    const rt = await gpu();
+    const calls: number[] = [];
+    const times = await timeInterleaved(rt, [0, 1, 2].map((id) => () => void calls.push(id)), { iters: 4, sampleMs: 1 });
+    assert.equal(times.length, 3);
+    assert.ok(times.every((t) => t > 0), `${times}`);
+    // Calls of one kernel in a row make one sample (or one calibration run).
+    const runs = calls.filter((id, i) => id !== calls[i - 1]);
+    assert.deepEqual(runs.slice(-15), [/* warm-up */ 0, 1, 2, /* rounds */ 0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2]);
   });
 });

@@ -2,11 +2,12 @@
 // tokens (forward x @ W^T, backward dX = dY @ W and dW = dY^T @ X), each at every
 // tile size the device runs, the launcher's own tile marked `auto`, then "as trained":
 // through the launcher with nothing forced (so split-K where it cuts k), LM-head
-// products in the trainer's vocabulary chunks. Times are wall
-// time around rt.sync() (timing.ts): median of several samples, each sample
-// repeating the product until it is long enough that the submit round trip does not
-// count. Every row also carries the error of sampled outputs against an f64 dot
-// product, so a fast wrong kernel cannot pass for a fast one.
+// products in the trainer's vocabulary chunks. Times are wall time around rt.sync()
+// (timing.ts): the median of several samples, each repeating the product until it is
+// long enough that the submit round trip does not count, a shape's kernels taking
+// turns sample by sample (timeInterleaved). Every row also carries the error of
+// sampled outputs against an f64 dot product, so a fast wrong kernel cannot pass for a
+// fast one.
 //
 // Operands or outputs over the binding limit (the lm head's [4096 x 151936] logits
 // are 2.5 GB, past the H200's 2 GiB) run as equal chunks of rows reusing one set of
@@ -18,7 +19,7 @@ import * as mk from '../kernels/matmul.ts';
 import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
 import { defaultChunk } from '../tensor/ops/logprob.ts';
 import { rng } from '../reference/random.ts';
-import { timeGpu } from './timing.ts';
+import { median, timeGpu } from './timing.ts';
 
 export interface MatmulShape {
   name: string;
@@ -139,6 +140,12 @@ type BenchKernel = mk.MatmulTile | typeof TENSOR;
 // rounding stays far below 1e-3; f16 operands move a product by about 2^-11 each.
 const MAX_ERROR: Record<'f32' | 'f16', number> = { f32: 1e-3, f16: 4e-3 };
 
+/** A kernel of one row, ready to time: `once` runs the whole product; `row` is its row less the timing. */
+interface Candidate {
+  row: Record<string, unknown>;
+  once: () => void;
+}
+
 async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opts: MatmulBenchOptions, trained = false): Promise<object[]> {
   const { m, n, k } = s;
   const transA = s.transA ?? false;
@@ -150,68 +157,95 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
   const chunks = Math.ceil(m / rows);
   const pa = pattern(1);
   const pb = pattern(2);
-  const a = rt.pool.acquire(rows * k * 4, 'bench A');
-  const b = rt.pool.acquire(k * n * 4, 'bench B');
-  const c = rt.pool.acquire(rows * n * 4, 'bench C');
+  const held: GPUBuffer[] = [];
+  const acquire = (bytes: number, label: string) => {
+    const buf = rt.pool.acquire(bytes, label);
+    held.push(buf);
+    return buf;
+  };
+  const a = acquire(rows * k * 4, 'bench A');
+  const b = acquire(k * n * 4, 'bench B');
+  const c = acquire(rows * n * 4, 'bench C');
   fill(rt, a, rows * k, pa);
   fill(rt, b, k * n, pb);
-  const out: object[] = [];
   try {
     const auto = mk.autoTile(rt, { m: rows, n, k, transA, transB });
+    const candidates: Candidate[] = [];
     for (const tile of tiles.filter((t) => t !== mk.SKINNY_TILE || mk.skinnyFits({ k, transA, transB }))) {
       const product = (chunk: number) => {
         const args = { a, b, out: c, m: chunk, n, k, transA, transB };
         if (tile === TENSOR) matmulTensor(rt, args);
         else mk.matmul(rt, { ...args, tile });
       };
-      const once = () => {
-        for (let at = 0; at < m; at += rows) product(Math.min(rows, m - at));
-      };
       // Checked after the first chunk alone: later (shorter) chunks overwrite its rows.
       product(Math.min(rows, m));
       const err = await sampledError(rt, s, Math.min(rows, m), c, pa, pb);
-      const ms = await timeProduct(rt, once, opts);
-      // B streamed once per product: the figure that bounds a decode step's products.
-      const bGbs = (n * k * 4) / (ms * 1e6);
-      const ok = err < MAX_ERROR[tile === TENSOR ? 'f16' : 'f32'];
-      out.push({ ...base, tile, auto: tile === auto, chunks, ms, tflops: (2 * m * n * k) / (ms * 1e9), b_gb_s: +bGbs.toFixed(1), relErr: err, ok });
+      candidates.push({
+        row: { ...base, tile, auto: tile === auto, chunks, relErr: err, ok: err < MAX_ERROR[tile === TENSOR ? 'f16' : 'f32'] },
+        once: () => {
+          for (let at = 0; at < m; at += rows) product(Math.min(rows, m - at));
+        },
+      });
     }
+    if (trained) candidates.push(await trainedCandidate(rt, s, opts, acquire));
+    const times = await timeInterleaved(rt, candidates.map((x) => x.once), opts);
+    return candidates.map(({ row }, i) => {
+      const ms = times[i];
+      const timing: Record<string, number> = { ms, tflops: (2 * m * n * k) / (ms * 1e9) };
+      // B streamed once per product: the figure that bounds a decode step's products.
+      if (row.tile !== TRAINED) timing.b_gb_s = +((n * k * 4) / (ms * 1e6)).toFixed(1);
+      const { relErr, ok, ...rest } = row;
+      return { ...rest, ...timing, relErr, ok };
+    });
   } finally {
-    rt.pool.release(a);
-    rt.pool.release(b);
-    rt.pool.release(c);
+    for (const buf of held) rt.pool.release(buf);
   }
-  if (trained) out.push(await benchTrained(rt, s, opts));
-  return out;
 }
 
 /** Most calls of `once` in one sample. */
 const MAX_REPS = 1000;
 
 /**
- * Milliseconds per call of `once`, timed in samples of `sampleMs` or MAX_REPS calls.
- * The calls per sample come from a run of them doubled until it lasts a quarter of a
- * sample: a single call's time is mostly the submit round trip, and scaling from it
- * once gave 2048^3 samples of 3 products, timed 20% slow. Samples last 100 ms because
- * now and then one ends a few ms late (H200, 2048^3 in samples of 28 ms: one in eight
- * read 40 TFLOP/s against 47 for the rest, while timestamp queries put every product
- * at 0.376 ms), and the first samples of a row ran slow for about 100 ms, which the
- * warm-up sample covers.
+ * Milliseconds per call of each of `onces`, timed in samples of `sampleMs` or MAX_REPS
+ * calls and reported as each one's median. The calls per sample come from a run
+ * doubled until it lasts a quarter of a sample: a single call's time is mostly the
+ * submit round trip, and scaling from it once gave 2048^3 samples of 3 products, timed
+ * 20% slow. Samples last 100 ms because now and then one ends a few ms late (H200,
+ * 2048^3 in samples of 28 ms: one in eight read 40 TFLOP/s against 47 for the rest,
+ * while timestamp queries put every product at 0.376 ms). The kernels take turns, one
+ * sample each per round, each round starting one kernel later: the H200 now and then
+ * runs slow for a second or so, which timed one kernel after another fell on every
+ * sample of one row (8192^3 on one tile: 42.9 TFLOP/s against 48.7 in the run before),
+ * and a shape's first samples ran slow for about 100 ms, which fell on its first tile.
+ * Interleaved, such a spell costs each kernel a sample or two, which the median drops.
  */
-async function timeProduct(rt: Runtime, once: () => void, opts: MatmulBenchOptions): Promise<number> {
+export async function timeInterleaved(rt: Runtime, onces: (() => void)[], opts: MatmulBenchOptions): Promise<number[]> {
   const sampleMs = opts.sampleMs ?? 100;
-  const run = (reps: number) => () => {
+  const iters = opts.iters ?? 7;
+  const run = (once: () => void, reps: number) => () => {
     for (let r = 0; r < reps; r++) once();
   };
-  let reps = 1;
-  let ms: number;
-  for (;;) {
-    ms = Math.max(await timeGpu(rt, run(reps), { warmup: 0, iters: 1 }), 1e-3);
-    if (ms >= sampleMs / 4 || reps >= MAX_REPS) break;
-    reps *= 2;
+  const sample = (i: number) => timeGpu(rt, run(onces[i], reps[i]), { warmup: 0, iters: 1 });
+  const reps: number[] = [];
+  for (const once of onces) {
+    let n = 1;
+    let ms: number;
+    for (;;) {
+      ms = Math.max(await timeGpu(rt, run(once, n), { warmup: 0, iters: 1 }), 1e-3);
+      if (ms >= sampleMs / 4 || n >= MAX_REPS) break;
+      n *= 2;
+    }
+    reps.push(Math.min(MAX_REPS, Math.max(1, Math.ceil((n * sampleMs) / ms))));
   }
-  reps = Math.min(MAX_REPS, Math.max(1, Math.ceil((reps * sampleMs) / ms)));
-  return (await timeGpu(rt, run(reps), { warmup: 1, iters: opts.iters ?? 7 })) / reps;
+  for (let i = 0; i < onces.length; i++) await sample(i);
+  const samples: number[][] = onces.map(() => []);
+  for (let round = 0; round < iters; round++) {
+    for (let j = 0; j < onces.length; j++) {
+      const i = (round + j) % onces.length;
+      samples[i].push((await sample(i)) / reps[i]);
+    }
+  }
+  return samples.map(median);
 }
 
 /** The row for the product as the trainer records it on the f32 kernels. */
@@ -224,7 +258,7 @@ export const TRAINED = 'as trained';
  * chunk reuses one set of buffers (its operands' contents do not change the time); the
  * error is checked on the first chunk's product.
  */
-async function benchTrained(rt: Runtime, s: MatmulShape, opts: MatmulBenchOptions): Promise<object> {
+async function trainedCandidate(rt: Runtime, s: MatmulShape, opts: MatmulBenchOptions, acquire: (bytes: number, label: string) => GPUBuffer): Promise<Candidate> {
   const transA = s.transA ?? false;
   const transB = s.transB ?? false;
   const dims = { m: s.m, n: s.n, k: s.k };
@@ -239,29 +273,23 @@ async function benchTrained(rt: Runtime, s: MatmulShape, opts: MatmulBenchOption
   const first = part(0);
   const pa = pattern(1);
   const pb = pattern(2);
-  const a = rt.pool.acquire(first.m * first.k * 4, 'bench A');
-  const b = rt.pool.acquire(first.k * first.n * 4, 'bench B');
-  const c = rt.pool.acquire(first.m * first.n * 4, 'bench C');
+  const a = acquire(first.m * first.k * 4, 'bench A');
+  const b = acquire(first.k * first.n * 4, 'bench B');
+  const c = acquire(first.m * first.n * 4, 'bench C');
   fill(rt, a, first.m * first.k, pa);
   fill(rt, b, first.k * first.n, pb);
-  try {
-    const product = (i: number) => mk.matmul(rt, { a, b, out: c, ...part(i), transA, transB, accumulate: axis === 'k' && i > 0 });
-    const once = () => {
-      for (let i = 0; i < Math.max(widths.length, 1); i++) product(i);
-    };
-    const cut = product(0);
-    const err = await sampledError(rt, { ...s, ...first }, first.m, c, pa, pb);
-    const ms = await timeProduct(rt, once, opts);
-    return {
+  const product = (i: number) => mk.matmul(rt, { a, b, out: c, ...part(i), transA, transB, accumulate: axis === 'k' && i > 0 });
+  const cut = product(0);
+  const err = await sampledError(rt, { ...s, ...first }, first.m, c, pa, pb);
+  return {
+    row: {
       kind: 'matmul', name: s.name, m: s.m, n: s.n, k: s.k, transA, transB, tile: TRAINED, auto: false,
-      vocab_chunks: widths.length || undefined, split_k: cut.runs, stream_k: cut.stream,
-      ms, tflops: (2 * s.m * s.n * s.k) / (ms * 1e9), relErr: err, ok: err < MAX_ERROR.f32,
-    };
-  } finally {
-    rt.pool.release(a);
-    rt.pool.release(b);
-    rt.pool.release(c);
-  }
+      vocab_chunks: widths.length || undefined, split_k: cut.runs, stream_k: cut.stream, relErr: err, ok: err < MAX_ERROR.f32,
+    },
+    once: () => {
+      for (let i = 0; i < Math.max(widths.length, 1); i++) product(i);
+    },
+  };
 }
 
 /**

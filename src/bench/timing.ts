@@ -43,7 +43,7 @@ export async function timeRecording(rt: Runtime, record: () => void, iters = 7):
   return median(times);
 }
 
-function median(times: number[]): number {
+export function median(times: number[]): number {
   times.sort((a, b) => a - b);
   return times[Math.floor(times.length / 2)];
 }
