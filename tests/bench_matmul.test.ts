@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { benchMatmul, type MatmulShape, timeInterleaved, TRAINED } from '../src/bench/matmul.ts';
-import { SKINNY_TILE } from '../src/kernels/matmul.ts';
+import { timePrimed } from '../src/bench/timing.ts';
+import { matmul, SKINNY_TILE } from '../src/kernels/matmul.ts';
 import { gpu } from './support/gpu.ts';
 
 describe('matmul bench', () => {
@@ -38,5 +39,25 @@ describe('matmul bench', () => {
     // Calls of one kernel in a row make one sample (or one calibration run).
     const runs = calls.filter((id, i) => id !== calls[i - 1]);
     assert.deepEqual(runs.slice(-15), [/* warm-up */ 0, 1, 2, /* rounds */ 0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2]);
+  });
+
+  test('a primed sample holds back the first call\'s work until the clock starts, then runs every call', async () => {
+    const rt = await gpu();
+    const [a, b, c] = [0, 1, 2].map(() => rt.pool.acquire(64 * 4, 'primed sample'));
+    const submitsAtCall: number[] = [];
+    // More dispatches a call than the runtime's first submit takes.
+    const dispatches = rt.firstFlush + 2;
+    const once = () => {
+      submitsAtCall.push(rt.submitCount);
+      for (let i = 0; i < dispatches; i++) matmul(rt, { a, b, out: c, m: 8, n: 8, k: 8, transA: false, transB: false });
+    };
+    await rt.sync();
+    const before = rt.submitCount;
+    const ms = await timePrimed(rt, once, 3);
+    assert.ok(ms > 0);
+    assert.equal(submitsAtCall.length, 3);
+    assert.deepEqual(submitsAtCall.slice(0, 2), [before, before], 'nothing submitted while the first call was recorded');
+    assert.ok(rt.submitCount > before, 'the held work went out once the clock started');
+    for (const buf of [a, b, c]) rt.pool.release(buf);
   });
 });

@@ -19,7 +19,7 @@ import * as mk from '../kernels/matmul.ts';
 import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
 import { defaultChunk } from '../tensor/ops/logprob.ts';
 import { rng } from '../reference/random.ts';
-import { median, timeGpu } from './timing.ts';
+import { median, timePrimed } from './timing.ts';
 
 export interface MatmulShape {
   name: string;
@@ -207,31 +207,24 @@ const MAX_REPS = 1000;
 
 /**
  * Milliseconds per call of each of `onces`, timed in samples of `sampleMs` or MAX_REPS
- * calls and reported as each one's median. The calls per sample come from a run
- * doubled until it lasts a quarter of a sample: a single call's time is mostly the
- * submit round trip, and scaling from it once gave 2048^3 samples of 3 products, timed
- * 20% slow. Samples last 100 ms because now and then one ends a few ms late (H200,
- * 2048^3 in samples of 28 ms: one in eight read 40 TFLOP/s against 47 for the rest,
- * while timestamp queries put every product at 0.376 ms). The kernels take turns, one
- * sample each per round, each round starting one kernel later: the H200 now and then
- * runs slow for a second or so, which timed one kernel after another fell on every
- * sample of one row (8192^3 on one tile: 42.9 TFLOP/s against 48.7 in the run before),
- * and a shape's first samples ran slow for about 100 ms, which fell on its first tile.
- * Interleaved, such a spell costs each kernel a sample or two, which the median drops.
+ * calls (timePrimed) and reported as each one's median. The calls per sample come from
+ * a run doubled until it lasts a quarter of a sample: a single call's time is mostly
+ * the submit round trip, and scaling from it once gave 2048^3 samples of 3 products,
+ * timed 20% slow. The kernels take turns, one sample each per round, each round
+ * starting one kernel later, so whatever a stretch of the run brings (a slow start, a
+ * host stall that timePrimed does not catch) falls on all of a shape's kernels alike
+ * and not on every sample of one row, as when they were timed one after another.
  */
 export async function timeInterleaved(rt: Runtime, onces: (() => void)[], opts: MatmulBenchOptions): Promise<number[]> {
   const sampleMs = opts.sampleMs ?? 100;
   const iters = opts.iters ?? 7;
-  const run = (once: () => void, reps: number) => () => {
-    for (let r = 0; r < reps; r++) once();
-  };
-  const sample = (i: number) => timeGpu(rt, run(onces[i], reps[i]), { warmup: 0, iters: 1 });
+  const sample = (i: number) => timePrimed(rt, onces[i], reps[i]);
   const reps: number[] = [];
   for (const once of onces) {
     let n = 1;
     let ms: number;
     for (;;) {
-      ms = Math.max(await timeGpu(rt, run(once, n), { warmup: 0, iters: 1 }), 1e-3);
+      ms = Math.max(await timePrimed(rt, once, n), 1e-3);
       if (ms >= sampleMs / 4 || n >= MAX_REPS) break;
       n *= 2;
     }
