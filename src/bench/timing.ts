@@ -41,13 +41,12 @@ export async function timeRecording(rt: Runtime, record: () => void, iters = 7):
  * call is recorded (its work held back, so none of it runs before the clock starts).
  * On the H200 the first call recorded after a wait for the GPU stalled the host for
  * 4-13 ms in about every other 100 ms sample, while the GPU had nothing to run: the
- * matmul bench read 8192^3 at 44-46 TFLOP/s in those samples against 48.7. Recording
- * a throwaway command encoder, an error scope, a buffer or JS objects first did not
- * take the stall; recording one product did, and every sample then read 48.7-48.8.
- * (V8 ran a 7-13 ms mark-compact about every 200 ms, collecting what dawn.node's
- * completion polling allocates; the stall's period matches, though no stall was
- * seen to be one.) The bias this leaves is one call's normal recording, 0.1-0.3 ms
- * against a 100 ms sample.
+ * matmul bench read 8192^3 at 44-46 TFLOP/s in those samples against 48.7. The time
+ * goes to the first GPUCommandEncoder.beginComputePass (2.5-8.1 ms in 11 of 20
+ * samples; every other WebGPU call of that product under 0.1 ms). Recording a
+ * throwaway command encoder, an error scope, a buffer or JS objects first did not take
+ * the stall; recording one product did, and every sample then read 48.7-48.8. The
+ * bias this leaves is one call's normal recording, 0.1-0.3 ms against a 100 ms sample.
  */
 export async function timePrimed(rt: Runtime, once: () => void, reps: number): Promise<number> {
   holdingSubmits(rt, once);
