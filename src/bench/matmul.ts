@@ -218,18 +218,10 @@ const MAX_REPS = 1000;
 export async function timeInterleaved(rt: Runtime, onces: (() => void)[], opts: MatmulBenchOptions): Promise<number[]> {
   const sampleMs = opts.sampleMs ?? 100;
   const iters = opts.iters ?? 7;
-  const sample = (i: number) => timePrimed(rt, onces[i], reps[i]);
   const reps: number[] = [];
-  for (const once of onces) {
-    let n = 1;
-    let ms: number;
-    for (;;) {
-      ms = Math.max(await timePrimed(rt, once, n), 1e-3);
-      if (ms >= sampleMs / 4 || n >= MAX_REPS) break;
-      n *= 2;
-    }
-    reps.push(Math.min(MAX_REPS, Math.max(1, Math.ceil((n * sampleMs) / ms))));
-  }
+  for (const once of onces) reps.push(await callsPerSample(rt, once, sampleMs));
+  const sample = (i: number) => timePrimed(rt, onces[i], reps[i]);
+  // One untimed sample of each first.
   for (let i = 0; i < onces.length; i++) await sample(i);
   const samples: number[][] = onces.map(() => []);
   for (let round = 0; round < iters; round++) {
@@ -239,6 +231,18 @@ export async function timeInterleaved(rt: Runtime, onces: (() => void)[], opts: 
     }
   }
   return samples.map(median);
+}
+
+/** Calls of `once` that last about `sampleMs`: a run doubled until it lasts a quarter of that, scaled up. */
+async function callsPerSample(rt: Runtime, once: () => void, sampleMs: number): Promise<number> {
+  let n = 1;
+  let ms: number;
+  for (;;) {
+    ms = Math.max(await timePrimed(rt, once, n), 1e-3);
+    if (ms >= sampleMs / 4 || n >= MAX_REPS) break;
+    n *= 2;
+  }
+  return Math.min(MAX_REPS, Math.max(1, Math.ceil((n * sampleMs) / ms)));
 }
 
 /** The row for the product as the trainer records it on the f32 kernels. */
