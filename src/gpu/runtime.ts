@@ -9,11 +9,14 @@
 // are reused when a kernel meets the same slot and buffers again, as loops do.
 // Validation errors are captured with an error scope around each batch and thrown at
 // the next sync point with the labels (kernel names) Dawn puts in its messages.
+// Syncs and readbacks wait for the GPU through paced_wait.ts, which keeps a long wait
+// from spinning the event loop.
 
 import { Arena } from './arena.ts';
 import { BufferPool } from './buffer_pool.ts';
 import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
 import { DeviceLostError, GpuError } from './errors.ts';
+import { pacedWait } from './paced_wait.ts';
 import { KernelProfiler, type KernelTime } from './profiler.ts';
 import { shaderSource } from './shader_source.ts';
 
@@ -308,7 +311,7 @@ export class Runtime {
   /** Waits for the GPU to finish everything submitted and throws any error it reported. */
   async sync(): Promise<void> {
     this.flush();
-    await this.device.queue.onSubmittedWorkDone();
+    await pacedWait(this.device.queue.onSubmittedWorkDone());
     this.rampStep = 0;
     await this.checkErrors();
   }
@@ -341,7 +344,7 @@ export class Runtime {
     const checks = this.errorChecks.splice(0);
     const submits = this.submitCount;
     try {
-      await staging.mapAsync(GPUMapMode.READ, 0, size);
+      await pacedWait(staging.mapAsync(GPUMapMode.READ, 0, size));
     } catch (e) {
       await this.checkErrors(checks);
       throw new GpuError(`readback failed: ${(e as Error).message}`);
