@@ -39,14 +39,14 @@ export async function timeRecording(rt: Runtime, record: () => void, iters = 7):
 /**
  * Wall time of `reps` calls of `once` and a sync, the clock starting once the first
  * call is recorded (its work held back, so none of it runs before the clock starts).
- * On the H200 the first call recorded after a wait for the GPU stalled the host for
- * 4-13 ms in about every other 100 ms sample, while the GPU had nothing to run: the
- * matmul bench read 8192^3 at 44-46 TFLOP/s in those samples against 48.7. The time
- * goes to the first GPUCommandEncoder.beginComputePass (2.5-8.1 ms in 11 of 20
- * samples; every other WebGPU call of that product under 0.1 ms). Recording a
- * throwaway command encoder, an error scope, a buffer or JS objects first did not take
- * the stall; recording one product did, and every sample then read 48.7-48.8. The
- * bias this leaves is one call's normal recording, 0.1-0.3 ms against a 100 ms sample.
+ * The first call recorded after a wait for the GPU can stall the host while the GPU
+ * has nothing to run: glibc merging, inside that call's beginComputePass, the small
+ * blocks dawn.node's completion polling left in its fast bins (gpu/paced_wait.ts). On
+ * the H200 that was 4-13 ms in about every other 100 ms sample (8192^3 read 44-46
+ * TFLOP/s in those samples against 48.7) before the runtime paced its waits, and 1
+ * sample in 40 at 2048^3 after. Recording one call before the clock keeps such a stall
+ * out of the timed span; the bias this leaves is one call's normal recording, 0.1-0.3
+ * ms against a 100 ms sample.
  */
 export async function timePrimed(rt: Runtime, once: () => void, reps: number): Promise<number> {
   holdingSubmits(rt, once);
