@@ -16,7 +16,21 @@ describe('matmul bench', () => {
       { name: 'tiny dW', m: 12, n: 16, k: 8, transA: true },
       { name: 'tiny head dX', m: 8, n: 12, k: 40, vocab: 'k' },
     ];
-    const rows = (await benchMatmul(rt, [32], { shapes, tiles: ['64x64/k8', SKINNY_TILE], iters: 1, sampleMs: 1, vocabChunk: 16 })) as Record<string, unknown>[];
+    const operands: string[] = [];
+    const acquire = rt.pool.acquire.bind(rt.pool);
+    rt.pool.acquire = (bytes, label) => {
+      if (label?.startsWith('bench ')) operands.push(label);
+      return acquire(bytes, label);
+    };
+    let rows: Record<string, unknown>[];
+    try {
+      rows = (await benchMatmul(rt, [32], { shapes, tiles: ['64x64/k8', SKINNY_TILE], iters: 1, sampleMs: 1, vocabChunk: 16 })) as Record<string, unknown>[];
+    } finally {
+      rt.pool.acquire = acquire;
+    }
+    // "As trained" runs on the forced tiles' operands, which hold enough for it on every
+    // shape here (the vocabulary chunks are smaller), so a shape holds one set.
+    assert.deepEqual(operands, Array(4).fill(['bench A', 'bench B', 'bench C']).flat());
     // The skinny path takes transB without transA only; every shape adds a row for how
     // the trainer runs it (the launcher's choices, LM-head products in vocabulary chunks).
     assert.deepEqual(rows.map((r) => `${r.name} ${r.tile}`), [

@@ -140,6 +140,14 @@ type BenchKernel = mk.MatmulTile | typeof TENSOR;
 // rounding stays far below 1e-3; f16 operands move a product by about 2^-11 each.
 const MAX_ERROR: Record<'f32' | 'f16', number> = { f32: 1e-3, f16: 4e-3 };
 
+type OperandRole = 'A' | 'B' | 'C';
+/**
+ * A shape's operand buffer for `role` with at least `elements` elements: A and B hold
+ * the operand patterns (every element from the first one on), so a smaller product
+ * reads the same values from a prefix of them and its error check still holds.
+ */
+type Operand = (role: OperandRole, elements: number) => GPUBuffer;
+
 /** A kernel of one row, ready to time: `once` runs the whole product; `row` is its row less the timing. */
 interface Candidate {
   row: Record<string, unknown>;
@@ -158,16 +166,19 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
   const pa = pattern(1);
   const pb = pattern(2);
   const held: GPUBuffer[] = [];
-  const acquire = (bytes: number, label: string) => {
-    const buf = rt.pool.acquire(bytes, label);
+  const kept = new Map<OperandRole, { buf: GPUBuffer; elements: number }>();
+  const operand: Operand = (role, elements) => {
+    const have = kept.get(role);
+    if (have && have.elements >= elements) return have.buf;
+    const buf = rt.pool.acquire(elements * 4, `bench ${role}`);
     held.push(buf);
+    if (role !== 'C') fill(rt, buf, elements, role === 'A' ? pa : pb);
+    if (!have || elements > have.elements) kept.set(role, { buf, elements });
     return buf;
   };
-  const a = acquire(rows * k * 4, 'bench A');
-  const b = acquire(k * n * 4, 'bench B');
-  const c = acquire(rows * n * 4, 'bench C');
-  fill(rt, a, rows * k, pa);
-  fill(rt, b, k * n, pb);
+  const a = operand('A', rows * k);
+  const b = operand('B', k * n);
+  const c = operand('C', rows * n);
   try {
     const auto = mk.autoTile(rt, { m: rows, n, k, transA, transB });
     const candidates: Candidate[] = [];
@@ -187,7 +198,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
         },
       });
     }
-    if (trained) candidates.push(await trainedCandidate(rt, s, opts, acquire));
+    if (trained) candidates.push(await trainedCandidate(rt, s, opts, operand, pa, pb));
     const times = await timeInterleaved(rt, candidates.map((x) => x.once), opts);
     return candidates.map(({ row }, i) => {
       const ms = times[i];
@@ -252,10 +263,11 @@ export const TRAINED = 'as trained';
  * `s` as training runs it with tensor cores off: an LM-head product one vocabulary
  * chunk at a time, the chunk tensor/ops/logprob.ts takes by default (dX accumulating
  * over the chunks), each through the launcher's own choices (split-K included). Every
- * chunk reuses one set of buffers (its operands' contents do not change the time); the
- * error is checked on the first chunk's product.
+ * chunk reuses one set of buffers (its operands' contents do not change the time),
+ * taken from the shape's forced-tile operands where those hold enough, so a shape's
+ * rows do not hold two sets at once; the error is checked on the first chunk's product.
  */
-async function trainedCandidate(rt: Runtime, s: MatmulShape, opts: MatmulBenchOptions, acquire: (bytes: number, label: string) => GPUBuffer): Promise<Candidate> {
+async function trainedCandidate(rt: Runtime, s: MatmulShape, opts: MatmulBenchOptions, operand: Operand, pa: Float32Array, pb: Float32Array): Promise<Candidate> {
   const transA = s.transA ?? false;
   const transB = s.transB ?? false;
   const dims = { m: s.m, n: s.n, k: s.k };
@@ -268,13 +280,9 @@ async function trainedCandidate(rt: Runtime, s: MatmulShape, opts: MatmulBenchOp
   }
   const part = (i: number) => (axis ? { ...dims, [axis]: widths[i] } : dims);
   const first = part(0);
-  const pa = pattern(1);
-  const pb = pattern(2);
-  const a = acquire(first.m * first.k * 4, 'bench A');
-  const b = acquire(first.k * first.n * 4, 'bench B');
-  const c = acquire(first.m * first.n * 4, 'bench C');
-  fill(rt, a, first.m * first.k, pa);
-  fill(rt, b, first.k * first.n, pb);
+  const a = operand('A', first.m * first.k);
+  const b = operand('B', first.k * first.n);
+  const c = operand('C', first.m * first.n);
   const product = (i: number) => mk.matmul(rt, { a, b, out: c, ...part(i), transA, transB, accumulate: axis === 'k' && i > 0 });
   const cut = product(0);
   const err = await sampledError(rt, { ...s, ...first }, first.m, c, pa, pb);
