@@ -8,7 +8,9 @@
 // malloc merges them all (malloc_consolidate): on the H200 host, a 6-16 ms stall inside
 // the first beginComputePass after about one 100 ms wait in four, all of it in that
 // libc routine by V8's tick profiler, and none with the fast bins turned off
-// (GLIBC_TUNABLES=glibc.malloc.mxfast=0). docs/RESULTS.md, nineteenth session.
+// (GLIBC_TUNABLES=glibc.malloc.mxfast=0). docs/RESULTS.md, nineteenth session. That
+// was under Node; under Bun the stall did not occur in 80 such waits (twentieth
+// session), and the pacing still keeps a long wait from burning a core.
 //
 // While paced waits are pending and even the newest has lasted `spinMs`, each
 // event-loop turn sleeps `napMs` (Atomics.wait), so the binding polls about ten
