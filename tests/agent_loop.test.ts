@@ -120,6 +120,7 @@ describe('agent loop over the household expert', () => {
       groupSize: 2,
       concurrency: 4,
       trajectoryLog: log,
+      invalidPenalty: 0.25,
       ...BUDGET,
     });
     log.close();
@@ -152,7 +153,8 @@ describe('agent loop over the household expert', () => {
         const bad = garbled(t.trajectoryId, s.turn);
         assert.equal(s.groupId, t.groupId);
         assert.equal(s.valid, !bad);
-        assert.equal(s.score, bad ? 10 - 0.1 : 10);
+        // The penalty is the caller's (the config's algorithm.invalidPenalty), not the environment's.
+        assert.equal(s.score, bad ? 10 - 0.25 : 10);
         assert.deepEqual([s.episodeReturn, s.won, s.taskType], [10, true, t.taskType]);
         assert.equal(s.teacherPromptIds, undefined);
         assert.equal(s.responseIds.length, s.responseLogprobs.length);
@@ -409,8 +411,8 @@ describe('turn tokenization', () => {
 
   test('agent specs by environment name, remote aliases included', () => {
     assert.deepEqual(
-      ['household', 'alfworld', 'shop', 'webshop', 'search'].map((n) => [agentSpec(n).historyLength, agentSpec(n).invalidPenalty, agentSpec(n).maxTurns]),
-      [[2, 0.1, 50], [2, 0.1, 50], [2, 0.1, 15], [2, 0.1, 15], [4, 0.01, 4]],
+      ['household', 'alfworld', 'shop', 'webshop', 'search'].map((n) => [agentSpec(n).historyLength, agentSpec(n).maxTurns]),
+      [[2, 50], [2, 50], [2, 15], [2, 15], [4, 4]],
     );
     assert.match(agentSpec('alfworld').skills('alfworld'), /\S/);
     assert.throws(() => agentSpec('chess'), /no agent spec for environment "chess" \(known: alfworld, household, search, shop, webshop\)/);

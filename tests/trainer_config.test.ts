@@ -77,7 +77,6 @@ describe('training config', () => {
   test('the per-environment table agrees with the agent specs', () => {
     for (const env of ENV_NAMES) {
       assert.equal(ENV_DEFAULTS[env].maxTurns, agentSpec(env).maxTurns, env);
-      assert.equal(ENV_DEFAULTS[env].invalidPenalty, agentSpec(env).invalidPenalty, env);
     }
   });
 

@@ -57,6 +57,8 @@ export interface RolloutOptions {
   withSkills?: SkillsMode;
   /** Default: the spec's turn cap. */
   maxTurns?: number;
+  /** c_inv, subtracted from the score of every turn whose response did not parse as an action (default 0). */
+  invalidPenalty?: number;
   /** Deadline for each environment call (create, reset, step, close); default 120 s. */
   envTimeoutMs?: number;
   /** Engine model name (a LoRA adapter name on a vLLM server). */
@@ -192,6 +194,9 @@ function checkOptions(o: RolloutOptions): void {
   positive('concurrency', o.concurrency);
   positive('maxTurns', o.maxTurns);
   positive('envTimeoutMs', o.envTimeoutMs);
+  if (o.invalidPenalty !== undefined && !(Number.isFinite(o.invalidPenalty) && o.invalidPenalty >= 0)) {
+    throw new RangeError(`runRollout: invalidPenalty must be a finite number >= 0, got ${o.invalidPenalty}`);
+  }
 }
 
 export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
@@ -199,6 +204,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   const started = performance.now();
   const spec = o.spec ?? agentSpec(o.env.name);
   const maxTurns = o.maxTurns ?? spec.maxTurns;
+  const invalidPenalty = o.invalidPenalty ?? 0;
   const envTimeoutMs = o.envTimeoutMs ?? DEFAULT_ENV_TIMEOUT_MS;
   const withSkills = o.withSkills ?? 'none';
   const sampling = { temperature: 1, topP: 1, topK: 0, ...o.sampling };
@@ -436,7 +442,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   for (const ep of episodes) {
     if (ep.error !== undefined) continue;
     for (const s of ep.samples) {
-      samples.push({ ...s, score: ep.episodeReturn - (s.valid ? 0 : spec.invalidPenalty), episodeReturn: ep.episodeReturn, won: ep.won });
+      samples.push({ ...s, score: ep.episodeReturn - (s.valid ? 0 : invalidPenalty), episodeReturn: ep.episodeReturn, won: ep.won });
     }
   }
   return { samples, trajectories, stats: summarize(trajectories, samples.length, cost, (performance.now() - started) / 1000) };

@@ -1,6 +1,6 @@
 // One turn contract over every environment kind (shared design PROTOCOLS.md section 1,
 // ALGORITHMS.md section 1): how a turn's prompt is rendered, how a response becomes an
-// action, what an invalid turn costs and sends, and where skills come from. Looked up
+// action, what an invalid turn sends, and where skills come from. Looked up
 // by environment name, so a RemoteEnvironment (named by its server's /health) gets the
 // same spec as the in-process environment it serves.
 
@@ -46,8 +46,6 @@ export interface AgentSpec {
   readonly env: string;
   /** K: how many earlier (observation, action) pairs each prompt shows. */
   readonly historyLength: number;
-  /** c_inv: subtracted from an invalid turn's score. */
-  readonly invalidPenalty: number;
   /** The loop ends an episode after this many turns even if the environment has not. */
   readonly maxTurns: number;
   /** What the environment gets on an invalid turn: a harmless action it answers without changing state. */
@@ -68,7 +66,6 @@ export interface AgentSpec {
 function thinkActionSpec(base: Pick<AgentSpec, 'env' | 'historyLength' | 'maxTurns' | 'renderPrompt' | 'skills'>): AgentSpec {
   return {
     ...base,
-    invalidPenalty: 0.1,
     noop: '',
     cutResponse: (response) => response,
     parse: (response) => {
@@ -102,7 +99,6 @@ const SEARCH_STOP = ['</search>', '</answer>'] as const;
 const SEARCH: AgentSpec = {
   env: 'search',
   historyLength: SEARCH_HISTORY_LENGTH,
-  invalidPenalty: 0.01,
   maxTurns: SEARCH_MAX_TURNS,
   // The environment answers any turn without a single well-formed block with Search-R1's "my previous action is invalid".
   noop: '',

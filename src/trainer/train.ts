@@ -22,6 +22,7 @@ import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.ts';
 import { assertImplemented, configHash, runDir as runDirOf, writeRunConfig, type TrainConfig } from './config.ts';
 import { trainingIteration, type Reference } from './iteration.ts';
+import { scoringTemperature } from './update.ts';
 import { INTERPRETED_METHODS, planIteration, TRAIN_METHODS, type MethodState } from './methods.ts';
 import { isTeacherDir, loadTeacher, recordRetirementGap, retirementDue, stageOneConfig, stageOneDone, stageTwoConfig, type RetireState } from './retire_opd.ts';
 import type { TeacherSource } from './teacher.ts';
@@ -158,6 +159,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       maxPromptTokens: cfg.rollout.maxPromptTokens,
       maxResponseTokens: cfg.rollout.maxResponseTokens,
       maxTurns: cfg.rollout.maxTurns,
+      invalidPenalty: cfg.algorithm.invalidPenalty,
       concurrency: cfg.rollout.concurrency,
       envTimeoutMs: cfg.env.timeoutMs,
       trajectoryLog,
@@ -221,6 +223,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
         gradClip: cfg.optim.gradClip > 0 ? cfg.optim.gradClip : Infinity,
         miniBatchSize: cfg.optim.miniBatchSize,
         microBatchTokens: cfg.optim.microBatchTokens,
+        temperature: scoringTemperature(cfg.rollout.temperature),
         shuffle: (n) => shuffleRng.shuffle(Array.from({ length: n }, (_, i) => i)),
       },
       reference,
