@@ -218,6 +218,14 @@ describe('agent loop over the household expert', () => {
       assert.ok(tokenizer.decode(s.promptIds).startsWith(`<|im_start|>user\n[Privileged Skill Information]\n${skills}`));
     }
     assert.equal(policy.stats.successRate, 1);
+
+    // The reference's placement: the block as text in front of the templated prompt.
+    const before = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, withSkills: 'teacher', teacherSkillsPlacement: 'before_template' });
+    for (const s of before.samples) {
+      const block = tokenizer.encode(`[Privileged Skill Information]\n${skills}\n\n`, { addSpecialTokens: false });
+      assert.deepEqual(s.teacherPromptIds, [...block, ...s.promptIds]);
+      assert.ok(tokenizer.decode(s.teacherPromptIds!).startsWith(`[Privileged Skill Information]\n${skills}\n\n<|im_start|>user\nYou are an expert agent`));
+    }
   });
 
   test('prompts over budget keep their end', async () => {

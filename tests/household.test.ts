@@ -8,7 +8,8 @@ import { HouseholdEnvironment, type HouseholdInfo, type HouseholdSession } from 
 import { expertPlan } from '../envs/household/expert.ts';
 import { generateWorld } from '../envs/household/generate.ts';
 import { isWon } from '../envs/household/goal.ts';
-import { renderHouseholdPrompt, SKILL_HEADER } from '../envs/household/prompt.ts';
+import { renderHouseholdPrompt } from '../envs/household/prompt.ts';
+import { SKILL_HEADER } from '../src/envs/skills_block.ts';
 import { householdSkillCard, householdSkills, usualPlacesCard } from '../envs/household/skills.ts';
 import { listing, NOTHING_HAPPENS } from '../envs/household/text.ts';
 import type { Split, StepResult } from '../src/envs/types.ts';

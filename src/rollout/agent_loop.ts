@@ -15,7 +15,8 @@ import type { Tokenizer } from '../models/tokenizer.ts';
 import { agentSpec, type AgentSpec, type TurnHistoryEntry } from './agent_spec.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
-import { cutTokens, encodeTurnPrompt } from './tokenize_turn.ts';
+import { cutTokens, encodePrefixedTurnPrompt, encodeTurnPrompt } from './tokenize_turn.ts';
+import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
 import type { TrajectoryLog } from './trajectory_log.ts';
 
 export interface RolloutTask {
@@ -55,6 +56,8 @@ export interface RolloutOptions {
   /** Episodes live at once (default: all). */
   concurrency?: number;
   withSkills?: SkillsMode;
+  /** Where a teacher prompt puts the skills block (default: at the start of the user message). */
+  teacherSkillsPlacement?: SkillsPlacement;
   /** Default: the spec's turn cap. */
   maxTurns?: number;
   /** c_inv, subtracted from the score of every turn whose response did not parse as an action (default 0). */
@@ -280,7 +283,9 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     if (encoded.truncated) cost.truncatedPrompts++;
     let teacherPromptIds: number[] | undefined;
     if (withSkills === 'teacher') {
-      const teacher = encodeTurnPrompt(o.tokenizer, spec.renderPrompt({ ...input, skills: ep.skills }), o.maxPromptTokens);
+      const teacher = o.teacherSkillsPlacement === 'before_template'
+        ? encodePrefixedTurnPrompt(o.tokenizer, skillBlock(ep.skills!.trim()), prompt, o.maxPromptTokens)
+        : encodeTurnPrompt(o.tokenizer, spec.renderPrompt({ ...input, skills: ep.skills }), o.maxPromptTokens);
       teacherPromptIds = teacher.ids;
       cost.teacherPromptTokens += teacher.ids.length;
       if (teacher.truncated) cost.truncatedTeacherPrompts++;

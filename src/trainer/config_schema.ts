@@ -6,6 +6,7 @@
 // gets the search recipe, while anything it sets explicitly wins.
 
 import { z } from 'zod';
+import { SKILLS_PLACEMENTS } from '../envs/skills_block.ts';
 
 /** Every method of ALGORITHMS.md section 3, plus supervised fine-tuning on expert transcripts. */
 export const METHODS = [
@@ -115,7 +116,15 @@ const rolloutSchema = z.strictObject({
 });
 
 /** Who scores sampled tokens for the self-distillation methods: this trainer's own weights, or a server. */
-const teacherSchema = z.strictObject(engineFields);
+const teacherSchema = z.strictObject({
+  ...engineFields,
+  /**
+   * Where the teacher prompt puts the skills block: at the start of the turn's user
+   * message (the chat template frames it like the rest of the prompt), or
+   * before_template, in front of the templated prompt as the SDAR reference does.
+   */
+  skillsPlacement: z.enum(SKILLS_PLACEMENTS).default('user_message'),
+});
 
 const sdarSchema = z.strictObject({ beta: nonNegNum.default(5), coef: nonNegNum.default(0.01) });
 
