@@ -81,12 +81,13 @@ class RamblingEngine implements Engine {
   constructor(
     private readonly expert: ExpertEngine,
     private readonly tokenizer: Tokenizer,
+    private readonly tailText = ' and then <answer> nothing </answer>',
   ) {}
 
   async generate(requests: readonly GenerationRequest[]): Promise<GenerationResult[]> {
     const out = await this.expert.generate(requests.map((r) => ({ ...r, params: { ...r.params, stop: [] } })));
     return out.map((r) => {
-      const tail = this.tokenizer.encode(' and then <answer> nothing </answer>', { addSpecialTokens: false });
+      const tail = this.tokenizer.encode(this.tailText, { addSpecialTokens: false });
       const ids = [...r.tokenIds.slice(0, -1), ...tail, IM_END];
       return { tokenIds: ids, logprobs: ids.map(() => 0), finishReason: 'stop', text: this.tokenizer.decode(ids, { skipSpecialTokens: true }) };
     });
@@ -377,10 +378,30 @@ describe('agent loop over shop and search', () => {
     assert.ok(Object.keys(stats.successByType).length >= 1);
   });
 
-  test('the search expert answers; responses are cut after the first closing tag', async () => {
+  test('search: responses run to the end of the turn and are trained whole, the end token included', async () => {
+    const tokenizer = await qwen3();
+    const tasks = [0, 1].map((seed) => ({ split: 'train' as const, seed }));
+    const run = (engine: Engine) => runRollout({ env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET });
+    // Words after the action stay in the response and in the sample; the environment gets the action.
+    const musing = await run(new RamblingEngine(new ExpertEngine(tokenizer), tokenizer, ' and that is all'));
+    assert.equal(musing.stats.successRate, 1);
+    for (const t of musing.trajectories) {
+      for (const u of t.turns) {
+        assert.match(u.response, /<\/(search|answer)> and that is all$/);
+        assert.match(u.action, /^<(search|answer)> .+ <\/(search|answer)>$/);
+      }
+    }
+    assert.ok(musing.samples.every((s) => s.valid && s.responseIds.at(-1) === IM_END));
+    // A second action after the first makes the turn invalid: the reference's projection counts tags in the whole response.
+    const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer), tokenizer));
+    assert.equal(rambling.stats.invalidActionRate, 1);
+    assert.equal(rambling.stats.successRate, 0);
+  });
+
+  test('search with stopAfterAction: the expert answers; responses are cut after the first closing tag', async () => {
     const tokenizer = await qwen3();
     const tasks = [0, 1, 2, 3].map((seed) => ({ split: 'train' as const, seed }));
-    const run = (engine: Engine) => runRollout({ env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET });
+    const run = (engine: Engine) => runRollout({ env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET, stopAfterAction: true });
     const plain = await run(new ExpertEngine(tokenizer));
     const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer), tokenizer));
     for (const { samples, trajectories, stats } of [plain, rambling]) {

@@ -56,6 +56,12 @@ export interface RolloutOptions {
   /** Episodes live at once (default: all). */
   concurrency?: number;
   withSkills?: SkillsMode;
+  /**
+   * End each response at its action's closing tag (the spec's actionStops) and train
+   * only up to there; default false: responses run to the end of the turn and every
+   * generated token, the end-of-turn token included, is trained, as in the reference.
+   */
+  stopAfterAction?: boolean;
   /** Where a teacher prompt puts the skills block (default: at the start of the user message). */
   teacherSkillsPlacement?: SkillsPlacement;
   /** Default: the spec's turn cap. */
@@ -211,7 +217,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   const envTimeoutMs = o.envTimeoutMs ?? DEFAULT_ENV_TIMEOUT_MS;
   const withSkills = o.withSkills ?? 'none';
   const sampling = { temperature: 1, topP: 1, topK: 0, ...o.sampling };
-  const stop = [...new Set([...(spec.stop ?? []), ...(sampling.stop ?? [])])];
+  const stopAfterAction = o.stopAfterAction ?? false;
+  const stop = [...new Set([...(stopAfterAction ? (spec.actionStops ?? []) : []), ...(sampling.stop ?? [])])];
   const envName = o.env.name;
   const cost = { promptTokens: 0, tokensGenerated: 0, truncatedPrompts: 0, teacherPromptTokens: 0, truncatedTeacherPrompts: 0, engineCalls: 0, generateMs: 0 };
 
@@ -329,7 +336,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
 
   const act = async (ep: Episode, turn: PreparedTurn, result: GenerationResult): Promise<void> => {
     let { tokenIds, logprobs, text } = result;
-    const cut = spec.cutResponse(text);
+    const cut = stopAfterAction ? spec.cutResponse(text) : text;
     if (cut !== text) {
       const kept = cutTokens(o.tokenizer, tokenIds, cut);
       tokenIds = tokenIds.slice(0, kept.keep);

@@ -50,10 +50,15 @@ export interface AgentSpec {
   readonly maxTurns: number;
   /** What the environment gets on an invalid turn: a harmless action it answers without changing state. */
   readonly noop: string;
-  /** Stop strings for the engine; the loop also cuts responses with `cutResponse`. */
-  readonly stop?: readonly string[];
+  /**
+   * Strings that close an action (search's </search>, </answer>). With the rollout's
+   * stopAfterAction they are the engine's stop strings and the loop cuts responses
+   * with `cutResponse`; otherwise responses run to the end of the turn, as the
+   * reference generates them, and only the parser looks for the action.
+   */
+  readonly actionStops?: readonly string[];
   renderPrompt(input: TurnPromptInput): string;
-  /** The part of a response that counts: the whole text, or (search) up to the first closing tag. */
+  /** The response up to the end of its action: the whole text, or (search) up to the first closing tag. */
   cutResponse(response: string): string;
   parse(response: string): ParsedTurn;
   /** The skills block text for a task type (the general card when the type has none). */
@@ -102,7 +107,7 @@ const SEARCH: AgentSpec = {
   maxTurns: SEARCH_MAX_TURNS,
   // The environment answers any turn without a single well-formed block with Search-R1's "my previous action is invalid".
   noop: '',
-  stop: SEARCH_STOP,
+  actionStops: SEARCH_STOP,
   renderPrompt: (input) => renderSearchPrompt({ ...input, historyLength: SEARCH_HISTORY_LENGTH }),
   cutResponse,
   parse: (response) => {

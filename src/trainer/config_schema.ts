@@ -109,6 +109,13 @@ const rolloutSchema = z.strictObject({
   topK: nonNegInt.default(0),
   maxPromptTokens: posInt.optional(),
   maxResponseTokens: posInt.default(512),
+  /**
+   * End each response at its action's closing tag (search's </search>, </answer>)
+   * and train only up to there: faster, but the end-of-turn token is never trained.
+   * Default: responses run to the end of the turn and are trained whole, as the
+   * reference generates them; the parser reads the action from the whole text.
+   */
+  stopAfterAction: z.boolean().default(false),
   /** Episodes live at once (unset: all of an iteration's). */
   concurrency: posInt.optional(),
   /** Rows the local engine decodes together; more rows mean fewer decoding steps per turn and more memory for the KV cache. */

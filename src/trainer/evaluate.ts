@@ -180,6 +180,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         maxPromptTokens: cfg.rollout.maxPromptTokens,
         maxResponseTokens,
         maxTurns,
+        stopAfterAction: cfg.rollout.stopAfterAction,
         concurrency: cfg.rollout.concurrency,
         envTimeoutMs: cfg.env.timeoutMs,
         groupIdPrefix: 'eval-',

@@ -140,6 +140,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
           maxPromptTokens: cfg.rollout.maxPromptTokens,
           maxResponseTokens: cfg.rollout.maxResponseTokens,
           maxTurns: cfg.rollout.maxTurns,
+          stopAfterAction: cfg.rollout.stopAfterAction,
           concurrency: cfg.rollout.concurrency,
           envTimeoutMs: cfg.env.timeoutMs,
           groupIdPrefix: `val${iteration}-`,

@@ -160,6 +160,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       maxResponseTokens: cfg.rollout.maxResponseTokens,
       maxTurns: cfg.rollout.maxTurns,
       invalidPenalty: cfg.algorithm.invalidPenalty,
+      stopAfterAction: cfg.rollout.stopAfterAction,
       teacherSkillsPlacement: cfg.teacher.skillsPlacement,
       concurrency: cfg.rollout.concurrency,
       envTimeoutMs: cfg.env.timeoutMs,
