@@ -173,6 +173,12 @@ const agentOpsdSchema = z.strictObject({
   mix: prob.default(0.5),
   /** V0 is clamped to [priorClamp, 1 - priorClamp]. */
   priorClamp: z.number().gt(0).lt(0.5).default(1e-4),
+  /**
+   * What V0 averages over a group's trajectories: raw_score, each one's first turn's
+   * score (R minus that turn's penalty) as the reference code does, or
+   * success_rate, R divided by the environment's best return.
+   */
+  prior: z.enum(['raw_score', 'success_rate']).default('raw_score'),
 });
 
 const adrsSchema = z.strictObject({
