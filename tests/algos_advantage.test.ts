@@ -208,16 +208,28 @@ describe('ADRS', () => {
   const cfg = DEFAULTS.adrs;
 
   test('the schema defaults are the text\'s; active for iterations 21..70 with entropy coefficient 0.01', () => {
-    assert.deepEqual(cfg, { shapingCoef: 0.02, gateScale: 2, eta: 0.02, startIteration: 21, endIteration: 70, clip: 0.2, entropyCoef: 0.01 });
+    assert.deepEqual(cfg, {
+      shapingCoef: 0.02, gateScale: 2, eta: 0.02, startIteration: 21, endIteration: 70, clip: 0.2, entropyCoef: 0.01, adaptiveClip: true, activeEntropy: true,
+    });
     assert.deepEqual([20, 21, 70, 71].map((k) => adrsActive(k, cfg)), [false, true, true, false]);
     assert.deepEqual([20, 21, 70, 71].map((k) => adrsEntropyCoef(k, cfg, 0.001)), [0.001, 0.01, 0.01, 0.001]);
   });
 
+  test('the WebShop launchers\' switches: shop turns the adaptive clip and the raised entropy off', () => {
+    const shop = resolveConfig(TrainConfigSchema.parse({ env: { name: 'shop' } })).algorithm.adrs;
+    assert.deepEqual([shop.adaptiveClip, shop.activeEntropy], [false, false]);
+    assert.deepEqual([20, 21, 70, 71].map((k) => adrsEntropyCoef(k, shop, 0.001)), [0.001, 0.001, 0.001, 0.001]);
+    const search = resolveConfig(TrainConfigSchema.parse({ env: { name: 'search' } })).algorithm.adrs;
+    assert.deepEqual([search.adaptiveClip, search.activeEntropy], [true, true]);
+    const own = resolveConfig(TrainConfigSchema.parse({ env: { name: 'shop' }, algorithm: { adrs: { adaptiveClip: true } } })).algorithm.adrs;
+    assert.deepEqual([own.adaptiveClip, own.activeEntropy], [true, false]);
+  });
+
   // g1: two samples with returns 10 and 0; g2: a group of one (no spread).
   const samples = [
-    { groupId: 'g1', episodeReturn: 10, responseIds: ids(3) },
-    { groupId: 'g1', episodeReturn: 0, responseIds: ids(2) },
-    { groupId: 'g2', episodeReturn: 1, responseIds: ids(2) },
+    { groupId: 'g1', score: 10, responseIds: ids(3) },
+    { groupId: 'g1', score: 0, responseIds: ids(2) },
+    { groupId: 'g2', score: 1, responseIds: ids(2) },
   ];
   const adv = Float64Array.from([0.7, -0.7, 0]);
   const teacher = f32([[-1, -2, -3], [-0.5, -1.5], [-2, -2]]);
@@ -263,8 +275,8 @@ describe('ADRS', () => {
     // standardised bonus (≈ ±1, the sign of the token's lT against its response's
     // mean) far past its bound.
     const s = [[0, 1], [0, 2], [0, 4], [3, 3]].flatMap(([ra, rb], g) => [
-      { groupId: `g${g}`, episodeReturn: ra, responseIds: ids(2) },
-      { groupId: `g${g}`, episodeReturn: rb, responseIds: ids(2) },
+      { groupId: `g${g}`, score: ra, responseIds: ids(2) },
+      { groupId: `g${g}`, score: rb, responseIds: ids(2) },
     ]);
     const a = Float64Array.from([-0.5, 0.5, -0.5, 0.5, -0.5, 0.5, 0, 0]);
     const lt = f32([[-1, -2], [-3, -1], [-1, -2], [-1, -2], [-2, -1], [-1, -2], [-1, -5], [-1, -5]]);
@@ -274,15 +286,31 @@ describe('ADRS', () => {
     ], 'adrs clipped');
     assert.equal(r.metrics['adrs/clip_frac'], 1);
     assert.equal(r.metrics['adrs/groups_with_spread'], 3 / 4);
+    // Without the adaptive clip every group's bound is the clip itself.
+    const flat = adrsAdvantages(s, a, lt, 30, { ...cfg, eta: 10, adaptiveClip: false });
+    close(flat.advantages, [
+      [-0.3, -0.7], [0.3, 0.7], [-0.3, -0.7], [0.7, 0.3], [-0.7, -0.3], [0.7, 0.3], [0, 0], [0, 0],
+    ], 'adrs clipped without the adaptive bound');
+  });
+
+  test('spread and TVA read the penalised row score: one episode\'s invalid turn spreads a group', () => {
+    // Both rows come from the same won episode (R = 10); the second turn was invalid (score 9.9).
+    const s = [
+      { groupId: 'g', score: 10, responseIds: ids(2) },
+      { groupId: 'g', score: 9.9, responseIds: ids(2) },
+    ];
+    const r = adrsAdvantages(s, Float64Array.from([0.7, -0.7]), f32([[-1, -2], [-2, -1]]), 21, cfg);
+    assert.equal(r.metrics['adrs/groups_with_spread'], 1);
+    assert.ok(r.advantages.some((row, i) => row.some((v) => v !== [0.7, -0.7][i])), 'the bonus was applied');
   });
 
   test('a TVA side with an empty sum (α saturated at 1) gives TVA 0 rather than NaN', () => {
     // τ̄ = −1, −1, −100, −102; batch mean −51: g1's α = σ(50) = 1 exactly, so Σ(1−α) = 0.
     const s = [
-      { groupId: 'g1', episodeReturn: 1, responseIds: ids(2) },
-      { groupId: 'g1', episodeReturn: 0, responseIds: ids(2) },
-      { groupId: 'g2', episodeReturn: 0, responseIds: ids(2) },
-      { groupId: 'g2', episodeReturn: 1, responseIds: ids(2) },
+      { groupId: 'g1', score: 1, responseIds: ids(2) },
+      { groupId: 'g1', score: 0, responseIds: ids(2) },
+      { groupId: 'g2', score: 0, responseIds: ids(2) },
+      { groupId: 'g2', score: 1, responseIds: ids(2) },
     ];
     const r = adrsAdvantages(s, Float64Array.from([1, -1, -1, 1]), f32([[-0.5, -1.5], [-1, -1], [-99, -101], [-102, -102]]), 21, cfg);
     const a2 = sig(-49);
@@ -309,8 +337,8 @@ describe('GiGPO', () => {
 
   // Group g: a (R = 10, 3 turns, states s0 s1 s2), b (R = 0, turns s0 s1), c (R = 10,
   // one turn on s0). Group h: d (R = 10) also on s0, which must not join g's step group.
-  const step = (groupId: string, trajectoryId: string, turn: number, episodeReturn: number, state: string, n = 2) =>
-    ({ groupId, trajectoryId, turn, episodeReturn, state, responseIds: ids(n) });
+  const step = (groupId: string, trajectoryId: string, turn: number, episodeReturn: number, state: string, n = 2, score = episodeReturn) =>
+    ({ groupId, trajectoryId, turn, episodeReturn, score, state, responseIds: ids(n) });
   const samples = [
     step('g', 'a', 2, 10, 's2'), step('g', 'b', 0, 0, 's0', 3), step('g', 'a', 0, 10, 's0'), step('g', 'a', 1, 10, 's1', 1),
     step('g', 'b', 1, 0, 's1'), step('g', 'c', 0, 10, 's0'), step('h', 'd', 0, 10, 's0'),
@@ -331,6 +359,18 @@ describe('GiGPO', () => {
       assert.equal(r.metrics['gigpo/shared_step_frac'], 5 / 7);
       assert.equal(r.metrics['gigpo/step_group_size'], 7 / 4);
     }
+  });
+
+  test('a turn\'s invalid-action penalty comes off its step return after discounting', () => {
+    // a's first turn (state s0) was invalid: score 10 − 0.1, step return 0.95²·10 − 0.1.
+    const penalised = samples.map((s, i) => (i === 2 ? { ...s, score: 9.9 } : s));
+    const r0 = [9.025 - 0.1, 0, 10];
+    const m = (r0[0] + r0[1] + r0[2]) / 3;
+    const sd = Math.sqrt(r0.reduce((a, v) => a + (v - m) ** 2, 0) / 2);
+    const z = (v: number) => (v - m) / (sd + 1e-6);
+    const expected = [0, z(0), z(9.025 - 0.1), z1, -z1, z(10), 0];
+    const r = gigpoAdvantages(penalised, adv, cfg);
+    close(r.advantages, samples.map((s, i) => new Array<number>(s.responseIds.length).fill(adv[i] + expected[i])), 'gigpo penalised');
   });
 
   test('without shared states the advantage is the episode one', () => {

@@ -31,6 +31,9 @@ export interface EnvDefaults {
   validationTemperature: number;
   /** AgentOPSD credit granularity. */
   agentOpsdGranularity: 'turn' | 'token';
+  /** ADRS's adaptive clip and raised entropy while shaping (the WebShop launchers turn both off). */
+  adrsAdaptiveClip: boolean;
+  adrsActiveEntropy: boolean;
   /** Share of the run's iterations the learning rate warms up over (the search recipe's 0.1). */
   warmupRatio: number;
 }
@@ -39,15 +42,18 @@ export const ENV_DEFAULTS: Record<EnvName, EnvDefaults> = {
   household: {
     tasksPerIteration: 16, maxTurns: 50, maxPromptTokens: 2048, klCoef: 0.01, invalidPenalty: 0.1, miniBatchSize: 256,
     validationEvery: 5, validationTasks: 32, validationTemperature: 0.4, agentOpsdGranularity: 'turn', warmupRatio: 0,
+    adrsAdaptiveClip: true, adrsActiveEntropy: true,
   },
   shop: {
     tasksPerIteration: 16, maxTurns: 15, maxPromptTokens: 4096, klCoef: 0.01, invalidPenalty: 0.1, miniBatchSize: 64,
     validationEvery: 5, validationTasks: 32, validationTemperature: 0.4, agentOpsdGranularity: 'token', warmupRatio: 0,
+    adrsAdaptiveClip: false, adrsActiveEntropy: false,
   },
   // Search-R1's recipe validates greedily, once, at the end.
   search: {
     tasksPerIteration: 128, maxTurns: 4, maxPromptTokens: 4096, klCoef: 0.001, invalidPenalty: 0.01, miniBatchSize: 256,
     validationEvery: 0, validationTasks: 128, validationTemperature: 0, agentOpsdGranularity: 'token', warmupRatio: 0.1,
+    adrsAdaptiveClip: true, adrsActiveEntropy: true,
   },
 };
 
@@ -192,6 +198,10 @@ const adrsSchema = z.strictObject({
   startIteration: posInt.default(21),
   endIteration: posInt.default(70),
   clip: nonNegNum.default(0.2),
+  /** Shrink a group's clip by its score spread over the median spread. Default: the environment's (off for shop, as the WebShop launchers). */
+  adaptiveClip: z.boolean().optional(),
+  /** Raise the entropy coefficient to entropyCoef while shaping is active. Default: the environment's (off for shop). */
+  activeEntropy: z.boolean().optional(),
   /** Entropy coefficient while shaping is active. */
   entropyCoef: nonNegNum.default(0.01),
 });
@@ -341,8 +351,9 @@ type Fill<T, K extends keyof T> = Omit<T, K> & { [P in K]-?: Exclude<T[P], undef
 /** A configuration with every default applied: what the trainer runs. */
 export interface TrainConfig extends Omit<ParsedConfig, 'rollout' | 'algorithm' | 'optim' | 'validation' | 'output'> {
   rollout: Fill<ParsedConfig['rollout'], 'tasksPerIteration' | 'maxTurns' | 'maxPromptTokens'>;
-  algorithm: Omit<Fill<ParsedConfig['algorithm'], 'klCoef' | 'invalidPenalty'>, 'agent_opsd'> & {
+  algorithm: Omit<Fill<ParsedConfig['algorithm'], 'klCoef' | 'invalidPenalty'>, 'agent_opsd' | 'adrs'> & {
     agent_opsd: Fill<ParsedConfig['algorithm']['agent_opsd'], 'granularity'>;
+    adrs: Fill<ParsedConfig['algorithm']['adrs'], 'adaptiveClip' | 'activeEntropy'>;
   };
   optim: Fill<ParsedConfig['optim'], 'miniBatchSize' | 'warmupRatio'>;
   validation: Fill<ParsedConfig['validation'], 'every' | 'tasks' | 'temperature'>;
@@ -370,6 +381,11 @@ export function resolveConfig(c: ParsedConfig): TrainConfig {
       klCoef: c.algorithm.klCoef ?? d.klCoef,
       invalidPenalty: c.algorithm.invalidPenalty ?? d.invalidPenalty,
       agent_opsd: { ...c.algorithm.agent_opsd, granularity: c.algorithm.agent_opsd.granularity ?? d.agentOpsdGranularity },
+      adrs: {
+        ...c.algorithm.adrs,
+        adaptiveClip: c.algorithm.adrs.adaptiveClip ?? d.adrsAdaptiveClip,
+        activeEntropy: c.algorithm.adrs.activeEntropy ?? d.adrsActiveEntropy,
+      },
     },
     optim: { ...c.optim, miniBatchSize: c.optim.miniBatchSize ?? d.miniBatchSize, warmupRatio: c.optim.warmupRatio ?? d.warmupRatio },
     validation: {
