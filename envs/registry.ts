@@ -1,22 +1,28 @@
-// Environment kinds by name, for the CLI (`env serve household`) and the trainer.
+// Every environment kind, by name: the one list the trainer, the config and the CLI
+// read. Adding an environment is a plugin folder under envs/ and a line here.
 
+import type { EnvPlugin } from '../src/envs/plugin.ts';
 import type { Environment } from '../src/envs/types.ts';
-import { HouseholdEnvironment } from './household/env.ts';
-import { SearchEnvironment } from './search/env.ts';
-import { ShopEnvironment } from './shop/env.ts';
+import { householdPlugin } from './household/plugin.ts';
+import { searchPlugin } from './search/plugin.ts';
+import { shopPlugin } from './shop/plugin.ts';
 
-export const ENVIRONMENTS: Record<string, () => Environment> = {
-  household: () => new HouseholdEnvironment(),
-  shop: () => new ShopEnvironment(),
-  search: () => new SearchEnvironment(),
-};
+export const ENV_PLUGINS: readonly EnvPlugin[] = [householdPlugin, shopPlugin, searchPlugin];
 
 export function environmentNames(): string[] {
-  return Object.keys(ENVIRONMENTS).sort();
+  return ENV_PLUGINS.map((p) => p.name);
+}
+
+/** The plugin of an environment kind, by its name or a name its servers report ("alfworld"). */
+export function envPlugin(name: string): EnvPlugin {
+  const plugin = ENV_PLUGINS.find((p) => p.name === name || p.aliases.includes(name));
+  if (!plugin) {
+    const known = ENV_PLUGINS.flatMap((p) => [p.name, ...p.aliases]).sort();
+    throw new Error(`unknown environment "${name}" (known: ${known.join(', ')})`);
+  }
+  return plugin;
 }
 
 export function getEnvironment(name: string): Environment {
-  const make = ENVIRONMENTS[name];
-  if (!make) throw new Error(`unknown environment "${name}" (known: ${environmentNames().join(', ')})`);
-  return make();
+  return envPlugin(name).create();
 }

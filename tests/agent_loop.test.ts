@@ -13,7 +13,11 @@ import { ShopEnvironment } from '../envs/shop/index.ts';
 import { RemoteEnvironment } from '../src/envs/client.ts';
 import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
 import { RolloutError, runRollout, type RolloutOptions, type RolloutResult } from '../src/rollout/agent_loop.ts';
-import { agentSpec } from '../src/rollout/agent_spec.ts';
+import { envPlugin } from '../envs/registry.ts';
+
+const HOUSEHOLD = envPlugin('household').agent;
+const SHOP = envPlugin('shop').agent;
+const SEARCH = envPlugin('search').agent;
 import type { Engine, GenerationRequest, GenerationResult } from '../src/rollout/engine.ts';
 import { ExpertEngine } from '../src/rollout/expert_engine.ts';
 import { cutTokens, encodeTurnPrompt } from '../src/rollout/tokenize_turn.ts';
@@ -102,7 +106,7 @@ const BUDGET = { maxPromptTokens: 4096, maxResponseTokens: 256 };
 
 async function household(opts: Partial<RolloutOptions> & Pick<RolloutOptions, 'tasks' | 'groupSize'>): Promise<RolloutResult> {
   const tokenizer = await qwen3();
-  return runRollout({ env: new HouseholdEnvironment(), engine: new ExpertEngine(tokenizer), tokenizer, ...BUDGET, ...opts });
+  return runRollout({ spec: HOUSEHOLD, env: new HouseholdEnvironment(), engine: new ExpertEngine(tokenizer, HOUSEHOLD), tokenizer, ...BUDGET, ...opts });
 }
 
 const TASKS = [1, 2, 3].map((seed) => ({ split: 'train' as const, seed }));
@@ -113,9 +117,9 @@ describe('agent loop over the household expert', () => {
     const garbled = (id: string, turn: number) => id.endsWith('/1') && (turn === 1 || turn === 3);
     const logFile = path.join(tmpRoot, 'logs', 'household.jsonl');
     const log = new TrajectoryLog(logFile);
-    const { samples, trajectories, stats } = await runRollout({
+    const { samples, trajectories, stats } = await runRollout({ spec: HOUSEHOLD,
       env: new HouseholdEnvironment(),
-      engine: new GarblingEngine(new ExpertEngine(tokenizer), tokenizer, garbled),
+      engine: new GarblingEngine(new ExpertEngine(tokenizer, HOUSEHOLD), tokenizer, garbled),
       tokenizer,
       tasks: TASKS,
       groupSize: 2,
@@ -256,12 +260,12 @@ describe('agent loop over the household expert', () => {
       name: 'seed-recording-expert',
       generate: async (requests) => {
         seen.push(requests.map((r) => r.params.seed!));
-        return new ExpertEngine(tokenizer).generate(requests);
+        return new ExpertEngine(tokenizer, HOUSEHOLD).generate(requests);
       },
       score: async () => [],
     };
     const run = () =>
-      runRollout({ env: new HouseholdEnvironment(), engine: recorder, tokenizer, tasks: TASKS.slice(0, 1), groupSize: 3, maxTurns: 2, sampling: { seed: 7 }, ...BUDGET });
+      runRollout({ spec: HOUSEHOLD, env: new HouseholdEnvironment(), engine: recorder, tokenizer, tasks: TASKS.slice(0, 1), groupSize: 3, maxTurns: 2, sampling: { seed: 7 }, ...BUDGET });
     await run();
     const first = seen.splice(0);
     await run();
@@ -273,7 +277,7 @@ describe('agent loop over the household expert', () => {
   test('an engine failure fails the rollout with the engine named', async () => {
     const tokenizer = await qwen3();
     await assert.rejects(
-      household({ tasks: TASKS, groupSize: 2, engine: new FailingEngine(new ExpertEngine(tokenizer), 2) }),
+      household({ tasks: TASKS, groupSize: 2, engine: new FailingEngine(new ExpertEngine(tokenizer, HOUSEHOLD), 2) }),
       (e: Error) => e instanceof RolloutError && /engine "failing-expert" failed generating 6 response\(s\) in round 2: device lost: out of memory/.test(e.message),
     );
   });
@@ -290,15 +294,15 @@ describe('agent loop over HTTP', () => {
 
     const server = await serveEnvironment(new HouseholdEnvironment(), { port: 0 });
     const env = await RemoteEnvironment.connect(server.url, { timeoutMs: 5000 });
-    const whole = await runRollout({ env, engine: new ExpertEngine(tokenizer), tokenizer, tasks, groupSize: 1, ...BUDGET });
+    const whole = await runRollout({ spec: HOUSEHOLD, env, engine: new ExpertEngine(tokenizer, HOUSEHOLD), tokenizer, tasks, groupSize: 1, ...BUDGET });
     assert.deepEqual(whole.trajectories, local.trajectories);
     assert.deepEqual(whole.samples, local.samples);
     assert.equal(server.sessionCount(), 0);
 
     let killed = false;
-    const cut = await runRollout({
+    const cut = await runRollout({ spec: HOUSEHOLD,
       env,
-      engine: new ExpertEngine(tokenizer),
+      engine: new ExpertEngine(tokenizer, HOUSEHOLD),
       tokenizer,
       tasks,
       groupSize: 1,
@@ -334,7 +338,7 @@ describe('agent loop over HTTP', () => {
     try {
       const env = await RemoteEnvironment.connect(server.url, { timeoutMs: 5000 });
       await assert.rejects(
-        runRollout({ env, engine: new FailingEngine(new ExpertEngine(tokenizer), 1), tokenizer, tasks: TASKS, groupSize: 2, ...BUDGET }),
+        runRollout({ spec: HOUSEHOLD, env, engine: new FailingEngine(new ExpertEngine(tokenizer, HOUSEHOLD), 1), tokenizer, tasks: TASKS, groupSize: 2, ...BUDGET }),
         RolloutError,
       );
       assert.equal(server.sessionCount(), 0);
@@ -351,8 +355,8 @@ describe('agent loop over HTTP', () => {
       const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
       const env = new RemoteEnvironment(url, { name: 'household', version: '1', maxSteps: 50 }, { timeoutMs: 60_000 });
       const t0 = performance.now();
-      const { samples, trajectories, stats } = await runRollout({
-        env, engine: new ExpertEngine(tokenizer), tokenizer, tasks: TASKS, groupSize: 2, envTimeoutMs: 300, ...BUDGET,
+      const { samples, trajectories, stats } = await runRollout({ spec: HOUSEHOLD,
+        env, engine: new ExpertEngine(tokenizer, HOUSEHOLD), tokenizer, tasks: TASKS, groupSize: 2, envTimeoutMs: 300, ...BUDGET,
       });
       assert.ok(performance.now() - t0 < 5000);
       assert.equal(samples.length, 0);
@@ -368,8 +372,8 @@ describe('agent loop over HTTP', () => {
 describe('agent loop over shop and search', () => {
   test('the shop expert buys the right product', async () => {
     const tokenizer = await qwen3();
-    const { samples, trajectories, stats } = await runRollout({
-      env: new ShopEnvironment(), engine: new ExpertEngine(tokenizer), tokenizer,
+    const { samples, trajectories, stats } = await runRollout({ spec: SHOP,
+      env: new ShopEnvironment(), engine: new ExpertEngine(tokenizer, SHOP), tokenizer,
       tasks: [0, 1, 2].map((seed) => ({ split: 'train' as const, seed })), groupSize: 2, ...BUDGET,
     });
     for (const t of trajectories) assert.deepEqual([t.won, t.episodeReturn, t.envScore, t.turns.at(-1)!.action], [true, 10, 1, 'click[buy now]']);
@@ -381,9 +385,9 @@ describe('agent loop over shop and search', () => {
   test('search: responses run to the end of the turn and are trained whole, the end token included', async () => {
     const tokenizer = await qwen3();
     const tasks = [0, 1].map((seed) => ({ split: 'train' as const, seed }));
-    const run = (engine: Engine) => runRollout({ env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET });
+    const run = (engine: Engine) => runRollout({ spec: SEARCH, env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET });
     // Words after the action stay in the response and in the sample; the environment gets the action.
-    const musing = await run(new RamblingEngine(new ExpertEngine(tokenizer), tokenizer, ' and that is all'));
+    const musing = await run(new RamblingEngine(new ExpertEngine(tokenizer, SEARCH), tokenizer, ' and that is all'));
     assert.equal(musing.stats.successRate, 1);
     for (const t of musing.trajectories) {
       for (const u of t.turns) {
@@ -393,7 +397,7 @@ describe('agent loop over shop and search', () => {
     }
     assert.ok(musing.samples.every((s) => s.valid && s.responseIds.at(-1) === IM_END));
     // A second action after the first makes the turn invalid: the reference's projection counts tags in the whole response.
-    const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer), tokenizer));
+    const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer, SEARCH), tokenizer));
     assert.equal(rambling.stats.invalidActionRate, 1);
     assert.equal(rambling.stats.successRate, 0);
   });
@@ -401,9 +405,9 @@ describe('agent loop over shop and search', () => {
   test('search with stopAfterAction: the expert answers; responses are cut after the first closing tag', async () => {
     const tokenizer = await qwen3();
     const tasks = [0, 1, 2, 3].map((seed) => ({ split: 'train' as const, seed }));
-    const run = (engine: Engine) => runRollout({ env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET, stopAfterAction: true });
-    const plain = await run(new ExpertEngine(tokenizer));
-    const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer), tokenizer));
+    const run = (engine: Engine) => runRollout({ spec: SEARCH, env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET, stopAfterAction: true });
+    const plain = await run(new ExpertEngine(tokenizer, SEARCH));
+    const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer, SEARCH), tokenizer));
     for (const { samples, trajectories, stats } of [plain, rambling]) {
       assert.equal(stats.successRate, 1);
       for (const t of trajectories) {
@@ -430,7 +434,7 @@ describe('turn tokenization', () => {
     const tokenizer = await qwen3();
     const text = '<think>\nlook it up\n</think>\n<search> ann born </search>\n<answer> x </answer>';
     const ids = tokenizer.encode(text, { addSpecialTokens: false });
-    const cut = agentSpec('search').cutResponse(text);
+    const cut = SEARCH.cutResponse(text);
     assert.equal(cut, '<think>\nlook it up\n</think>\n<search> ann born </search>');
     const kept = cutTokens(tokenizer, ids, cut);
     assert.ok(kept.text.startsWith(cut));
@@ -440,10 +444,10 @@ describe('turn tokenization', () => {
 
   test('agent specs by environment name, remote aliases included', () => {
     assert.deepEqual(
-      ['household', 'alfworld', 'shop', 'webshop', 'search'].map((n) => [agentSpec(n).historyLength, agentSpec(n).maxTurns]),
-      [[2, 50], [2, 50], [2, 15], [2, 15], [4, 4]],
+      ['household', 'alfworld', 'shop', 'webshop', 'search'].map((n) => [envPlugin(n).name, envPlugin(n).agent.historyLength, envPlugin(n).agent.maxTurns]),
+      [['household', 2, 50], ['household', 2, 50], ['shop', 2, 15], ['shop', 2, 15], ['search', 4, 4]],
     );
-    assert.match(agentSpec('alfworld').skills('alfworld'), /\S/);
-    assert.throws(() => agentSpec('chess'), /no agent spec for environment "chess" \(known: alfworld, household, search, shop, webshop\)/);
+    assert.match(envPlugin('alfworld').agent.skills('alfworld'), /\S/);
+    assert.throws(() => envPlugin('chess'), /unknown environment "chess" \(known: alfworld, household, search, shop, webshop\)/);
   });
 });

@@ -5,11 +5,11 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { adrsActive, adrsAdvantages, adrsEntropyCoef } from '../src/algos/adrs.ts';
-import { agentOpsdAdvantages } from '../src/algos/agent_opsd.ts';
-import { gigpoAdvantages } from '../src/algos/gigpo.ts';
+import { adrsActive, adrsAdvantages, adrsEntropyCoef } from '../src/algos/methods/adrs.ts';
+import { agentOpsdAdvantages } from '../src/algos/methods/agent_opsd.ts';
+import { gigpoAdvantages } from '../src/algos/methods/gigpo.ts';
 import { DEFAULT_POLICY_LOSS, policyLoss } from '../src/algos/policy_loss.ts';
-import { rlsdAdvantages, rlsdLambda } from '../src/algos/rlsd.ts';
+import { rlsdAdvantages, rlsdLambda } from '../src/algos/methods/rlsd.ts';
 import { ShapeError } from '../src/tensor/errors.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
@@ -32,13 +32,13 @@ describe('RLSD', () => {
     assert.deepEqual(cfg, { lambdaStart: 0.5, decayIterations: 100, clipLow: 0.8, clipHigh: 1.2 });
   });
 
-  test('λ decays linearly from lambdaStart at iteration 1 to 0 at decayIterations + 1, then stays 0', () => {
-    assert.equal(rlsdLambda(1, cfg), 0.5);
-    assertClose([rlsdLambda(51, cfg)], [0.25], { atol: 1e-15 });
-    assertClose([rlsdLambda(100, cfg)], [0.005], { atol: 1e-15 });
-    assert.equal(rlsdLambda(101, cfg), 0);
+  test('λ = lambdaStart·(1 − t/decayIterations) at iteration t, as the reference steps it, and 0 from t = decayIterations on', () => {
+    assertClose([rlsdLambda(1, cfg)], [0.495], { atol: 1e-15 });
+    assertClose([rlsdLambda(50, cfg)], [0.25], { atol: 1e-15 });
+    assertClose([rlsdLambda(99, cfg)], [0.005], { atol: 1e-15 });
+    assert.equal(rlsdLambda(100, cfg), 0);
     assert.equal(rlsdLambda(150, cfg), 0);
-    assert.equal(rlsdLambda(3, { ...cfg, lambdaStart: 1, decayIterations: 4 }), 0.5);
+    assert.equal(rlsdLambda(3, { ...cfg, lambdaStart: 1, decayIterations: 4 }), 0.25);
     assert.throws(() => rlsdLambda(0, cfg), /rlsdLambda: iteration must be an integer >= 1, got 0/);
   });
 

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { gatedTerm, sdarGate, sdarTerm, skillSdTerm, type DistillInputs } from '../src/algos/distill_loss.ts';
-import { pcsdGate, pcsdTerm } from '../src/algos/pcsd.ts';
+import { pcsdGate, pcsdTerm } from '../src/algos/methods/pcsd.ts';
 import { pcsdTermRef, sdarTermRef, skillSdTermRef } from '../src/reference/distill.ts';
 import { randn } from '../src/reference/random.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';

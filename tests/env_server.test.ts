@@ -4,7 +4,11 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { HouseholdEnvironment, type HouseholdInfo, type HouseholdSession } from '../envs/household/env.ts';
 import { serveEnvironment, type EnvServerHandle } from '../envs/server.ts';
-import { AGENTGYM_PRESETS, AgentGymEnvironment } from '../src/envs/agentgym.ts';
+import { AgentGymEnvironment } from '../src/envs/agentgym.ts';
+import { envPlugin } from '../envs/registry.ts';
+
+const ALFWORLD = envPlugin('household').agentgym!;
+const WEBSHOP = envPlugin('shop').agentgym!;
 import { RemoteEnvError, RemoteEnvironment } from '../src/envs/client.ts';
 
 const household = new HouseholdEnvironment();
@@ -315,8 +319,8 @@ describe('AgentGym adapter', () => {
       try {
         const options =
           style === 'alfworld'
-            ? AGENTGYM_PRESETS.alfworld
-            : { ...AGENTGYM_PRESETS.webshop, name: 'household-as-webshop', maxSteps: 50, taskText: AGENTGYM_PRESETS.alfworld.taskText };
+            ? ALFWORLD
+            : { ...WEBSHOP, name: 'household-as-webshop', maxSteps: 50, taskText: ALFWORLD.taskText };
         const env = new AgentGymEnvironment(peer.url, { ...options, timeoutMs: 5000 });
         for (const seed of [12, 13]) {
           const session = await env.create({ split: 'train', seed });

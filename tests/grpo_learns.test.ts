@@ -15,12 +15,12 @@ import { loadModel } from '../src/models/load.ts';
 import { scoreSequences } from '../src/models/score.ts';
 import { loadTokenizer } from '../src/models/tokenizer.ts';
 import { AdamW } from '../src/optim/adamw.ts';
-import type { AgentSpec } from '../src/rollout/agent_spec.ts';
+import type { AgentSpec } from '../src/envs/agent_spec.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { encodeTurnPrompt } from '../src/rollout/tokenize_turn.ts';
 import { loadConfig } from '../src/trainer/config.ts';
 import { trainingIteration } from '../src/trainer/iteration.ts';
-import { planIteration } from '../src/trainer/methods.ts';
+import { runMethod } from '../src/trainer/methods.ts';
 import { Rng } from '../src/trainer/rng.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 
@@ -104,7 +104,7 @@ describe('GRPO learns', () => {
           shuffle: (n) => Rng.seeded(seed, 'shuffle').shuffle(Array.from({ length: n }, (_, i) => i)),
         },
         reference: { kind: 'model', model: reference },
-        plan: planIteration(cfg, it, { distillRetired: false }),
+        plan: runMethod(cfg).plan(it),
       });
       success.push(result.rollout.stats.successRate);
       curve.push(mass(await firstTokenProbs()));

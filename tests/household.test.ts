@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { EnvInputError, EpisodeDoneError } from '../envs/errors.ts';
-import { parseAction } from '../envs/household/action.ts';
+import { parseAction } from '../envs/think_action.ts';
 import { COMBOS, LAYOUTS, TASK_TYPES, splitCombos, type TaskType } from '../envs/household/catalog.ts';
 import { admissibleCommands } from '../envs/household/commands.ts';
 import { HouseholdEnvironment, type HouseholdInfo, type HouseholdSession } from '../envs/household/env.ts';

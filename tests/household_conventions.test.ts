@@ -12,7 +12,7 @@ import { SearchingExpert } from '../envs/household/searcher.ts';
 import { householdSkills } from '../envs/household/skills.ts';
 import { receptacle } from '../envs/household/world.ts';
 import type { Split } from '../src/envs/types.ts';
-import { expertThought, householdExpertSamples } from '../src/trainer/expert_data.ts';
+import { expertThought, householdExpertSamples } from '../envs/household/expert_data.ts';
 
 const env = new HouseholdEnvironment();
 

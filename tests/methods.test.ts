@@ -12,8 +12,9 @@ import { METHODS } from '../src/trainer/config_schema.ts';
 import { loadConfig } from '../src/trainer/config.ts';
 import { comparePlan, runComparison, writeComparison } from '../src/trainer/compare.ts';
 import { readMetrics } from '../src/trainer/metrics.ts';
-import { planIteration, TRAIN_METHODS } from '../src/trainer/methods.ts';
-import { retirementDue, type RetireState } from '../src/trainer/retire_opd.ts';
+import { runMethod } from '../src/trainer/methods.ts';
+import { METHOD_DEFINITIONS } from '../src/algos/methods/index.ts';
+import { retirementDue, type RetireState } from '../src/algos/methods/retire_opd.ts';
 import { train } from '../src/trainer/train.ts';
 import { gpu } from './support/gpu.ts';
 
@@ -21,12 +22,16 @@ const ROOT = join(import.meta.dirname, '..');
 const SMOKE = join(ROOT, 'examples', 'smoke.yaml');
 
 describe('method plans', () => {
-  test('every configurable method is one train runs', () => {
-    assert.deepEqual([...TRAIN_METHODS].sort(), [...METHODS].sort());
+  test('every configurable method has a definition by its name, and only SFT has no RL plan', () => {
+    for (const m of METHODS) {
+      assert.equal(METHOD_DEFINITIONS[m].name, m);
+      assert.equal(METHOD_DEFINITIONS[m].loop === 'sft', m === 'sft');
+      assert.equal(typeof METHOD_DEFINITIONS[m].plan, m === 'sft' ? 'undefined' : 'function');
+    }
   });
 
   test('skills, teacher, policy gradient and schedules per method', () => {
-    const plan = (method: string, it = 1, overrides: string[] = []) => planIteration(loadConfig(SMOKE, [`method=${method}`, ...overrides]), it, { distillRetired: false });
+    const plan = (method: string, it = 1, overrides: string[] = []) => runMethod(loadConfig(SMOKE, [`method=${method}`, ...overrides])).plan(it);
     assert.deepEqual([plan('grpo').skills, plan('grpo').teacher, plan('grpo').aux, plan('grpo').transform], ['none', false, null, null]);
     assert.equal(plan('skill_grpo').skills, 'policy');
     for (const m of ['sdar', 'opsd', 'grpo_opsd', 'skill_sd', 'pcsd', 'retire_opd']) {
@@ -39,15 +44,17 @@ describe('method plans', () => {
     assert.equal(plan('sdar').policyGradient, true);
     for (const m of ['rlsd', 'agent_opsd', 'gigpo']) assert.ok(plan(m).transform, `${m} transforms advantages`);
     assert.equal(plan('gigpo').teacher, false);
-    // RLSD: λ from 0.5 down to 0 over 100 iterations, then plain GRPO without a teacher pass.
-    assert.equal(plan('rlsd', 1).metrics['rlsd/lambda'], 0.5);
-    assert.equal(plan('rlsd', 101).teacher, false);
-    assert.equal(plan('rlsd', 101).transform, null);
+    // RLSD: λ = 0.5·(1 − t/100) as the reference steps it, then plain GRPO without a teacher pass from iteration 100.
+    assert.equal(plan('rlsd', 1).metrics['rlsd/lambda'], 0.495);
+    assert.equal(plan('rlsd', 99).metrics['rlsd/lambda'], 0.5 * (1 - 99 / 100));
+    assert.equal(plan('rlsd', 100).teacher, false);
+    assert.equal(plan('rlsd', 100).transform, null);
     // ADRS: shaping and entropy 0.01 only in iterations 21-70.
     assert.deepEqual([plan('adrs', 20).teacher, plan('adrs', 20).entropyCoef], [false, 0.001]);
     assert.deepEqual([plan('adrs', 21).teacher, plan('adrs', 21).entropyCoef], [true, 0.01]);
     assert.deepEqual([plan('adrs', 71).teacher, plan('adrs', 71).entropyCoef], [false, 0.001]);
-    const retired = planIteration(loadConfig(SMOKE, ['method=retire_opd']), 5, { distillRetired: true });
+    const state: RetireState = { teacherSuccess: 0.5, gaps: [], pendingGaps: [], retiredAt: 4 };
+    const retired = runMethod(loadConfig(SMOKE, ['method=retire_opd']), state).plan(5);
     assert.deepEqual([retired.teacher, retired.aux, retired.metrics['retire/retired']], [false, null, 1]);
   });
 });

@@ -17,7 +17,7 @@ import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
 import { buildWordTokenizer, byteToken, IM_END, preTokenize, writeTokenizerFiles } from '../src/models/word_tokenizer.ts';
 import { turnPromptText } from '../src/rollout/tokenize_turn.ts';
 import { encodeSample, qwen2Config } from '../src/trainer/default_model.ts';
-import { expertThought, householdCorpus, householdExpertSamples } from '../src/trainer/expert_data.ts';
+import { expertThought, householdCorpus, householdExpertSamples } from '../envs/household/expert_data.ts';
 import { microBatches, sampleIds, sftLoss, trainSft, type SftSample } from '../src/trainer/sft.ts';
 import { gpu } from './support/gpu.ts';
 

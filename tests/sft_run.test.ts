@@ -4,6 +4,7 @@
 // file of trajectory records (lost episodes left out); a bad data file fails naming
 // the file and line before anything is written.
 
+import { envPlugin } from '../envs/registry.ts';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -80,8 +81,9 @@ describe('runSft', () => {
   test('LoRA on a JSONL of trajectory records, two epochs; lost episodes are left out', slow, async () => {
     const model = await tinyModel();
     const tokenizer = await loadTokenizer(model);
+    const spec = envPlugin('household').agent;
     const { trajectories } = await runRollout({
-      env: new HouseholdEnvironment(), engine: new ExpertEngine(tokenizer), tokenizer, tasks: [{ split: 'train', seed: 7 }, { split: 'train', seed: 8 }],
+      spec, env: new HouseholdEnvironment(), engine: new ExpertEngine(tokenizer, spec), tokenizer, tasks: [{ split: 'train', seed: 7 }, { split: 'train', seed: 8 }],
       groupSize: 1, maxPromptTokens: 2048, maxResponseTokens: 64,
     });
     const lost = { ...trajectories[1], won: false };

@@ -6,11 +6,11 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { adrsAdvantages } from '../src/algos/adrs.ts';
-import { agentOpsdAdvantages } from '../src/algos/agent_opsd.ts';
-import { gigpoAdvantages } from '../src/algos/gigpo.ts';
+import { adrsAdvantages } from '../src/algos/methods/adrs.ts';
+import { agentOpsdAdvantages } from '../src/algos/methods/agent_opsd.ts';
+import { gigpoAdvantages } from '../src/algos/methods/gigpo.ts';
 import { DEFAULT_POLICY_LOSS, policyLoss } from '../src/algos/policy_loss.ts';
-import { rlsdAdvantages } from '../src/algos/rlsd.ts';
+import { rlsdAdvantages } from '../src/algos/methods/rlsd.ts';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -9,9 +9,9 @@ import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CliError, configWords } from '../src/cli/args.ts';
-import { agentSpec } from '../src/rollout/agent_spec.ts';
+import { envPlugin } from '../envs/registry.ts';
 import {
-  assertImplemented, ConfigError, configHash, describeConfig, ENV_DEFAULTS, ENV_NAMES, loadConfig, METHODS, RUN_CONFIG_FILE, validateConfig, warmupIterations, writeRunConfig,
+  assertImplemented, ConfigError, configHash, describeConfig, ENV_NAMES, loadConfig, METHODS, RUN_CONFIG_FILE, validateConfig, warmupIterations, writeRunConfig,
 } from '../src/trainer/config.ts';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -87,10 +87,9 @@ describe('training config', () => {
     assert.throws(() => loadConfig(undefined, ['optim.warmupSteps=2']), /warmupSteps/);
   });
 
-  test('the per-environment table agrees with the agent specs', () => {
-    for (const env of ENV_NAMES) {
-      assert.equal(ENV_DEFAULTS[env].maxTurns, agentSpec(env).maxTurns, env);
-    }
+  test('each environment\'s recipe agrees with its agent\'s turn cap', () => {
+    assert.deepEqual([...ENV_NAMES], ['household', 'shop', 'search']);
+    for (const env of ENV_NAMES) assert.equal(envPlugin(env).recipe.maxTurns, envPlugin(env).agent.maxTurns, env);
   });
 
   test('overrides: JSON values, plain strings, nested groups, and null groups filled in', () => {

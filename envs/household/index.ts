@@ -1,6 +1,6 @@
 // The household environment's public surface.
 
-export { parseAction, type InvalidReason, type ParsedAction } from './action.ts';
+export { parseAction, type InvalidReason, type ParsedAction } from '../think_action.ts';
 export { COMBOS, LAYOUTS, TASK_TYPES, type Combo, type Layout, type RoomType, type TaskType } from './catalog.ts';
 export { admissibleCommands, execute } from './commands.ts';
 export { HOUSEHOLD_MAX_STEPS, HOUSEHOLD_WIN_REWARD, HouseholdEnvironment, HouseholdSession, type HouseholdInfo } from './env.ts';

@@ -6,7 +6,7 @@
 
 import { skillBlock } from '../../src/envs/skills_block.ts';
 
-export { parseAction as parseShopAction, type ParsedAction } from '../household/action.ts';
+export { parseAction as parseShopAction, type ParsedAction } from '../think_action.ts';
 
 export const SHOP_HISTORY_LENGTH = 2;
 

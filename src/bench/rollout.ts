@@ -6,6 +6,7 @@
 // with timestamp queries, a second identical rollout's GPU milliseconds per kernel.
 
 import { HouseholdEnvironment } from '../../envs/household/index.ts';
+import { householdPlugin } from '../../envs/household/plugin.ts';
 import type { Runtime } from '../gpu/runtime.ts';
 import { loadModel } from '../models/load.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
@@ -30,6 +31,7 @@ export async function benchRollout(rt: Runtime, opts: RolloutBenchOptions = {}):
   const tokenizer = await loadTokenizer(dir);
   const engine = new LocalEngine(model, { tokenizer, path: dir });
   const rollout = (n: number) => runRollout({
+    spec: householdPlugin.agent,
     env: new HouseholdEnvironment(), engine, tokenizer, groupSize, maxTurns,
     tasks: Array.from({ length: n }, (_, seed) => ({ split: 'train' as const, seed })),
     maxPromptTokens: 2048, maxResponseTokens: opts.maxResponseTokens ?? 64, sampling: { seed: 1 },

@@ -1,7 +1,7 @@
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { makeDefaultModel } from '../trainer/default_model.ts';
-import { DEFAULT_DETOUR } from '../trainer/expert_data.ts';
+import { envPlugin } from '../../envs/registry.ts';
 import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
@@ -28,7 +28,7 @@ export const makeDefaultModelCommand = defineCommand({
     'max-positions': { type: 'string', description: 'max_position_embeddings (prompt + response budget)', default: '2048' },
     episodes: { type: 'string', description: 'train-split expert episodes', default: '5000' },
     'train-seed-start': { type: 'string', description: 'first train seed', default: '0' },
-    detour: { type: 'string', description: 'chance per expert turn of a random "go to" detour first (recovery data)', default: String(DEFAULT_DETOUR) },
+    detour: { type: 'string', description: 'chance per expert turn of a random "go to" detour first (recovery data)', default: String(envPlugin('household').expert!.defaultDetour) },
     'skills-share': { type: 'string', description: 'share of episodes with the skill cards in the prompt, played by an expert that follows them', default: '0.5' },
     'corpus-episodes': { type: 'string', description: 'episodes per split whose text builds the vocabulary', default: '300' },
     seed: { type: 'string', description: 'initialisation and data-order seed', default: '0' },

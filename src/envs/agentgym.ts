@@ -24,23 +24,6 @@ export interface AgentGymOptions {
   timeoutMs?: number;
 }
 
-export const AGENTGYM_PRESETS = {
-  alfworld: {
-    name: 'alfworld',
-    maxSteps: 50,
-    idField: 'id',
-    resetFields: (o: CreateOptions) => ({ game: o.seed, world_type: 'Text' }),
-    taskText: (obs: string) => obs.match(/Your task is to: (.*)/)?.[1]?.trim() ?? '',
-  },
-  webshop: {
-    name: 'webshop',
-    maxSteps: 15,
-    idField: 'env_idx',
-    resetFields: (o: CreateOptions) => ({ session_id: o.seed }),
-    taskText: (obs: string) => obs.match(/Instruction:\s*(?:\[SEP\])?\s*(.*?)\s*\[SEP\]/)?.[1]?.trim() ?? '',
-  },
-} satisfies Record<string, AgentGymOptions>;
-
 /** Available actions as AgentGym servers send them: a list, or WebShop's {has_search_bar, clickables}. */
 export function normalizeActions(v: unknown): string[] {
   if (isStringArray(v)) return v;

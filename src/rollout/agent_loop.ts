@@ -10,24 +10,16 @@
 // whole rollout (every episode waits on it) with a RolloutError naming the engine,
 // after closing the open sessions.
 
-import type { EnvInfo, EnvSession, Environment, Split } from '../envs/types.ts';
+import type { AgentSpec } from '../envs/agent_spec.ts';
+import type { SkillsPlacement } from '../envs/skills_block.ts';
+import type { Environment } from '../envs/types.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
-import { agentSpec, type AgentSpec, type TurnHistoryEntry } from './agent_spec.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
+import { Episode, errorMessage, type EpisodeContext, type RolloutTask, type SkillsMode } from './episode.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
-import { cutTokens, encodePrefixedTurnPrompt, encodeTurnPrompt } from './tokenize_turn.ts';
-import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
 import type { TrajectoryLog } from './trajectory_log.ts';
 
-export interface RolloutTask {
-  split: Split;
-  seed: number;
-  /** An explicit task (environment-specific JSON) instead of the one the seed draws. */
-  task?: unknown;
-}
-
-/** Where the skills block goes: nowhere, the policy's own prompt (Skill-GRPO), or a teacher prompt next to it. */
-export type SkillsMode = 'none' | 'policy' | 'teacher';
+export { requestSeed, type RolloutTask, type SkillsMode } from './episode.ts';
 
 export interface RolloutProgress {
   round: number;
@@ -42,8 +34,8 @@ export interface RolloutProgress {
 
 export interface RolloutOptions {
   env: Environment;
-  /** Default: agentSpec(env.name). */
-  spec?: AgentSpec;
+  /** The environment's turn contract (its plugin's agent). */
+  spec: AgentSpec;
   engine: Engine;
   tokenizer: Tokenizer;
   tasks: readonly RolloutTask[];
@@ -127,72 +119,6 @@ export class RolloutError extends Error {
 
 const DEFAULT_ENV_TIMEOUT_MS = 120_000;
 
-type PendingSample = Omit<StepSample, 'score' | 'episodeReturn' | 'won'>;
-
-interface Episode {
-  index: number;
-  groupId: string;
-  trajectoryId: string;
-  request: RolloutTask;
-  session: EnvSession | null;
-  task: string;
-  taskType: string;
-  skills: string | undefined;
-  observation: string;
-  admissible: string[];
-  info: EnvInfo | null;
-  history: TurnHistoryEntry[];
-  turns: TrajectoryRecord['turns'];
-  samples: PendingSample[];
-  episodeReturn: number;
-  won: boolean;
-  envScore: number | undefined;
-  done: boolean;
-  truncated: boolean;
-  error: string | undefined;
-}
-
-interface PreparedTurn {
-  prompt: string;
-  promptIds: number[];
-  promptTruncated: boolean;
-  teacherPromptIds: number[] | undefined;
-  request: GenerationRequest;
-}
-
-function message(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-async function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Runs `fn` as a promise, so synchronous environments and throws take the async path. */
-function attempt<T>(fn: () => Promise<T> | T): Promise<T> {
-  return Promise.resolve().then(fn);
-}
-
-/**
- * A per-request sampling seed from the rollout's base seed: the G runs of one task
- * see the same prompt at turn 0, and must not draw the same tokens. 31 bits, since
- * servers read it as an int32.
- */
-export function requestSeed(base: number, trajectory: number, turn: number): number {
-  let h = (base ^ Math.imul(trajectory + 1, 0x9e3779b1) ^ Math.imul(turn + 1, 0x85ebca6b)) >>> 0;
-  h = Math.imul(h ^ (h >>> 16), 0x7feb352d) >>> 0;
-  h = Math.imul(h ^ (h >>> 15), 0x846ca68b) >>> 0;
-  return (h ^ (h >>> 16)) >>> 1;
-}
-
 function checkOptions(o: RolloutOptions): void {
   const positive = (name: string, v: number | undefined) => {
     if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new RangeError(`runRollout: ${name} must be a positive integer, got ${v}`);
@@ -211,41 +137,24 @@ function checkOptions(o: RolloutOptions): void {
 export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   checkOptions(o);
   const started = performance.now();
-  const spec = o.spec ?? agentSpec(o.env.name);
-  const maxTurns = o.maxTurns ?? spec.maxTurns;
-  const invalidPenalty = o.invalidPenalty ?? 0;
-  const envTimeoutMs = o.envTimeoutMs ?? DEFAULT_ENV_TIMEOUT_MS;
-  const withSkills = o.withSkills ?? 'none';
-  const sampling = { temperature: 1, topP: 1, topK: 0, ...o.sampling };
-  const stopAfterAction = o.stopAfterAction ?? false;
-  const stop = [...new Set([...(stopAfterAction ? (spec.actionStops ?? []) : []), ...(sampling.stop ?? [])])];
-  const envName = o.env.name;
   const cost = { promptTokens: 0, tokensGenerated: 0, truncatedPrompts: 0, teacherPromptTokens: 0, truncatedTeacherPrompts: 0, engineCalls: 0, generateMs: 0 };
-
-  const episodes: Episode[] = o.tasks.flatMap((request, g) => {
+  const ctx: EpisodeContext = {
+    env: o.env,
+    spec: o.spec,
+    tokenizer: o.tokenizer,
+    withSkills: o.withSkills ?? 'none',
+    teacherSkillsPlacement: o.teacherSkillsPlacement ?? 'user_message',
+    sampling: { temperature: 1, topP: 1, topK: 0, ...o.sampling },
+    maxPromptTokens: o.maxPromptTokens,
+    maxResponseTokens: o.maxResponseTokens,
+    maxTurns: o.maxTurns ?? o.spec.maxTurns,
+    stopAfterAction: o.stopAfterAction ?? false,
+    envTimeoutMs: o.envTimeoutMs ?? DEFAULT_ENV_TIMEOUT_MS,
+    cost,
+  };
+  const episodes = o.tasks.flatMap((request, g) => {
     const groupId = `${o.groupIdPrefix ?? ''}${g}:${request.split}:${request.seed}`;
-    return Array.from({ length: o.groupSize }, (_, j) => ({
-      index: g * o.groupSize + j,
-      groupId,
-      trajectoryId: `${groupId}/${j}`,
-      request,
-      session: null,
-      task: '',
-      taskType: 'unknown',
-      skills: undefined,
-      observation: '',
-      admissible: [],
-      info: null,
-      history: [],
-      turns: [],
-      samples: [],
-      episodeReturn: 0,
-      won: false,
-      envScore: undefined,
-      done: false,
-      truncated: false,
-      error: undefined,
-    }));
+    return Array.from({ length: o.groupSize }, (_, j) => new Episode(g * o.groupSize + j, groupId, `${groupId}/${j}`, request));
   });
   const concurrency = o.concurrency ?? Math.max(1, episodes.length);
   const queue = [...episodes];
@@ -253,72 +162,13 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   const records = new Map<number, TrajectoryRecord>();
   let round = 0;
 
-  const closeSession = async (ep: Episode): Promise<void> => {
-    const session = ep.session;
-    ep.session = null;
-    if (session === null) return;
-    // The episode's outcome is already known; a session that will not close is the server's to reclaim.
-    await withTimeout(attempt(() => session.close()), envTimeoutMs, 'close').catch(() => undefined);
-  };
-
-  const open = async (ep: Episode): Promise<void> => {
-    const { split, seed, task } = ep.request;
-    const creating = attempt(() => o.env.create({ split, seed, task }));
-    try {
-      ep.session = await withTimeout(creating, envTimeoutMs, `${envName} create`);
-      const first = await withTimeout(attempt(() => ep.session!.reset()), envTimeoutMs, `${envName} reset`);
-      ep.task = ep.session.task;
-      ep.taskType = first.info.task_type;
-      ep.observation = first.observation;
-      ep.admissible = first.admissible_actions;
-      ep.info = first.info;
-      if (withSkills !== 'none') ep.skills = spec.skills(ep.taskType);
-    } catch (e) {
-      ep.error = `starting the episode (split ${split}, seed ${seed}): ${message(e)}`;
-      // A session that arrives after its deadline would otherwise live on the server until reclaimed.
-      if (ep.session === null) void creating.then((s) => s.close()).catch(() => undefined);
-      else await closeSession(ep);
-    }
-  };
-
-  const prepare = (ep: Episode): PreparedTurn => {
-    const turn = ep.turns.length;
-    const input = { task: ep.task, history: ep.history, observation: ep.observation, admissibleActions: ep.admissible };
-    const prompt = spec.renderPrompt(withSkills === 'policy' ? { ...input, skills: ep.skills } : input);
-    const encoded = encodeTurnPrompt(o.tokenizer, prompt, o.maxPromptTokens);
-    cost.promptTokens += encoded.ids.length;
-    if (encoded.truncated) cost.truncatedPrompts++;
-    let teacherPromptIds: number[] | undefined;
-    if (withSkills === 'teacher') {
-      const teacher = o.teacherSkillsPlacement === 'before_template'
-        ? encodePrefixedTurnPrompt(o.tokenizer, skillBlock(ep.skills!.trim()), prompt, o.maxPromptTokens)
-        : encodeTurnPrompt(o.tokenizer, spec.renderPrompt({ ...input, skills: ep.skills }), o.maxPromptTokens);
-      teacherPromptIds = teacher.ids;
-      cost.teacherPromptTokens += teacher.ids.length;
-      if (teacher.truncated) cost.truncatedTeacherPrompts++;
-    }
-    const params: SamplingParams = { ...sampling, maxTokens: o.maxResponseTokens, stop };
-    if (sampling.seed !== undefined) params.seed = requestSeed(sampling.seed, ep.index, turn);
-    const context = {
-      env: spec.env,
-      trajectoryId: ep.trajectoryId,
-      turn,
-      task: ep.task,
-      taskType: ep.taskType,
-      observation: ep.observation,
-      admissibleActions: ep.admissible,
-      info: ep.info!,
-    };
-    return { prompt, promptIds: encoded.ids, promptTruncated: encoded.truncated, teacherPromptIds, request: { promptIds: encoded.ids, params, context } };
-  };
-
   const generate = async (requests: GenerationRequest[]): Promise<GenerationResult[]> => {
     const t0 = performance.now();
     let results: GenerationResult[];
     try {
       results = await o.engine.generate(requests, o.model === undefined ? undefined : { model: o.model });
     } catch (e) {
-      throw new RolloutError(`rollout: engine "${o.engine.name}" failed generating ${requests.length} response(s) in round ${round}: ${message(e)}`, { cause: e });
+      throw new RolloutError(`rollout: engine "${o.engine.name}" failed generating ${requests.length} response(s) in round ${round}: ${errorMessage(e)}`, { cause: e });
     }
     cost.generateMs += performance.now() - t0;
     cost.engineCalls++;
@@ -334,74 +184,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     return results;
   };
 
-  const act = async (ep: Episode, turn: PreparedTurn, result: GenerationResult): Promise<void> => {
-    let { tokenIds, logprobs, text } = result;
-    const cut = stopAfterAction ? spec.cutResponse(text) : text;
-    if (cut !== text) {
-      const kept = cutTokens(o.tokenizer, tokenIds, cut);
-      tokenIds = tokenIds.slice(0, kept.keep);
-      logprobs = logprobs.slice(0, kept.keep);
-      text = kept.text;
-    }
-    const parsed = spec.parse(text);
-    const index = ep.turns.length;
-    let step;
-    try {
-      step = await withTimeout(attempt(() => ep.session!.step(parsed.send)), envTimeoutMs, `${envName} step`);
-    } catch (e) {
-      ep.error = `turn ${index}: ${message(e)}`;
-      return;
-    }
-    ep.turns.push({
-      prompt: turn.prompt,
-      response: text,
-      action: parsed.send,
-      valid: parsed.valid,
-      observation: step.observation,
-      reward: step.reward,
-      promptTokens: turn.promptIds.length,
-      responseTokens: tokenIds.length,
-      promptTruncated: turn.promptTruncated,
-    });
-    const sample: PendingSample = {
-      groupId: ep.groupId,
-      trajectoryId: ep.trajectoryId,
-      turn: index,
-      taskType: ep.taskType,
-      promptIds: turn.promptIds,
-      responseIds: tokenIds,
-      responseLogprobs: logprobs,
-      valid: parsed.valid,
-      state: ep.observation,
-    };
-    if (turn.teacherPromptIds !== undefined) sample.teacherPromptIds = turn.teacherPromptIds;
-    ep.samples.push(sample);
-    ep.history.push({ observation: ep.observation, action: parsed.historyAction });
-    ep.observation = step.observation;
-    ep.admissible = step.admissible_actions;
-    ep.info = step.info;
-    ep.episodeReturn += step.reward;
-    ep.won = step.info.won;
-    if (typeof step.info.score === 'number') ep.envScore = step.info.score;
-    if (step.done) ep.done = true;
-    else if (ep.turns.length >= maxTurns) ep.done = ep.truncated = true;
-  };
-
   const finish = (ep: Episode): void => {
-    const record: TrajectoryRecord = {
-      trajectoryId: ep.trajectoryId,
-      groupId: ep.groupId,
-      task: ep.task,
-      taskType: ep.taskType,
-      split: ep.request.split,
-      seed: ep.request.seed,
-      won: ep.error === undefined && ep.won,
-      episodeReturn: ep.episodeReturn,
-      turns: ep.turns,
-      truncated: ep.truncated,
-    };
-    if (ep.envScore !== undefined) record.envScore = ep.envScore;
-    if (ep.error !== undefined) record.error = ep.error;
+    const record = ep.record();
     records.set(ep.index, record);
     o.trajectoryLog?.append(record);
   };
@@ -409,15 +193,13 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   const progress = (): RolloutProgress => {
     let failed = 0;
     for (const r of records.values()) if (r.error !== undefined) failed++;
-    let turns = 0;
-    for (const ep of episodes) turns += ep.turns.length;
     return {
       round,
       total: episodes.length,
       running: running.length,
       completed: records.size - failed,
       failed,
-      turns,
+      turns: episodes.reduce((n, ep) => n + ep.turns.length, 0),
       tokensGenerated: cost.tokensGenerated,
       elapsedSeconds: (performance.now() - started) / 1000,
     };
@@ -426,17 +208,17 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   try {
     while (queue.length > 0 || running.length > 0) {
       const starting = queue.splice(0, Math.max(0, concurrency - running.length));
-      await Promise.all(starting.map(open));
+      await Promise.all(starting.map((ep) => ep.open(ctx)));
       for (const ep of starting) {
         if (ep.error === undefined) running.push(ep);
         else finish(ep);
       }
       if (running.length === 0) continue;
-      const turns = running.map(prepare);
+      const turns = running.map((ep) => ep.prepare(ctx));
       const results = await generate(turns.map((t) => t.request));
-      await Promise.all(running.map((ep, i) => act(ep, turns[i], results[i])));
-      const ended = running.filter((ep) => ep.done || ep.error !== undefined);
-      await Promise.all(ended.map(closeSession));
+      await Promise.all(running.map((ep, i) => ep.act(ctx, turns[i], results[i])));
+      const ended = running.filter((ep) => ep.finished);
+      await Promise.all(ended.map((ep) => ep.close(ctx)));
       for (const ep of ended) {
         finish(ep);
         running.splice(running.indexOf(ep), 1);
@@ -445,18 +227,12 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       await o.onProgress?.(progress());
     }
   } catch (e) {
-    await Promise.all(running.map(closeSession));
+    await Promise.all(running.map((ep) => ep.close(ctx)));
     throw e;
   }
 
   const trajectories = episodes.map((ep) => records.get(ep.index)!);
-  const samples: StepSample[] = [];
-  for (const ep of episodes) {
-    if (ep.error !== undefined) continue;
-    for (const s of ep.samples) {
-      samples.push({ ...s, score: ep.episodeReturn - (s.valid ? 0 : invalidPenalty), episodeReturn: ep.episodeReturn, won: ep.won });
-    }
-  }
+  const samples = episodes.flatMap((ep) => (ep.error === undefined ? ep.scoredSamples(o.invalidPenalty ?? 0) : []));
   return { samples, trajectories, stats: summarize(trajectories, samples.length, cost, (performance.now() - started) / 1000) };
 }
 

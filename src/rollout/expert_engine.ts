@@ -5,14 +5,18 @@
 // exercises the agent loop end to end without a model. Its policy is deterministic,
 // so every token it emits has log-probability 0.
 
+import type { AgentSpec } from '../envs/agent_spec.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
-import { agentSpec } from './agent_spec.ts';
 import type { Engine, GenerationContext, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 
 export class ExpertEngine implements Engine {
   readonly name = 'expert';
 
-  constructor(private readonly tokenizer: Tokenizer) {}
+  constructor(
+    private readonly tokenizer: Tokenizer,
+    /** The turn contract whose answer format the responses take. */
+    private readonly spec: AgentSpec,
+  ) {}
 
   /** The expert's response text for one turn. */
   respond(context: GenerationContext): string {
@@ -27,7 +31,7 @@ export class ExpertEngine implements Engine {
     // Tags inside the reasoning would count as a second action block (search's validity rule): "<search> q </search>" reads "search q".
     const step = action.replace(/^<([a-z]+)>\s*([\s\S]*?)\s*<\/\1>$/, '$1 $2');
     const thought = `The task is: ${task}. From the current state, the next step of the plan is: ${step}.`;
-    return agentSpec(context.env).formatResponse(thought, action);
+    return this.spec.formatResponse(thought, action);
   }
 
   async generate(requests: readonly GenerationRequest[]): Promise<GenerationResult[]> {

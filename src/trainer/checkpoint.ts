@@ -46,7 +46,9 @@ export interface TrainerState {
   rng: Record<string, RngState>;
   /** Latest metrics, for the resume message and the report. */
   metrics?: Record<string, number>;
-  /** Anything else the loop keeps (best validation, RetireOPD's retirement state, ...), as JSON. */
+  /** The method's state between iterations (RetireOPD's retirement, ...), as JSON. */
+  methodState?: unknown;
+  /** Anything else the loop keeps, as JSON. */
   [key: string]: unknown;
 }
 

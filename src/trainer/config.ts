@@ -11,6 +11,7 @@ import { isMap, isScalar, isSeq, LineCounter, parseDocument, stringify, type Doc
 import type { z } from 'zod';
 import { resolveConfig, TrainConfigSchema, type Method, type TrainConfig } from './config_schema.ts';
 import { writeFileAtomic } from './atomic_write.ts';
+import { runMethod } from './methods.ts';
 
 export * from './config_schema.ts';
 
@@ -233,19 +234,18 @@ export function assertImplemented(method: Method | string, implemented: readonly
   }
 }
 
-const METHOD_BLOCKS: Partial<Record<Method, string[]>> = {
-  sdar: ['sdar'], opsd: ['sdar'], grpo_opsd: ['sdar'], rlsd: ['rlsd'], skill_sd: ['skill_sd'], retire_opd: ['retire_opd'],
-  agent_opsd: ['agent_opsd'], adrs: ['adrs'], pcsd: ['pcsd'], gigpo: ['gigpo'], sft: ['sft'],
-};
-
-const TEACHER_METHODS: readonly Method[] = ['sdar', 'opsd', 'grpo_opsd', 'rlsd', 'skill_sd', 'retire_opd', 'agent_opsd', 'adrs', 'pcsd'];
+/** Whether any iteration of the run scores with a teacher. */
+function usesTeacher(cfg: TrainConfig): boolean {
+  const method = runMethod(cfg);
+  if (method.def.loop !== 'rl') return false;
+  return Array.from({ length: cfg.iterations }, (_, i) => method.plan(i + 1)).some((p) => p.teacher);
+}
 
 /** The configuration as YAML, keeping only the method's own algorithm block (and the teacher only when it has one). */
 export function describeConfig(cfg: TrainConfig): string {
-  const keep = new Set(METHOD_BLOCKS[cfg.method] ?? []);
-  const algorithm = Object.fromEntries(Object.entries(cfg.algorithm).filter(([k, v]) => typeof v !== 'object' || keep.has(k)));
+  const algorithm = Object.fromEntries(Object.entries(cfg.algorithm).filter(([k, v]) => typeof v !== 'object' || k === cfg.method));
   const shown: Record<string, unknown> = { ...cfg, algorithm };
-  if (!TEACHER_METHODS.includes(cfg.method)) delete shown.teacher;
+  if (!usesTeacher(cfg)) delete shown.teacher;
   return stringify(shown, { lineWidth: 0 });
 }
 

@@ -1,70 +1,28 @@
-// The training-run configuration: one zod schema for every setting, with the defaults
-// of the shared design (ALGORITHMS.md sections 1-4). Settings whose default depends on
-// the environment (turn cap, token budgets, KL coefficient, invalid-action penalty,
-// mini-batch size, validation temperature...) are left unset by the schema and filled
-// by resolveConfig from ENV_DEFAULTS, so a file that names only `env.name: search`
-// gets the search recipe, while anything it sets explicitly wins.
+// The training-run configuration: one zod schema for every setting. Environments
+// (envs/registry.ts) and methods (src/algos/methods/index.ts) contribute their parts:
+// the environment names, the settings each environment's reference recipe sets
+// (turn cap, token budgets, KL coefficient, invalid-action penalty, mini-batch size,
+// validation...), and each method's algorithm.<method> block. Settings whose default
+// depends on the environment are left unset by the schema and filled by
+// resolveConfig, so a file that names only `env.name: search` gets the search
+// recipe, while anything it sets explicitly wins.
 
 import { z } from 'zod';
+import { ENV_PLUGINS, envPlugin } from '../../envs/registry.ts';
+import { METHOD_DEFINITIONS, METHOD_NAMES, methodDefinition, type MethodName } from '../algos/methods/index.ts';
+import { nonNegInt, nonNegNum, posInt, posNum } from '../algos/options.ts';
 import { SKILLS_PLACEMENTS } from '../envs/skills_block.ts';
 
-/** Every method of ALGORITHMS.md section 3, plus supervised fine-tuning on expert transcripts. */
-export const METHODS = [
-  'grpo', 'skill_grpo', 'sdar', 'opsd', 'grpo_opsd', 'rlsd', 'skill_sd', 'retire_opd', 'agent_opsd', 'adrs', 'pcsd', 'gigpo', 'sft',
-] as const;
-export type Method = (typeof METHODS)[number];
+/** Every method (docs/ALGORITHMS.md section 3), supervised fine-tuning included. */
+export const METHODS: readonly MethodName[] = METHOD_NAMES;
+export type Method = MethodName;
 
-export const ENV_NAMES = ['household', 'shop', 'search'] as const;
-export type EnvName = (typeof ENV_NAMES)[number];
-
-export interface EnvDefaults {
-  tasksPerIteration: number;
-  maxTurns: number;
-  maxPromptTokens: number;
-  klCoef: number;
-  invalidPenalty: number;
-  miniBatchSize: number;
-  /** 0 validates only after the last iteration. */
-  validationEvery: number;
-  validationTasks: number;
-  /** 0 is greedy. */
-  validationTemperature: number;
-  /** AgentOPSD credit granularity. */
-  agentOpsdGranularity: 'turn' | 'token';
-  /** ADRS's adaptive clip and raised entropy while shaping (the WebShop launchers turn both off). */
-  adrsAdaptiveClip: boolean;
-  adrsActiveEntropy: boolean;
-  /** Share of the run's iterations the learning rate warms up over (the search recipe's 0.1). */
-  warmupRatio: number;
-}
-
-export const ENV_DEFAULTS: Record<EnvName, EnvDefaults> = {
-  household: {
-    tasksPerIteration: 16, maxTurns: 50, maxPromptTokens: 2048, klCoef: 0.01, invalidPenalty: 0.1, miniBatchSize: 256,
-    validationEvery: 5, validationTasks: 32, validationTemperature: 0.4, agentOpsdGranularity: 'turn', warmupRatio: 0,
-    adrsAdaptiveClip: true, adrsActiveEntropy: true,
-  },
-  shop: {
-    tasksPerIteration: 16, maxTurns: 15, maxPromptTokens: 4096, klCoef: 0.01, invalidPenalty: 0.1, miniBatchSize: 64,
-    validationEvery: 5, validationTasks: 32, validationTemperature: 0.4, agentOpsdGranularity: 'token', warmupRatio: 0,
-    adrsAdaptiveClip: false, adrsActiveEntropy: false,
-  },
-  // Search-R1's recipe validates greedily, once, at the end.
-  search: {
-    tasksPerIteration: 128, maxTurns: 4, maxPromptTokens: 4096, klCoef: 0.001, invalidPenalty: 0.01, miniBatchSize: 256,
-    validationEvery: 0, validationTasks: 128, validationTemperature: 0, agentOpsdGranularity: 'token', warmupRatio: 0.1,
-    adrsAdaptiveClip: true, adrsActiveEntropy: true,
-  },
-};
+export const ENV_NAMES: readonly string[] = ENV_PLUGINS.map((p) => p.name);
+export type EnvName = string;
 
 export const DEFAULT_MODEL_PATH = 'models/household-tiny';
 export const DEFAULT_LORA_TARGET_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
-const posInt = z.int().min(1);
-const nonNegInt = z.int().min(0);
-const posNum = z.number().gt(0);
-const nonNegNum = z.number().min(0);
-const prob = z.number().min(0).max(1);
 const url = z.url({ protocol: /^https?$/ });
 const name = z.string().min(1);
 
@@ -85,7 +43,7 @@ const modelSchema = z.strictObject({
 });
 
 const envSchema = z.strictObject({
-  name: z.enum(ENV_NAMES).default('household'),
+  name: z.enum(ENV_NAMES as [string, ...string[]]).default('household'),
   /** An environment server (PROTOCOLS.md); unset runs the built-in environment in-process. */
   url: url.optional(),
   /** The server speaks AgentGym's protocol instead of ours. */
@@ -139,99 +97,10 @@ const teacherSchema = z.strictObject({
   skillsPlacement: z.enum(SKILLS_PLACEMENTS).default('user_message'),
 });
 
-const sdarSchema = z.strictObject({ beta: nonNegNum.default(5), coef: nonNegNum.default(0.01) });
+type MethodOptionSchemas = { [K in MethodName]: z.ZodPrefault<(typeof METHOD_DEFINITIONS)[K]['options']> };
 
-const rlsdSchema = z.strictObject({
-  lambdaStart: prob.default(0.5),
-  decayIterations: posInt.default(100),
-  clipLow: posNum.default(0.8),
-  clipHigh: posNum.default(1.2),
-});
-
-const skillSdSchema = z.strictObject({
-  coef: nonNegNum.default(0.001),
-  /** exp(min(lθ - lold, ratioCap)). */
-  ratioCap: posNum.default(10),
-  /** exp(min(-e, gapCap)). */
-  gapCap: posNum.default(20),
-});
-
-const retireOpdSchema = z.strictObject({
-  /** Validations without a shrinking student-teacher gap before the distillation retires. */
-  window: posInt.default(3),
-  /** Student success needed, as a fraction of the teacher's. */
-  fraction: z.number().gt(0).max(1).default(0.9),
-  /** Stage-1 teacher: a model or training-checkpoint directory; unset runs stage 1 (Skill-GRPO) first. */
-  teacherPath: name.optional(),
-  /** Stage 1's iterations when this run makes the teacher (default: the run's `iterations`). */
-  stage1Iterations: posInt.optional(),
-  beta: nonNegNum.default(5),
-  coef: nonNegNum.default(0.01),
-});
-
-const agentOpsdSchema = z.strictObject({
-  granularity: z.enum(['turn', 'token']).optional(),
-  /** m = clip(1 + scale·sign(A)·z, clipLow, clipHigh). */
-  scale: nonNegNum.default(0.2),
-  clipLow: posNum.default(0.8),
-  clipHigh: posNum.default(1.2),
-  /** Â = A·((1 - mix) + mix·m). */
-  mix: prob.default(0.5),
-  /** V0 is clamped to [priorClamp, 1 - priorClamp]. */
-  priorClamp: z.number().gt(0).lt(0.5).default(1e-4),
-  /**
-   * What V0 averages over a group's trajectories: raw_score, each one's first turn's
-   * score (R minus that turn's penalty) as the reference code does, or
-   * success_rate, R divided by the environment's best return.
-   */
-  prior: z.enum(['raw_score', 'success_rate']).default('raw_score'),
-});
-
-const adrsSchema = z.strictObject({
-  /** r' = shapingCoef·m·r. */
-  shapingCoef: nonNegNum.default(0.02),
-  /** m = σ(gateScale·TVA). */
-  gateScale: nonNegNum.default(2),
-  /** η while active. */
-  eta: nonNegNum.default(0.02),
-  /** Shaping is active for iterations startIteration..endIteration (1-based, inclusive). */
-  startIteration: posInt.default(21),
-  endIteration: posInt.default(70),
-  clip: nonNegNum.default(0.2),
-  /** Shrink a group's clip by its score spread over the median spread. Default: the environment's (off for shop, as the WebShop launchers). */
-  adaptiveClip: z.boolean().optional(),
-  /** Raise the entropy coefficient to entropyCoef while shaping is active. Default: the environment's (off for shop). */
-  activeEntropy: z.boolean().optional(),
-  /** Entropy coefficient while shaping is active. */
-  entropyCoef: nonNegNum.default(0.01),
-});
-
-/** PCSD is our reading of a paper abstract (ALGORITHMS.md section 3), not a reproduction. */
-const pcsdSchema = z.strictObject({
-  beta: nonNegNum.default(5),
-  /** Weight of the trend in the gate. */
-  gamma: nonNegNum.default(1),
-  /** Decay of the causal running sum of Δ. */
-  decay: prob.default(0.9),
-  /** Tokens over which the trend (slope of S) is measured. */
-  trendWindow: posInt.default(4),
-  coef: nonNegNum.default(0.01),
-});
-
-const gigpoSchema = z.strictObject({
-  /** w in A = A_episode + w·A_step. */
-  stepWeight: nonNegNum.default(1),
-  /** Discount of the episode return back to each turn, for the step groups. */
-  gamma: prob.default(0.95),
-});
-
-const sftSchema = z.strictObject({
-  /** JSONL of trajectory records to imitate; unset generates them with the environment's expert. */
-  data: name.optional(),
-  /** Expert episodes per epoch when generating. */
-  episodes: posInt.default(64),
-  epochs: posInt.default(1),
-});
+/** Each method's algorithm.<method> block, every option with its default. */
+const methodOptions = Object.fromEntries(METHOD_NAMES.map((m) => [m, methodDefinition(m).options.prefault({})])) as unknown as MethodOptionSchemas;
 
 const algorithmSchema = z.strictObject({
   clipLow: z.number().min(0).lt(1).default(0.2),
@@ -241,15 +110,7 @@ const algorithmSchema = z.strictObject({
   klCoef: nonNegNum.optional(),
   entropyCoef: nonNegNum.default(0.001),
   invalidPenalty: nonNegNum.optional(),
-  sdar: sdarSchema.prefault({}),
-  rlsd: rlsdSchema.prefault({}),
-  skill_sd: skillSdSchema.prefault({}),
-  retire_opd: retireOpdSchema.prefault({}),
-  agent_opsd: agentOpsdSchema.prefault({}),
-  adrs: adrsSchema.prefault({}),
-  pcsd: pcsdSchema.prefault({}),
-  gigpo: gigpoSchema.prefault({}),
-  sft: sftSchema.prefault({}),
+  ...methodOptions,
 });
 
 const optimSchema = z.strictObject({
@@ -335,26 +196,20 @@ export const TrainConfigSchema = z.strictObject({
     ctx.addIssue({ code: 'custom', path: ['optim', 'warmupRatio'], message: 'set optim.warmupIterations or optim.warmupRatio, not both', input: c.optim.warmupRatio });
   }
   if (c.optim.minLr > c.optim.lr) ctx.addIssue({ code: 'custom', path: ['optim', 'minLr'], message: `must not exceed optim.lr (${c.optim.lr})`, input: c.optim.minLr });
-  const r = c.algorithm.rlsd;
-  if (r.clipLow > r.clipHigh) ctx.addIssue({ code: 'custom', path: ['algorithm', 'rlsd', 'clipLow'], message: `must not exceed algorithm.rlsd.clipHigh (${r.clipHigh})`, input: r.clipLow });
-  const a = c.algorithm.agent_opsd;
-  if (a.clipLow > a.clipHigh) ctx.addIssue({ code: 'custom', path: ['algorithm', 'agent_opsd', 'clipLow'], message: `must not exceed algorithm.agent_opsd.clipHigh (${a.clipHigh})`, input: a.clipLow });
-  const d = c.algorithm.adrs;
-  if (d.startIteration > d.endIteration) ctx.addIssue({ code: 'custom', path: ['algorithm', 'adrs', 'startIteration'], message: `must not exceed algorithm.adrs.endIteration (${d.endIteration})`, input: d.startIteration });
 });
 
 /** The schema's output: environment-dependent settings may still be unset. */
 export type ParsedConfig = z.output<typeof TrainConfigSchema>;
+
+/** Each method's options as its resolve() fills them for the run's environment. */
+export type MethodOptions = { [K in MethodName]: ReturnType<(typeof METHOD_DEFINITIONS)[K]['resolve']> };
 
 type Fill<T, K extends keyof T> = Omit<T, K> & { [P in K]-?: Exclude<T[P], undefined> };
 
 /** A configuration with every default applied: what the trainer runs. */
 export interface TrainConfig extends Omit<ParsedConfig, 'rollout' | 'algorithm' | 'optim' | 'validation' | 'output'> {
   rollout: Fill<ParsedConfig['rollout'], 'tasksPerIteration' | 'maxTurns' | 'maxPromptTokens'>;
-  algorithm: Omit<Fill<ParsedConfig['algorithm'], 'klCoef' | 'invalidPenalty'>, 'agent_opsd' | 'adrs'> & {
-    agent_opsd: Fill<ParsedConfig['algorithm']['agent_opsd'], 'granularity'>;
-    adrs: Fill<ParsedConfig['algorithm']['adrs'], 'adaptiveClip' | 'activeEntropy'>;
-  };
+  algorithm: Omit<Fill<ParsedConfig['algorithm'], 'klCoef' | 'invalidPenalty'>, MethodName> & MethodOptions;
   optim: Fill<ParsedConfig['optim'], 'miniBatchSize' | 'warmupRatio'>;
   validation: Fill<ParsedConfig['validation'], 'every' | 'tasks' | 'temperature'>;
   output: Fill<ParsedConfig['output'], 'runName'>;
@@ -367,7 +222,8 @@ export function warmupIterations(optim: TrainConfig['optim'], iterations: number
 
 /** Fills the environment-dependent defaults left unset. */
 export function resolveConfig(c: ParsedConfig): TrainConfig {
-  const d = ENV_DEFAULTS[c.env.name];
+  const d = envPlugin(c.env.name).recipe;
+  const methods = Object.fromEntries(METHOD_NAMES.map((m) => [m, methodDefinition(m).resolve(c.algorithm[m], c.env.name)])) as MethodOptions;
   return {
     ...c,
     rollout: {
@@ -380,12 +236,7 @@ export function resolveConfig(c: ParsedConfig): TrainConfig {
       ...c.algorithm,
       klCoef: c.algorithm.klCoef ?? d.klCoef,
       invalidPenalty: c.algorithm.invalidPenalty ?? d.invalidPenalty,
-      agent_opsd: { ...c.algorithm.agent_opsd, granularity: c.algorithm.agent_opsd.granularity ?? d.agentOpsdGranularity },
-      adrs: {
-        ...c.algorithm.adrs,
-        adaptiveClip: c.algorithm.adrs.adaptiveClip ?? d.adrsAdaptiveClip,
-        activeEntropy: c.algorithm.adrs.activeEntropy ?? d.adrsActiveEntropy,
-      },
+      ...methods,
     },
     optim: { ...c.optim, miniBatchSize: c.optim.miniBatchSize ?? d.miniBatchSize, warmupRatio: c.optim.warmupRatio ?? d.warmupRatio },
     validation: {

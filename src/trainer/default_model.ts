@@ -7,7 +7,8 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { HouseholdEnvironment } from '../../envs/household/index.ts';
+import { envPlugin } from '../../envs/registry.ts';
+import type { ExpertData, ExpertTurn } from '../envs/plugin.ts';
 import type { StorageDType } from '../models/safetensors_writer.ts';
 import type { ModelConfig } from '../models/config.ts';
 import { loadModel, randomModel, saveModel } from '../models/load.ts';
@@ -17,7 +18,6 @@ import { buildWordTokenizer, END_OF_TEXT, IM_END, writeTokenizerFiles } from '..
 import { runRollout, type RolloutStats } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { encodeTurnPrompt } from '../rollout/tokenize_turn.ts';
-import { householdCorpus, householdExpertSamples, type SftTextSample } from './expert_data.ts';
 import { formatSftStep, sftLoss, trainSft, type SftSample, type SftStepStats } from './sft.ts';
 
 export interface ModelShape {
@@ -35,7 +35,7 @@ export interface DefaultModelOptions {
   /** Train-split expert episodes (seeds trainSeedStart ...). */
   episodes: number;
   trainSeedStart: number;
-  /** Chance of a detour per expert turn (see expert_data.ts). */
+  /** Chance of a detour per expert turn (see envs/household/expert_data.ts). */
   detour: number;
   /** Share of episodes played with the skill cards in the prompt by an expert that follows them. */
   skillsShare: number;
@@ -100,13 +100,20 @@ export function qwen2Config(shape: ModelShape, vocabSize: number, tokenizer: Tok
 }
 
 /** Prompt ids exactly as the agent loop builds them, and the response closed by <|im_end|>. */
-export function encodeSample(tokenizer: Tokenizer, s: SftTextSample, maxPromptTokens: number): SftSample {
+export function encodeSample(tokenizer: Tokenizer, s: ExpertTurn, maxPromptTokens: number): SftSample {
   const end = tokenizer.tokenToId(IM_END);
   if (end === undefined) throw new Error(`encodeSample: the tokenizer has no ${IM_END} token`);
   return {
     promptIds: encodeTurnPrompt(tokenizer, s.prompt, maxPromptTokens).ids,
     responseIds: [...tokenizer.encode(s.response, { addSpecialTokens: false }), end],
   };
+}
+
+/** The household plugin's expert demonstrations, which the bundled model is made of. */
+function householdExpert(): ExpertData {
+  const expert = envPlugin('household').expert;
+  if (!expert) throw new Error('make-default-model: the household environment writes no expert demonstrations');
+  return expert;
 }
 
 function range(start: number, count: number): number[] {
@@ -122,16 +129,16 @@ export async function makeDefaultModel(o: DefaultModelOptions, log: (line: strin
   const since = () => `${((performance.now() - t0) / 1000).toFixed(1)}s`;
   const tokDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-tokenizer-'));
   try {
-    const files = buildWordTokenizer(householdCorpus(o.corpusEpisodes), { modelMaxLength: o.shape.maxPositions });
+    const files = buildWordTokenizer(householdExpert().corpus(o.corpusEpisodes), { modelMaxLength: o.shape.maxPositions });
     writeTokenizerFiles(tokDir, files);
     const tokenizer = await loadTokenizer(tokDir);
     log(`tokenizer: ${files.vocabSize} tokens (${files.words} words) from ${o.corpusEpisodes} episodes per split [${since()}]`);
 
     const maxPrompt = o.shape.maxPositions - o.maxResponseTokens;
-    const encode = (samples: Iterable<SftTextSample>) => [...samples].map((s) => encodeSample(tokenizer, s, maxPrompt));
-    const trainText = [...householdExpertSamples({ split: 'train', seeds: range(o.trainSeedStart, o.episodes), detour: o.detour, skillsShare: o.skillsShare, rngSeed: o.seed })];
+    const encode = (samples: Iterable<ExpertTurn>) => [...samples].map((s) => encodeSample(tokenizer, s, maxPrompt));
+    const trainText = [...householdExpert().samples({ split: 'train', seeds: range(o.trainSeedStart, o.episodes), detour: o.detour, skillsShare: o.skillsShare, rngSeed: o.seed })];
     const train = encode(trainText);
-    const valid = o.evalEpisodes > 0 ? encode(householdExpertSamples({ split: 'valid_seen', seeds: range(0, o.evalEpisodes), skillsShare: o.skillsShare })) : [];
+    const valid = o.evalEpisodes > 0 ? encode(householdExpert().samples({ split: 'valid_seen', seeds: range(0, o.evalEpisodes), skillsShare: o.skillsShare })) : [];
     const promptLens = train.map((s) => s.promptIds.length);
     const meanPrompt = promptLens.reduce((a, b) => a + b, 0) / train.length;
     const meanResponse = train.reduce((n, s) => n + s.responseIds.length, 0) / train.length;
@@ -204,7 +211,8 @@ async function evaluate(o: DefaultModelOptions, log: (line: string) => void): Pr
     const engine = new LocalEngine(model, { tokenizer, path: o.out, maxBatch: o.evalEpisodes });
     const play = async (skills: boolean): Promise<RolloutStats> => {
       const { stats } = await runRollout({
-        env: new HouseholdEnvironment(),
+        env: envPlugin('household').create(),
+        spec: envPlugin('household').agent,
         engine,
         tokenizer,
         tasks: range(0, o.evalEpisodes).map((seed) => ({ split: 'valid_seen' as const, seed })),

@@ -14,9 +14,9 @@ import type { Split } from '../envs/types.ts';
 import { loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
-import { agentSpec } from '../rollout/agent_spec.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
+import { envPlugin } from '../../envs/registry.ts';
 import { ENV_NAMES, validateConfig, type EnvName, type TrainConfig } from './config.ts';
 import { makeEnvironment, taskPanel } from './environment.ts';
 import { summarizeEval, type EpisodeOutcome, type EvalSummary } from './eval_stats.ts';
@@ -171,7 +171,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
     try {
       result = await runRollout({
         env,
-        spec: agentSpec(cfg.env.name),
+        spec: envPlugin(cfg.env.name).agent,
         engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: o.maxBatch ?? cfg.rollout.maxBatch }),
         tokenizer,
         tasks: taskPanel(split, panelSeed, tasks),

@@ -4,22 +4,22 @@
 // and of those only turns whose response parsed as an action (a file of RL rollouts
 // thus gives rejection-sampling fine-tuning).
 //
-// Household without a server plays the searching expert through householdExpertSamples,
-// the recipe the bundled model was made with (its reasons and recovery detours); any
-// other environment, or a household server, plays the server's `expert_action` (for
-// household the all-seeing expert) through the agent loop with ExpertEngine, so the
-// prompts are the ones the loop renders for that environment.
+// An in-process environment whose plugin writes its own expert demonstrations
+// (household: the searching expert with its reasons and recovery detours, the recipe
+// the bundled model was made with) uses those; any other environment, or a server,
+// plays the environment's `expert_action` through the agent loop with ExpertEngine, so
+// the prompts are the ones the loop renders for that environment.
 
 import * as fs from 'node:fs';
 import { SPLITS, type Split } from '../envs/types.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
-import { agentSpec } from '../rollout/agent_spec.ts';
 import { ExpertEngine } from '../rollout/expert_engine.ts';
 import type { TrajectoryRecord } from '../rollout/sample.ts';
 import type { TrainConfig } from './config_schema.ts';
 import { makeEnvironment } from './environment.ts';
-import { DEFAULT_DETOUR, householdExpertSamples, type SftTextSample } from './expert_data.ts';
+import { envPlugin } from '../../envs/registry.ts';
+import type { ExpertTurn } from '../envs/plugin.ts';
 import type { Rng } from './rng.ts';
 
 /** A data file that is not JSONL of trajectory records; the message names the file and line. */
@@ -79,7 +79,7 @@ export function readSftRecords(file: string): TrajectoryRecord[] {
 }
 
 export interface TurnSelection {
-  samples: SftTextSample[];
+  samples: ExpertTurn[];
   /** Episodes left out: lost, or failed with an error. */
   skippedEpisodes: number;
   /** Turns of kept episodes left out because their response did not parse as an action. */
@@ -88,7 +88,7 @@ export interface TurnSelection {
 
 /** The turns worth imitating: every valid turn of every won, error-free episode. */
 export function selectTurns(records: readonly TrajectoryRecord[]): TurnSelection {
-  const samples: SftTextSample[] = [];
+  const samples: ExpertTurn[] = [];
   let skippedEpisodes = 0;
   let skippedTurns = 0;
   for (const r of records) {
@@ -108,14 +108,15 @@ export function selectTurns(records: readonly TrajectoryRecord[]): TurnSelection
 export async function expertSamples(cfg: TrainConfig, tokenizer: Tokenizer, episodes: number, rng: Rng): Promise<TurnSelection> {
   const split = cfg.env.trainSplit as Split;
   const seeds = Array.from({ length: episodes }, () => rng.nextU32() % SEED_RANGE);
-  if (cfg.env.name === 'household' && !cfg.env.url) {
-    const samples = [...householdExpertSamples({ split, seeds, detour: DEFAULT_DETOUR, rngSeed: rng.seed() })];
+  const plugin = envPlugin(cfg.env.name);
+  if (plugin.expert && !cfg.env.url) {
+    const samples = [...plugin.expert.samples({ split, seeds, detour: plugin.expert.defaultDetour, rngSeed: rng.seed() })];
     return { samples, skippedEpisodes: 0, skippedTurns: 0 };
   }
   const { trajectories } = await runRollout({
     env: makeEnvironment(cfg),
-    spec: agentSpec(cfg.env.name),
-    engine: new ExpertEngine(tokenizer),
+    spec: plugin.agent,
+    engine: new ExpertEngine(tokenizer, plugin.agent),
     tokenizer,
     tasks: seeds.map((seed) => ({ split, seed })),
     groupSize: 1,

@@ -12,13 +12,13 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { envPlugin } from '../../envs/registry.ts';
 import type { Split } from '../envs/types.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
-import { agentSpec } from '../rollout/agent_spec.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -135,7 +135,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       const phase = progress.phase('validation', panel.length);
       try {
         const { stats } = await runRollout({
-          env, spec: agentSpec(cfg.env.name), engine, tokenizer, tasks: panel, groupSize: 1,
+          env, spec: envPlugin(cfg.env.name).agent, engine, tokenizer, tasks: panel, groupSize: 1,
           sampling: { temperature: cfg.validation.temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed: cfg.validation.seed },
           maxPromptTokens: cfg.rollout.maxPromptTokens,
           maxResponseTokens: cfg.rollout.maxResponseTokens,

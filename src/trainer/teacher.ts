@@ -1,13 +1,17 @@
-// The teacher pass of the self-distillation methods (shared design ALGORITHMS.md
-// section 2): the log-prob of each sampled response token after the turn's prompt
-// with the skills block, computed once per iteration before the update. The teacher
-// is the policy's current weights, a frozen model (RetireOPD's stage-1 checkpoint),
-// or a server's scoring API (vLLM prompt_logprobs), which only ever has to return
-// the sampled tokens' log-probs.
+// The teacher pass of the self-distillation methods (docs/ALGORITHMS.md section 2):
+// the log-prob of each sampled response token after the turn's prompt with the
+// skills block, computed once per iteration before the update. The teacher is the
+// policy's current weights, a frozen model (RetireOPD's stage-1 checkpoint), or a
+// server's scoring API (vLLM prompt_logprobs), which only ever has to return the
+// sampled tokens' log-probs.
 
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import type { CausalLM } from '../models/causal_lm.ts';
+import { loadCausalLM } from '../models/load.ts';
 import type { Engine } from '../rollout/engine.ts';
 import type { StepSample } from '../rollout/sample.ts';
+import { loadCheckpoint, restoreModel } from './checkpoint.ts';
 import { responseLogprobs, splitMicroBatches } from './update.ts';
 
 export type TeacherSource =
@@ -37,4 +41,15 @@ export async function teacherLogprobs(source: TeacherSource, samples: readonly S
     if (bad >= 0) throw new Error(`teacher server: log-prob ${out[bad]} at token ${bad} of sample ${i}`);
     return out;
   });
+}
+
+/** Loads a frozen teacher: a Hugging Face directory, or a training checkpoint directory (full or LoRA). */
+export function loadTeacher(where: string): CausalLM {
+  if (fs.existsSync(path.join(where, 'config.json'))) return loadCausalLM(where, { trainable: false });
+  return restoreModel(loadCheckpoint(where), { trainable: false });
+}
+
+/** True when `where` looks like something loadTeacher can read. */
+export function isTeacherDir(where: string): boolean {
+  return fs.existsSync(path.join(where, 'config.json')) || fs.existsSync(path.join(where, 'checkpoint.json'));
 }

@@ -1,9 +1,10 @@
 // The RL training run of every method: build the model, engine, environment and
 // teacher from a validated config, then iterate rollout -> advantages -> update as
-// the method's plan says (methods.ts), validating on a fixed seeded panel, logging
-// metrics and trajectories, and checkpointing (resumable: the same seeds give the
-// same run whether or not it was interrupted). SFT has its own loop (sft_run.ts);
-// RetireOPD without a teacher checkpoint chains two runs (retire_opd.ts).
+// the method's plan says (src/algos/methods/), validating on a fixed seeded panel,
+// logging metrics and trajectories, and checkpointing (resumable: the same seeds give
+// the same run whether or not it was interrupted). Methods trained by supervised
+// fine-tuning have their own loop (sft_run.ts); a staged method runs its stages as
+// chained runs.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -13,19 +14,20 @@ import { attachLora, loadLora } from '../models/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { lrAt } from '../optim/schedule.ts';
-import { agentSpec } from '../rollout/agent_spec.ts';
 import { runRollout, type RolloutOptions, type RolloutTask } from '../rollout/agent_loop.ts';
 import type { Engine } from '../rollout/engine.ts';
 import { HttpEngine } from '../rollout/http_engine.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.ts';
-import { assertImplemented, configHash, runDir as runDirOf, warmupIterations, writeRunConfig, type TrainConfig } from './config.ts';
+import { assertImplemented, configHash, METHODS, runDir as runDirOf, warmupIterations, writeRunConfig, type TrainConfig } from './config.ts';
 import { trainingIteration, type Reference } from './iteration.ts';
 import { scoringTemperature } from './update.ts';
-import { INTERPRETED_METHODS, planIteration, TRAIN_METHODS, type MethodState } from './methods.ts';
-import { isTeacherDir, loadTeacher, recordRetirementGap, retirementDue, stageOneConfig, stageOneDone, stageTwoConfig, type RetireState } from './retire_opd.ts';
-import type { TeacherSource } from './teacher.ts';
+import { runMethod } from './methods.ts';
+import { isTeacherDir, loadTeacher, type TeacherSource } from './teacher.ts';
+import { envPlugin } from '../../envs/registry.ts';
+import { methodDefinition } from '../algos/methods/index.ts';
+import type { Stage } from '../algos/method.ts';
 import { MetricsLogger, rolloutMetrics, summaryLine, type Metrics } from './metrics.ts';
 import { Progress } from './progress.ts';
 import { writeReport } from './report.ts';
@@ -59,16 +61,16 @@ const SEED_RANGE = 1_000_000_000;
 
 /** Checks what the config names on disk, so a typo fails before any GPU work. */
 export function checkRunInputs(cfg: TrainConfig): void {
-  assertImplemented(cfg.method, TRAIN_METHODS);
+  assertImplemented(cfg.method, METHODS as readonly string[]);
   const model = cfg.model.path;
   if (!fs.existsSync(path.join(model, 'config.json'))) {
     throw new Error(`model.path: ${model} is not a Hugging Face checkpoint directory (no config.json)${model === 'models/household-tiny' ? '; make it with `bun run cli make-default-model`' : ''}`);
   }
   if (!fs.existsSync(path.join(model, 'tokenizer.json'))) throw new Error(`model.path: ${model} has no tokenizer.json`);
   if (cfg.rollout.engine === 'http') requireServedModel(cfg);
-  const teacher = cfg.algorithm.retire_opd.teacherPath;
-  if (cfg.method === 'retire_opd' && teacher && !isTeacherDir(teacher)) {
-    throw new Error(`algorithm.retire_opd.teacherPath: ${teacher} is neither a Hugging Face model directory (config.json) nor a training checkpoint (checkpoint.json)`);
+  const teacher = methodDefinition(cfg.method).frozenTeacher?.(cfg.algorithm[cfg.method]);
+  if (teacher && !isTeacherDir(teacher)) {
+    throw new Error(`algorithm.${cfg.method}: the teacher ${teacher} is neither a Hugging Face model directory (config.json) nor a training checkpoint (checkpoint.json)`);
   }
 }
 
@@ -77,28 +79,49 @@ function requireServedModel(cfg: TrainConfig): string {
   return cfg.rollout.model;
 }
 
-/** RetireOPD with no teacher yet: stage 1 (Skill-GRPO) makes one, stage 2 distils from it; --resume continues either. */
-async function trainRetireOpd(cfg: TrainConfig, opts: TrainOptions): Promise<TrainResult> {
+/** The run of one stage of a staged method: its method and iterations, in "<run><suffix>", with the stage's options. */
+function stageConfig(cfg: TrainConfig, stage: Stage<unknown>, previousCheckpoint: string | null): TrainConfig {
+  const method = stage.method as TrainConfig['method'];
+  const options = stage.options && previousCheckpoint !== null ? stage.options(previousCheckpoint) : cfg.algorithm[method];
+  return {
+    ...cfg,
+    method,
+    iterations: stage.iterations,
+    algorithm: { ...cfg.algorithm, [method]: options },
+    output: { ...cfg.output, runName: `${cfg.output.runName}${stage.suffix}` },
+  };
+}
+
+/** A staged method: each stage a run of its own, the next one started from the last checkpoint of the one before; --resume continues any. */
+async function trainStages(cfg: TrainConfig, stages: Stage<unknown>[], opts: TrainOptions): Promise<TrainResult> {
   const log = opts.log ?? ((l: string) => console.log(l));
-  const one = stageOneConfig(cfg);
-  const oneDir = runDirOf(one);
-  if (opts.resume && stageOneDone(one)) {
-    log(`retire_opd: stage 1 already complete in ${oneDir}`);
-  } else {
-    log(`retire_opd stage 1: the skill-conditioned teacher (Skill-GRPO, ${one.iterations} iterations) in ${oneDir}`);
-    const r = await train(one, { ...opts, resume: opts.resume && findLatestCheckpoint(path.join(oneDir, 'checkpoints')) !== null });
-    if (r.iterations < one.iterations) return r;
+  let previous: string | null = null;
+  let result: TrainResult | null = null;
+  for (const [i, stage] of stages.entries()) {
+    if (stage.options && previous === null) throw new Error(`${cfg.method}: stage ${i + 1} starts from the previous stage's checkpoint, and there is none`);
+    const stageCfg = stageConfig(cfg, stage, previous);
+    const dir = runDirOf(stageCfg);
+    const latest = findLatestCheckpoint(path.join(dir, 'checkpoints'));
+    const done = latest !== null && loadCheckpoint(latest).iteration >= stageCfg.iterations;
+    if (opts.resume && done && i < stages.length - 1) {
+      log(`${cfg.method}: stage ${i + 1} (${stage.method}) already complete in ${dir}`);
+    } else {
+      log(`${cfg.method} stage ${i + 1} of ${stages.length}: ${stage.method} for ${stage.iterations} iterations in ${dir}${previous ? `, from ${previous}` : ''}`);
+      result = await train(stageCfg, { ...opts, resume: opts.resume && latest !== null });
+      if (result.iterations < stageCfg.iterations) return result;
+    }
+    previous = findLatestCheckpoint(path.join(dir, 'checkpoints'));
+    if (previous === null) throw new Error(`${cfg.method}: stage ${i + 1} left no checkpoint under ${path.join(dir, 'checkpoints')}`);
   }
-  const two = stageTwoConfig(cfg, oneDir);
-  log(`retire_opd stage 2: the skill-free student, distilled from ${two.algorithm.retire_opd.teacherPath}`);
-  const resumeTwo = opts.resume && findLatestCheckpoint(path.join(runDirOf(two), 'checkpoints')) !== null;
-  return train(two, { ...opts, resume: resumeTwo });
+  return result!;
 }
 
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
   checkRunInputs(cfg);
-  if (cfg.method === 'sft') return runSft(cfg, opts);
-  if (cfg.method === 'retire_opd' && !cfg.algorithm.retire_opd.teacherPath) return trainRetireOpd(cfg, opts);
+  const def = methodDefinition(cfg.method);
+  if (def.loop === 'sft') return runSft(cfg, opts);
+  const stages = def.stages?.(cfg.algorithm[cfg.method], cfg.iterations);
+  if (stages) return trainStages(cfg, stages, opts);
   const log = opts.log ?? ((l: string) => console.log(l));
   const dir = runDirOf(cfg);
   const ckptRoot = path.join(dir, 'checkpoints');
@@ -126,8 +149,8 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     : new HttpEngine({ baseUrl: cfg.rollout.url!, model: requireServedModel(cfg) });
   const remote = engine instanceof HttpEngine ? new RemoteWeights(engine, path.join(dir, 'sync'), !!lora) : null;
   const env = makeEnvironment(cfg);
-  const spec = agentSpec(cfg.env.name);
-  const teacherPath = cfg.method === 'retire_opd' ? cfg.algorithm.retire_opd.teacherPath : undefined;
+  const spec = envPlugin(cfg.env.name).agent;
+  const teacherPath = def.frozenTeacher?.(cfg.algorithm[cfg.method]) ?? null;
   const frozenTeacher = teacherPath ? loadTeacher(teacherPath) : null;
   const teacher: TeacherSource | undefined = frozenTeacher
     ? { kind: 'model', model: frozenTeacher }
@@ -137,18 +160,14 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
 
   const rng = ckpt ? Rng.fromState(ckpt.trainerState.rng.tasks) : Rng.seeded(cfg.seed, 'tasks');
   const start = ckpt?.trainerState.iteration ?? 0;
-  const methodState: MethodState = { distillRetired: false };
-  let retire: RetireState | null = cfg.method === 'retire_opd' ? { teacherSuccess: null, gaps: [], pendingGaps: [], retiredAt: null } : null;
-  if (ckpt && retire) retire = ckpt.trainerState.retire as RetireState;
-  if (retire) methodState.distillRetired = retire.retiredAt !== null;
+  const method = runMethod(cfg, ckpt?.trainerState.methodState);
   fs.mkdirSync(dir, { recursive: true });
   writeRunConfig(dir, cfg);
   const metrics = new MetricsLogger(dir, { tensorboard: cfg.output.tensorboard, resumeFrom: ckpt ? start : undefined, overwrite: opts.overwrite });
   const progress = new Progress(process.stdout, cfg.output.progress);
   if (ckpt) log(`resuming ${dir} after iteration ${start} (${resumeFrom})`);
   log(`training ${cfg.method} on ${cfg.env.name} from ${cfg.model.path}${lora ? ` with LoRA r=${lora.r}` : ''}: ${cfg.iterations} iterations of ${cfg.rollout.tasksPerIteration} tasks x ${cfg.rollout.groupSize}; run directory ${dir}`);
-  const interpreted = INTERPRETED_METHODS[cfg.method];
-  if (interpreted) log(`note: ${interpreted}`);
+  if (def.interpreted) log(`note: ${def.interpreted}`);
   if (teacherPath) log(`teacher: frozen ${teacherPath} with the skills block`);
 
   const rolloutBase = (tasks: RolloutTask[], groupSize: number, temperature: number, seed: number, label: string, trajectoryLog?: TrajectoryLog, rolloutEngine: Engine = engine): RolloutOptions => {
@@ -184,7 +203,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   };
   // Methods whose policy prompts carry the skills block validate with it and without it.
   const validate = async (iteration: number): Promise<Metrics> => {
-    const own = planIteration(cfg, Math.max(iteration, 1), methodState).skills === 'policy';
+    const own = method.plan(Math.max(iteration, 1)).skills === 'policy';
     const m = rolloutMetrics((await validationRun(iteration, own ? 'policy' : 'none', 'val')).stats, 'val');
     if (own) Object.assign(m, rolloutMetrics((await validationRun(iteration, 'none', 'val-noskills')).stats, 'val_noskills'));
     return m;
@@ -194,14 +213,17 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   // The server starts from the base weights; a resumed or LoRA run sends its own first.
   if (remote && (ckpt || lora)) await remote.push(model, start);
   let last: Metrics = {};
-  if (retire && frozenTeacher && retire.teacherSuccess === null) {
+  // A frozen teacher is validated once, with the skills block, before a fresh run's first update.
+  let teacherSuccess: number | null = null;
+  if (frozenTeacher && !ckpt) {
     const teacherEngine = new LocalEngine(frozenTeacher as never, { tokenizer, name: 'teacher', path: teacherPath! });
-    retire.teacherSuccess = (await validationRun(0, 'policy', 'teacher-val', teacherEngine, 'teacher validation')).stats.successRate;
-    log(`retire_opd: the teacher (with skills) succeeds on ${(retire.teacherSuccess * 100).toFixed(1)}% of the validation panel`);
+    teacherSuccess = (await validationRun(0, 'policy', 'teacher-val', teacherEngine, 'teacher validation')).stats.successRate;
+    const line = method.observe({ kind: 'teacher_validation', success: teacherSuccess });
+    if (line) log(line);
   }
   if (!ckpt && cfg.validation.atStart) {
     last = await validate(0);
-    if (retire?.teacherSuccess !== null && retire) last['retire/teacher_success'] = retire.teacherSuccess;
+    if (teacherSuccess !== null) last['teacher/val_success'] = teacherSuccess;
     metrics.log(0, last);
     log(summaryLine(0, cfg.iterations, last));
   }
@@ -215,7 +237,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     const trajectoryLog = cfg.output.trajectories ? new TrajectoryLog(path.join(rolloutsDir, `iter-${it}.jsonl`)) : undefined;
     const lr = lrAt(it - 1, { base: cfg.optim.lr, warmupSteps: warmupIterations(cfg.optim, cfg.iterations), kind: cfg.optim.schedule, totalSteps: cfg.iterations, minLr: cfg.optim.minLr });
     const shuffleRng = Rng.seeded(engineSeed, 'shuffle');
-    const plan = planIteration(cfg, it, methodState);
+    const plan = method.plan(it);
     const a = cfg.algorithm;
     const result = await trainingIteration({
       rollout: { ...rolloutBase(tasks, cfg.rollout.groupSize, cfg.rollout.temperature, engineSeed, `rollout ${it}`, trajectoryLog), groupIdPrefix: `it${it}-` },
@@ -253,14 +275,12 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     m['time/step'] = stepSeconds;
     m['time/teacher_share'] = t.teacher / Math.max(stepSeconds, 1e-9);
     m['throughput/tokens_per_s'] = (result.rollout.stats.tokensGenerated + (result.update?.trainedTokens ?? 0)) / Math.max(stepSeconds, 1e-9);
-    if (retire && m['teacher/abs_gap'] !== undefined) recordRetirementGap(retire, m['teacher/abs_gap']);
+    const noted = method.observe({ kind: 'iteration', iteration: it, metrics: m });
+    if (noted) log(noted);
     if (isDue(cfg.validation.every, it)) {
       Object.assign(m, await validate(it));
-      if (retire && retirementDue(retire, m['val/success'], a.retire_opd, it)) {
-        methodState.distillRetired = true;
-        log(`retire_opd: distillation retired after iteration ${it} (gap stopped shrinking for ${a.retire_opd.window} validations; student ${(m['val/success'] * 100).toFixed(1)}% vs teacher ${((retire.teacherSuccess ?? 0) * 100).toFixed(1)}%)`);
-      }
-      if (retire) m['retire/retired'] = methodState.distillRetired ? 1 : 0;
+      const line = method.observe({ kind: 'validation', iteration: it, success: m['val/success'] });
+      if (line) log(line);
     }
     metrics.log(it, m);
     log(summaryLine(it, cfg.iterations, m));
@@ -272,7 +292,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       const where = await saveCheckpoint(ckptRoot, {
         model: lora ? { kind: 'lora', model: model as never, basePath: cfg.model.path } : { kind: 'full', model: model as never, tokenizerDir: cfg.model.path },
         optimizerState: await optimizer.stateDict(),
-        trainerState: { iteration: it, configHash: hash, rng: { tasks: rng.state() }, metrics: m, ...(retire ? { retire } : {}) },
+        trainerState: { iteration: it, configHash: hash, rng: { tasks: rng.state() }, metrics: m, methodState: method.state },
       }, { keepLast: cfg.checkpoint.keepLast });
       log(`checkpoint ${where}`);
     }

@@ -6,7 +6,7 @@ import { randomModel, saveModel } from '../../src/models/load.ts';
 import { loadTokenizer } from '../../src/models/tokenizer.ts';
 import { buildWordTokenizer, writeTokenizerFiles } from '../../src/models/word_tokenizer.ts';
 import { qwen2Config } from '../../src/trainer/default_model.ts';
-import { householdCorpus } from '../../src/trainer/expert_data.ts';
+import { householdCorpus } from '../../envs/household/expert_data.ts';
 import { gpu } from './gpu.ts';
 
 export async function tinyHouseholdModel(dir: string): Promise<void> {

@@ -9,9 +9,25 @@
 // The gate is a causal scan along each response, so it is built on the CPU from Δ read
 // back without gradient, then uploaded as a constant for the GPU term.
 
-import { ShapeError } from '../tensor/errors.ts';
-import type { Tensor } from '../tensor/tensor.ts';
-import { gatedTerm, type DistillInputs, type GatedTerms } from './distill_loss.ts';
+import { z } from 'zod';
+import { ShapeError } from '../../tensor/errors.ts';
+import { scale, sub } from '../../tensor/ops/index.ts';
+import { tensor, type Tensor } from '../../tensor/tensor.ts';
+import { gatedTerm, type DistillInputs, type GatedTerms } from '../distill_loss.ts';
+import { defineMethod } from '../method.ts';
+import { nonNegNum, posInt, prob } from '../options.ts';
+import { grpoPlan } from '../plan.ts';
+
+const options = z.strictObject({
+  beta: nonNegNum.default(5),
+  /** Weight of the trend in the gate. */
+  gamma: nonNegNum.default(1),
+  /** Decay of the causal running sum of Δ. */
+  decay: prob.default(0.9),
+  /** Tokens over which the trend (slope of S) is measured. */
+  trendWindow: posInt.default(4),
+  coef: nonNegNum.default(0.01),
+});
 
 export interface PcsdGateConfig {
   beta: number;
@@ -57,3 +73,20 @@ export function pcsdGate(delta: Float32Array, segments: readonly TokenSegment[],
 export function pcsdTerm(t: DistillInputs, gate: Tensor): GatedTerms {
   return gatedTerm(t, gate, 'pcsdTerm');
 }
+
+export const pcsd = defineMethod({
+  name: 'pcsd',
+  summary: 'the SDAR term with a persistence gate over the response (this project\'s reading of the paper)',
+  options,
+  interpreted: 'PCSD is this project\'s reading of the paper\'s abstract (no public code): gate σ(β·(S + γ·trend)) over a decayed causal sum S of the teacher gap',
+  loop: 'rl',
+  plan: ({ options: o, entropyCoef }) => ({
+    ...grpoPlan(entropyCoef), skills: 'teacher', teacher: true,
+    // The gate is a stop-gradient scan along each response of Δ = lT − lθ, built on the CPU from lθ's current values.
+    aux: async (x) => {
+      const delta = Float32Array.from(await sub(x.teacherLogprobs, x.logprobs).toArray());
+      const r = pcsdTerm(x, tensor(pcsdGate(delta, x.segments, o)));
+      return { loss: scale(r.term, o.coef), stats: { 'pcsd/gate_mean': r.gateMean } };
+    },
+  }),
+});

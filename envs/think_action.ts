@@ -1,5 +1,9 @@
-// Turning a model response into an environment action, and the validity rule the
-// reward uses (PROTOCOLS.md section 1, ALGORITHMS.md section 1).
+// The <think>…</think><action>…</action> answer format the household and shop agents
+// share: turning a response into an environment action, the validity rule the reward
+// uses (docs/PROTOCOLS.md section 1, docs/ALGORITHMS.md section 1), and the turn
+// contract built on them.
+
+import type { AgentSpec } from '../src/envs/agent_spec.ts';
 
 export type InvalidReason = 'missing_action_tags' | 'missing_think_tags' | 'cjk';
 
@@ -30,4 +34,19 @@ export function parseAction(response: string): ParsedAction {
   else if (between(response, '<think>', '</think>') === null) reason = 'missing_think_tags';
   else if (CJK.test(response)) reason = 'cjk';
   return { action: reason === null ? extracted! : '', extracted, valid: reason === null, reason };
+}
+
+/** The turn contract of a <think>/<action> environment: an invalid turn sends the no-op "" ("Nothing happens."). */
+export function thinkActionSpec(base: Pick<AgentSpec, 'env' | 'historyLength' | 'maxTurns' | 'renderPrompt' | 'skills'>): AgentSpec {
+  return {
+    ...base,
+    noop: '',
+    cutResponse: (response) => response,
+    parse: (response) => {
+      const p = parseAction(response);
+      const send = p.valid ? p.action : '';
+      return { send, historyAction: send, valid: p.valid };
+    },
+    formatResponse: (thought, action) => `<think>\n${thought}\n</think>\n<action>${action}</action>`,
+  };
 }

@@ -14,11 +14,36 @@
 // of 10 puts V0 at the clamp whenever a group has a success; `prior: success_rate`
 // averages R/maxReturn instead, a success probability.
 
-import type { StepSample } from '../rollout/sample.ts';
-import type { TrainConfig } from '../trainer/config_schema.ts';
-import { checkTransformInputs, clip, groupIndices, logit, meanOf, populationStd, sigmoid, trajectoryTurns, zScores } from './token_stats.ts';
+import { z } from 'zod';
+import type { StepSample } from '../../rollout/sample.ts';
+import { defineMethod } from '../method.ts';
+import { nonNegNum, posNum, prob } from '../options.ts';
+import { grpoPlan } from '../plan.ts';
+import { checkTransformInputs, clip, groupIndices, logit, meanOf, populationStd, sigmoid, trajectoryTurns, zScores } from '../token_stats.ts';
 
-export type AgentOpsdConfig = TrainConfig['algorithm']['agent_opsd'];
+const options = z.strictObject({
+  /** Turn: one belief step per turn; token: per token inside each response. Default: the environment's (the reference launchers: turn for household, token for shop and search). */
+  granularity: z.enum(['turn', 'token']).optional(),
+  /** m = clip(1 + scale·sign(A)·z, clipLow, clipHigh). */
+  scale: nonNegNum.default(0.2),
+  clipLow: posNum.default(0.8),
+  clipHigh: posNum.default(1.2),
+  /** Â = A·((1 - mix) + mix·m). */
+  mix: prob.default(0.5),
+  /** V0 is clamped to [priorClamp, 1 - priorClamp]. */
+  priorClamp: z.number().gt(0).lt(0.5).default(1e-4),
+  /**
+   * What V0 averages over a group's trajectories: raw_score, each one's first turn's
+   * score (R minus that turn's penalty) as the reference code does, or
+   * success_rate, R divided by the environment's best return.
+   */
+  prior: z.enum(['raw_score', 'success_rate']).default('raw_score'),
+}).refine((o) => o.clipLow <= o.clipHigh, { path: ['clipLow'], message: 'must not exceed clipHigh' });
+
+export type AgentOpsdConfig = Omit<z.output<typeof options>, 'granularity'> & { granularity: 'turn' | 'token' };
+
+/** The reference launchers' granularity per environment. */
+const GRANULARITY: Readonly<Record<string, 'turn' | 'token'>> = { household: 'turn', shop: 'token', search: 'token' };
 
 export type AgentOpsdSample = Pick<StepSample, 'groupId' | 'trajectoryId' | 'turn' | 'responseIds' | 'episodeReturn' | 'score'>;
 
@@ -117,3 +142,18 @@ export function agentOpsdAdvantages(
   }
   return { advantages, metrics };
 }
+
+export const agentOpsd = defineMethod({
+  name: 'agent_opsd',
+  summary: 'recursive belief credit: the teacher gap moves a success belief that scales each turn\'s (or token\'s) advantage',
+  options,
+  resolve: (o, env): AgentOpsdConfig => ({ ...o, granularity: o.granularity ?? GRANULARITY[env] ?? 'token' }),
+  loop: 'rl',
+  plan: ({ options: o, entropyCoef, env }) => ({
+    ...grpoPlan(entropyCoef), skills: 'teacher', teacher: true,
+    transform: (x) => {
+      if (!x.teacher) throw new Error('agent_opsd: the advantage transform needs teacher log-probs');
+      return agentOpsdAdvantages(x.samples, x.advantages, x.teacher, x.old, o, env.successReturn);
+    },
+  }),
+});

@@ -27,11 +27,36 @@
 // standardisation removes them up to the 1e-6 in its denominator; they are kept
 // because the text defines r' that way.
 
-import type { StepSample } from '../rollout/sample.ts';
-import type { TrainConfig } from '../trainer/config_schema.ts';
-import { checkTransformInputs, clip, groupIndices, meanOf, median, sigmoid, unbiasedStd, zScores } from './token_stats.ts';
+import { z } from 'zod';
+import type { StepSample } from '../../rollout/sample.ts';
+import { defineMethod } from '../method.ts';
+import { nonNegNum, posInt } from '../options.ts';
+import { grpoPlan } from '../plan.ts';
+import { checkTransformInputs, clip, groupIndices, meanOf, median, sigmoid, unbiasedStd, zScores } from '../token_stats.ts';
 
-export type AdrsConfig = TrainConfig['algorithm']['adrs'];
+const options = z.strictObject({
+  /** r' = shapingCoef·m·r. */
+  shapingCoef: nonNegNum.default(0.02),
+  /** m = σ(gateScale·TVA). */
+  gateScale: nonNegNum.default(2),
+  /** η while active. */
+  eta: nonNegNum.default(0.02),
+  /** Shaping is active for iterations startIteration..endIteration (1-based, inclusive). */
+  startIteration: posInt.default(21),
+  endIteration: posInt.default(70),
+  clip: nonNegNum.default(0.2),
+  /** Shrink a group's clip by its score spread over the median spread. Default: the environment's (off for shop, as the WebShop launchers). */
+  adaptiveClip: z.boolean().optional(),
+  /** Raise the entropy coefficient to entropyCoef while shaping is active. Default: the environment's (off for shop). */
+  activeEntropy: z.boolean().optional(),
+  /** Entropy coefficient while shaping is active. */
+  entropyCoef: nonNegNum.default(0.01),
+}).refine((o) => o.startIteration <= o.endIteration, { path: ['startIteration'], message: 'must not exceed endIteration' });
+
+export type AdrsConfig = Omit<z.output<typeof options>, 'adaptiveClip' | 'activeEntropy'> & { adaptiveClip: boolean; activeEntropy: boolean };
+
+/** The WebShop launchers turn the adaptive clip and the raised entropy off; the others keep both. */
+const WITHOUT_SWITCHES: ReadonlySet<string> = new Set(['shop']);
 
 export type AdrsSample = Pick<StepSample, 'groupId' | 'responseIds' | 'score'>;
 
@@ -127,3 +152,27 @@ export function adrsAdvantages(
   }
   return { advantages, metrics };
 }
+
+export const adrs = defineMethod({
+  name: 'adrs',
+  summary: 'teacher-shaped advantage bonus in iterations 21-70, entropy 0.01 while active',
+  options,
+  resolve: (o, env): AdrsConfig => ({
+    ...o,
+    adaptiveClip: o.adaptiveClip ?? !WITHOUT_SWITCHES.has(env),
+    activeEntropy: o.activeEntropy ?? !WITHOUT_SWITCHES.has(env),
+  }),
+  loop: 'rl',
+  plan: ({ iteration, options: o, entropyCoef }) => {
+    const active = adrsActive(iteration, o);
+    const plan = { ...grpoPlan(adrsEntropyCoef(iteration, o, entropyCoef)), metrics: { 'adrs/active': active ? 1 : 0 } };
+    if (!active) return plan;
+    return {
+      ...plan, skills: 'teacher', teacher: true,
+      transform: (x) => {
+        if (!x.teacher) throw new Error('adrs: the advantage transform needs teacher log-probs');
+        return adrsAdvantages(x.samples, x.advantages, x.teacher, iteration, o);
+      },
+    };
+  },
+});

@@ -10,12 +10,22 @@
 // The return is discounted from the episode's end because the environments pay only
 // there; a step group thus prefers the turns that led to success sooner.
 
-import type { StepSample } from '../rollout/sample.ts';
-import type { TrainConfig } from '../trainer/config_schema.ts';
-import { ADVANTAGE_EPS } from './advantage.ts';
-import { checkTransformInputs, groupIndices, meanOf, trajectoryTurns, unbiasedStd } from './token_stats.ts';
+import { z } from 'zod';
+import type { StepSample } from '../../rollout/sample.ts';
+import { ADVANTAGE_EPS } from '../advantage.ts';
+import { defineMethod } from '../method.ts';
+import { nonNegNum, prob } from '../options.ts';
+import { grpoPlan } from '../plan.ts';
+import { checkTransformInputs, groupIndices, meanOf, trajectoryTurns, unbiasedStd } from '../token_stats.ts';
 
-export type GigpoConfig = TrainConfig['algorithm']['gigpo'];
+const options = z.strictObject({
+  /** w in A = A_episode + w·A_step. */
+  stepWeight: nonNegNum.default(1),
+  /** Discount of the episode return back to each turn, for the step groups. */
+  gamma: prob.default(0.95),
+});
+
+export type GigpoConfig = z.output<typeof options>;
 
 export type GigpoSample = Pick<StepSample, 'groupId' | 'trajectoryId' | 'turn' | 'responseIds' | 'episodeReturn' | 'score' | 'state'>;
 
@@ -64,3 +74,11 @@ export function gigpoAdvantages(
   }
   return { advantages, metrics };
 }
+
+export const gigpo = defineMethod({
+  name: 'gigpo',
+  summary: 'step groups of identical observations: A + w·A_step',
+  options,
+  loop: 'rl',
+  plan: ({ options: o, entropyCoef }) => ({ ...grpoPlan(entropyCoef), transform: (x) => gigpoAdvantages(x.samples, x.advantages, o) }),
+});

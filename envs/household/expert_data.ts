@@ -10,49 +10,21 @@
 // a training sample: it enters the history as the action taken, and the expert's next
 // turns, which are samples, recover from wherever it led.
 
-import { SPLITS, type Split } from '../envs/types.ts';
-import { Prng } from '../../envs/prng.ts';
-import { transformOf } from '../../envs/household/catalog.ts';
-import { usualPlaces } from '../../envs/household/conventions.ts';
-import { HouseholdEnvironment, type HouseholdInfo } from '../../envs/household/env.ts';
-import { hasRequiredState } from '../../envs/household/goal.ts';
-import { householdSkills, renderHouseholdPrompt, SearchingExpert, type HouseholdTurn } from '../../envs/household/index.ts';
-import { held, isReachable, itemsIn, receptacle, type World } from '../../envs/household/world.ts';
-import { agentSpec } from '../rollout/agent_spec.ts';
+import { SPLITS } from '../../src/envs/types.ts';
+import type { ExpertDataOptions, ExpertTurn } from '../../src/envs/plugin.ts';
+import { Prng } from '../prng.ts';
+import { householdAgent } from './agent.ts';
+import { transformOf } from './catalog.ts';
+import { usualPlaces } from './conventions.ts';
+import { HouseholdEnvironment, type HouseholdInfo } from './env.ts';
+import { hasRequiredState } from './goal.ts';
+import { renderHouseholdPrompt, type HouseholdTurn } from './prompt.ts';
+import { SearchingExpert } from './searcher.ts';
+import { householdSkills } from './skills.ts';
+import { held, isReachable, itemsIn, receptacle, type World } from './world.ts';
 
 /** Chance of a detour per expert turn in the bundled model's data and in generated SFT data. */
 export const DEFAULT_DETOUR = 0.1;
-
-export interface SftTextSample {
-  /** The user message of the turn (the agent loop's prompt before the chat template). */
-  prompt: string;
-  /** The assistant's answer: "<think>…</think><action>…</action>" in the household format. */
-  response: string;
-  split: Split;
-  seed: number;
-  turn: number;
-  taskType: string;
-  /** The prompt carries the skills block. */
-  withSkills?: boolean;
-}
-
-export interface ExpertDataOptions {
-  split?: Split;
-  /** World seeds to play, one episode each. */
-  seeds: Iterable<number>;
-  /** Chance that a turn starts with a detour (a random "go to" that is not a sample). Default 0. */
-  detour?: number;
-  /** Most detours per episode (default 3), so episodes stay well inside the turn cap. */
-  maxDetours?: number;
-  /** Seed of the detour draws (default 0). */
-  rngSeed?: number;
-  /**
-   * Share of episodes played with the skill cards: their prompts carry the skills
-   * block and the expert searches where things are usually kept first (as the cards
-   * say), so a model learns to use the cards when they are there. Default 0.
-   */
-  skillsShare?: number;
-}
 
 /**
  * A one-sentence reason for the expert's `action` in state `w` (before the action).
@@ -97,11 +69,11 @@ export function expertThought(w: World, action: string, knowsUsualPlaces = false
 
 /** The expert's answer in the household format the agent loop parses. */
 export function expertResponse(w: World, action: string, knowsUsualPlaces = false): string {
-  return agentSpec('household').formatResponse(expertThought(w, action, knowsUsualPlaces), action);
+  return householdAgent.formatResponse(expertThought(w, action, knowsUsualPlaces), action);
 }
 
 /** One SFT sample per expert turn of every seed's episode; the episodes are won (the expert always solves them). */
-export function* householdExpertSamples(opts: ExpertDataOptions): Generator<SftTextSample> {
+export function* householdExpertSamples(opts: ExpertDataOptions): Generator<ExpertTurn> {
   const split = opts.split ?? 'train';
   const detour = opts.detour ?? 0;
   const maxDetours = opts.maxDetours ?? 3;

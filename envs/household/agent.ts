@@ -1,0 +1,18 @@
+// The household agent's turn contract: the household prompt with K = 2 earlier turns,
+// the <think>/<action> answer format, and the task type's skill cards.
+
+import type { AgentSpec } from '../../src/envs/agent_spec.ts';
+import { thinkActionSpec } from '../think_action.ts';
+import { TASK_TYPES } from './catalog.ts';
+import { HOUSEHOLD_MAX_STEPS } from './env.ts';
+import { HOUSEHOLD_HISTORY_LENGTH, renderHouseholdPrompt } from './prompt.ts';
+import { householdSkillCard, householdSkills } from './skills.ts';
+
+export const householdAgent: AgentSpec = thinkActionSpec({
+  env: 'household',
+  historyLength: HOUSEHOLD_HISTORY_LENGTH,
+  maxTurns: HOUSEHOLD_MAX_STEPS,
+  renderPrompt: (input) => renderHouseholdPrompt({ ...input, historyLength: HOUSEHOLD_HISTORY_LENGTH }),
+  // A task type the cards do not know (an ALFWorld server's path label) gets the general card.
+  skills: (taskType) => ((TASK_TYPES as readonly string[]).includes(taskType) ? householdSkills(taskType) : householdSkillCard('general')),
+});

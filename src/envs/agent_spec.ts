@@ -1,0 +1,55 @@
+// The turn contract every environment kind defines for the agent loop (docs/PROTOCOLS.md
+// section 1, docs/ALGORITHMS.md section 1): how a turn's prompt is rendered, how a
+// response becomes an action, what an invalid turn sends, and where skills come from.
+// Each environment plugin (envs/<name>/plugin.ts) carries its own.
+
+export interface TurnHistoryEntry {
+  /** What the agent saw before acting. */
+  observation: string;
+  /** The action string of that turn (never the reasoning around it). */
+  action: string;
+}
+
+export interface TurnPromptInput {
+  task: string;
+  /** Every earlier turn of the episode, oldest first; the renderer shows the last K. */
+  history: readonly TurnHistoryEntry[];
+  observation: string;
+  admissibleActions: readonly string[];
+  /** Skill text for the privileged block at the start of the user message. */
+  skills?: string;
+}
+
+export interface ParsedTurn {
+  /** What the environment receives: the action when valid, the spec's no-op otherwise. */
+  send: string;
+  /** What later prompts show as this turn's action. */
+  historyAction: string;
+  valid: boolean;
+}
+
+export interface AgentSpec {
+  /** The environment kind this spec drives. */
+  readonly env: string;
+  /** K: how many earlier (observation, action) pairs each prompt shows. */
+  readonly historyLength: number;
+  /** The loop ends an episode after this many turns even if the environment has not. */
+  readonly maxTurns: number;
+  /** What the environment gets on an invalid turn: a harmless action it answers without changing state. */
+  readonly noop: string;
+  /**
+   * Strings that close an action (search's </search>, </answer>). With the rollout's
+   * stopAfterAction they are the engine's stop strings and the loop cuts responses
+   * with `cutResponse`; otherwise responses run to the end of the turn, as the
+   * reference generates them, and only the parser looks for the action.
+   */
+  readonly actionStops?: readonly string[];
+  renderPrompt(input: TurnPromptInput): string;
+  /** The response up to the end of its action: the whole text, or (search) up to the first closing tag. */
+  cutResponse(response: string): string;
+  parse(response: string): ParsedTurn;
+  /** The skills block text for a task type (the general card when the type has none). */
+  skills(taskType: string): string;
+  /** A response in this environment's answer format that carries `action`, with `thought` as its reasoning. */
+  formatResponse(thought: string, action: string): string;
+}

@@ -1,0 +1,85 @@
+// What an environment kind brings to the trainer, in one object per kind
+// (envs/<name>/plugin.ts, listed once in envs/registry.ts): how to make it in-process,
+// its turn contract, the reference recipe's settings for it, its reward scale, an
+// expert's demonstrations when it has one, and how AgentGym's server for it speaks.
+// The trainer, the rollout loop and the CLI know environments only through this.
+
+import type { AgentGymOptions } from './agentgym.ts';
+import type { AgentSpec } from './agent_spec.ts';
+import type { Environment, Split } from './types.ts';
+
+/** The reference launchers' settings for an environment, the defaults of a run on it. */
+export interface EnvRecipe {
+  tasksPerIteration: number;
+  maxTurns: number;
+  maxPromptTokens: number;
+  klCoef: number;
+  /** c_inv: subtracted from the score of a turn whose response is not a well-formed action. */
+  invalidPenalty: number;
+  miniBatchSize: number;
+  /** 0 validates only after the last iteration. */
+  validationEvery: number;
+  validationTasks: number;
+  /** 0 is greedy. */
+  validationTemperature: number;
+  /** Share of the run's iterations the learning rate warms up over. */
+  warmupRatio: number;
+}
+
+export interface RewardScale {
+  /** The return of a won episode (household and shop 10, search 1). */
+  success: number;
+}
+
+/** One turn of an expert demonstration as the agent loop would show it to the model. */
+export interface ExpertTurn {
+  /** The user message of the turn (the agent loop's prompt before the chat template). */
+  prompt: string;
+  /** The answer in the environment's format. */
+  response: string;
+  split: Split;
+  seed: number;
+  turn: number;
+  taskType: string;
+  /** The prompt carries the skills block. */
+  withSkills?: boolean;
+}
+
+export interface ExpertDataOptions {
+  split?: Split;
+  /** World seeds to play, one episode each. */
+  seeds: Iterable<number>;
+  /** Chance that a turn starts with a detour (a random move that is not a sample); the expert recovers. */
+  detour?: number;
+  /** Most detours per episode. */
+  maxDetours?: number;
+  /** Share of episodes played with the skill cards in the prompt by an expert that follows them. */
+  skillsShare?: number;
+  /** Seed of the data's own draws (detours, which episodes carry skills). */
+  rngSeed?: number;
+}
+
+/** Demonstrations written directly by an environment's expert (faster and richer than replaying info.expert_action). */
+export interface ExpertData {
+  /** Recovery detours per expert turn in the data the trainer's SFT generates. */
+  defaultDetour: number;
+  samples(opts: ExpertDataOptions): Iterable<ExpertTurn>;
+  /** Prompts and responses of `seedsPerSplit` episodes of every split, for a word-level vocabulary. */
+  corpus(seedsPerSplit: number): Iterable<string>;
+}
+
+export interface EnvPlugin {
+  /** The name configs and the CLI use. */
+  readonly name: string;
+  /** Other names servers of this kind report (AgentGym's "alfworld"); they get the same turn contract. */
+  readonly aliases: readonly string[];
+  readonly description: string;
+  /** A fresh in-process environment. */
+  create(): Environment;
+  readonly agent: AgentSpec;
+  readonly recipe: EnvRecipe;
+  readonly reward: RewardScale;
+  readonly expert?: ExpertData;
+  /** How AgentGym's server for this kind is driven, when it has one. */
+  readonly agentgym?: AgentGymOptions;
+}

@@ -1,0 +1,258 @@
+// One episode of the agent loop: a session of one task, its history, and the turns it
+// has played. Each round the loop asks every live episode for its next prompt
+// (`prepare`), generates all responses in one engine call, and hands each episode its
+// response (`act`), which parses the action, steps the environment and records the
+// turn as a training sample. Environment failures end only the episode that met them.
+
+import type { AgentSpec, TurnHistoryEntry } from '../envs/agent_spec.ts';
+import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
+import type { EnvInfo, EnvSession, Environment, Split } from '../envs/types.ts';
+import type { Tokenizer } from '../models/tokenizer.ts';
+import type { GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
+import type { StepSample, TrajectoryRecord } from './sample.ts';
+import { cutTokens, encodePrefixedTurnPrompt, encodeTurnPrompt } from './tokenize_turn.ts';
+
+export interface RolloutTask {
+  split: Split;
+  seed: number;
+  /** An explicit task (environment-specific JSON) instead of the one the seed draws. */
+  task?: unknown;
+}
+
+/** Where the skills block goes: nowhere, the policy's own prompt (Skill-GRPO), or a teacher prompt next to it. */
+export type SkillsMode = 'none' | 'policy' | 'teacher';
+
+/** A turn's sample before the episode's return is known. */
+export type PendingSample = Omit<StepSample, 'score' | 'episodeReturn' | 'won'>;
+
+/** What every episode of a rollout shares. */
+export interface EpisodeContext {
+  env: Environment;
+  spec: AgentSpec;
+  tokenizer: Tokenizer;
+  withSkills: SkillsMode;
+  teacherSkillsPlacement: SkillsPlacement;
+  /** Sampling of every request; `seed` set makes each request's seed derive from it. */
+  sampling: Omit<SamplingParams, 'maxTokens'>;
+  maxPromptTokens: number;
+  maxResponseTokens: number;
+  maxTurns: number;
+  stopAfterAction: boolean;
+  envTimeoutMs: number;
+  /** Engine cost counters the episodes add to. */
+  cost: { promptTokens: number; truncatedPrompts: number; teacherPromptTokens: number; truncatedTeacherPrompts: number };
+}
+
+/** A turn ready for the engine. */
+export interface PreparedTurn {
+  prompt: string;
+  promptIds: number[];
+  promptTruncated: boolean;
+  teacherPromptIds: number[] | undefined;
+  request: GenerationRequest;
+}
+
+export function errorMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+export async function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Runs `fn` as a promise, so synchronous environments and throws take the async path. */
+function attempt<T>(fn: () => Promise<T> | T): Promise<T> {
+  return Promise.resolve().then(fn);
+}
+
+/**
+ * A per-request sampling seed from the rollout's base seed: the G runs of one task
+ * see the same prompt at turn 0, and must not draw the same tokens. 31 bits, since
+ * servers read it as an int32.
+ */
+export function requestSeed(base: number, trajectory: number, turn: number): number {
+  let h = (base ^ Math.imul(trajectory + 1, 0x9e3779b1) ^ Math.imul(turn + 1, 0x85ebca6b)) >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x7feb352d) >>> 0;
+  h = Math.imul(h ^ (h >>> 15), 0x846ca68b) >>> 0;
+  return (h ^ (h >>> 16)) >>> 1;
+}
+
+export class Episode {
+  private session: EnvSession | null = null;
+  private task = '';
+  private taskType = 'unknown';
+  private skills: string | undefined;
+  private observation = '';
+  private admissible: string[] = [];
+  private info: EnvInfo | null = null;
+  private readonly history: TurnHistoryEntry[] = [];
+  readonly turns: TrajectoryRecord['turns'] = [];
+  readonly samples: PendingSample[] = [];
+  episodeReturn = 0;
+  won = false;
+  private envScore: number | undefined;
+  private done = false;
+  private truncated = false;
+  error: string | undefined;
+
+  constructor(
+    /** Position in the rollout (task-major, G per task). */
+    readonly index: number,
+    readonly groupId: string,
+    readonly trajectoryId: string,
+    readonly request: RolloutTask,
+  ) {}
+
+  /** Over: won, lost, cut at the turn cap, or failed. */
+  get finished(): boolean {
+    return this.done || this.error !== undefined;
+  }
+
+  /** Creates and resets the session; a failure becomes the episode's error. */
+  async open(ctx: EpisodeContext): Promise<void> {
+    const { split, seed, task } = this.request;
+    const envName = ctx.env.name;
+    const creating = attempt(() => ctx.env.create({ split, seed, task }));
+    try {
+      this.session = await withTimeout(creating, ctx.envTimeoutMs, `${envName} create`);
+      const first = await withTimeout(attempt(() => this.session!.reset()), ctx.envTimeoutMs, `${envName} reset`);
+      this.task = this.session.task;
+      this.taskType = first.info.task_type;
+      this.observation = first.observation;
+      this.admissible = first.admissible_actions;
+      this.info = first.info;
+      if (ctx.withSkills !== 'none') this.skills = ctx.spec.skills(this.taskType);
+    } catch (e) {
+      this.error = `starting the episode (split ${split}, seed ${seed}): ${errorMessage(e)}`;
+      // A session that arrives after its deadline would otherwise live on the server until reclaimed.
+      if (this.session === null) void creating.then((s) => s.close()).catch(() => undefined);
+      else await this.close(ctx);
+    }
+  }
+
+  /** The next turn's prompt (and teacher prompt) as a generation request. */
+  prepare(ctx: EpisodeContext): PreparedTurn {
+    const turn = this.turns.length;
+    const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible };
+    const prompt = ctx.spec.renderPrompt(ctx.withSkills === 'policy' ? { ...input, skills: this.skills } : input);
+    const encoded = encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens);
+    ctx.cost.promptTokens += encoded.ids.length;
+    if (encoded.truncated) ctx.cost.truncatedPrompts++;
+    let teacherPromptIds: number[] | undefined;
+    if (ctx.withSkills === 'teacher') {
+      const teacher = ctx.teacherSkillsPlacement === 'before_template'
+        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(this.skills!.trim()), prompt, ctx.maxPromptTokens)
+        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills: this.skills }), ctx.maxPromptTokens);
+      teacherPromptIds = teacher.ids;
+      ctx.cost.teacherPromptTokens += teacher.ids.length;
+      if (teacher.truncated) ctx.cost.truncatedTeacherPrompts++;
+    }
+    const stop = [...new Set([...(ctx.stopAfterAction ? (ctx.spec.actionStops ?? []) : []), ...(ctx.sampling.stop ?? [])])];
+    const params: SamplingParams = { ...ctx.sampling, maxTokens: ctx.maxResponseTokens, stop };
+    if (ctx.sampling.seed !== undefined) params.seed = requestSeed(ctx.sampling.seed, this.index, turn);
+    const context = {
+      env: ctx.spec.env,
+      trajectoryId: this.trajectoryId,
+      turn,
+      task: this.task,
+      taskType: this.taskType,
+      observation: this.observation,
+      admissibleActions: this.admissible,
+      info: this.info!,
+    };
+    return { prompt, promptIds: encoded.ids, promptTruncated: encoded.truncated, teacherPromptIds, request: { promptIds: encoded.ids, params, context } };
+  }
+
+  /** Plays the response: parses its action, steps the environment, records the turn and its sample. */
+  async act(ctx: EpisodeContext, turn: PreparedTurn, result: GenerationResult): Promise<void> {
+    let { tokenIds, logprobs, text } = result;
+    const cut = ctx.stopAfterAction ? ctx.spec.cutResponse(text) : text;
+    if (cut !== text) {
+      const kept = cutTokens(ctx.tokenizer, tokenIds, cut);
+      tokenIds = tokenIds.slice(0, kept.keep);
+      logprobs = logprobs.slice(0, kept.keep);
+      text = kept.text;
+    }
+    const parsed = ctx.spec.parse(text);
+    const index = this.turns.length;
+    let step;
+    try {
+      step = await withTimeout(attempt(() => this.session!.step(parsed.send)), ctx.envTimeoutMs, `${ctx.env.name} step`);
+    } catch (e) {
+      this.error = `turn ${index}: ${errorMessage(e)}`;
+      return;
+    }
+    this.turns.push({
+      prompt: turn.prompt,
+      response: text,
+      action: parsed.send,
+      valid: parsed.valid,
+      observation: step.observation,
+      reward: step.reward,
+      promptTokens: turn.promptIds.length,
+      responseTokens: tokenIds.length,
+      promptTruncated: turn.promptTruncated,
+    });
+    const sample: PendingSample = {
+      groupId: this.groupId,
+      trajectoryId: this.trajectoryId,
+      turn: index,
+      taskType: this.taskType,
+      promptIds: turn.promptIds,
+      responseIds: tokenIds,
+      responseLogprobs: logprobs,
+      valid: parsed.valid,
+      state: this.observation,
+    };
+    if (turn.teacherPromptIds !== undefined) sample.teacherPromptIds = turn.teacherPromptIds;
+    this.samples.push(sample);
+    this.history.push({ observation: this.observation, action: parsed.historyAction });
+    this.observation = step.observation;
+    this.admissible = step.admissible_actions;
+    this.info = step.info;
+    this.episodeReturn += step.reward;
+    this.won = step.info.won;
+    if (typeof step.info.score === 'number') this.envScore = step.info.score;
+    if (step.done) this.done = true;
+    else if (this.turns.length >= ctx.maxTurns) this.done = this.truncated = true;
+  }
+
+  /** Closes the session; the outcome is already known, so a session that will not close is the server's to reclaim. */
+  async close(ctx: EpisodeContext): Promise<void> {
+    const session = this.session;
+    this.session = null;
+    if (session === null) return;
+    await withTimeout(attempt(() => session.close()), ctx.envTimeoutMs, 'close').catch(() => undefined);
+  }
+
+  record(): TrajectoryRecord {
+    const record: TrajectoryRecord = {
+      trajectoryId: this.trajectoryId,
+      groupId: this.groupId,
+      task: this.task,
+      taskType: this.taskType,
+      split: this.request.split,
+      seed: this.request.seed,
+      won: this.error === undefined && this.won,
+      episodeReturn: this.episodeReturn,
+      turns: this.turns,
+      truncated: this.truncated,
+    };
+    if (this.envScore !== undefined) record.envScore = this.envScore;
+    if (this.error !== undefined) record.error = this.error;
+    return record;
+  }
+
+  /** The episode's samples, scored: its return less `invalidPenalty` on each turn that was not a well-formed action. */
+  scoredSamples(invalidPenalty: number): StepSample[] {
+    return this.samples.map((s) => ({ ...s, score: this.episodeReturn - (s.valid ? 0 : invalidPenalty), episodeReturn: this.episodeReturn, won: this.won }));
+  }
+}
