@@ -23,6 +23,10 @@ export function envPlugin(name: string): EnvPlugin {
   return plugin;
 }
 
-export function getEnvironment(name: string): Environment {
-  return envPlugin(name).create();
+/** An in-process environment of kind `name` with `options` (its env.<name> settings) checked against the plugin's schema. */
+export function getEnvironment(name: string, options: Record<string, unknown> = {}): Environment {
+  const plugin = envPlugin(name);
+  const parsed = plugin.options.safeParse(options);
+  if (!parsed.success) throw new Error(`${name}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(options)'}: ${i.message}`).join('; ')}`);
+  return plugin.create(parsed.data);
 }

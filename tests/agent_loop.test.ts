@@ -415,7 +415,7 @@ describe('agent loop over shop and search', () => {
         assert.match(t.turns.at(-1)!.action, /^<answer> .+ <\/answer>$/);
         for (const u of t.turns.slice(0, -1)) {
           assert.match(u.action, /^<search> .+ <\/search>$/);
-          assert.match(u.observation, /^\n<information>Doc 1 \(Title: /);
+          assert.match(u.observation, /^\n\n<information>Doc 1\(Title: /);
         }
         for (const u of t.turns) assert.match(u.response, /<\/(search|answer)>$/);
       }

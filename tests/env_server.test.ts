@@ -259,8 +259,21 @@ describe('RemoteEnvironment client', () => {
  * A small AgentGym-style server (the agentenv-alfworld wire format, or the WebShop
  * variant keyed by env_idx) backed by the household environment: a real HTTP peer.
  */
+/** ALFWorld's name for each of our task types, as its game paths carry it. */
+const ALFWORLD_NAME: Record<string, string> = {
+  pick_and_place: 'pick_and_place_simple', pick_two_obj_and_place: 'pick_two_obj_and_place', look_at_obj_in_light: 'look_at_obj_in_light',
+  pick_heat_then_place: 'pick_heat_then_place_in_recep', pick_cool_then_place: 'pick_cool_then_place_in_recep', pick_clean_then_place: 'pick_clean_then_place_in_recep',
+};
+
+/**
+ * A server that behaves as AgentGym's: agentenv-alfworld runs ALFWorld 0.3.3 (the
+ * "put X in/on Y" grammar, examine and help admitted, a game path as task_type, 0/1
+ * rewards) keyed by "id"; the WebShop style keys by "env_idx" and answers /reset with
+ * nothing useful. Both play our household worlds underneath.
+ */
 async function agentGymServer(style: 'alfworld' | 'webshop'): Promise<{ url: string; close: () => Promise<void> }> {
   const idKey = style === 'alfworld' ? 'id' : 'env_idx';
+  const game = style === 'alfworld' ? new HouseholdEnvironment({ grammar: 'put', fullCommands: true }) : household;
   const envs = new Map<number, { session?: HouseholdSession; observation: string; actions: string[]; done: boolean }>();
   let nextId = 0;
   const readBody = async (req: IncomingMessage): Promise<any> => {
@@ -286,11 +299,12 @@ async function agentGymServer(style: 'alfworld' | 'webshop'): Promise<{ url: str
     const e = envs.get(id);
     if (!e) return send(200, { error: `The id ${id} is not valid.` });
     if (url.pathname === '/reset') {
-      e.session = household.create({ split: 'train', seed: style === 'alfworld' ? body.game : body.session_id });
+      e.session = game.create({ split: 'train', seed: style === 'alfworld' ? body.game : body.session_id });
       const r = e.session.reset();
       // agentenv-alfworld drops the welcome banner from the first observation.
       [e.observation, e.actions, e.done] = [r.observation.split('\n\n').slice(1).join('\n'), r.admissible_actions, false];
-      if (style === 'alfworld') return send(200, { id, observation: e.observation, available_actions: e.actions, task_type: r.info.task_type });
+      const path = `/root/.cache/alfworld/json_2.1.1/train/${ALFWORLD_NAME[r.info.task_type]}-Egg-None-CounterTop-${body.game}/trial_T20190909_012345_678901/game.tw-pddl`;
+      if (style === 'alfworld') return send(200, { id, observation: e.observation, available_actions: e.actions, task_type: path });
       return send(200, [null, null]);
     }
     if (url.pathname === '/observation') return send(200, e.observation);
@@ -314,37 +328,45 @@ async function agentGymServer(style: 'alfworld' | 'webshop'): Promise<{ url: str
 
 describe('AgentGym adapter', () => {
   for (const style of ['alfworld', 'webshop'] as const) {
-    test(`plays household episodes through an AgentGym-style server keyed by ${style === 'alfworld' ? '"id"' : '"env_idx"'}`, async () => {
+    test(`plays household episodes through an AgentGym-style server keyed by ${style === 'alfworld' ? '"id", in ALFWorld 0.3.3\'s put grammar' : '"env_idx"'}`, async () => {
       const peer = await agentGymServer(style);
       try {
-        const options =
-          style === 'alfworld'
-            ? ALFWORLD
-            : { ...WEBSHOP, name: 'household-as-webshop', maxSteps: 50, taskText: ALFWORLD.taskText };
-        const env = new AgentGymEnvironment(peer.url, { ...options, timeoutMs: 5000 });
+        const options = style === 'alfworld' ? ALFWORLD : { ...WEBSHOP, name: 'household-as-webshop', maxSteps: 50, taskText: ALFWORLD.taskText };
+        const env = new AgentGymEnvironment(peer.url, { ...options, timeoutMs: 5000 }, 10);
+        // What the server plays (0.3.3's words) and what a policy trained here plays (our "move").
+        const served = style === 'alfworld' ? new HouseholdEnvironment({ grammar: 'put', fullCommands: true }) : household;
         for (const seed of [12, 13]) {
           const session = await env.create({ split: 'train', seed });
           assert.equal(session.idField, style === 'alfworld' ? 'id' : 'env_idx');
-          const twin = household.create({ split: 'train', seed });
+          const twin = served.create({ split: 'train', seed });
+          const policy = household.create({ split: 'train', seed });
           const twinFirst = twin.reset();
+          const policyFirst = policy.reset();
           const first = await session.reset();
           assert.equal(session.task, twin.task);
           assert.equal(first.observation, twinFirst.observation.split('\n\n').slice(1).join('\n'));
           assert.deepEqual(first.admissible_actions, twinFirst.admissible_actions);
+          // The game's path becomes our task type, so per-type metrics and skill cards work.
           assert.equal(first.info.task_type, style === 'alfworld' ? twinFirst.info.task_type : 'household-as-webshop');
-          let info = twinFirst.info as HouseholdInfo;
+          let info = policyFirst.info as HouseholdInfo;
           let won = false;
+          let sentPut = false;
           while (info.expert_action !== null) {
-            const mine = twin.step(info.expert_action);
-            const theirs = await session.step(info.expert_action);
+            const action = info.expert_action;
+            if (style === 'alfworld' && action.startsWith('move ')) sentPut = true;
+            const mine = twin.step(style === 'alfworld' ? action.replace(/^move (.+) to (.+)$/, 'put $1 in/on $2') : action);
+            const theirs = await session.step(action);
             assert.equal(theirs.observation, mine.observation);
             assert.equal(theirs.done, mine.done);
             if (!mine.done) assert.deepEqual(theirs.admissible_actions, mine.admissible_actions);
+            // Rewards on the trainer's convention: 10 for the win, 0 before it (the server says 1 and 0).
+            assert.equal(theirs.reward, mine.info.won ? 10 : 0);
             won = theirs.info.won;
-            info = mine.info as HouseholdInfo;
+            info = policy.step(action).info as HouseholdInfo;
             if (theirs.done) break;
           }
           assert.ok(won, `seed ${seed} not won through the adapter`);
+          if (style === 'alfworld') assert.ok(sentPut, 'a "move" was played as "put ... in/on ..."');
           await assert.rejects(session.step('look'), (e: unknown) => {
             assert.ok(e instanceof RemoteEnvError && e.status === 200);
             assert.ok(e.message.includes(`AgentGym ${env.name} server ${peer.url}: POST /step -> 200: The task with environment`), e.message);
@@ -357,4 +379,15 @@ describe('AgentGym adapter', () => {
       }
     });
   }
+
+  test('the AgentGym ALFWorld preset maps ALFWorld\'s task names and translates between the grammars', () => {
+    assert.equal(ALFWORLD.taskType!('/data/json_2.1.1/valid_seen/pick_clean_then_place_in_recep-Mug-None-Cabinet-10/trial_T1/game.tw-pddl'), 'pick_clean_then_place');
+    assert.equal(ALFWORLD.taskType!('pick_and_place_simple-Pencil-None-Shelf-308'), 'pick_and_place');
+    assert.equal(ALFWORLD.taskType!('alfworld'), 'alfworld');
+    assert.equal(ALFWORLD.translateAction!('move apple 1 to fridge 1', ['put apple 1 in/on fridge 1', 'look']), 'put apple 1 in/on fridge 1');
+    assert.equal(ALFWORLD.translateAction!('put apple 1 in/on fridge 1', ['move apple 1 to fridge 1']), 'move apple 1 to fridge 1');
+    assert.equal(ALFWORLD.translateAction!('go to fridge 1', ['go to fridge 1']), 'go to fridge 1');
+    assert.equal(ALFWORLD.translateAction!('move apple 1 to sofa 1', ['put apple 1 in/on fridge 1']), 'move apple 1 to sofa 1');
+  });
 });
+

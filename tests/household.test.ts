@@ -284,6 +284,53 @@ describe('household commands', () => {
   });
 });
 
+describe('household dialects', () => {
+  test('the put grammar of ALFWorld 0.3.3: "put X in/on Y" is admitted and answered in its words, "move" is not', () => {
+    const put = new HouseholdEnvironment({ grammar: 'put' });
+    for (const seed of [2, 3, 4]) {
+      const s = put.create({ split: 'train', seed });
+      let r: StepResult | ReturnType<typeof s.reset> = s.reset();
+      let info = r.info as HouseholdInfo;
+      let placed = false;
+      while (info.expert_action !== null) {
+        const action = info.expert_action;
+        assert.ok(!action.startsWith('move '), action);
+        assert.ok(r.admissible_actions.includes(action), `${action} not admitted`);
+        if (action.startsWith('put ')) {
+          assert.match(action, /^put .+ in\/on .+$/);
+          const moved = action.replace(/^put (.+) in\/on (.+)$/, 'move $1 to $2');
+          assert.equal(put.create({ split: 'train', seed }).step(moved).observation, NOTHING_HAPPENS);
+          r = s.step(action);
+          assert.match(r.observation, /^You put the .+ in\/on the .+\.$/);
+          placed = true;
+        } else {
+          r = s.step(action);
+        }
+        info = r.info as HouseholdInfo;
+        if ('done' in r && r.done) break;
+      }
+      assert.ok(placed && info.won, `train/${seed}`);
+    }
+  });
+
+  test('with fullCommands, help and examine on the objects in view are admitted as in ALFWorld', () => {
+    const full = new HouseholdEnvironment({ fullCommands: true }).create({ split: 'train', seed: 3 });
+    const plain = env.create({ split: 'train', seed: 3 });
+    assert.ok(full.reset().admissible_actions.includes('help'));
+    assert.ok(!plain.reset().admissible_actions.includes('help'));
+    assert.match(full.step('help').observation, /^Available commands:\n {2}look: /);
+    assert.equal(plain.step('help').observation, NOTHING_HAPPENS);
+    const w = full.state();
+    const spot = w.items.find((o) => o.in !== null)!.in!;
+    const there = full.step(`go to ${spot}`);
+    const item = w.items.find((o) => o.in === spot)!;
+    if (there.admissible_actions.includes(`take ${item.name} from ${spot}`)) {
+      assert.ok(there.admissible_actions.includes(`examine ${item.name}`));
+      assert.equal(full.step(`examine ${item.name}`).observation, `There's nothing special about ${item.name}.`);
+    }
+  });
+});
+
 describe('household agent turn format', () => {
   test('actions come from the first <action> pair, lower-cased; missing tags or CJK make the turn invalid', () => {
     assert.deepEqual(parseAction('<think>the cabinet</think> <action> Go To Cabinet 1 </action>'), {

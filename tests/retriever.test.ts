@@ -6,6 +6,8 @@ import { startRetrieverServer, type RetrieverServer } from '../envs/retriever_se
 import { builtInSearchData, SearchEnvironment } from '../envs/search/env.ts';
 import { HttpRetriever } from '../envs/search/http_retriever.ts';
 import { Bm25Retriever } from '../envs/search/retriever.ts';
+import { loadConfig } from '../src/trainer/config.ts';
+import { makeEnvironment } from '../src/trainer/environment.ts';
 
 const corpus = [
   { id: 'd0', contents: '"Velmora"\nVelmora is a city in Quenthia on the Aster river.' },
@@ -142,13 +144,13 @@ describe('retriever server (Search-R1 /retrieve)', () => {
 });
 
 describe('search environment over a remote retriever', () => {
-  test('the expert wins with the built-in corpus served over HTTP', async () => {
+  test('the expert wins with the built-in corpus served over HTTP, the retriever named by env.search.retrieverUrl', async () => {
     const server = await startRetrieverServer(builtInSearchData().retriever);
     try {
-      const env = new SearchEnvironment({ retriever: new HttpRetriever(server.url) });
+      const env = makeEnvironment(loadConfig(undefined, ['env.name=search', `env.search.retrieverUrl=${server.url}`]));
       for (let seed = 0; seed < 20; seed++) {
-        const session = env.create({ split: 'valid_seen', seed });
-        let r = session.reset();
+        const session = await env.create({ split: 'valid_seen', seed });
+        let r = await session.reset();
         let last;
         do {
           last = await session.step(r.info.expert_action as string);
@@ -159,5 +161,15 @@ describe('search environment over a remote retriever', () => {
     } finally {
       await server.close();
     }
+  });
+
+  test('a retriever that is down is named in the error', async () => {
+    const server = await startRetrieverServer(builtInSearchData().retriever);
+    const url = server.url;
+    await server.close();
+    const session = new SearchEnvironment({ retriever: new HttpRetriever(url) }).create({ split: 'train', seed: 1 });
+    session.reset();
+    await assert.rejects(session.step('<think>x</think><search> q </search>'), (e: Error) => e.message.includes(`retriever ${url}: unreachable`) && /retrieval server running/.test(e.message));
+    assert.throws(() => loadConfig(undefined, ['env.name=search', 'env.search.retrieverUrl=ftp://x']), /env\.search\.retrieverUrl/);
   });
 });

@@ -158,11 +158,13 @@ describe('search environment', () => {
     assert.equal(reset.observation, session.task);
     assert.deepEqual(reset.admissible_actions, SEARCH_ACTIONS);
     const r = await session.step(`<think>look it up</think><search> ${parseQuestion(session.task)!.subject} </search>`);
-    assert.match(r.observation, /^\n<information>Doc 1 \(Title: "[^"]+"\) [^\n]+\nDoc 2 \(Title: "[^"]+"\) [^\n]+\nDoc 3 \(Title: "[^"]+"\) [^\n]+<\/information>\n$/);
+    assert.match(r.observation, /^\n\n<information>Doc 1\(Title: "[^"]+"\) [^\n]+\nDoc 2\(Title: "[^"]+"\) [^\n]+\nDoc 3\(Title: "[^"]+"\) [^\n]+<\/information>\n\n$/);
     assert.equal(r.done, false);
     assert.equal(r.reward, 0);
     const hit = { document: { id: '7', contents: '"T"\nline one\nline two' }, score: 1 };
-    assert.equal(formatInformation([hit]), '\n<information>Doc 1 (Title: "T") line one\nline two</information>\n');
+    assert.equal(formatInformation([hit]), '\n\n<information>Doc 1(Title: "T") line one\nline two</information>\n\n');
+    // verl-agent's form, which the SDAR reference's search tool renders.
+    assert.equal(formatInformation([hit, hit], 'verl-agent'), '\n<information>Doc 1: "T"\nline one\nline two\nDoc 2: "T"\nline one\nline two\n</information>\n');
   });
 
   test('invalid turns cost a turn; four turns end the episode; a wrong answer scores 0', async () => {

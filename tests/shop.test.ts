@@ -215,7 +215,7 @@ describe('shop environment', () => {
     const session = env.create({ split: 'valid_seen', seed: 5 });
     session.reset();
     const results = session.step('search[phone case]');
-    for (const bad of ['click[buy now]', 'search[again]', 'jump', 'click[]', '']) {
+    for (const bad of ['click[buy now]', 'search[]', 'jump', 'click[]', '']) {
       const r = session.step(bad);
       assert.equal(r.observation, 'Nothing happens.');
       assert.deepEqual(r.admissible_actions, results.admissible_actions);
@@ -227,6 +227,25 @@ describe('shop environment', () => {
     assert.equal(last!.info.won, false);
     assert.equal(last!.reward, 0);
     assert.throws(() => session.step('click[next >]'), EpisodeDoneError);
+  });
+
+  test('search works from any page, as WebShop runs it, though only the search page lists it', () => {
+    const session = env.create({ split: 'valid_seen', seed: 5 });
+    session.reset();
+    const results = session.step('search[phone case]');
+    assert.ok(!results.admissible_actions.some((a) => a.startsWith('search[')));
+    const again = session.step('search[red shoes]');
+    assert.notEqual(again.observation, 'Nothing happens.');
+    assert.match(again.observation, /^Back to Search \[SEP\] Page 1 \(Total results: \d+\)/);
+  });
+
+  test('the instruction header starts every page when asked for, as WebShop\'s pages', () => {
+    const headed = new ShopEnvironment({ instructionHeader: true }).create({ split: 'valid_seen', seed: 5 });
+    const first = headed.reset();
+    assert.equal(first.observation, `WebShop [SEP] Instruction: [SEP] ${headed.task} [SEP] Search`);
+    const results = headed.step('search[phone case]');
+    assert.ok(results.observation.startsWith(`Instruction: [SEP] ${headed.task} [SEP] Back to Search [SEP] Page 1`), results.observation.slice(0, 120));
+    assert.deepEqual(results.admissible_actions, env.create({ split: 'valid_seen', seed: 5 }).step('search[phone case]').admissible_actions);
   });
 
   test('buying with a wrong option scores below 1 and earns nothing', () => {

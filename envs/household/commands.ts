@@ -1,9 +1,12 @@
 // The command grammar: which commands are admissible in a state (listed as ALFWorld
 // lists them, sorted) and what each one does. A command runs only when it is
-// admissible; anything else answers "Nothing happens." and changes nothing.
+// admissible; anything else answers "Nothing happens." and changes nothing. With
+// `fullCommands` the set also holds what ALFWorld admits besides (`examine` on the
+// objects in view, `help`); by default it does not, which is the set the bundled
+// model was trained on.
 
 import { OBJECTS } from './catalog.ts';
-import { arriveText, describeReceptacle, examineItemText, inventoryText, lookText, NOTHING_HAPPENS, openText } from './text.ts';
+import { arriveText, describeReceptacle, examineItemText, HELP_TEXT, inventoryText, lookText, NOTHING_HAPPENS, openText } from './text.ts';
 import { held, isReachable, item, itemsIn, receptacle, type Item, type World } from './world.ts';
 
 /** ALFWorld's canContain, read from where each object kind may be placed. */
@@ -17,8 +20,14 @@ const TRANSFORMS = [
   { verb: 'clean', appliance: 'sinkbasin', able: (o: Item) => OBJECTS[o.type]?.clean === true },
 ] as const;
 
-export function admissibleCommands(w: World): string[] {
+export interface CommandSet {
+  /** Also `examine` every object in view and `help`, as ALFWorld admits them. */
+  fullCommands?: boolean;
+}
+
+export function admissibleCommands(w: World, set: CommandSet = {}): string[] {
   const out = ['inventory', 'look'];
+  if (set.fullCommands) out.push('help');
   for (const r of w.receptacles) if (r.name !== w.at) out.push(`go to ${r.name}`);
   const hand = held(w);
   if (hand) out.push(`examine ${hand.name}`);
@@ -30,6 +39,7 @@ export function admissibleCommands(w: World): string[] {
       for (const o of itemsIn(w, here.name)) {
         if (o.pickupable && !hand) out.push(`take ${o.name} from ${here.name}`);
         if (o.toggleable) out.push(`use ${o.name}`);
+        if (set.fullCommands) out.push(`examine ${o.name}`);
       }
       if (hand && canContain(here.type, hand)) out.push(`move ${hand.name} to ${here.name}`);
     }
@@ -48,10 +58,11 @@ export function normalizeCommand(command: string): string {
 }
 
 /** Runs one command against the world (mutating it) and returns the feedback text. */
-export function execute(w: World, command: string): string {
+export function execute(w: World, command: string, set: CommandSet = {}): string {
   const cmd = normalizeCommand(command);
-  if (!admissibleCommands(w).includes(cmd)) return NOTHING_HAPPENS;
+  if (!admissibleCommands(w, set).includes(cmd)) return NOTHING_HAPPENS;
   if (cmd === 'look') return lookText(w);
+  if (cmd === 'help') return HELP_TEXT;
   if (cmd === 'inventory') return inventoryText(held(w));
   let m: RegExpMatchArray | null;
   if ((m = cmd.match(/^go to (.+)$/))) {

@@ -7,6 +7,23 @@ export const NOTHING_HAPPENS = 'Nothing happens.';
 
 export const WELCOME = '-= Welcome to TextWorld, ALFRED! =-';
 
+/** What `help` answers: the commands and what they take. */
+export const HELP_TEXT = [
+  'Available commands:',
+  '  look: look around where you are',
+  '  inventory: check what you are carrying',
+  '  go to (receptacle): move to a receptacle',
+  '  open (receptacle): open a receptacle',
+  '  close (receptacle): close a receptacle',
+  '  take (object) from (receptacle): take an object from a receptacle',
+  '  move (object) to (receptacle): place the object you carry in or on a receptacle',
+  '  examine (something): examine a receptacle or an object',
+  '  use (object): use an object',
+  '  heat (object) with (receptacle): heat an object using a receptacle',
+  '  clean (object) with (receptacle): clean an object using a receptacle',
+  '  cool (object) with (receptacle): cool an object using a receptacle',
+].join('\n');
+
 /** TextWorld's list: "nothing", "a x 1", "a x 1, and a y 2", "a x 1, a y 2, and a z 1" (always "a", as ALFWorld prints it). */
 export function listing(names: readonly string[]): string {
   if (names.length === 0) return 'nothing';

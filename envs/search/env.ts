@@ -55,13 +55,22 @@ export class DatasetQuestions implements QuestionSource {
   }
 }
 
-/** Search-R1's rendering of retrieved passages. */
-export function formatInformation(hits: readonly RetrievalHit[]): string {
+/**
+ * How retrieved passages are shown: Search-R1's form (`Doc 1(Title: <first line>)
+ * <rest>`, the block between blank lines), or verl-agent's (`Doc 1: <contents>`, the
+ * block between single newlines), which the SDAR reference code uses.
+ */
+export type ResultFormat = 'search-r1' | 'verl-agent';
+
+export function formatInformation(hits: readonly RetrievalHit[], format: ResultFormat = 'search-r1'): string {
+  if (format === 'verl-agent') {
+    return `\n<information>${hits.map((h, i) => `Doc ${i + 1}: ${h.document.contents.trim()}\n`).join('')}</information>\n`;
+  }
   const docs = hits.map((h, i) => {
     const { title, text } = splitDocument(h.document.contents);
-    return `Doc ${i + 1} (Title: ${title}) ${text}`;
+    return `Doc ${i + 1}(Title: ${title}) ${text}\n`;
   });
-  return `\n<information>${docs.join('\n')}</information>\n`;
+  return `\n\n<information>${docs.join('').trim()}</information>\n\n`;
 }
 
 export class SearchSession implements EnvSession {
@@ -76,6 +85,7 @@ export class SearchSession implements EnvSession {
     private readonly retriever: Retriever,
     private readonly topk = SEARCH_TOPK,
     private readonly maxTurns = SEARCH_MAX_TURNS,
+    private readonly resultFormat: ResultFormat = 'search-r1',
   ) {
     this.task = question.question;
   }
@@ -99,7 +109,7 @@ export class SearchSession implements EnvSession {
     if (turn.parsed?.kind === 'search') {
       const [hits] = await this.retriever.retrieve([turn.parsed.query], this.topk);
       this.retrieved.push(...hits.map((h) => h.document));
-      observation = formatInformation(hits);
+      observation = formatInformation(hits, this.resultFormat);
     } else if (turn.parsed?.kind === 'answer') {
       this.won = exactMatch(turn.parsed.answer, this.question.golden_answers);
       reward = this.won ? 1 : 0;
@@ -137,6 +147,7 @@ export interface SearchEnvironmentOptions {
   corpus?: readonly CorpusDocument[];
   topk?: number;
   maxTurns?: number;
+  resultFormat?: ResultFormat;
 }
 
 let builtIn: { world: World; corpus: CorpusDocument[]; retriever: Bm25Retriever } | undefined;
@@ -158,10 +169,12 @@ export class SearchEnvironment implements Environment {
   private readonly questions: QuestionSource;
   private readonly retriever: Retriever;
   private readonly topk: number;
+  private readonly resultFormat: ResultFormat;
 
   constructor(opts: SearchEnvironmentOptions = {}) {
     this.maxSteps = opts.maxTurns ?? SEARCH_MAX_TURNS;
     this.topk = opts.topk ?? SEARCH_TOPK;
+    this.resultFormat = opts.resultFormat ?? 'search-r1';
     this.questions = opts.questions ?? new GeneratedQuestions(builtInSearchData().world);
     this.retriever = opts.retriever ?? (opts.corpus !== undefined ? new Bm25Retriever(opts.corpus) : builtInSearchData().retriever);
   }
@@ -170,7 +183,7 @@ export class SearchEnvironment implements Environment {
     if (!SPLITS.includes(opts.split)) throw new EnvInputError(`search: unknown split ${String(opts.split)}`);
     if (!Number.isSafeInteger(opts.seed)) throw new EnvInputError(`search: seed must be an integer, got ${String(opts.seed)}`);
     const task = opts.task !== undefined && opts.task !== null ? this.explicitTask(opts.task) : this.questions.task(opts.split, opts.seed);
-    return new SearchSession(task, this.retriever, this.topk, this.maxSteps);
+    return new SearchSession(task, this.retriever, this.topk, this.maxSteps, this.resultFormat);
   }
 
   private explicitTask(task: unknown): SearchTask {

@@ -30,12 +30,18 @@ export class HttpRetriever implements Retriever {
   }
 
   async retrieve(queries: readonly string[], topk: number): Promise<RetrievalHit[][]> {
-    const res = await fetch(this.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ queries, topk, return_scores: true }),
-      signal: AbortSignal.timeout(this.timeoutMs),
-    });
+    let res: Response;
+    try {
+      res = await fetch(this.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ queries, topk, return_scores: true }),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (e) {
+      const cause = (e as { cause?: { code?: string } }).cause?.code;
+      throw new Error(`retriever ${this.url}: unreachable (${cause ?? (e as Error).message}); is the retrieval server running?`);
+    }
     const text = await res.text();
     if (!res.ok) throw new Error(`retriever ${this.url}: HTTP ${res.status}: ${text.slice(0, 500)}`);
     const body = JSON.parse(text) as { result?: unknown };

@@ -1,5 +1,6 @@
-// The shop environment (WebShop text format): search[keywords] on the search page,
-// click[value] on any listed clickable, a scored purchase on click[buy now].
+// The shop environment (WebShop text format): search[keywords] from any page (WebShop
+// runs a search whatever the page, though it lists search only where the page has a
+// search bar), click[value] on any listed clickable, a scored purchase on click[buy now].
 
 import { z } from 'zod';
 import { SPLITS, type CreateOptions, type EnvInfo, type Environment, type EnvSession, type ResetResult, type StepResult } from '../../src/envs/types.ts';
@@ -7,7 +8,7 @@ import { EnvInputError, EpisodeDoneError } from '../errors.ts';
 import { productByAsin } from './catalogue.ts';
 import { shopExpertAction } from './expert.ts';
 import { drawGoal } from './goals.ts';
-import { admissibleActions, pageCount, viewPage, type Page, type PageView, type SubPage } from './pages.ts';
+import { admissibleActions, pageCount, SEP, viewPage, type Page, type PageView, type SubPage } from './pages.ts';
 import { shopReward, type ShopGoal, type ShopScore } from './reward.ts';
 import { shopSearchEngine, type ShopSearchEngine } from './search_engine.ts';
 
@@ -49,6 +50,12 @@ export function parseShopTask(task: unknown): ShopGoal {
 
 const SUB_PAGES: readonly SubPage[] = ['description', 'features', 'reviews'];
 
+/** How the shop renders its pages. */
+export interface ShopOptions {
+  /** Start every page with WebShop's "Instruction: [SEP] <task> [SEP]" header (the search page with "WebShop [SEP]" before it). */
+  instructionHeader?: boolean;
+}
+
 export class ShopSession implements EnvSession {
   readonly task: string;
   private page: Page = { kind: 'search' };
@@ -60,8 +67,16 @@ export class ShopSession implements EnvSession {
     readonly goal: ShopGoal,
     private readonly engine: ShopSearchEngine,
     private readonly maxSteps = SHOP_MAX_STEPS,
+    private readonly options: ShopOptions = {},
   ) {
     this.task = goal.instruction_text;
+  }
+
+  /** A page's text, with WebShop's instruction header when asked for. */
+  private render(view: PageView): string {
+    if (!this.options.instructionHeader) return view.observation;
+    const header = `Instruction:${SEP}${this.goal.instruction_text}${SEP}`;
+    return this.page.kind === 'search' ? `WebShop${SEP}${header}${view.observation}` : `${header}${view.observation}`;
   }
 
   reset(): ResetResult {
@@ -70,7 +85,7 @@ export class ShopSession implements EnvSession {
     this.done = false;
     this.purchase = undefined;
     const view = viewPage(this.page);
-    return { observation: view.observation, admissible_actions: admissibleActions(view), info: this.info() };
+    return { observation: this.render(view), admissible_actions: admissibleActions(view), info: this.info() };
   }
 
   step(action: string): StepResult {
@@ -86,7 +101,7 @@ export class ShopSession implements EnvSession {
     }
     if (this.steps >= this.maxSteps) this.done = true;
     return {
-      observation: next === null ? 'Nothing happens.' : view.observation,
+      observation: next === null ? 'Nothing happens.' : this.render(view),
       reward,
       done: this.done,
       admissible_actions: this.done ? [] : admissibleActions(view),
@@ -115,7 +130,7 @@ export class ShopSession implements EnvSession {
     const arg = m[2].trim();
     const page = this.page;
     if (m[1] === 'search') {
-      return view.hasSearchBar && arg !== '' ? { kind: 'results', keywords: arg, results: this.engine.search(arg), page: 1 } : null;
+      return arg !== '' ? { kind: 'results', keywords: arg, results: this.engine.search(arg), page: 1 } : null;
     }
     if (!view.clickables.includes(arg)) return null;
     if (arg === 'back to search') return { kind: 'search' };
@@ -150,10 +165,12 @@ export class ShopEnvironment implements Environment {
   readonly version = '1.0.0';
   readonly maxSteps = SHOP_MAX_STEPS;
 
+  constructor(private readonly options: ShopOptions = {}) {}
+
   create(opts: CreateOptions): ShopSession {
     if (!SPLITS.includes(opts.split)) throw new EnvInputError(`shop: unknown split ${String(opts.split)}`);
     if (!Number.isSafeInteger(opts.seed)) throw new EnvInputError(`shop: seed must be an integer, got ${String(opts.seed)}`);
     const goal = opts.task !== undefined && opts.task !== null ? parseShopTask(opts.task) : drawGoal(opts.split, opts.seed);
-    return new ShopSession(goal, shopSearchEngine(), this.maxSteps);
+    return new ShopSession(goal, shopSearchEngine(), this.maxSteps, this.options);
   }
 }

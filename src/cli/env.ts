@@ -1,8 +1,20 @@
 import { defineCommand } from 'citty';
 import { environmentNames, getEnvironment } from '../../envs/registry.ts';
 import { serveEnvironment } from '../../envs/server.ts';
+import type { Environment } from '../envs/types.ts';
 import { SPLITS, type Split } from '../envs/types.ts';
+import { loadConfig } from '../trainer/config.ts';
+import { makeEnvironment } from '../trainer/environment.ts';
 import { CliError, intArg } from './args.ts';
+
+/** The in-process environment `name` with its settings given as key=value words (its env.<name> block of a config). */
+function environmentWithSettings(name: string, words: readonly string[]): Environment {
+  const settings = words.filter((w) => w !== name);
+  const bad = settings.find((w) => !w.includes('='));
+  if (bad !== undefined) throw new CliError(`env ${name}: expected key=value settings of env.${name}, got "${bad}"`);
+  if (!environmentNames().includes(name)) return getEnvironment(name);
+  return makeEnvironment(loadConfig(undefined, [`env.name=${name}`, ...settings.map((s) => `env.${name}.${s}`)]));
+}
 
 function splitArg(v: string | undefined): Split {
   const s = (v ?? 'train') as Split;
@@ -11,14 +23,17 @@ function splitArg(v: string | undefined): Split {
 }
 
 const serve = defineCommand({
-  meta: { name: 'serve', description: 'Serve an environment over HTTP (protocol in envs/README.md)' },
+  meta: { name: 'serve', description: 'Serve an environment over HTTP (protocol in docs/PROTOCOLS.md section 4); settings as key=value words, e.g. `env serve household grammar=put`' },
   args: {
     name: { type: 'positional', description: `environment: ${environmentNames().join(', ')}`, required: true },
     port: { type: 'string', description: 'port (default 8101)', default: '8101' },
     host: { type: 'string', description: 'address to bind (default 127.0.0.1)', default: '127.0.0.1' },
+    'retriever-url': { type: 'string', description: 'search: a Search-R1 retrieval endpoint (POST /retrieve) instead of the built-in corpus (env.search.retrieverUrl)' },
   },
   async run({ args }) {
-    const env = getEnvironment(args.name);
+    const url = args['retriever-url'];
+    if (url !== undefined && args.name !== 'search') throw new CliError(`--retriever-url: only the search environment has a retriever, not ${args.name}`);
+    const env = environmentWithSettings(args.name, [...(args._ as string[]), ...(url === undefined ? [] : [`retrieverUrl=${url}`])]);
     const handle = await serveEnvironment(env, { host: args.host, port: intArg('--port', args.port, 0, 65535) });
     console.log(`${env.name} environment serving at ${handle.url}`);
     const stop = async () => {

@@ -1,7 +1,11 @@
 // An Environment backed by an AgentGym-style server (agentenv-alfworld, -webshop, ...):
 // POST /create, POST /reset, POST /step keyed by "id" or "env_idx", failures reported
 // as 200 + {"error": ...}. Lets the real ALFWorld/WebShop servers of that ecosystem
-// stand in for our built-in environments.
+// stand in for our built-in environments. Their rewards come on their own scales
+// (ALFWorld 0/1, WebShop the purchase score); the adapter reports the episode's
+// outcome on the trainer's convention instead, the environment's success return for a
+// won episode and 0 otherwise, so returns and the invalid-action penalty mean the same
+// as with the built-in environment. A server's own score stays in info.score.
 
 import { fetchJson, isObject, isStringArray, RemoteEnvError } from './http_json.ts';
 import type { CreateOptions, EnvInfo, EnvSession, Environment, ResetResult, StepResult } from './types.ts';
@@ -19,6 +23,12 @@ export interface AgentGymOptions {
   isWon?: (reward: number, done: boolean, answer: Record<string, unknown>) => boolean;
   /** The task sentence from the first observation. */
   taskText?: (observation: string) => string;
+  /** The task type from the server's label (ALFWorld's is the game's path). */
+  taskType?: (label: string) => string;
+  /** The action as the server words it, given what it admits (a policy trained on another grammar). */
+  translateAction?: (action: string, admissible: readonly string[]) => string;
+  /** The server's reward is a native score worth reporting (WebShop's purchase score). */
+  nativeScore?: boolean;
   /** Path that releases a session; servers without it (404/405) are fine. null: never call. */
   closePath?: string | null;
   timeoutMs?: number;
@@ -40,7 +50,9 @@ export class AgentGymEnvironment implements Environment {
   readonly url: string;
   readonly options: AgentGymOptions;
 
-  constructor(url: string, options: AgentGymOptions) {
+  /** `successReturn`: the return of a won episode on the trainer's convention (the environment plugin's). */
+  constructor(url: string, options: AgentGymOptions, readonly successReturn: number) {
+    if (!(successReturn > 0)) throw new RangeError(`AgentGymEnvironment: successReturn must be positive, got ${successReturn}`);
     this.url = url.replace(/\/+$/, '');
     this.options = options;
     this.name = options.name;
@@ -84,6 +96,7 @@ export class AgentGymSession implements EnvSession {
   task = '';
   private taskType: string;
   private closed = false;
+  private admissible: string[] = [];
 
   constructor(
     private readonly env: AgentGymEnvironment,
@@ -125,23 +138,28 @@ export class AgentGymSession implements EnvSession {
   async reset(): Promise<ResetResult> {
     const fields = (this.env.options.resetFields ?? ((o: CreateOptions) => ({ data_idx: o.seed })))(this.opts);
     const answer = await this.env.call('POST', '/reset', { [this.idField]: this.id, ...fields });
-    if (isObject(answer) && typeof answer.task_type === 'string') this.taskType = answer.task_type;
+    if (isObject(answer) && typeof answer.task_type === 'string') this.taskType = this.env.options.taskType?.(answer.task_type) ?? answer.task_type;
     const observation = await this.observation(answer);
     this.task = this.env.options.taskText?.(observation) ?? '';
-    return { observation, admissible_actions: await this.actions(answer), info: this.info(false) };
+    this.admissible = await this.actions(answer);
+    return { observation, admissible_actions: this.admissible, info: this.info(false) };
   }
 
   async step(action: string): Promise<StepResult> {
-    const answer = await this.env.call('POST', '/step', { [this.idField]: this.id, action });
+    const sent = this.env.options.translateAction?.(action, this.admissible) ?? action;
+    const answer = await this.env.call('POST', '/step', { [this.idField]: this.id, action: sent });
     if (!isObject(answer)) throw new RemoteEnvError(`${this.env.label}: POST /step: malformed answer ${JSON.stringify(answer)?.slice(0, 200)}`);
-    const reward = Number(answer.reward ?? 0);
+    const raw = Number(answer.reward ?? 0);
     const done = answer.done === true;
     const won = this.env.options.isWon
-      ? this.env.options.isWon(reward, done, answer)
-      : typeof answer.won === 'boolean' ? answer.won : done && reward >= 1;
+      ? this.env.options.isWon(raw, done, answer)
+      : typeof answer.won === 'boolean' ? answer.won : done && raw >= 1;
     const observation = await this.observation(answer);
-    const admissible = done && !('available_actions' in answer) ? [] : await this.actions(answer);
-    return { observation, reward, done, admissible_actions: admissible, info: this.info(won) };
+    this.admissible = done && !('available_actions' in answer) ? [] : await this.actions(answer);
+    const info = this.info(won);
+    if (this.env.options.nativeScore) info.score = raw;
+    // The outcome on the trainer's convention: the success return once, when the episode is won.
+    return { observation, reward: won && done ? this.env.successReturn : 0, done, admissible_actions: this.admissible, info };
   }
 
   async close(): Promise<void> {

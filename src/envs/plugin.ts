@@ -4,6 +4,7 @@
 // expert's demonstrations when it has one, and how AgentGym's server for it speaks.
 // The trainer, the rollout loop and the CLI know environments only through this.
 
+import type { z } from 'zod';
 import type { AgentGymOptions } from './agentgym.ts';
 import type { AgentSpec } from './agent_spec.ts';
 import type { Environment, Split } from './types.ts';
@@ -68,18 +69,25 @@ export interface ExpertData {
   corpus(seedsPerSplit: number): Iterable<string>;
 }
 
-export interface EnvPlugin {
+export interface EnvPlugin<Schema extends z.ZodObject = z.ZodObject> {
   /** The name configs and the CLI use. */
   readonly name: string;
   /** Other names servers of this kind report (AgentGym's "alfworld"); they get the same turn contract. */
   readonly aliases: readonly string[];
   readonly description: string;
-  /** A fresh in-process environment. */
-  create(): Environment;
+  /** The environment's own settings: the config's env.<name> block. */
+  readonly options: Schema;
+  /** A fresh in-process environment with these settings. */
+  create(options: z.output<Schema>): Environment;
   readonly agent: AgentSpec;
   readonly recipe: EnvRecipe;
   readonly reward: RewardScale;
   readonly expert?: ExpertData;
   /** How AgentGym's server for this kind is driven, when it has one. */
   readonly agentgym?: AgentGymOptions;
+}
+
+/** Declares an environment plugin; the registry holds it with its option types erased (the config has checked them). */
+export function defineEnv<Schema extends z.ZodObject>(plugin: EnvPlugin<Schema>): EnvPlugin {
+  return plugin as unknown as EnvPlugin;
 }

@@ -42,6 +42,9 @@ const modelSchema = z.strictObject({
   trainable: z.array(name).min(1).nullable().default(null),
 });
 
+/** Each environment's own settings, env.<name> (a plugin's options schema), every option with its default. */
+const envOptions = Object.fromEntries(ENV_PLUGINS.map((p) => [p.name, p.options.prefault({})])) as Record<string, z.ZodPrefault<z.ZodObject>>;
+
 const envSchema = z.strictObject({
   name: z.enum(ENV_NAMES as [string, ...string[]]).default('household'),
   /** An environment server (PROTOCOLS.md); unset runs the built-in environment in-process. */
@@ -51,6 +54,7 @@ const envSchema = z.strictObject({
   trainSplit: z.enum(['train', 'valid_seen', 'valid_unseen']).default('train'),
   /** Deadline for each environment call. */
   timeoutMs: posInt.default(120_000),
+  ...envOptions,
 });
 
 const engineFields = {
@@ -213,6 +217,11 @@ export interface TrainConfig extends Omit<ParsedConfig, 'rollout' | 'algorithm' 
   optim: Fill<ParsedConfig['optim'], 'miniBatchSize' | 'warmupRatio'>;
   validation: Fill<ParsedConfig['validation'], 'every' | 'tasks' | 'temperature'>;
   output: Fill<ParsedConfig['output'], 'runName'>;
+}
+
+/** The settings of the run's environment: its env.<name> block. */
+export function envOptionsOf(cfg: Pick<TrainConfig, 'env'>): Record<string, unknown> {
+  return (cfg.env as unknown as Record<string, Record<string, unknown>>)[cfg.env.name];
 }
 
 /** Warmup iterations of a run of `iterations` (SFT: optimizer steps): optim.warmupIterations, else its warmupRatio share. */

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { envPlugin } from '../../envs/registry.ts';
+import { envPlugin, getEnvironment } from '../../envs/registry.ts';
 import type { ExpertData, ExpertTurn } from '../envs/plugin.ts';
 import type { StorageDType } from '../models/safetensors_writer.ts';
 import type { ModelConfig } from '../models/config.ts';
@@ -211,7 +211,7 @@ async function evaluate(o: DefaultModelOptions, log: (line: string) => void): Pr
     const engine = new LocalEngine(model, { tokenizer, path: o.out, maxBatch: o.evalEpisodes });
     const play = async (skills: boolean): Promise<RolloutStats> => {
       const { stats } = await runRollout({
-        env: envPlugin('household').create(),
+        env: getEnvironment('household'),
         spec: envPlugin('household').agent,
         engine,
         tokenizer,

@@ -8,7 +8,7 @@ import { AgentGymEnvironment } from '../envs/agentgym.ts';
 import { RemoteEnvironment } from '../envs/client.ts';
 import type { Environment, Split } from '../envs/types.ts';
 import type { RolloutTask } from '../rollout/agent_loop.ts';
-import type { TrainConfig } from './config_schema.ts';
+import { envOptionsOf, type TrainConfig } from './config_schema.ts';
 
 export function makeEnvironment(cfg: Pick<TrainConfig, 'env' | 'rollout'>): Environment {
   const plugin = envPlugin(cfg.env.name);
@@ -17,10 +17,10 @@ export function makeEnvironment(cfg: Pick<TrainConfig, 'env' | 'rollout'>): Envi
       const have = ENV_PLUGINS.filter((p) => p.agentgym).map((p) => `${p.name} (${p.agentgym!.name})`).join(', ');
       throw new Error(`env.agentgym: ${cfg.env.name} has no AgentGym server (have ${have})`);
     }
-    return new AgentGymEnvironment(cfg.env.url, { ...plugin.agentgym, timeoutMs: cfg.env.timeoutMs });
+    return new AgentGymEnvironment(cfg.env.url, { ...plugin.agentgym, timeoutMs: cfg.env.timeoutMs }, plugin.reward.success);
   }
   if (cfg.env.url) return new RemoteEnvironment(cfg.env.url, { name: cfg.env.name, version: 'remote', maxSteps: cfg.rollout.maxTurns }, { timeoutMs: cfg.env.timeoutMs });
-  return plugin.create();
+  return plugin.create(envOptionsOf(cfg));
 }
 
 /** `count` tasks of `split` with environment seeds seed, seed + 1, ...: the same tasks every time. */
