@@ -37,7 +37,7 @@ export const trainCommand = defineCommand({
     console.log(`GPU: ${rt.gpu.description} (${rt.gpu.runtime})`);
     const note = tensorCoreNote(rt);
     if (note) console.log(note);
-    if (rt.caps.compatibility && !args['full-size']) {
+    if (rt.caps.software && !args['full-size']) {
       const scaled = applySoftwareGpuScale(cfg, overrides);
       if (scaled.changes.length) {
         console.log(`software GPU: scaled the run down to finish in minutes (${scaled.changes.join(', ')}); pass --full-size to run it as configured`);

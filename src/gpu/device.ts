@@ -4,9 +4,15 @@
 // `webgpu` package. With Dawn we first ask for a core adapter on the default
 // backends; machines without a GPU have none, so we then name the OpenGL backend and
 // ask for a compatibility-level adapter, which is Mesa's llvmpipe software renderer
-// (it needs EGL_PLATFORM=surfaceless, set here when absent).
+// (it needs EGL_PLATFORM=surfaceless, set here when absent). Deno's wgpu takes Mesa's
+// llvmpipe or lavapipe as a core adapter instead; either way `caps.software` says a CPU
+// renders. What the drivers print on stderr meanwhile is filtered (driver_log.ts).
 
+import { ensureRuntimeDir, setDefaultEnv } from './driver_env.ts';
+import { filterDriverLog } from './driver_log.ts';
 import { GpuError } from './errors.ts';
+import { detectRuntime, processEnv } from './host.ts';
+import { captureNativeStderr } from './native_stderr.ts';
 
 export type Backend = 'auto' | 'vulkan' | 'opengl' | 'opengles' | 'metal' | 'd3d12' | 'd3d11';
 
@@ -55,8 +61,10 @@ export interface GpuCapabilities {
    */
   subgroupMatrixF16F32: boolean;
   timestampQuery: boolean;
-  /** Compatibility-level adapter (the software GPU path). */
+  /** Compatibility-level adapter (Dawn's path to the software GPU). */
   compatibility: boolean;
+  /** A software renderer (llvmpipe, lavapipe, SwiftShader, WARP): a CPU does the work. */
+  software: boolean;
   /** Dawn bounds-clamps shader array and buffer accesses (false under `disable_robustness`). */
   robustness: boolean;
   subgroupMinSize: number;
@@ -96,19 +104,6 @@ export function gpuOptionsFromEnv(env: Record<string, string | undefined> = proc
   return opts;
 }
 
-function processEnv(): Record<string, string | undefined> {
-  const p = (globalThis as { process?: { env: Record<string, string | undefined> } }).process;
-  return p?.env ?? {};
-}
-
-function detectRuntime(): Gpu['runtime'] {
-  const g = globalThis as Record<string, unknown>;
-  if (g.Deno) return 'deno';
-  if (g.Bun) return 'bun';
-  if (g.process) return 'node';
-  return 'browser';
-}
-
 interface DawnModule {
   create(flags: string[]): GPU;
   globals: Record<string, unknown>;
@@ -121,6 +116,14 @@ async function loadDawn(): Promise<DawnModule> {
     if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
   }
   return mod;
+}
+
+/** Software renderers by the names their adapters report. */
+const SOFTWARE_RENDERER = /llvmpipe|lavapipe|softpipe|swiftshader|microsoft basic render|\bwarp\b/i;
+
+/** Whether an adapter is a CPU renderer: flagged as the fallback adapter, or named as one of the known software renderers. */
+export function isSoftwareAdapter(info: { vendor?: string; architecture?: string; device?: string; description?: string; isFallbackAdapter?: boolean }): boolean {
+  return info.isFallbackAdapter === true || SOFTWARE_RENDERER.test([info.vendor, info.architecture, info.device, info.description].join(' '));
 }
 
 function describe(adapter: GPUAdapter): string {
@@ -191,20 +194,6 @@ async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapt
   );
 }
 
-async function setDefaultEnv(key: string, value: string): Promise<void> {
-  const env = processEnv();
-  if (env[key] !== undefined) return;
-  env[key] = value;
-  // Node writes process.env through to the C environment that Mesa's EGL reads; Bun
-  // keeps a copy, so there we call libc's setenv directly.
-  if (detectRuntime() === 'bun' && (globalThis as { process?: { platform?: string } }).process?.platform === 'linux') {
-    type Ffi = { dlopen(lib: string, syms: Record<string, { args: string[]; returns: string }>): { symbols: { setenv(k: Uint8Array, v: Uint8Array, o: number): number } } };
-    const ffi = (await import(['bun', 'ffi'].join(':'))) as Ffi;
-    const cstr = (s: string) => new TextEncoder().encode(`${s}\0`);
-    ffi.dlopen('libc.so.6', { setenv: { args: ['ptr', 'ptr', 'i32'], returns: 'i32' } }).symbols.setenv(cstr(key), cstr(value), 0);
-  }
-}
-
 async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {
   const gpu = (globalThis.navigator as Navigator & { gpu?: GPU }).gpu!;
   const core = await gpu.requestAdapter({ powerPreference: opts.powerPreference });
@@ -238,6 +227,17 @@ const wantedLimits = [
 
 export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
   const opts = { ...gpuOptionsFromEnv(), ...options };
+  await ensureRuntimeDir();
+  const { result, text } = await captureNativeStderr(() => openDevice(opts));
+  const { kept, dropped } = filterDriverLog(text);
+  if (kept) process.stderr.write(kept);
+  if (result.ok) return result.value;
+  // Without an adapter the harmless messages may be the explanation after all.
+  if (result.error instanceof GpuError && dropped) result.error.message += `\nThe drivers said:\n${dropped.trimEnd()}`;
+  throw result.error;
+}
+
+async function openDevice(opts: GpuOptions): Promise<Gpu> {
   const runtime = detectRuntime();
   const nav = (globalThis as { navigator?: Navigator & { gpu?: GPU } }).navigator;
   const useNavigator = !!nav?.gpu && runtime !== 'bun' && runtime !== 'node';
@@ -273,6 +273,7 @@ export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
     subgroupMatrixF16F32: f16 && subgroups && subgroupMatrixConfigs.some((c) => c.componentType === 'f16' && c.resultComponentType === 'f32' && c.M === 16 && c.N === 16 && c.K === 16),
     timestampQuery: device.features.has('timestamp-query'),
     compatibility,
+    software: isSoftwareAdapter(info),
     robustness,
     subgroupMinSize: info.subgroupMinSize ?? 0,
     subgroupMaxSize: info.subgroupMaxSize ?? 0,
