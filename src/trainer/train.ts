@@ -226,6 +226,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       reference,
       plan,
       teacher,
+      phase: (label, total) => progress.phase(`${label} ${it}`, total),
     });
     trajectoryLog?.close();
     runtime().releaseCached();

@@ -129,6 +129,8 @@ export interface UpdateContext {
   microBatchTokens: number;
   /** Shuffles sample order for mini-batches (seeded, so resumed runs match). */
   shuffle: (n: number) => number[];
+  /** Called after each micro-batch with the samples done so far and the optimizer steps taken. */
+  onProgress?: (samples: number, steps: number) => void;
 }
 
 export interface UpdateInputs {
@@ -153,6 +155,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
   const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0, aux: {} };
   const order = ctx.shuffle(samples.length);
   let microCount = 0;
+  let samplesDone = 0;
   for (let at = 0; at < order.length; at += ctx.miniBatchSize) {
     const mini = order.slice(at, at + ctx.miniBatchSize);
     const micro = splitMicroBatches(samples, mini, ctx.microBatchTokens);
@@ -190,6 +193,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
       rows.push(row);
       m.trainedTokens += mb.responseTokens;
       microCount++;
+      ctx.onProgress?.((samplesDone += mb.indices.length), m.steps);
     }
     const clip = await clipGradNorm(ctx.params, ctx.gradClip);
     const stats = await readTogether(rows);
