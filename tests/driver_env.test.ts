@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { isSoftwareAdapter } from '../src/gpu/device.ts';
+import { gpuOptionsFromEnv, isSoftwareAdapter } from '../src/gpu/device.ts';
 import { privateRuntimeDir, runtimeDirProblem } from '../src/gpu/driver_env.ts';
 import { filterDriverLog } from '../src/gpu/driver_log.ts';
 
@@ -89,5 +89,11 @@ describe('software adapters', () => {
     assert.ok(!isSoftwareAdapter({ vendor: 'nvidia', architecture: 'hopper', description: 'NVIDIA H200' }));
     assert.ok(!isSoftwareAdapter({ vendor: 'apple', architecture: 'metal-3', description: 'Apple M2 Max', isFallbackAdapter: false }));
     assert.ok(!isSoftwareAdapter({ vendor: 'intel', description: 'Intel(R) Arc(tm) A770 Graphics (DG2) warpspeed' }));
+  });
+
+  test('WEBGPU_SOFTWARE_KERNELS=off keeps a software core adapter on the hardware kernels; other values are refused', () => {
+    assert.equal(gpuOptionsFromEnv({ WEBGPU_SOFTWARE_KERNELS: 'off' }).softwareKernels, 'off');
+    assert.equal(gpuOptionsFromEnv({}).softwareKernels, undefined);
+    assert.throws(() => gpuOptionsFromEnv({ WEBGPU_SOFTWARE_KERNELS: 'core' }), /WEBGPU_SOFTWARE_KERNELS=core is not one of auto, off/);
   });
 });

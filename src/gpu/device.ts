@@ -32,6 +32,12 @@ export interface GpuOptions {
    * software GPU; see robustnessToggles.
    */
   robustness?: Robustness;
+  /**
+   * `off` keeps a software renderer that came as a core adapter (Deno's wgpu, lavapipe)
+   * on the hardware kernels: Deno's kernel tests use it so that naga compiles those.
+   * By default it takes the software GPU's kernels (see GpuCapabilities.compatibility).
+   */
+  softwareKernels?: 'auto' | 'off';
 }
 
 const ROBUSTNESS = ['auto', 'on', 'off'] as const;
@@ -61,7 +67,13 @@ export interface GpuCapabilities {
    */
   subgroupMatrixF16F32: boolean;
   timestampQuery: boolean;
-  /** Compatibility-level adapter (Dawn's path to the software GPU). */
+  /**
+   * The software GPU's path: a compatibility-level adapter (how Dawn reaches llvmpipe), or
+   * any software renderer unless `softwareKernels` is off. The kernels' compatibility
+   * variants are the ones built for llvmpipe (uniform-buffer windows, docs/DEVELOPING.md):
+   * under Deno (wgpu, llvmpipe as a core adapter) they took the bundled model's
+   * scaled-down iteration from 509 s to 23 s of rollout and from 31 s to 6 s of reference.
+   */
   compatibility: boolean;
   /** A software renderer (llvmpipe, lavapipe, SwiftShader, WARP): a CPU does the work. */
   software: boolean;
@@ -80,7 +92,7 @@ export interface Gpu {
   limits: GPUSupportedLimits;
 }
 
-/** Reads options from the environment: WEBGPU_BACKEND, WEBGPU_ADAPTER, WEBGPU_TOGGLES, WEBGPU_POWER. */
+/** Reads options from the environment: WEBGPU_BACKEND, WEBGPU_ADAPTER, WEBGPU_TOGGLES, WEBGPU_ROBUSTNESS, WEBGPU_SOFTWARE_KERNELS, WEBGPU_POWER. */
 export function gpuOptionsFromEnv(env: Record<string, string | undefined> = processEnv()): GpuOptions {
   const opts: GpuOptions = {};
   const backend = env.WEBGPU_BACKEND?.trim();
@@ -98,6 +110,11 @@ export function gpuOptionsFromEnv(env: Record<string, string | undefined> = proc
   if (robustness) {
     if (!isRobustness(robustness)) throw new GpuError(`WEBGPU_ROBUSTNESS=${robustness} is not one of ${ROBUSTNESS.join(', ')}`);
     opts.robustness = robustness;
+  }
+  const softwareKernels = env.WEBGPU_SOFTWARE_KERNELS?.trim();
+  if (softwareKernels) {
+    if (softwareKernels !== 'auto' && softwareKernels !== 'off') throw new GpuError(`WEBGPU_SOFTWARE_KERNELS=${softwareKernels} is not one of auto, off`);
+    opts.softwareKernels = softwareKernels;
   }
   const power = env.WEBGPU_POWER?.trim();
   if (power === 'low-power' || power === 'high-performance') opts.powerPreference = power;
@@ -264,6 +281,7 @@ async function openDevice(opts: GpuOptions): Promise<Gpu> {
     ? (info.subgroupMatrixConfigs ?? []).map((c) => ({ componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K }))
     : [];
   const f16 = device.features.has('shader-f16');
+  const software = isSoftwareAdapter(info);
   const subgroups = device.features.has('subgroups');
   const caps: GpuCapabilities = {
     f16,
@@ -272,8 +290,8 @@ async function openDevice(opts: GpuOptions): Promise<Gpu> {
     subgroupMatrixConfigs,
     subgroupMatrixF16F32: f16 && subgroups && subgroupMatrixConfigs.some((c) => c.componentType === 'f16' && c.resultComponentType === 'f32' && c.M === 16 && c.N === 16 && c.K === 16),
     timestampQuery: device.features.has('timestamp-query'),
-    compatibility,
-    software: isSoftwareAdapter(info),
+    compatibility: compatibility || (software && opts.softwareKernels !== 'off'),
+    software,
     robustness,
     subgroupMinSize: info.subgroupMinSize ?? 0,
     subgroupMaxSize: info.subgroupMaxSize ?? 0,
