@@ -1,7 +1,7 @@
 // Metrics: the JSONL log (null for non-finite values, resume truncation, torn lines),
 // TensorBoard event files parsed back record by record (CRC-32C against published test
-// vectors, the Event protobuf decoded field by field), the progress display on a
-// terminal and a pipe, the summary line, and the HTML report.
+// vectors, the Event protobuf decoded field by field), the summary line, and the HTML
+// report.
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -10,7 +10,6 @@ import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadConfig, writeRunConfig } from '../src/trainer/config.ts';
 import { METRICS_FILE, MetricsLogger, readMetrics, rolloutMetrics, summaryLine } from '../src/trainer/metrics.ts';
-import { Progress } from '../src/trainer/progress.ts';
 import { REPORT_FILE, renderReport, summarizeRun, writeComparisonReport, writeReport } from '../src/trainer/report.ts';
 import { niceTicks } from '../src/trainer/svg_chart.ts';
 import { crc32c, encodeEvent, frameRecord, maskedCrc32c } from '../src/trainer/tensorboard.ts';
@@ -107,7 +106,7 @@ describe('metrics log', () => {
       { iteration: 1, 'rollout/success': 0.25, 'actor/grad_norm': null, 'actor/pg_loss': null },
       { iteration: 2, 'rollout/success': 0.5, 'val/success': 0.4 },
     ]);
-    assert.throws(() => new MetricsLogger(d), /exists: resume that run/);
+    assert.throws(() => new MetricsLogger(d), /already holds a run \(metrics\.jsonl\): pass --resume to continue it, --overwrite to replace it/);
     new MetricsLogger(d, { overwrite: true }).close();
     assert.deepEqual(readMetrics(path.join(d, METRICS_FILE)), []);
   });
@@ -200,55 +199,6 @@ describe('TensorBoard event files', () => {
     assert.equal(events[1].scalars[0][1], 0.25);
     assert.equal(events[1].scalars[1][1], Math.fround(0.001));
     assert.deepEqual(events[2], { wallTime: events[2].wallTime, step: 2, scalars: [['rollout/success', 0.5]] });
-  });
-});
-
-describe('progress', () => {
-  const sink = (isTTY: boolean) => {
-    const writes: string[] = [];
-    return { writes, out: { isTTY, columns: 200, write: (s: string) => writes.push(s) } };
-  };
-
-  test('a pipe gets plain lines at each quarter and at the end', () => {
-    const { writes, out } = sink(false);
-    let t = 0;
-    const p = new Progress(out, 'auto', () => t);
-    assert.equal(p.mode, 'plain');
-    const ph = p.phase('rollout', 8);
-    for (let i = 1; i <= 8; i++) {
-      t += 500;
-      ph.update(i, `${i} done`);
-    }
-    ph.finish('8 trajectories');
-    p.line('iter 1/1');
-    assert.deepEqual(writes, ['rollout 2/8 1.0s  2 done\n', 'rollout 4/8 2.0s  4 done\n', 'rollout 6/8 3.0s  6 done\n', 'rollout 8/8 4.0s  8 trajectories\n', 'iter 1/1\n']);
-    assert.ok(writes.every((w) => !w.includes('\r')));
-  });
-
-  test('a terminal gets a bar redrawn in place, cleared before a full line', () => {
-    const { writes, out } = sink(true);
-    let t = 0;
-    const p = new Progress(out, 'auto', () => t);
-    assert.equal(p.mode, 'bar');
-    const ph = p.phase('update', 4);
-    ph.update(1);
-    t += 10;
-    ph.update(2); // within the redraw interval: skipped
-    t += 200;
-    ph.update(3);
-    p.line('warning: x');
-    ph.finish();
-    assert.equal(writes.length, 6);
-    assert.equal(writes[0], '\r\x1b[2Kupdate [######..................] 1/4 0.0s');
-    assert.equal(writes[1], '\r\x1b[2Kupdate [##################......] 3/4 0.2s');
-    assert.deepEqual(writes.slice(2, 4), ['\r\x1b[2K', 'warning: x\n']);
-    assert.equal(writes[4], '\r\x1b[2Kupdate [########################] 4/4 0.2s');
-    assert.equal(writes[5], '\n');
-    const none = sink(false);
-    const quiet = new Progress(none.out, 'none').phase('x', 2);
-    quiet.update(2);
-    quiet.finish();
-    assert.deepEqual(none.writes, []);
   });
 });
 

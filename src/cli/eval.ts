@@ -1,10 +1,12 @@
+import * as path from 'node:path';
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import type { Split } from '../envs/types.ts';
 import { ENV_NAMES, type EnvName } from '../trainer/config.ts';
+import { readScaleRecord, type ScaleRecord } from '../trainer/default_run.ts';
 import { formatMeanStd, type GroupStats } from '../trainer/eval_stats.ts';
 import { EVAL_DEFAULTS, evaluate, type EvalReport } from '../trainer/evaluate.ts';
-import { resolveModelSource } from '../trainer/model_source.ts';
+import { resolveModelSource, type ModelSource } from '../trainer/model_source.ts';
 import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
@@ -29,6 +31,37 @@ export function formatEvalTable(r: EvalReport): string {
   const widths = head.map((_, c) => Math.max(...rows.map((cells) => cells[c].length)));
   const line = (cells: string[]) => cells.map((s, c) => (c === 0 ? s.padEnd(widths[c]) : s.padStart(widths[c]))).join('  ').trimEnd();
   return [line(rows[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)].join('\n');
+}
+
+/** The run directory a model path belongs to, when it is a run or one of its checkpoints. */
+function runDirOf(source: ModelSource): string | null {
+  if (source.kind === 'run') return source.input;
+  if (source.kind === 'checkpoint' && source.runConfig) return path.dirname(path.dirname(path.resolve(source.checkpoint!)));
+  return null;
+}
+
+/** The run settings evaluation inherits, by the flag that replaces each. */
+const INHERITED: readonly [key: string, flag: string][] = [
+  ['rollout.maxTurns', '--max-turns'],
+  ['rollout.maxResponseTokens', '--max-response-tokens'],
+  ['validation.tasks', '--tasks'],
+];
+
+/**
+ * Why a run scaled down for the software GPU evaluates to zeros: evaluation takes the
+ * run's (scaled) episode length and panel unless told otherwise. Null when it was not
+ * scaled, or every such setting is given on the command line.
+ */
+export function scaledRunNote(dir: string, record: ScaleRecord, given: ReadonlySet<string>): string | null {
+  const inherited = INHERITED.flatMap(([key, flag]) => {
+    const change = record.changes.find((c) => c.startsWith(`${key} `));
+    const m = change && /^\S+ (\S+) -> (\S+)$/.exec(change);
+    return m && !given.has(flag) ? [{ key, flag, from: m[1], to: m[2] }] : [];
+  });
+  if (!inherited.length) return null;
+  return `note: ${dir} was scaled down for the software GPU (${record.adapter}) when it trained, and evaluation takes the run's ` +
+    `${inherited.map((s) => `${s.key} ${s.to}`).join(', ')}: episodes that short rarely finish a task, so expect success near 0. ` +
+    `Pass ${inherited.map((s) => `${s.flag} ${s.from}`).join(' ')} to evaluate with the configured settings.`;
 }
 
 export const evalCommand = defineCommand({
@@ -84,11 +117,17 @@ export const evalCommand = defineCommand({
       progress,
     };
     // The model path is checked before the GPU starts.
-    resolveModelSource(args.model, 'MODEL');
+    const source = resolveModelSource(args.model, 'MODEL');
+    const dir = runDirOf(source);
+    const record = dir ? readScaleRecord(dir) : null;
+    const given = new Set(INHERITED.map(([, flag]) => flag).filter((flag) => args[flag.slice(2)] !== undefined));
+    const note = dir && record ? scaledRunNote(dir, record, given) : null;
+    if (note) console.log(note);
     await initRuntime(gpuOptions(args));
     try {
       const report = await evaluate(opts);
       console.log(formatEvalTable(report));
+      if (note && report.summary.success.mean === 0) console.log('success 0: the run was scaled down for the software GPU (see the note above)');
       if (report.failed.length) console.log(`${report.failed.length} episodes failed in the environment and are left out`);
       console.log(`${report.tokensGenerated} tokens generated in ${report.wallSeconds.toFixed(1)}s${opts.out ? `; report ${opts.out}` : ''}`);
     } finally {

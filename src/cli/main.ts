@@ -11,6 +11,7 @@ import { makeDefaultModelCommand } from './make_default_model.ts';
 import { scoreCommand } from './score.ts';
 import { trainCommand } from './train.ts';
 import { serveCommand } from './serve.ts';
+import { assertKnownOptions } from './strict_args.ts';
 
 const main = defineCommand({
   meta: { name: 'wgt', description: 'WebGPU trainer for LLM agents' },
@@ -32,6 +33,7 @@ if (rawArgs.length === 0 || rawArgs.includes('--help') || rawArgs.includes('-h')
   await runMain(main);
 } else {
   try {
+    assertKnownOptions(main, rawArgs);
     await runCommand(main, { rawArgs });
   } catch (e) {
     // Bad input is reported as one line saying what and where; a stack trace only helps for bugs.

@@ -1,11 +1,25 @@
+import * as path from 'node:path';
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { tensorCoreNote } from '../kernels/matmul_precision.ts';
-import { applySoftwareGpuScale, EMBEDDED_RECIPE } from '../trainer/default_run.ts';
-import { describeConfig, loadConfig } from '../trainer/config.ts';
-import { checkRunInputs, train } from '../trainer/train.ts';
-import { configWords, intArg, numberArg } from './args.ts';
+import { findLatestCheckpoint } from '../trainer/checkpoint.ts';
+import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRecord } from '../trainer/default_run.ts';
+import { describeConfig, loadConfig, runDir, type TrainConfig } from '../trainer/config.ts';
+import { assertNewRun } from '../trainer/metrics.ts';
+import { checkRunInputs, firstRunConfig, train } from '../trainer/train.ts';
+import { methodDefinition } from '../algos/methods/index.ts';
+import { CliError, configWords, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
+
+/** What train() would refuse about the run directory once the GPU is up and the model loaded, refused before. */
+function checkRunDirectory(cfg: TrainConfig, resume: boolean, overwrite: boolean): void {
+  const first = firstRunConfig(cfg);
+  const chained = first !== cfg;
+  const dir = runDir(first);
+  // An SFT run always starts afresh; a staged method's --resume may find its first stage done or not begun.
+  if (!resume || methodDefinition(cfg.method).loop === 'sft') assertNewRun(dir, { overwrite });
+  else if (!chained && !findLatestCheckpoint(path.join(dir, 'checkpoints'))) throw new CliError(`--resume: no checkpoint under ${path.join(dir, 'checkpoints')}`);
+}
 
 export const trainCommand = defineCommand({
   meta: {
@@ -28,22 +42,27 @@ export const trainCommand = defineCommand({
     const { file, overrides } = configWords('train', args._ as string[]);
     if (args.method) overrides.push(`method=${args.method}`);
     if (args.iterations) overrides.push(`iterations=${args.iterations}`);
-    // Everything about the configuration is checked before the GPU is touched.
+    // Everything about the configuration and the run directory is checked before the GPU is touched.
     let cfg = loadConfig(file, file ? overrides : [...EMBEDDED_RECIPE, ...overrides]);
     checkRunInputs(cfg);
+    checkRunDirectory(cfg, !!args.resume, !!args.overwrite);
     const stopAfter = args['stop-after'] === undefined ? undefined : intArg('--stop-after', args['stop-after'], 1);
     const timeLimitSeconds = args['time-limit'] === undefined ? undefined : numberArg('--time-limit', args['time-limit'], 0) * 60;
     const rt = await initRuntime(gpuOptions(args));
     console.log(`GPU: ${rt.gpu.description} (${rt.gpu.runtime})`);
     const note = tensorCoreNote(rt);
     if (note) console.log(note);
-    if (rt.caps.compatibility && !args['full-size']) {
+    let scale: ScaleRecord | null = null;
+    if (rt.caps.software && !args['full-size']) {
       const scaled = applySoftwareGpuScale(cfg, overrides);
       if (scaled.changes.length) {
         console.log(`software GPU: scaled the run down to finish in minutes (${scaled.changes.join(', ')}); pass --full-size to run it as configured`);
         cfg = scaled.config;
+        scale = { adapter: rt.gpu.description, changes: scaled.changes };
       }
     }
+    // A run replaced at full size loses the old record; a resumed one keeps its own.
+    if (scale || !args.resume) writeScaleRecord(runDir(cfg), scale);
     console.log(describeConfig(cfg));
     await train(cfg, { resume: args.resume, overwrite: args.overwrite, stopAfter, timeLimitSeconds });
     destroyRuntime();

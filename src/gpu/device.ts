@@ -4,9 +4,15 @@
 // `webgpu` package. With Dawn we first ask for a core adapter on the default
 // backends; machines without a GPU have none, so we then name the OpenGL backend and
 // ask for a compatibility-level adapter, which is Mesa's llvmpipe software renderer
-// (it needs EGL_PLATFORM=surfaceless, set here when absent).
+// (it needs EGL_PLATFORM=surfaceless, set here when absent). Deno's wgpu takes Mesa's
+// llvmpipe or lavapipe as a core adapter instead; either way `caps.software` says a CPU
+// renders. What the drivers print on stderr meanwhile is filtered (driver_log.ts).
 
+import { ensureRuntimeDir, setDefaultEnv } from './driver_env.ts';
+import { filterDriverLog } from './driver_log.ts';
 import { GpuError } from './errors.ts';
+import { detectRuntime, processEnv } from './host.ts';
+import { captureNativeStderr } from './native_stderr.ts';
 
 export type Backend = 'auto' | 'vulkan' | 'opengl' | 'opengles' | 'metal' | 'd3d12' | 'd3d11';
 
@@ -26,6 +32,12 @@ export interface GpuOptions {
    * software GPU; see robustnessToggles.
    */
   robustness?: Robustness;
+  /**
+   * `off` keeps a software renderer that came as a core adapter (Deno's wgpu, lavapipe)
+   * on the hardware kernels: Deno's kernel tests use it so that naga compiles those.
+   * By default it takes the software GPU's kernels (see GpuCapabilities.compatibility).
+   */
+  softwareKernels?: 'auto' | 'off';
 }
 
 const ROBUSTNESS = ['auto', 'on', 'off'] as const;
@@ -55,8 +67,16 @@ export interface GpuCapabilities {
    */
   subgroupMatrixF16F32: boolean;
   timestampQuery: boolean;
-  /** Compatibility-level adapter (the software GPU path). */
+  /**
+   * The software GPU's path: a compatibility-level adapter (how Dawn reaches llvmpipe), or
+   * any software renderer unless `softwareKernels` is off. The kernels' compatibility
+   * variants are the ones built for llvmpipe (uniform-buffer windows, docs/DEVELOPING.md):
+   * under Deno (wgpu, llvmpipe as a core adapter) they took the bundled model's
+   * scaled-down iteration from 509 s to 23 s of rollout and from 31 s to 6 s of reference.
+   */
   compatibility: boolean;
+  /** A software renderer (llvmpipe, lavapipe, SwiftShader, WARP): a CPU does the work. */
+  software: boolean;
   /** Dawn bounds-clamps shader array and buffer accesses (false under `disable_robustness`). */
   robustness: boolean;
   subgroupMinSize: number;
@@ -72,7 +92,7 @@ export interface Gpu {
   limits: GPUSupportedLimits;
 }
 
-/** Reads options from the environment: WEBGPU_BACKEND, WEBGPU_ADAPTER, WEBGPU_TOGGLES, WEBGPU_POWER. */
+/** Reads options from the environment: WEBGPU_BACKEND, WEBGPU_ADAPTER, WEBGPU_TOGGLES, WEBGPU_ROBUSTNESS, WEBGPU_SOFTWARE_KERNELS, WEBGPU_POWER. */
 export function gpuOptionsFromEnv(env: Record<string, string | undefined> = processEnv()): GpuOptions {
   const opts: GpuOptions = {};
   const backend = env.WEBGPU_BACKEND?.trim();
@@ -91,22 +111,14 @@ export function gpuOptionsFromEnv(env: Record<string, string | undefined> = proc
     if (!isRobustness(robustness)) throw new GpuError(`WEBGPU_ROBUSTNESS=${robustness} is not one of ${ROBUSTNESS.join(', ')}`);
     opts.robustness = robustness;
   }
+  const softwareKernels = env.WEBGPU_SOFTWARE_KERNELS?.trim();
+  if (softwareKernels) {
+    if (softwareKernels !== 'auto' && softwareKernels !== 'off') throw new GpuError(`WEBGPU_SOFTWARE_KERNELS=${softwareKernels} is not one of auto, off`);
+    opts.softwareKernels = softwareKernels;
+  }
   const power = env.WEBGPU_POWER?.trim();
   if (power === 'low-power' || power === 'high-performance') opts.powerPreference = power;
   return opts;
-}
-
-function processEnv(): Record<string, string | undefined> {
-  const p = (globalThis as { process?: { env: Record<string, string | undefined> } }).process;
-  return p?.env ?? {};
-}
-
-function detectRuntime(): Gpu['runtime'] {
-  const g = globalThis as Record<string, unknown>;
-  if (g.Deno) return 'deno';
-  if (g.Bun) return 'bun';
-  if (g.process) return 'node';
-  return 'browser';
 }
 
 interface DawnModule {
@@ -121,6 +133,14 @@ async function loadDawn(): Promise<DawnModule> {
     if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
   }
   return mod;
+}
+
+/** Software renderers by the names their adapters report. */
+const SOFTWARE_RENDERER = /llvmpipe|lavapipe|softpipe|swiftshader|microsoft basic render|\bwarp\b/i;
+
+/** Whether an adapter is a CPU renderer: flagged as the fallback adapter, or named as one of the known software renderers. */
+export function isSoftwareAdapter(info: { vendor?: string; architecture?: string; device?: string; description?: string; isFallbackAdapter?: boolean }): boolean {
+  return info.isFallbackAdapter === true || SOFTWARE_RENDERER.test([info.vendor, info.architecture, info.device, info.description].join(' '));
 }
 
 function describe(adapter: GPUAdapter): string {
@@ -191,20 +211,6 @@ async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapt
   );
 }
 
-async function setDefaultEnv(key: string, value: string): Promise<void> {
-  const env = processEnv();
-  if (env[key] !== undefined) return;
-  env[key] = value;
-  // Node writes process.env through to the C environment that Mesa's EGL reads; Bun
-  // keeps a copy, so there we call libc's setenv directly.
-  if (detectRuntime() === 'bun' && (globalThis as { process?: { platform?: string } }).process?.platform === 'linux') {
-    type Ffi = { dlopen(lib: string, syms: Record<string, { args: string[]; returns: string }>): { symbols: { setenv(k: Uint8Array, v: Uint8Array, o: number): number } } };
-    const ffi = (await import(['bun', 'ffi'].join(':'))) as Ffi;
-    const cstr = (s: string) => new TextEncoder().encode(`${s}\0`);
-    ffi.dlopen('libc.so.6', { setenv: { args: ['ptr', 'ptr', 'i32'], returns: 'i32' } }).symbols.setenv(cstr(key), cstr(value), 0);
-  }
-}
-
 async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {
   const gpu = (globalThis.navigator as Navigator & { gpu?: GPU }).gpu!;
   const core = await gpu.requestAdapter({ powerPreference: opts.powerPreference });
@@ -238,6 +244,17 @@ const wantedLimits = [
 
 export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
   const opts = { ...gpuOptionsFromEnv(), ...options };
+  await ensureRuntimeDir();
+  const { result, text } = await captureNativeStderr(() => openDevice(opts));
+  const { kept, dropped } = filterDriverLog(text);
+  if (kept) process.stderr.write(kept);
+  if (result.ok) return result.value;
+  // Without an adapter the harmless messages may be the explanation after all.
+  if (result.error instanceof GpuError && dropped) result.error.message += `\nThe drivers said:\n${dropped.trimEnd()}`;
+  throw result.error;
+}
+
+async function openDevice(opts: GpuOptions): Promise<Gpu> {
   const runtime = detectRuntime();
   const nav = (globalThis as { navigator?: Navigator & { gpu?: GPU } }).navigator;
   const useNavigator = !!nav?.gpu && runtime !== 'bun' && runtime !== 'node';
@@ -264,6 +281,7 @@ export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
     ? (info.subgroupMatrixConfigs ?? []).map((c) => ({ componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K }))
     : [];
   const f16 = device.features.has('shader-f16');
+  const software = isSoftwareAdapter(info);
   const subgroups = device.features.has('subgroups');
   const caps: GpuCapabilities = {
     f16,
@@ -272,7 +290,8 @@ export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
     subgroupMatrixConfigs,
     subgroupMatrixF16F32: f16 && subgroups && subgroupMatrixConfigs.some((c) => c.componentType === 'f16' && c.resultComponentType === 'f32' && c.M === 16 && c.N === 16 && c.K === 16),
     timestampQuery: device.features.has('timestamp-query'),
-    compatibility,
+    compatibility: compatibility || (software && opts.softwareKernels !== 'off'),
+    software,
     robustness,
     subgroupMinSize: info.subgroupMinSize ?? 0,
     subgroupMaxSize: info.subgroupMaxSize ?? 0,

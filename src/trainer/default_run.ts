@@ -5,8 +5,13 @@
 // moves the bundled one nowhere), episodes of up to 20 turns (the expert needs 7-14)
 // of up to 64 tokens. On a software GPU the run is scaled down so a machine without a
 // GPU (Mesa's llvmpipe, a few GFLOP/s) finishes in minutes. Only settings the user did
-// not set on the command line change.
+// not set on the command line change. A scaled run says so in its directory
+// (SCALE_RECORD_FILE), so that whoever evaluates its checkpoints later learns why
+// two-turn episodes win nothing.
 
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { writeFileAtomic } from './atomic_write.ts';
 import { validateConfig, type TrainConfig } from './config.ts';
 
 /** The embedded default's settings, as overrides of the schema's defaults (the user's own overrides come after). */
@@ -56,4 +61,37 @@ export function applySoftwareGpuScale(cfg: TrainConfig, overrides: readonly stri
     }
   }
   return { config: changes.length ? validateConfig(data) : cfg, changes };
+}
+
+/** In a run directory: how the run was scaled down for a software GPU. */
+export const SCALE_RECORD_FILE = 'software_gpu_scale.json';
+
+export interface ScaleRecord {
+  /** The adapter the run was scaled down for. */
+  adapter: string;
+  /** "key from -> to", as applySoftwareGpuScale reports them. */
+  changes: string[];
+}
+
+/** Records the scale-down in `runDir`, or removes an older record when `record` is null (a full-size run replacing a scaled one). */
+export function writeScaleRecord(runDir: string, record: ScaleRecord | null): void {
+  const file = path.join(runDir, SCALE_RECORD_FILE);
+  if (record === null) {
+    fs.rmSync(file, { force: true });
+    return;
+  }
+  fs.mkdirSync(runDir, { recursive: true });
+  writeFileAtomic(file, JSON.stringify(record, null, 2) + '\n');
+}
+
+/** The run's scale-down record; null when it ran as configured (or the record is unreadable). */
+export function readScaleRecord(runDir: string): ScaleRecord | null {
+  const file = path.join(runDir, SCALE_RECORD_FILE);
+  if (!fs.existsSync(file)) return null;
+  try {
+    const r = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<ScaleRecord>;
+    return typeof r.adapter === 'string' && Array.isArray(r.changes) && r.changes.every((c) => typeof c === 'string') ? { adapter: r.adapter, changes: r.changes } : null;
+  } catch {
+    return null;
+  }
 }

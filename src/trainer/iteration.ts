@@ -12,6 +12,7 @@ import { runRollout, type RolloutOptions, type RolloutResult } from '../rollout/
 import type { StepSample } from '../rollout/sample.ts';
 import type { Metrics } from './metrics.ts';
 import type { IterationPlan } from '../algos/plan.ts';
+import type { Phase } from './progress.ts';
 import { teacherLogprobs, type TeacherSource } from './teacher.ts';
 import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 
@@ -68,9 +69,11 @@ export interface IterationInputs {
   plan: IterationPlan;
   /** The teacher when it is not the policy's current weights. */
   teacher?: TeacherSource;
+  /** Shows the phases after the rollout (which reports its own) as they run; counts are samples. */
+  phase?: (label: string, total: number) => Phase;
 }
 
-export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher }: IterationInputs): Promise<IterationResult> {
+export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher, phase }: IterationInputs): Promise<IterationResult> {
   const now = () => performance.now() / 1000;
   const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
   let t = now();
@@ -87,12 +90,18 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
 
   const advantages = groupAdvantages(samples);
   const batches = splitMicroBatches(samples, samples.map((_, i) => i), update.microBatchTokens);
-  const old = await responseLogprobs(update.model, samples, batches, update.temperature);
+  const during = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
+    const shown = phase?.(label, samples.length);
+    const value = await fn();
+    shown?.finish();
+    return value;
+  };
+  const old = await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature));
   Object.assign(metrics, rolloutProbsDiff(samples, old));
   lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;
   if (plan.teacher) {
-    teacherLp = await teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, update.microBatchTokens, update.temperature);
+    teacherLp = await during('teacher', () => teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, update.microBatchTokens, update.temperature));
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;
     metrics['teacher/abs_gap'] = g.absGap;
@@ -100,9 +109,9 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   }
   let refLogprobs: Float32Array[] | null = null;
   if (update.loss.klCoef > 0 && reference.kind !== 'none') {
-    refLogprobs = reference.kind === 'model'
-      ? await responseLogprobs(reference.model, samples, batches, update.temperature)
-      : await withoutLora(update.model, () => responseLogprobs(update.model, samples, batches, update.temperature));
+    refLogprobs = await during('reference', () => reference.kind === 'model'
+      ? responseLogprobs(reference.model, samples, batches, update.temperature)
+      : withoutLora(update.model, () => responseLogprobs(update.model, samples, batches, update.temperature)));
   }
   lap('reference');
   let tokenAdvantages = broadcastAdvantages(samples, advantages);
@@ -111,7 +120,13 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
     tokenAdvantages = r.advantages;
     Object.assign(metrics, r.metrics);
   }
-  const result = await policyUpdate(update, samples, { advantages: tokenAdvantages, oldLogprobs: old, refLogprobs, teacherLogprobs: teacherLp, aux: plan.aux });
+  const shown = phase?.('update', samples.length);
+  const steps = Math.ceil(samples.length / update.miniBatchSize);
+  const result = await policyUpdate(
+    { ...update, onProgress: shown && ((n, done) => shown.update(n, `${done}/${steps} steps`)) },
+    samples, { advantages: tokenAdvantages, oldLogprobs: old, refLogprobs, teacherLogprobs: teacherLp, aux: plan.aux },
+  );
+  shown?.finish(`${result.steps}/${steps} steps`);
   Object.assign(metrics, result.aux);
   lap('update');
   return { rollout, update: result, times, metrics };

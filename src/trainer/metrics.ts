@@ -63,6 +63,14 @@ export interface MetricsLoggerOptions {
   overwrite?: boolean;
 }
 
+/** Refuses to start a new run in a directory that holds one, unless it is to be replaced. */
+export function assertNewRun(runDir: string, opts: { overwrite?: boolean } = {}): void {
+  const file = path.join(runDir, METRICS_FILE);
+  if (!opts.overwrite && fs.existsSync(file)) {
+    throw new Error(`${runDir} already holds a run (${METRICS_FILE}): pass --resume to continue it, --overwrite to replace it, or set output.runName to another name`);
+  }
+}
+
 export class MetricsLogger {
   readonly file: string;
   private tb: TensorBoardWriter | null;
@@ -71,9 +79,9 @@ export class MetricsLogger {
     fs.mkdirSync(runDir, { recursive: true });
     this.file = path.join(runDir, METRICS_FILE);
     if (opts.resumeFrom !== undefined) truncateMetrics(this.file, opts.resumeFrom);
-    else if (fs.existsSync(this.file)) {
-      if (!opts.overwrite) throw new Error(`${this.file} exists: resume that run, or choose another output.runName`);
-      fs.rmSync(this.file);
+    else {
+      assertNewRun(runDir, opts);
+      fs.rmSync(this.file, { force: true });
     }
     this.tb = opts.tensorboard ? TensorBoardWriter.open(path.join(runDir, 'tb')) : null;
   }

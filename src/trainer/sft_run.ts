@@ -172,6 +172,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     log(`sft: ${steps} steps of ~${cfg.optim.miniBatchSize} samples (${batchTokens} tokens), lr ${cfg.optim.lr} ${cfg.optim.schedule}`);
     // Each step's row is written when the next step ends; the last one waits for the final validation, to share its row.
     let pending = null as { step: number; metrics: Metrics } | null;
+    const stepsPhase = progress.phase('sft', steps);
     const result = await trainSft(trainingView(model, params), samples, {
       steps,
       batchTokens,
@@ -186,9 +187,14 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       onStep: (s) => {
         if (pending) metrics.log(pending.step, pending.metrics);
         pending = { step: s.step, metrics: stepMetrics(s) };
-        if (s.step === 1 || s.step % logEvery === 0 || s.step === s.steps) log(formatSftStep(s));
+        stepsPhase.update(s.step, `loss ${s.loss.toFixed(4)}`);
+        if (s.step === 1 || s.step % logEvery === 0 || s.step === s.steps) {
+          progress.clear();
+          log(formatSftStep(s));
+        }
       },
     });
+    stepsPhase.finish();
     const last: Metrics = { ...pending!.metrics, ...(await validate(steps)) };
     metrics.log(steps, last);
     log(summaryLine(steps, steps, last));

@@ -92,6 +92,12 @@ function stageConfig(cfg: TrainConfig, stage: Stage<unknown>, previousCheckpoint
   };
 }
 
+/** The configuration of the first run a method makes: its first stage's for a staged method, else its own. */
+export function firstRunConfig(cfg: TrainConfig): TrainConfig {
+  const stages = methodDefinition(cfg.method).stages?.(cfg.algorithm[cfg.method], cfg.iterations);
+  return stages ? stageConfig(cfg, stages[0], null) : cfg;
+}
+
 /** A staged method: each stage a run of its own, the next one started from the last checkpoint of the one before; --resume continues any. */
 async function trainStages(cfg: TrainConfig, stages: Stage<unknown>[], opts: TrainOptions): Promise<TrainResult> {
   const log = opts.log ?? ((l: string) => console.log(l));
@@ -253,6 +259,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       reference,
       plan,
       teacher,
+      phase: (label, total) => progress.phase(`${label} ${it}`, total),
     });
     trajectoryLog?.close();
     runtime().releaseCached();

@@ -133,6 +133,8 @@ export interface UpdateContext {
   temperature: number;
   /** Shuffles sample order for mini-batches (seeded, so resumed runs match). */
   shuffle: (n: number) => number[];
+  /** Called after each micro-batch with the samples done so far and the optimizer steps taken. */
+  onProgress?: (samples: number, steps: number) => void;
 }
 
 export interface UpdateInputs {
@@ -161,6 +163,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
   if (aux && !teacherLogprobs) throw new Error('policyUpdate: an auxiliary term needs teacher log-probs');
   const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0, aux: {} };
   const order = ctx.shuffle(samples.length);
+  let samplesDone = 0;
   for (let at = 0; at < order.length; at += ctx.miniBatchSize) {
     const mini = order.slice(at, at + ctx.miniBatchSize);
     const micro = splitMicroBatches(samples, mini, ctx.microBatchTokens);
@@ -198,6 +201,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
       });
       rows.push(row);
       m.trainedTokens += mb.responseTokens;
+      ctx.onProgress?.((samplesDone += mb.indices.length), m.steps);
     }
     const clip = await clipGradNorm(ctx.params, ctx.gradClip);
     const stats = await readTogether(rows);
