@@ -1,7 +1,7 @@
 // POST /v1/completions: the request fields of PROTOCOLS.md section 5 read into engine
 // requests, and the engine's results written back in vLLM's response shape.
 
-import { GREEDY_BELOW } from '../kernels/sampling.ts';
+import { GREEDY_BELOW } from '../tensor/ops/sampling.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import type { GenerationRequest, GenerationResult } from './engine.ts';
 import type { PromptTokenStats } from './prompt_logprobs.ts';
