@@ -337,6 +337,33 @@ describe('HttpEngine failure handling', () => {
       e.message.includes(gone.url) && /cannot reach the server .*gave up after 3 attempts/.test(e.message));
   });
 
+  test('full-weight sync sends what a vLLM in dev mode takes: collective_rpc reload_weights, then reset_prefix_cache', slow, async () => {
+    const seen: { method: string; url: string; body: string }[] = [];
+    const vllmLike: Server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        seen.push({ method: req.method!, url: req.url!, body });
+        if (req.url === '/collective_rpc') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ results: [null, null] }));
+        else res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => vllmLike.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(vllmLike.address() as AddressInfo).port}`;
+    await new HttpEngine({ ...fast, baseUrl: `${url}/v1` }).reloadWeights('/runs/a/sync/weights');
+    assert.deepEqual(seen.map((s) => [s.method, s.url]), [['POST', '/collective_rpc'], ['POST', '/reset_prefix_cache']]);
+    assert.deepEqual(JSON.parse(seen[0].body), { method: 'reload_weights', kwargs: { weights_path: '/runs/a/sync/weights' } });
+    await new Promise<void>((resolve) => {
+      vllmLike.close(() => resolve());
+      vllmLike.closeAllConnections();
+    });
+
+    const plain = await scriptedServer((_n, _req, res) => res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: 'Not Found' })));
+    await assert.rejects(new HttpEngine({ ...fast, baseUrl: plain.url }).reloadWeights('/w'), (e: EngineHttpError) =>
+      e.status === 404 && /answered 404: Not Found \(the server has no \/collective_rpc: start vLLM with VLLM_SERVER_DEV_MODE=1/.test(e.message));
+    await plain.close();
+  });
+
   test('malformed answers are errors; prompt_logprobs are read by token id, not by position', slow, async () => {
     const s = await scriptedServer((n, _req, res) => {
       const bodies = [
@@ -363,7 +390,7 @@ describe('HttpEngine failure handling', () => {
 describe('serve command', () => {
   test('starts from the CLI, answers /health and a completion, stops on SIGTERM', slow, async () => {
     const main = new URL('../src/cli/main.ts', import.meta.url).pathname;
-    const child = spawn(process.execPath, [main, 'serve', FIXTURE, '--port', '0', '--served-model-name', 'fixture'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [main, 'serve', FIXTURE, '--port', '0', '--served-model-name', 'fixture', '--max-logprobs', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stderr.on('data', (d) => (err += d));
@@ -378,8 +405,12 @@ describe('serve command', () => {
     try {
       assert.match(out, /serving fixture \(no tokenizer: token ids only\)/);
       assert.equal((await fetch(`${url}/health`)).status, 200);
-      const [r] = await new HttpEngine({ baseUrl: url, model: 'fixture' }).generate([req(prompt, { maxTokens: 4 })]);
+      const [r] = await new HttpEngine({ baseUrl: url, model: 'fixture' }).generate([req(prompt, { maxTokens: 4, logprobs: 2 })]);
       assert.deepEqual(r.tokenIds, want.slice(0, 4));
+      assert.deepEqual(r.topLogprobs!.map((top) => top[0].id), want.slice(0, 4), 'greedy tokens head their top lists');
+      const tooMany = await post(`${url}/v1/completions`, { prompt, logprobs: 3 }, {});
+      assert.equal(tooMany.status, 400);
+      assert.match(tooMany.body.error.message, /more than the 2 top log-probs/);
     } finally {
       const exited = new Promise((resolve) => child.on('exit', resolve));
       child.kill('SIGTERM');
