@@ -79,22 +79,23 @@ describe('RLSD', () => {
 });
 
 describe('AgentOPSD', () => {
-  const cfg = { ...DEFAULTS.agent_opsd, granularity: 'turn' as const };
+  // The hand-worked cases below read V0 as a success rate (R / 10); the reference's raw-score prior has its own test.
+  const cfg = { ...DEFAULTS.agent_opsd, granularity: 'turn' as const, prior: 'success_rate' as const };
 
-  test('the schema defaults are the text\'s', () => {
+  test('the schema defaults are the reference launchers\'', () => {
     const { granularity: _, ...rest } = DEFAULTS.agent_opsd;
-    assert.deepEqual(rest, { scale: 0.2, clipLow: 0.8, clipHigh: 1.2, mix: 0.5, priorClamp: 1e-4 });
+    assert.deepEqual(rest, { scale: 0.2, clipLow: 0.8, clipHigh: 1.2, mix: 0.5, priorClamp: 1e-4, prior: 'raw_score' });
   });
 
   // Group g: trajectory a (R = 10, two turns, listed out of order) and b (R = 0, one
   // turn), so V0 = (1 + 0)/2 = 0.5. Group h: trajectory c (R = 0, two turns), so V0 is
   // clamped up to 1e-4.
   const samples = [
-    { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, responseIds: ids(3) },
-    { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, responseIds: ids(2) },
-    { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, responseIds: ids(2) },
-    { groupId: 'h', trajectoryId: 'c', turn: 0, episodeReturn: 0, responseIds: ids(1) },
-    { groupId: 'h', trajectoryId: 'c', turn: 1, episodeReturn: 0, responseIds: ids(2) },
+    { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, score: 10, responseIds: ids(3) },
+    { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, score: 10, responseIds: ids(2) },
+    { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(2) },
+    { groupId: 'h', trajectoryId: 'c', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(1) },
+    { groupId: 'h', trajectoryId: 'c', turn: 1, episodeReturn: 0, score: 0, responseIds: ids(2) },
   ];
   const adv = Float64Array.from([-0.5, 1.5, -1, 0.8, 0.8]);
   // d per turn: a: turn 0 0.5 + 0.5 = 1, turn 1 −0.25 − 0.25 − 0.5 = −1; b: 0.75 − 2; c: 2, then 0.5 − 0.5 = 0.
@@ -135,16 +136,17 @@ describe('AgentOPSD', () => {
 
   test('token granularity: each token a step inside its response', () => {
     // V0 = 0.5 (trajectories a: 1, b: 0). Gaps [1, −1, 0] give q = [c, −c, 0] with
-    // c = σ(1) − 0.5, mean 0, std c·√(2/3); a one-token response has z = 0.
+    // c = σ(1) − 0.5, mean 0, population variance 2c²/3; a one-token response has z = 0.
     const tokenSamples = [
-      { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, responseIds: ids(3) },
-      { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, responseIds: ids(3) },
-      { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, responseIds: ids(1) },
+      { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, score: 10, responseIds: ids(3) },
+      { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(3) },
+      { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, score: 10, responseIds: ids(1) },
     ];
     const tAdv = Float64Array.from([2, -2, 2]);
     const tTeacher = f32([[0, -2, -1], [0, -2, -1], [4]]);
     const tOld = f32([[-1, -1, -1], [-1, -1, -1], [-1]]);
-    const z = cA / (Math.sqrt((cA * cA + cA * cA + 0) / 3) + 1e-6);
+    // The token z-score's denominator is √(variance + 1e-6) + 1e-6, as the reference's.
+    const z = cA / (Math.sqrt((cA * cA + cA * cA + 0) / 3 + 1e-6) + 1e-6);
     const tokenCfg = { ...cfg, granularity: 'token' as const };
     // 0.2·z = 0.245: clipped to 1.2 / 0.8 for A > 0, the other way for A < 0.
     close(agentOpsdAdvantages(tokenSamples, tAdv, tTeacher, tOld, tokenCfg, 10).advantages,
@@ -154,6 +156,41 @@ describe('AgentOPSD', () => {
       [-2 * (0.5 + 0.5 * (1 - 0.1 * z)), -2 * (0.5 + 0.5 * (1 + 0.1 * z)), -2],
       [2],
     ], 'agent_opsd token');
+  });
+
+  test('the reference prior averages each trajectory\'s first-turn raw score, and beliefs stay inside [1e-6, 1 − 1e-6]', () => {
+    // Group g: trajectory x's first turn was invalid (score 10 − 0.1), y lost (0): V0 = 4.95, clamped to 0.9999.
+    // Group h: trajectory w lost (V0 clamped to 1e-4) with gaps −6, +3, +3, so that its
+    // first belief σ(ℓ − 6) ≈ 2.5e-7 is clamped up to 1e-6, which moves every z-score.
+    const raw = [
+      { groupId: 'g', trajectoryId: 'x', turn: 0, episodeReturn: 10, score: 9.9, responseIds: ids(1) },
+      { groupId: 'g', trajectoryId: 'x', turn: 1, episodeReturn: 10, score: 10, responseIds: ids(1) },
+      { groupId: 'g', trajectoryId: 'y', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(1) },
+      { groupId: 'h', trajectoryId: 'w', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(1) },
+      { groupId: 'h', trajectoryId: 'w', turn: 1, episodeReturn: 0, score: 0, responseIds: ids(1) },
+      { groupId: 'h', trajectoryId: 'w', turn: 2, episodeReturn: 0, score: 0, responseIds: ids(1) },
+    ];
+    const rAdv = Float64Array.from([1, 1, -1, -1, -1, -1]);
+    /** The text's turn recipe for one episode: multipliers m_k from prior v0 and gaps d. */
+    const multipliers = (v0: number, d: number[], a: number) => {
+      let l = Math.log(v0 / (1 - v0));
+      let prev = v0;
+      const q = d.map((dk) => {
+        l += dk;
+        const v = Math.min(Math.max(sig(l), 1e-6), 1 - 1e-6);
+        const inc = v - prev;
+        prev = v;
+        return inc;
+      });
+      const mean = q.reduce((s, v) => s + v, 0) / q.length;
+      const std = Math.sqrt(q.reduce((s, v) => s + (v - mean) ** 2, 0) / q.length);
+      return q.map((v) => Math.min(1.2, Math.max(0.8, 1 + 0.2 * Math.sign(a) * ((v - mean) / (std + 1e-6)))));
+    };
+    const mx = multipliers(1 - 1e-4, [20, -30], 1);
+    const mw = multipliers(1e-4, [-6, 3, 3], -1);
+    const r = agentOpsdAdvantages(raw, rAdv, f32([[19], [-31], [0], [-7], [2], [2]]), f32([[-1], [-1], [0], [-1], [-1], [-1]]), { ...DEFAULTS.agent_opsd, granularity: 'turn' }, 10);
+    close(r.advantages, [[0.5 + 0.5 * mx[0]], [0.5 + 0.5 * mx[1]], [-1], ...mw.map((m) => [-(0.5 + 0.5 * m)])], 'agent_opsd raw-score prior');
+    assertClose([r.metrics['agent_opsd/prior_mean']], [(1 - 1e-4 + 1e-4) / 2], { atol: 1e-12 });
   });
 
   test('inconsistent trajectories and bad log-probs are refused', () => {
