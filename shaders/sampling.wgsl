@@ -10,8 +10,13 @@
 //                          draw by inverse CDF in vocabulary order at u * mass.
 //                          The log-prob is of the unfiltered softmax(z) (what vLLM
 //                          reports as processed logprobs with top-k/top-p off).
+//                With top_n > 0 the row also lists its top_n most likely tokens (largest
+//                logit first, ties by smaller id) and their log-probs under the same
+//                softmax as the sampled token's (vLLM's top log-probs).
 //                out: [rows] ids, [rows] log-prob bits, [rows] threshold keys (a token
-//                was a candidate iff key(x) >= threshold; tests read the masks off it).
+//                was a candidate iff key(x) >= threshold; tests read the masks off it),
+//                then [rows, top_stride] top ids and [rows, top_stride] their log-prob
+//                bits (a row fills its first top_n slots).
 //   token_stats: per row of a block of logits [rows, vocab] and its target id
 //                (targets[row0 + row]): log-prob under softmax(x * inv_t) and rank
 //                (1 + the number of strictly larger logits), into out[row0 + row] and
@@ -21,7 +26,9 @@
 // probability mass in 2^-31 fixed point for top-p) of the rows still matching the
 // prefix, then one invocation walks the bins from the top. The draw gives each
 // invocation a contiguous slice of the row, scans the slices' masses, and the
-// invocation whose interval holds u * mass walks its slice.
+// invocation whose interval holds u * mass walks its slice. The top-n list takes n
+// selection rounds, each a pass and a tree reduction for the largest key ordered after
+// the previous round's pick (n is small: vLLM allows 20 by default).
 // Tiling: one 256-wide workgroup per row (grid folded into 2D past 65535 rows).
 
 struct Params {
@@ -30,7 +37,7 @@ struct Params {
   row0: u32,    // token_stats: the block's first row in targets / out
   total: u32,   // token_stats: rows of the whole output
   inv_t: f32,   // token_stats: 1 / temperature
-  _pad0: u32,
+  top_stride: u32, // sample: top-list slots per row (the largest top_n of the rows)
   _pad1: u32,
   _pad2: u32,
 }
@@ -40,6 +47,10 @@ struct RowParams {
   top_p: f32,
   top_k: u32,   // 0: off
   u: f32,       // in [0, 1)
+  top_n: u32,   // <= top_stride and <= vocab
+  _pad0: u32,
+  _pad1: u32,
+  _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -55,6 +66,7 @@ const MASS_ONE: f32 = 2147483648.0;
 var<workgroup> red_m: array<f32, WG>;
 var<workgroup> red_s: array<f32, WG>;
 var<workgroup> red_i: array<u32, WG>;
+var<workgroup> red_k: array<u32, WG>;
 var<workgroup> hist: array<atomic<u32>, BINS>;
 var<workgroup> sel_prefix: u32;
 var<workgroup> sel_above: u32;
@@ -185,6 +197,54 @@ fn radix_select(base: u32, lid: u32, floor_key: u32, weighted: bool, want: u32, 
   return prefix;
 }
 
+// The row's n largest logits, largest first and ties by smaller index, with their
+// log-probs (x - m) * inv_t - log_s, into the top lists of `out`. Round j picks the
+// largest (key, -index) ordered after round j - 1's pick.
+fn top_list(base: u32, row: u32, lid: u32, n: u32, m: f32, inv_t: f32, log_s: f32) {
+  var prev_key = 0u;
+  var prev_idx = NO_INDEX;
+  let ids_at = 3u * p.rows + row * p.top_stride;
+  let lps_at = 3u * p.rows + p.rows * p.top_stride + row * p.top_stride;
+  for (var j = 0u; j < n; j++) {
+    var best_key = 0u;
+    var best_idx = NO_INDEX;
+    for (var i = lid; i < p.vocab; i += WG) {
+      let k = key_of(logits[base + i]);
+      let after = prev_idx == NO_INDEX || k < prev_key || (k == prev_key && i > prev_idx);
+      // i grows within an invocation, so among equal keys the first one seen stays.
+      if (after && (best_idx == NO_INDEX || k > best_key)) {
+        best_key = k;
+        best_idx = i;
+      }
+    }
+    red_k[lid] = best_key;
+    red_i[lid] = best_idx;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+      if (lid < s) {
+        let ob = red_i[lid + s];
+        let ok = red_k[lid + s];
+        let ib = red_i[lid];
+        let ik = red_k[lid];
+        if (ob != NO_INDEX && (ib == NO_INDEX || ok > ik || (ok == ik && ob < ib))) {
+          red_k[lid] = ok;
+          red_i[lid] = ob;
+        }
+      }
+      workgroupBarrier();
+    }
+    if (lid == 0u) {
+      let id = red_i[0];
+      out[ids_at + j] = id;
+      out[lps_at + j] = bitcast<u32>((logits[base + id] - m) * inv_t - log_s);
+      sel_prefix = red_k[0];
+      sel_target = id;
+    }
+    prev_key = workgroupUniformLoad(&sel_prefix);
+    prev_idx = workgroupUniformLoad(&sel_target);
+  }
+}
+
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read> rowp: array<RowParams>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
@@ -271,6 +331,9 @@ fn sample(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv:
     out[row] = id;
     out[p.rows + row] = bitcast<u32>((logits[base + id] - m) * inv_t - log_s);
     out[2u * p.rows + row] = threshold;
+  }
+  if (rp.top_n > 0u) {
+    top_list(base, row, lid, min(rp.top_n, min(p.top_stride, p.vocab)), m, inv_t, log_s);
   }
 }
 

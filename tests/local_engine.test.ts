@@ -95,6 +95,38 @@ describe('LocalEngine', () => {
     assert.ok(others.some((o) => o.tokenIds.join() !== alone.tokenIds.join()), 'different seeds gave identical samples');
   });
 
+  test('top log-probs list each step\'s most likely tokens with their scored log-probs; onToken follows every row', slow, async () => {
+    const cases: Partial<SamplingParams>[] = [{ temperature: 0, logprobs: 3 }, { temperature: 0.8, topK: 20, seed: 4, logprobs: 2 }, { temperature: 1 }];
+    const prompts = [prompt, prompt.slice(0, 3), prompt.slice(1)];
+    const events: { index: number; id: number; logprob: number; done: boolean }[] = [];
+    const gen = await engine.generate(prompts.map((p, i) => req(p, { maxTokens: 4, ...cases[i] })), {
+      onToken: (index, t) => events.push({ index, id: t.id, logprob: t.logprob, done: t.result !== undefined }),
+    });
+    assert.equal(gen[2].topLogprobs, undefined, 'a request without logprobs gets no top lists');
+    for (const [i, g] of gen.slice(0, 2).entries()) {
+      const n = cases[i].logprobs!;
+      assert.equal(g.topLogprobs!.length, g.tokenIds.length);
+      const temperature = cases[i].temperature || 1;
+      const checks = g.topLogprobs!.flatMap((top, t) => top.map((e) => ({ t, e })));
+      const scored = await engine.score(checks.map(({ t, e }) => ({ promptIds: [...prompts[i], ...g.tokenIds.slice(0, t)], completionIds: [e.id] })), { temperature });
+      checks.forEach(({ t, e }, k) => assertClose([e.logprob], scored[k], { atol: 2e-4, rtol: 1e-4, label: `request ${i} step ${t} token ${e.id}` }));
+      g.topLogprobs!.forEach((top, t) => {
+        assert.equal(top.length, n);
+        for (let j = 1; j < n; j++) assert.ok(top[j - 1].logprob >= top[j].logprob, `request ${i} step ${t}: not most likely first`);
+        const listed = top.find((e) => e.id === g.tokenIds[t]);
+        if (listed) assertClose([listed.logprob], [g.logprobs[t]], { atol: 1e-6 });
+      });
+      if (i === 0) assert.deepEqual(g.topLogprobs!.map((top) => top[0].id), g.tokenIds, 'greedy tokens head their lists');
+    }
+    gen.forEach((g, i) => {
+      const mine = events.filter((e) => e.index === i);
+      assert.deepEqual(mine.map((e) => e.id), g.tokenIds, `request ${i}: streamed ids`);
+      assert.deepEqual(mine.map((e) => e.logprob), g.logprobs);
+      assert.deepEqual(mine.map((e) => e.done), g.tokenIds.map((_, t) => t === g.tokenIds.length - 1), `request ${i}: only the last token carries the result`);
+    });
+    await assert.rejects(engine.generate([req(prompt, { logprobs: 1.5 })]), /logprobs must be an integer in \[0, 384\]/);
+  });
+
   test('stop token ids end generation after the token, maxTokens 0 gives nothing', slow, async () => {
     const stopId = want[3];
     const [r] = await engine.generate([req(prompt, { stopTokenIds: [stopId] })]);

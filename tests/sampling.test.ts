@@ -4,7 +4,8 @@ import * as sk from '../src/kernels/sampling.ts';
 import * as ref from '../src/reference/sampling.ts';
 import { randn } from '../src/reference/random.ts';
 import { deriveSeed, uniformAt } from '../src/rollout/rng.ts';
-import { sampleNext, type RowSampling } from '../src/rollout/sampling.ts';
+import { linear } from '../src/tensor/ops/matmul.ts';
+import { readTokenRanks, sampleNext, tokenRanks, type RowSampling } from '../src/tensor/ops/sampling.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu } from './support/gpu.ts';
@@ -120,15 +121,72 @@ describe('sampling kernel', () => {
     }
   });
 
+  test('top-n lists match the CPU reference: largest logits first, ties by smaller id, log-probs of the sampling distribution', slow, async () => {
+    await gpu();
+    const settings: Omit<RowSampling, 'u'>[] = [
+      { temperature: 1, topP: 1, topK: 0, topN: 5 },
+      { temperature: 0, topP: 1, topK: 0, topN: 3 },
+      { temperature: 0.7, topP: 0.9, topK: 20, topN: 1 },
+      { temperature: 1.3, topP: 1, topK: 0 },
+      { temperature: 1, topP: 1, topK: 0, topN: 20 },
+    ];
+    for (const vocab of [7, 300, 1031]) {
+      const rows = Array.from({ length: 11 }, (_, i) => ({ ...settings[i % settings.length], u: uniformAt(vocab + 1, i) }));
+      const logits = logitsFor(rows.length, vocab, vocab + 1);
+      // Ties: row 0 repeats its largest logit at a later and an earlier index.
+      let top = 0;
+      for (let i = 1; i < vocab; i++) if (logits[i] > logits[top]) top = i;
+      logits[vocab - 1] = logits[top];
+      logits[0] = logits[top];
+      const got = await scopeAsync(() => sampleNext(tensor(logits, [rows.length, vocab]), rows));
+      assert.equal(got.topN, Math.min(20, vocab));
+      ref.sample(logits, vocab, rows).forEach((w, r) => {
+        const n = Math.min(rows[r].topN ?? 0, vocab);
+        const where = `vocab ${vocab} row ${r} ${JSON.stringify(rows[r])}`;
+        assert.deepEqual([...got.topIds.subarray(r * got.topN, r * got.topN + n)], w.top.map((t) => t.id), `${where}: top ids`);
+        assertClose(got.topLogprobs.subarray(r * got.topN, r * got.topN + n), w.top.map((t) => t.logprob), { atol: 2e-5, rtol: 1e-5, label: `${where}: top log-probs` });
+        if (n > 0 && got.ids[r] === w.top[0].id) assertClose([got.logprobs[r]], [w.top[0].logprob], { atol: 1e-6, label: `${where}: sampled and listed log-probs agree` });
+      });
+      const tied = [...new Set([0, top, vocab - 1])].sort((a, b) => a - b);
+      assert.deepEqual([...got.topIds.subarray(0, tied.length)], tied, `vocab ${vocab}: tied maxima in id order`);
+    }
+    const none = await scopeAsync(() => sampleNext(tensor(logitsFor(2, 9, 3), [2, 9]), [{ temperature: 1, topP: 1, topK: 0, u: 0.5 }, { temperature: 0, topP: 1, topK: 0, u: 0 }]));
+    assert.equal(none.topN, 0);
+    assert.equal(none.topIds.length, 0);
+  });
+
+  test('tokenRanks: log-prob and rank of targets from hidden states and the LM head, block by block', slow, async () => {
+    await gpu();
+    const [n, h, vocab] = [9, 12, 301];
+    const hidden = randn(n * h, 21, 1);
+    const weight = randn(vocab * h, 22, 0.5);
+    const targets = Int32Array.from({ length: n }, (_, i) => (i * 37 + 4) % vocab);
+    for (const temperature of [1, 0.6]) {
+      await scopeAsync(async () => {
+        const hT = tensor(hidden, [n, h]);
+        const wT = tensor(weight, [vocab, h]);
+        const logits = (await linear(hT, wT).toArray()) as Float32Array;
+        const want = ref.tokenStats(logits, vocab, targets, temperature);
+        // 4 rows of logits per block: three blocks, the last one short.
+        const got = await readTokenRanks(tokenRanks(hT, wT, targets, { temperature, blockBytes: 4 * 4 * vocab }));
+        assertClose(got.logprobs, want.logprobs, { atol: 2e-5, rtol: 1e-5, label: `log-probs at T ${temperature}` });
+        assert.deepEqual([...got.ranks], [...want.ranks]);
+      });
+    }
+  });
+
   test('bad input is refused with the op and the shapes named', slow, async () => {
     await gpu();
     await scopeAsync(async () => {
       const x = tensor(new Float32Array(6), [2, 3]);
       const row = { temperature: 1, topP: 1, topK: 0, u: 0.5 };
-      await assert.rejects(sampleNext(x, [row]), /sampleNext: 1 sampling rows for logits \[2, 3\]/);
-      await assert.rejects(sampleNext(tensor(new Float32Array(6), [6]), [row]), /sampleNext: logits \[6\] are not \[rows, vocab\]/);
+      await assert.rejects(sampleNext(x, [row]), /sampleTokens: 1 sampling rows for logits \[2, 3\]/);
+      await assert.rejects(sampleNext(tensor(new Float32Array(6), [6]), [row]), /sampleTokens: logits \[6\] are not \[rows, vocab\]/);
       await assert.rejects(sampleNext(x, [row, { ...row, topP: 0 }]), /row 1: top_p must be in \(0, 1\]/);
       await assert.rejects(sampleNext(x, [row, { ...row, u: 1 }]), /row 1: u must be in \[0, 1\)/);
+      await assert.rejects(sampleNext(x, [row, { ...row, topN: -2 }]), /row 1: topN must be an integer >= 0/);
+      assert.throws(() => tokenRanks(tensor(new Float32Array(6), [2, 3]), tensor(new Float32Array(8), [2, 4]), [0, 1]), /tokenRanks: hidden \[2, 3\] and weight \[2, 4\]/);
+      assert.throws(() => tokenRanks(tensor(new Float32Array(6), [2, 3]), tensor(new Float32Array(6), [2, 3]), [0, 2]), /tokenRanks: target 2 at position 1 is outside the vocabulary \[0, 2\)/);
     });
   });
 });

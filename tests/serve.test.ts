@@ -190,7 +190,11 @@ describe('serve over HTTP', () => {
     for (const t of reference.parameters()) t.dispose();
   });
 
-  test('reload_weights swaps the checkpoint; paths outside the allowed root are refused', slow, async () => {
+  test('reload_weights through collective_rpc swaps the checkpoint, or reloads the last one; paths outside the allowed root are refused', slow, async () => {
+    const rpc = (body: unknown) => post(`${server.url}/collective_rpc`, body);
+    const unknown = await rpc({ method: 'reload_weights' });
+    assert.equal(unknown.status, 400);
+    assert.match(unknown.body.error.message, /does not know where its weights came from/);
     const otherDir = path.join(tmpRoot, 'other');
     const other = randomModel(model.config, 3, { std: 0.2, trainable: false });
     await saveModel(other, otherDir);
@@ -206,6 +210,15 @@ describe('serve over HTTP', () => {
     await client.reloadWeights(copy);
     const [back] = await client.generate([req(prompt)]);
     assert.deepEqual(back.tokenIds, want);
+    // Without weights_path the workers read the last path again, as vLLM's do.
+    fs.cpSync(otherDir, copy, { recursive: true });
+    const again = await rpc({ method: 'reload_weights', kwargs: {} });
+    assert.deepEqual([again.status, again.body], [200, { results: [null] }]);
+    const [r2] = await client.generate([req(prompt, { maxTokens: 6 })]);
+    assert.deepEqual(r2.tokenIds, otherGreedy);
+    assert.equal((await post(`${server.url}/reset_prefix_cache`, undefined)).status, 200);
+    fs.cpSync(FIXTURE, copy, { recursive: true });
+    await client.reloadWeights(copy);
     for (const t of other.parameters()) t.dispose();
   });
 
@@ -226,8 +239,11 @@ describe('serve over HTTP', () => {
     await expectError(post(url, { prompt: [1, 2], max_tokens: 1.5 }), 400, /field "max_tokens" must be an integer/);
     await expectError(post(url, { prompt: [1, 2], top_p: 0 }), 400, /top_p/);
     await expectError(post(url, { prompt: [1, 2], max_tokens: 1000 }), 400, /context of 256 tokens/);
-    await expectError(post(url, { prompt: [1, 2], stream: true }), 400, /streaming is not supported/);
-    await expectError(post(url, { prompt: [1, 2], logprobs: 5 }), 400, /only 0/);
+    await expectError(post(url, { prompt: [1, 2], stream: true, prompt_logprobs: 0 }), 400, /"prompt_logprobs" is not available when streaming/);
+    await expectError(post(url, { prompt: [1, 2], stream_options: { include_usage: true } }), 400, /only allowed with "stream": true/);
+    await expectError(post(url, { prompt: [1, 2], logprobs: 21 }), 400, /"logprobs" is 21, more than the 20 top log-probs/);
+    await expectError(post(url, { prompt: [1, 2], logprobs: 2, echo: true }), 400, /use "logprobs": 0 with "echo": true/);
+    await expectError(post(url, { prompt: [1, 2], prompt_logprobs: 3 }), 400, /only 0/);
     await expectError(post(url, { prompt: [1, 2], presence_penalty: 0.5 }), 400, /presence_penalty" is not supported/);
     await expectError(post(url, { prompt: [] }), 400, /field "prompt"/);
     await expectError(post(url, { prompt: [1, 2], model: 'gpt-4' }), 404, /the model "gpt-4" does not exist/);
@@ -237,7 +253,11 @@ describe('serve over HTTP', () => {
     await expectError(post(`${server.url}/v1/load_lora_adapter`, { lora_name: 'x', lora_path: path.join(tmpRoot, 'tokenizer') }), 400, /adapter_config\.json/);
     await expectError(post(`${server.url}/v1/load_lora_adapter`, { lora_path: tmpRoot }), 400, /"lora_name" is required/);
     await expectError(post(`${server.url}/v1/unload_lora_adapter`, { lora_name: 'never' }), 404, /cannot be found/);
-    await expectError(post(`${server.url}/v1/reload_weights`, { path: path.join(tmpRoot, 'tokenizer') }), 400, /config\.json not found/);
+    const rpc = `${server.url}/collective_rpc`;
+    await expectError(post(rpc, { method: 'reload_weights', kwargs: { weights_path: path.join(tmpRoot, 'tokenizer') } }), 400, /config\.json not found/);
+    await expectError(post(rpc, { method: 'sleep' }), 400, /method "sleep" is not supported by this server/);
+    await expectError(post(rpc, { method: 'reload_weights', kwargs: { weights_path: tmpRoot, strict: true } }), 400, /unsupported kwargs "strict"/);
+    await expectError(post(rpc, { kwargs: {} }), 400, /"method" is required/);
     await expectError(post(url, { prompt: [1, 2] }, {}), 401, /API key/);
     await expectError(post(url, { prompt: [1, 2] }, { authorization: 'Bearer wrong' }), 401, /API key/);
     await expectError(post(url, { prompt: Array(40000).fill(1) }), 413, /larger than 65536 bytes/);
@@ -317,6 +337,33 @@ describe('HttpEngine failure handling', () => {
       e.message.includes(gone.url) && /cannot reach the server .*gave up after 3 attempts/.test(e.message));
   });
 
+  test('full-weight sync sends what a vLLM in dev mode takes: collective_rpc reload_weights, then reset_prefix_cache', slow, async () => {
+    const seen: { method: string; url: string; body: string }[] = [];
+    const vllmLike: Server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        seen.push({ method: req.method!, url: req.url!, body });
+        if (req.url === '/collective_rpc') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ results: [null, null] }));
+        else res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => vllmLike.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(vllmLike.address() as AddressInfo).port}`;
+    await new HttpEngine({ ...fast, baseUrl: `${url}/v1` }).reloadWeights('/runs/a/sync/weights');
+    assert.deepEqual(seen.map((s) => [s.method, s.url]), [['POST', '/collective_rpc'], ['POST', '/reset_prefix_cache']]);
+    assert.deepEqual(JSON.parse(seen[0].body), { method: 'reload_weights', kwargs: { weights_path: '/runs/a/sync/weights' } });
+    await new Promise<void>((resolve) => {
+      vllmLike.close(() => resolve());
+      vllmLike.closeAllConnections();
+    });
+
+    const plain = await scriptedServer((_n, _req, res) => res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: 'Not Found' })));
+    await assert.rejects(new HttpEngine({ ...fast, baseUrl: plain.url }).reloadWeights('/w'), (e: EngineHttpError) =>
+      e.status === 404 && /answered 404: Not Found \(the server has no \/collective_rpc: start vLLM with VLLM_SERVER_DEV_MODE=1/.test(e.message));
+    await plain.close();
+  });
+
   test('malformed answers are errors; prompt_logprobs are read by token id, not by position', slow, async () => {
     const s = await scriptedServer((n, _req, res) => {
       const bodies = [
@@ -343,7 +390,7 @@ describe('HttpEngine failure handling', () => {
 describe('serve command', () => {
   test('starts from the CLI, answers /health and a completion, stops on SIGTERM', slow, async () => {
     const main = new URL('../src/cli/main.ts', import.meta.url).pathname;
-    const child = spawn(process.execPath, [main, 'serve', FIXTURE, '--port', '0', '--served-model-name', 'fixture'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [main, 'serve', FIXTURE, '--port', '0', '--served-model-name', 'fixture', '--max-logprobs', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stderr.on('data', (d) => (err += d));
@@ -358,8 +405,12 @@ describe('serve command', () => {
     try {
       assert.match(out, /serving fixture \(no tokenizer: token ids only\)/);
       assert.equal((await fetch(`${url}/health`)).status, 200);
-      const [r] = await new HttpEngine({ baseUrl: url, model: 'fixture' }).generate([req(prompt, { maxTokens: 4 })]);
+      const [r] = await new HttpEngine({ baseUrl: url, model: 'fixture' }).generate([req(prompt, { maxTokens: 4, logprobs: 2 })]);
       assert.deepEqual(r.tokenIds, want.slice(0, 4));
+      assert.deepEqual(r.topLogprobs!.map((top) => top[0].id), want.slice(0, 4), 'greedy tokens head their top lists');
+      const tooMany = await post(`${url}/v1/completions`, { prompt, logprobs: 3 }, {});
+      assert.equal(tooMany.status, 400);
+      assert.match(tooMany.body.error.message, /more than the 2 top log-probs/);
     } finally {
       const exited = new Promise((resolve) => child.on('exit', resolve));
       child.kill('SIGTERM');

@@ -1,9 +1,10 @@
 // Training against a remote rollout server (our `serve`, the vLLM-compatible API):
 // with LoRA every update arrives as a new adapter name and the old one is unloaded;
-// with full fine-tuning the server reloads the saved weights.
+// with full fine-tuning the server reloads each saved version through vLLM's
+// /collective_rpc request.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -41,8 +42,11 @@ describe('weight sync to a rollout server', () => {
       const full = await train(loadConfig(undefined, [...common, 'output.runName=full']), quiet);
       const rows = readMetrics(join(full.runDir, 'metrics.jsonl'));
       assert.ok(rows.every((r) => r.iteration === 0 || typeof r['time/weight_sync'] === 'number'));
+      const last = join(root, 'full', 'sync', 'policy-step-2');
+      assert.deepEqual(readdirSync(join(root, 'full', 'sync')), ['policy-step-2'], 'each version has its own directory, earlier ones are removed');
+      assert.equal(served.models.list()[0].path, realpathSync(last), 'the server reloaded through collective_rpc from the last version');
       const reloaded = served.models.base.param('model.embed_tokens.weight');
-      const trained = loadCausalLM(join(root, 'full', 'sync', 'weights'), { trainable: false }).param('model.embed_tokens.weight');
+      const trained = loadCausalLM(last, { trainable: false }).param('model.embed_tokens.weight');
       assert.deepEqual(await reloaded.toArray(), await trained.toArray(), 'the server runs the trained weights');
     } finally {
       await server.close();

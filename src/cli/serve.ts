@@ -19,7 +19,7 @@ function adapterArgs(spec: string | undefined): [string, string][] {
 }
 
 export const serveCommand = defineCommand({
-  meta: { name: 'serve', description: 'Serve a model over a vLLM-compatible HTTP API (completions with token ids, LoRA adapters, weight reload)' },
+  meta: { name: 'serve', description: 'Serve a model over a vLLM-compatible HTTP API (completions and chat, streaming, log-probs, LoRA adapters, weight reload)' },
   args: {
     ...gpuArgs,
     model: { type: 'positional', description: 'Hugging Face checkpoint directory', required: true },
@@ -32,6 +32,7 @@ export const serveCommand = defineCommand({
     lora: { type: 'string', description: 'adapters to load at start: name=dir[,name=dir...]' },
     'max-batch': { type: 'string', description: 'rows per generation batch', default: '64' },
     'max-body-bytes': { type: 'string', description: 'request size cap', default: String(SERVER_DEFAULTS.maxBodyBytes) },
+    'max-logprobs': { type: 'string', description: 'most top log-probs a request may ask for per token', default: String(SERVER_DEFAULTS.maxLogprobs) },
   },
   async run({ args }) {
     if (!existsSync(path.join(args.model, 'config.json'))) throw new CliError(`${args.model}: not a checkpoint directory (no config.json)`);
@@ -39,6 +40,7 @@ export const serveCommand = defineCommand({
     const port = intArg('--port', args.port, 0, 65535);
     const maxBatch = intArg('--max-batch', args['max-batch'], 1);
     const maxBodyBytes = intArg('--max-body-bytes', args['max-body-bytes'], 1024);
+    const maxLogprobs = intArg('--max-logprobs', args['max-logprobs'], 0);
     const adapters = adapterArgs(args.lora);
     if (args['allowed-root'] && !existsSync(args['allowed-root'])) throw new CliError(`--allowed-root ${args['allowed-root']}: no such directory`);
     await initRuntime(gpuOptions(args));
@@ -52,6 +54,7 @@ export const serveCommand = defineCommand({
       apiKey: args['api-key'] ?? process.env.WGT_API_KEY ?? null,
       allowedRoot: args['allowed-root'] ?? null,
       maxBodyBytes,
+      maxLogprobs,
       maxQueuedRows: Math.max(maxBatch, SERVER_DEFAULTS.maxQueuedRows),
     });
     console.log(`serving ${engine.name}${tokenizer ? '' : ' (no tokenizer: token ids only)'} at ${handle.url}`);

@@ -1,6 +1,6 @@
 // CPU references for shaders/sampling.wgsl (f64 math on f32 inputs): which tokens are
-// candidates after temperature / top-k / top-p, the inverse-CDF draw, and per-target
-// log-prob + rank.
+// candidates after temperature / top-k / top-p, the inverse-CDF draw, the top-n list,
+// and per-target log-prob + rank.
 
 import { GREEDY_BELOW, type RowSampling } from '../kernels/sampling.ts';
 
@@ -25,6 +25,8 @@ export interface ReferenceSample {
   drawMargin: number;
   /** Probability of each token after filtering (0 outside the candidates). */
   probs: Float64Array;
+  /** The r.topN largest logits (ties by smaller id) with log-probs under the sampled token's distribution. */
+  top: { id: number; logprob: number }[];
 }
 
 function logSumExp(z: ArrayLike<number>): number {
@@ -33,6 +35,13 @@ function logSumExp(z: ArrayLike<number>): number {
   let s = 0;
   for (let i = 0; i < z.length; i++) s += Math.exp(z[i] - m);
   return m + Math.log(s);
+}
+
+/** The n largest of x (ties by smaller index) with log-probs of softmax(x / t). */
+function topList(x: Float32Array, n: number, t: number): { id: number; logprob: number }[] {
+  const lse = logSumExp(Array.from(x, (v) => v / t));
+  const order = Array.from(x, (_, i) => i).sort((a, b) => x[b] - x[a] || a - b);
+  return order.slice(0, Math.min(n, x.length)).map((id) => ({ id, logprob: x[id] / t - lse }));
 }
 
 /** One row of `sample`: x the row's logits. */
@@ -44,7 +53,8 @@ export function sampleRow(x: Float32Array, r: RowSampling): ReferenceSample {
     for (let i = 1; i < V; i++) if (x[i] > x[id]) id = i;
     const probs = new Float64Array(V);
     probs[id] = 1;
-    return { id, logprob: x[id] - logSumExp(x), threshold: keys[id], topPMargin: Infinity, drawMargin: Infinity, probs };
+    const top = topList(x, r.topN ?? 0, 1);
+    return { id, logprob: x[id] - logSumExp(x), threshold: keys[id], topPMargin: Infinity, drawMargin: Infinity, probs, top };
   }
   const z = Array.from(x, (v) => v / r.temperature);
   const lse = logSumExp(z);
@@ -91,7 +101,7 @@ export function sampleRow(x: Float32Array, r: RowSampling): ReferenceSample {
       break;
     }
   }
-  return { id, logprob: z[id] - lse, threshold, topPMargin, drawMargin, probs };
+  return { id, logprob: z[id] - lse, threshold, topPMargin, drawMargin, probs, top: topList(x, r.topN ?? 0, r.temperature) };
 }
 
 /** `sample` over rows of logits [rows, vocab]. */

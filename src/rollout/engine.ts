@@ -22,6 +22,14 @@ export interface SamplingParams {
   ignoreEos?: boolean;
   /** Leave special tokens out of `text` (vLLM's skip_special_tokens); default false, so text keeps e.g. <|im_end|>. */
   skipSpecialTokens?: boolean;
+  /** Also list the N most likely tokens of every step (vLLM's logprobs: N); default 0. */
+  logprobs?: number;
+}
+
+/** One of a step's most likely tokens, with its log-prob under the sampling distribution. */
+export interface TopLogprob {
+  id: number;
+  logprob: number;
 }
 
 /**
@@ -61,6 +69,8 @@ export interface GenerationResult {
   /** What stopped a 'stop' finish: the stop string or stop token id; absent for EOS (vLLM's stop_reason). */
   stopReason?: string | number;
   text: string;
+  /** With params.logprobs N > 0: each step's N most likely tokens, most likely first (ties by smaller id). */
+  topLogprobs?: TopLogprob[][];
 }
 
 export interface ScoreRequest {

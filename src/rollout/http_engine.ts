@@ -1,12 +1,14 @@
 // The engine over HTTP: vLLM's OpenAI-compatible server or our `serve` (PROTOCOLS.md
-// section 5). Token ids go in and come back (return_token_ids), with each sampled
-// token's log-prob (logprobs: 0); scoring reads prompt_logprobs by token id. Every
-// generation request is its own HTTP request (sampling settings and seeds are
-// per request in the API), sent concurrently up to a limit so the server batches them.
-// vLLM must run with --logprobs-mode processed_logprobs for the log-probs to be those
-// of the sampling distribution.
+// section 5, docs/SERVING.md). Token ids go in and come back (return_token_ids), with
+// each sampled token's log-prob (logprobs: 0, or N for top lists); scoring reads
+// prompt_logprobs by token id. Every generation request is its own HTTP request
+// (sampling settings and seeds are per request in the API), sent concurrently up to a
+// limit so the server batches them. vLLM must run with --logprobs-mode
+// processed_logprobs for the log-probs to be those of the sampling distribution.
+// Weight sync: LoRA adapters through vLLM's adapter endpoints, full weights through
+// its development RPC endpoint (the server started with VLLM_SERVER_DEV_MODE=1).
 
-import type { Engine, GenerationRequest, GenerationResult, ScoreRequest, WeightSync } from './engine.ts';
+import type { Engine, GenerationRequest, GenerationResult, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
 import { callServer, EngineHttpError, type RetryOptions } from './http_request.ts';
 
 export interface HttpEngineOptions {
@@ -105,7 +107,7 @@ export class HttpEngine implements Engine, WeightSync {
       top_p: p.topP,
       top_k: p.topK > 0 ? p.topK : -1,
       include_stop_str_in_output: true,
-      logprobs: 0,
+      logprobs: p.logprobs ?? 0,
       return_token_ids: true,
       return_tokens_as_token_ids: true,
       skip_special_tokens: p.skipSpecialTokens ?? false,
@@ -133,7 +135,22 @@ export class HttpEngine implements Engine, WeightSync {
       text: typeof c.text === 'string' ? c.text : '',
     };
     if (typeof c.stop_reason === 'string' || typeof c.stop_reason === 'number') out.stopReason = c.stop_reason;
+    if (p.logprobs) out.topLogprobs = this.topLists(lp.top_logprobs, tokenIds.length, p.logprobs, path);
     return out;
+  }
+
+  /** The N most likely of each step's top_logprobs dict (keyed "token_id:<id>"; it may also hold the sampled token). */
+  private topLists(v: unknown, steps: number, n: number, path: string): TopLogprob[][] {
+    if (!Array.isArray(v) || v.length !== steps) throw this.malformed(path, `logprobs.top_logprobs should list ${steps} entries, got ${JSON.stringify(v)?.slice(0, 100)}`);
+    return v.map((entry, t) => {
+      if (!isObject(entry)) throw this.malformed(path, `logprobs.top_logprobs[${t}] is not an object`);
+      const list = Object.entries(entry).map(([name, logprob]) => {
+        const m = /^token_id:(\d+)$/.exec(name);
+        if (!m || typeof logprob !== 'number') throw this.malformed(path, `logprobs.top_logprobs[${t}] has ${JSON.stringify(name)}: ${JSON.stringify(logprob)} (was "return_tokens_as_token_ids" ignored?)`);
+        return { id: Number(m[1]), logprob };
+      });
+      return list.sort((a, b) => b.logprob - a.logprob || a.id - b.id).slice(0, n);
+    });
   }
 
   /**
@@ -183,15 +200,21 @@ export class HttpEngine implements Engine, WeightSync {
     await this.call('POST', '/v1/unload_lora_adapter', { lora_name: name });
   }
 
-  /** Our server's full-weight reload; vLLM has none (restart it on the new checkpoint instead). */
+  /**
+   * Loads a full Hugging Face checkpoint directory (readable by the server) into the
+   * served model in place: vLLM's workers reload their weights from that path through
+   * the RPC endpoint, then the prefix cache, which holds keys and values computed with
+   * the old weights, is dropped.
+   */
   async reloadWeights(path: string): Promise<void> {
     try {
-      await this.call('POST', '/v1/reload_weights', { path });
+      await this.call('POST', '/collective_rpc', { method: 'reload_weights', kwargs: { weights_path: path } });
     } catch (e) {
-      if (e instanceof EngineHttpError && e.status === 404 && /no route|not found/i.test(e.message)) {
-        throw new EngineHttpError(`${e.message} (this server has no /v1/reload_weights: vLLM must be restarted on the new checkpoint)`, 404, e.url);
+      if (e instanceof EngineHttpError && e.status === 404) {
+        throw new EngineHttpError(`${e.message} (the server has no /collective_rpc: start vLLM with VLLM_SERVER_DEV_MODE=1 for full-weight sync, or train with LoRA)`, 404, e.url);
       }
       throw e;
     }
+    await this.call('POST', '/reset_prefix_cache');
   }
 }

@@ -5,23 +5,24 @@
 // rows. Each batch is left-padded into one prefill, then decodes one token per step for
 // all rows at once; rows that finished keep stepping (greedily, their tokens dropped)
 // until every row is done. Per step, the last position's logits are sampled on the GPU
-// (rollout/sampling.ts) and only [batch] ids and log-probs come back; the next step
+// (the sampleTokens op) and only [batch] ids and log-probs come back; the next step
 // reads the sampled ids on the GPU, so it is recorded while they travel. The draw for a
 // request's t-th token uses the uniform hash(seed, t), so a seed reproduces its tokens
-// whatever else shares the batch.
+// whatever else shares the batch. A caller can follow each request's tokens as they
+// are accepted (onToken), which is how the server streams.
 
 import type { CausalLM } from '../models/causal_lm.ts';
 import { lastLogits } from '../models/generate.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
+import { readSampled, sampledIds, sampleTokens, type RowSampling, type SampledTokens } from '../tensor/ops/sampling.ts';
 import { scope } from '../tensor/scope.ts';
 import { Tensor } from '../tensor/tensor.ts';
-import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, WeightSync } from './engine.ts';
+import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
 import { EngineRequestError } from './errors.ts';
 import { promptTokenStats, type PromptTokenStats } from './prompt_logprobs.ts';
 import { randomSeed, uniformAt } from './rng.ts';
-import { readSampled, sampledIds, sampleOnDevice, type RowSampling, type SampledTokens } from './sampling.ts';
 import { ServedModels } from './served_models.ts';
 import { StopStringWatcher } from './stop_strings.ts';
 
@@ -38,6 +39,22 @@ export interface LocalEngineOptions {
   scoreBatchTokens?: number;
 }
 
+/** A token as the engine accepts it; the request's last token also carries its result. */
+export interface TokenEvent {
+  id: number;
+  logprob: number;
+  /** The step's most likely tokens, when the request asked for them (params.logprobs). */
+  top?: TopLogprob[];
+  result?: GenerationResult;
+}
+
+export interface GenerateOptions {
+  /** Serve with this adapter (or the base model by its name); default the base. */
+  model?: string;
+  /** Called with each accepted token of request `index`, in order, while the batch runs. */
+  onToken?: (index: number, token: TokenEvent) => void;
+}
+
 interface Row {
   index: number;
   req: GenerationRequest;
@@ -46,6 +63,7 @@ interface Row {
   watcher: StopStringWatcher | null;
   tokens: number[];
   logprobs: number[];
+  top: TopLogprob[][] | null;
   done: boolean;
   finishReason: 'stop' | 'length';
   stopReason?: string | number;
@@ -64,6 +82,12 @@ export interface LocalEngineUsage {
   /** Rows stepped (rows x steps, prefill steps included), and of those, rows not yet finished. */
   rowSteps: number;
   liveRowSteps: number;
+}
+
+/** Row b's top list of a step (its first n slots). */
+function topOf(out: SampledTokens, b: number, n: number): TopLogprob[] {
+  const at = b * out.topN;
+  return Array.from({ length: n }, (_, j) => ({ id: out.topIds[at + j], logprob: out.topLogprobs[at + j] }));
 }
 
 export class LocalEngine implements Engine, WeightSync {
@@ -114,6 +138,9 @@ export class LocalEngine implements Engine, WeightSync {
     if (!(p.topP > 0 && p.topP <= 1)) throw new EngineRequestError(`${at}: topP must be in (0, 1], got ${p.topP}`);
     if (!Number.isInteger(p.topK) || p.topK < -1) throw new EngineRequestError(`${at}: topK must be an integer >= -1 (0 or -1: off), got ${p.topK}`);
     if (p.seed !== undefined && !Number.isSafeInteger(p.seed)) throw new EngineRequestError(`${at}: seed must be an integer, got ${p.seed}`);
+    if (p.logprobs !== undefined && !(Number.isInteger(p.logprobs) && p.logprobs >= 0 && p.logprobs <= this.vocab)) {
+      throw new EngineRequestError(`${at}: logprobs must be an integer in [0, ${this.vocab}], got ${p.logprobs}`);
+    }
     if (p.stopTokenIds) this.checkIds(p.stopTokenIds, `${at}: stopTokenIds`);
     if (p.stop?.length) {
       if (p.stop.some((s) => typeof s !== 'string' || s === '')) throw new EngineRequestError(`${at}: stop strings must be non-empty strings`);
@@ -125,13 +152,13 @@ export class LocalEngine implements Engine, WeightSync {
     }
   }
 
-  async generate(requests: readonly GenerationRequest[], opts: { model?: string } = {}): Promise<GenerationResult[]> {
+  async generate(requests: readonly GenerationRequest[], opts: GenerateOptions = {}): Promise<GenerationResult[]> {
     requests.forEach((r, i) => this.checkRequest(r, i));
     return this.serial(async () => {
       const model = this.models.resolve(opts.model);
       const rows = requests.map((req, index) => this.newRow(req, index));
       const live = rows.filter((r) => !r.done).sort((a, b) => a.req.promptIds.length - b.req.promptIds.length);
-      for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, live.slice(i, i + this.maxBatch));
+      for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, live.slice(i, i + this.maxBatch), opts.onToken);
       return rows.map((r) => this.result(r));
     });
   }
@@ -143,11 +170,11 @@ export class LocalEngine implements Engine, WeightSync {
     const watcher = p.stop?.length && this.tokenizer ? new StopStringWatcher(this.tokenizer, p.stop, p.skipSpecialTokens ?? false) : null;
     return {
       index, req, seed: p.seed ?? randomSeed(), stopIds, watcher,
-      tokens: [], logprobs: [], done: p.maxTokens === 0, finishReason: 'length',
+      tokens: [], logprobs: [], top: p.logprobs ? [] : null, done: p.maxTokens === 0, finishReason: 'length',
     };
   }
 
-  private async runBatch(model: CausalLM, rows: Row[]): Promise<void> {
+  private async runBatch(model: CausalLM, rows: Row[], onToken: GenerateOptions['onToken']): Promise<void> {
     const B = rows.length;
     const P = Math.max(...rows.map((r) => r.req.promptIds.length));
     const steps = Math.max(...rows.map((r) => r.req.params.maxTokens));
@@ -170,7 +197,7 @@ export class LocalEngine implements Engine, WeightSync {
         const input = ids;
         const step = scope(() =>
           noGrad(() => {
-            const sampled = sampleOnDevice(lastLogits(model, model.hiddenCached({ ids: input, batch: B, seq: t === 0 ? P : 1 }, cache)), settings);
+            const sampled = sampleTokens(lastLogits(model, model.hiddenCached({ ids: input, batch: B, seq: t === 0 ? P : 1 }, cache)), settings);
             return { next: sampledIds(sampled), read: readSampled(sampled) };
           }),
         );
@@ -178,9 +205,9 @@ export class LocalEngine implements Engine, WeightSync {
         ids = step.next;
         const previous = inFlight;
         inFlight = step.read;
-        if (previous) this.acceptStep(rows, await previous);
+        if (previous) this.acceptStep(rows, await previous, onToken);
       }
-      if (inFlight) this.acceptStep(rows, await inFlight);
+      if (inFlight) this.acceptStep(rows, await inFlight, onToken);
       inFlight = null;
     } finally {
       // A step abandoned by an error still has its readback pending; let it settle.
@@ -190,21 +217,28 @@ export class LocalEngine implements Engine, WeightSync {
     }
   }
 
-  private acceptStep(rows: readonly Row[], out: SampledTokens): void {
+  private acceptStep(rows: readonly Row[], out: SampledTokens, onToken: GenerateOptions['onToken']): void {
     rows.forEach((r, b) => {
       if (r.done) return;
       this.usage.liveRowSteps++;
-      this.accept(r, out.ids[b], out.logprobs[b]);
+      const top = r.top && topOf(out, b, r.req.params.logprobs!);
+      this.accept(r, out.ids[b], out.logprobs[b], top);
+      if (!onToken) return;
+      const event: TokenEvent = { id: out.ids[b], logprob: out.logprobs[b] };
+      if (top) event.top = top;
+      if (r.done) event.result = this.result(r);
+      onToken(r.index, event);
     });
   }
 
   private rowSampling(p: SamplingParams): Omit<RowSampling, 'u'> {
-    return { temperature: p.temperature, topP: p.topP, topK: p.topK > 0 ? p.topK : 0 };
+    return { temperature: p.temperature, topP: p.topP, topK: p.topK > 0 ? p.topK : 0, topN: p.logprobs ?? 0 };
   }
 
-  private accept(r: Row, id: number, logprob: number): void {
+  private accept(r: Row, id: number, logprob: number, top: TopLogprob[] | null): void {
     r.tokens.push(id);
     r.logprobs.push(logprob);
+    if (top) r.top!.push(top);
     if (r.stopIds.has(id)) {
       r.done = true;
       r.finishReason = 'stop';
@@ -227,6 +261,7 @@ export class LocalEngine implements Engine, WeightSync {
     const text = r.stopText ?? (this.tokenizer ? this.tokenizer.decode(r.tokens, { skipSpecialTokens: skip }) : '');
     const out: GenerationResult = { tokenIds: r.tokens, logprobs: r.logprobs, finishReason: r.finishReason, text };
     if (r.stopReason !== undefined) out.stopReason = r.stopReason;
+    if (r.top) out.topLogprobs = r.top;
     return out;
   }
 

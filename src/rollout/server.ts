@@ -1,6 +1,10 @@
-// Our vLLM-compatible generation server (PROTOCOLS.md section 5) over a LocalEngine:
-//   POST /v1/completions, GET /v1/models, GET /health, POST /tokenize, /detokenize,
-//   POST /v1/load_lora_adapter, /v1/unload_lora_adapter, and our POST /v1/reload_weights.
+// Our vLLM-compatible generation server (PROTOCOLS.md section 5, docs/SERVING.md) over
+// a LocalEngine:
+//   POST /v1/completions and /v1/chat/completions (whole or streamed), GET /v1/models,
+//   GET /health, POST /tokenize, /detokenize, /v1/load_lora_adapter,
+//   /v1/unload_lora_adapter, and of vLLM's development endpoints the ones a trainer's
+//   weight sync uses: POST /collective_rpc (method "reload_weights") and
+//   /reset_prefix_cache.
 // One GPU, so work goes through one queue (server_scheduler.ts) that merges concurrent
 // generation requests into shared batches. Bound to 127.0.0.1 unless told otherwise;
 // an optional bearer token guards everything but /health; paths in requests must lie
@@ -14,11 +18,15 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { CheckpointError, ConfigError, SafetensorsError } from '../models/errors.ts';
 import { EngineRequestError } from './errors.ts';
 import type { LocalEngine } from './local_engine.ts';
-import { completionResponse, parseCompletion } from './server_completions.ts';
-import { boolField, requiredString, tokenIds, type Body } from './server_fields.ts';
+import type { PromptTokenStats } from './prompt_logprobs.ts';
+import { chatResponse, ChatChunks, parseChat } from './server_chat.ts';
+import { CompletionChunks, completionResponse, parseCompletion } from './server_completions.ts';
+import { boolField, requiredString, stringField, tokenIds, type Body } from './server_fields.ts';
 import { ApiError, readJsonObject, sendJson, sendText } from './server_http.ts';
 import { allowedDir } from './server_paths.ts';
+import type { RequestLimits, SamplingRequest } from './server_sampling.ts';
 import { BatchScheduler } from './server_scheduler.ts';
+import { ChoiceText, streamChoices, type ChunkFormat } from './server_stream.ts';
 
 export interface ServerOptions {
   host?: string;
@@ -31,6 +39,8 @@ export interface ServerOptions {
   maxBodyBytes?: number;
   /** Choices one completion request may ask for. */
   maxChoices?: number;
+  /** Top log-probs one token may ask for (vLLM's --max-logprobs). */
+  maxLogprobs?: number;
   /** Rows of concurrent requests merged into one engine call. */
   maxQueuedRows?: number;
 }
@@ -49,6 +59,7 @@ export const SERVER_DEFAULTS = {
   port: 8000,
   maxBodyBytes: 32 * 2 ** 20,
   maxChoices: 4096,
+  maxLogprobs: 20,
   maxQueuedRows: 1024,
 } as const;
 
@@ -74,15 +85,38 @@ export async function startServer(engine: LocalEngine, options: ServerOptions = 
   const config = engine.models.config;
   const created = Math.floor(Date.now() / 1000);
 
-  const completions = async (body: Body): Promise<unknown> => {
-    const c = parseCompletion(body, tok, { vocab: config.vocabSize, maxModelLen: config.maxPositions, maxChoices: opts.maxChoices });
+  const limits: RequestLimits = { vocab: config.vocabSize, maxModelLen: config.maxPositions, maxChoices: opts.maxChoices, maxLogprobs: opts.maxLogprobs };
+  const newId = (prefix: string) => `${prefix}-${crypto.randomUUID().replaceAll('-', '')}`;
+
+  const stream = (res: ServerResponse, model: string | undefined, c: SamplingRequest, format: ChunkFormat, promptStats: readonly PromptTokenStats[] | null) =>
+    streamChoices(res, {
+      requests: c.requests,
+      n: c.n,
+      options: c.stream!,
+      texts: c.requests.map(() => new ChoiceText(tok, c)),
+      promptStats,
+      run: (onToken) => scheduler.generate(model, c.requests, onToken),
+      toApiError: apiError,
+    }, format);
+
+  const completions = async (body: Body, res: ServerResponse): Promise<void> => {
+    const c = parseCompletion(body, tok, limits);
     engine.models.resolve(c.model);
+    const id = newId('cmpl');
     const modelName = c.model ?? engine.name;
-    const [results, stats] = await Promise.all([
-      scheduler.generate(c.model, c.requests),
-      c.promptLogprobs ? scheduler.exclusive(() => engine.promptLogprobs(c.prompts, { model: c.model, temperature: c.promptTemperature })) : null,
-    ]);
-    return completionResponse(c, modelName, results, stats, tok);
+    const promptStats = () => scheduler.exclusive(() => engine.promptLogprobs(c.prompts, { model: c.model, temperature: c.promptTemperature }));
+    if (c.stream) return stream(res, c.model, c, new CompletionChunks(c, id, modelName, tok), c.promptLogprobs ? await promptStats() : null);
+    const [results, stats] = await Promise.all([scheduler.generate(c.model, c.requests), c.promptLogprobs ? promptStats() : null]);
+    sendJson(res, 200, completionResponse(c, id, modelName, results, stats, tok));
+  };
+
+  const chat = async (body: Body, res: ServerResponse): Promise<void> => {
+    const c = parseChat(body, tok, limits);
+    engine.models.resolve(c.model);
+    const id = newId('chatcmpl');
+    const modelName = c.model ?? engine.name;
+    if (c.stream) return stream(res, c.model, c, new ChatChunks(c, id, modelName, tok), null);
+    sendJson(res, 200, chatResponse(c, id, modelName, await scheduler.generate(c.model, c.requests), tok));
   };
 
   const models = (): unknown => ({
@@ -126,10 +160,27 @@ export async function startServer(engine: LocalEngine, options: ServerOptions = 
     return `Success: LoRA adapter '${name}' removed successfully.`;
   };
 
-  const reloadWeights = async (body: Body): Promise<unknown> => {
-    const dir = allowedDir(requiredString(body, 'path'), 'path', root);
+  // vLLM's POST /collective_rpc calls a method on every worker; of its worker methods
+  // we have reload_weights (from weights_path, or again from where the weights came).
+  const collectiveRpc = async (body: Body): Promise<unknown> => {
+    const method = requiredString(body, 'method');
+    if (method !== 'reload_weights') throw new ApiError(400, `collective_rpc method "${method}" is not supported by this server (it has "reload_weights")`, 'method');
+    const args = body.args;
+    if (args !== undefined && args !== null && !(Array.isArray(args) && args.length === 0)) {
+      throw new ApiError(400, 'collective_rpc reload_weights takes no positional "args" here (weights come from disk); pass {"kwargs": {"weights_path": "<dir>"}}', 'args');
+    }
+    const kwargs = body.kwargs ?? {};
+    if (typeof kwargs !== 'object' || Array.isArray(kwargs)) throw new ApiError(400, 'field "kwargs" must be an object', 'kwargs');
+    const kw = kwargs as Body;
+    const unknown = Object.keys(kw).filter((k) => k !== 'weights_path' && k !== 'is_checkpoint_format');
+    if (unknown.length) throw new ApiError(400, `collective_rpc reload_weights: unsupported kwargs ${unknown.map((k) => JSON.stringify(k)).join(', ')} (it takes "weights_path")`, 'kwargs');
+    if (boolField(kw, 'is_checkpoint_format', true) !== true) throw new ApiError(400, 'collective_rpc reload_weights: only checkpoint-format weights (is_checkpoint_format true) are supported', 'kwargs');
+    const given = stringField(kw, 'weights_path');
+    const current = engine.models.list()[0].path;
+    if (given === undefined && current === null) throw new ApiError(400, 'collective_rpc reload_weights: no "weights_path" given, and this server does not know where its weights came from', 'kwargs');
+    const dir = allowedDir(given ?? current!, 'weights_path', root);
     await scheduler.exclusive(() => engine.reloadWeights(dir));
-    return { status: 'ok', model: engine.name, path: dir };
+    return { results: [null] };
   };
 
   const authorized = (req: IncomingMessage): boolean => {
@@ -159,7 +210,10 @@ export async function startServer(engine: LocalEngine, options: ServerOptions = 
         return sendJson(res, 200, models());
       case '/v1/completions':
         only('POST');
-        return sendJson(res, 200, await completions(await body()));
+        return completions(await body(), res);
+      case '/v1/chat/completions':
+        only('POST');
+        return chat(await body(), res);
       case '/tokenize':
         only('POST');
         return sendJson(res, 200, tokenize(await body()));
@@ -172,9 +226,13 @@ export async function startServer(engine: LocalEngine, options: ServerOptions = 
       case '/v1/unload_lora_adapter':
         only('POST');
         return sendText(res, 200, await unloadAdapter(await body()));
-      case '/v1/reload_weights':
+      case '/collective_rpc':
         only('POST');
-        return sendJson(res, 200, await reloadWeights(await body()));
+        return sendJson(res, 200, await collectiveRpc(await body()));
+      case '/reset_prefix_cache':
+        // We keep no KV cache across requests, so nothing can hold the old weights' keys.
+        only('POST');
+        return sendText(res, 200, '');
       default:
         throw new ApiError(404, `no route ${method} ${path}`);
     }

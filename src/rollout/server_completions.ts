@@ -1,42 +1,23 @@
-// POST /v1/completions: the request fields of PROTOCOLS.md section 5 read into engine
-// requests, and the engine's results written back in vLLM's response shape.
+// POST /v1/completions: the request read into engine requests, and the engine's results
+// written back in vLLM's response shape, whole or as stream chunks.
 
-import { GREEDY_BELOW } from '../kernels/sampling.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
-import type { GenerationRequest, GenerationResult } from './engine.ts';
+import { GREEDY_BELOW } from '../tensor/ops/sampling.ts';
+import type { GenerationResult } from './engine.ts';
 import type { PromptTokenStats } from './prompt_logprobs.ts';
-import { deriveSeed } from './rng.ts';
-import { boolField, intField, neutralOnly, numberField, stringField, stringList, tokenIds, type Body } from './server_fields.ts';
+import { boolField, intField, neutralOnly, stringField, tokenIds, type Body } from './server_fields.ts';
 import { ApiError } from './server_http.ts';
+import { logprobsCount, needTokenizer, readSampling, type RequestLimits, type SamplingRequest } from './server_sampling.ts';
+import { choiceText, completionLogprobs, scoredTokens, tokenName, type ScoredToken, type TokenNaming } from './server_text.ts';
 
-export interface CompletionRequest {
+export interface CompletionRequest extends SamplingRequest {
   model: string | undefined;
   prompts: number[][];
-  n: number;
-  /** One engine request per choice: prompt i, sample j at i * n + j. */
-  requests: GenerationRequest[];
-  includeStop: boolean;
-  logprobs: boolean;
   echo: boolean;
   /** Whether the prompt tokens' log-probs are computed (prompt_logprobs, or echo with logprobs). */
   promptLogprobs: boolean;
   /** Temperature for prompt log-probs: the request's, or 1 when it asks for greedy. */
   promptTemperature: number;
-  returnTokenIds: boolean;
-  tokensAsIds: boolean;
-  skipSpecial: boolean;
-}
-
-export interface CompletionLimits {
-  vocab: number;
-  maxModelLen: number;
-  /** Choices (prompts x n) one request may ask for. */
-  maxChoices: number;
-}
-
-function needTokenizer(tok: Tokenizer | null, what: string): Tokenizer {
-  if (!tok) throw new ApiError(400, `${what} needs a tokenizer, and this server has none loaded (send token ids, or start it with --tokenizer)`);
-  return tok;
 }
 
 function readPrompts(v: unknown, tok: Tokenizer | null, vocab: number): number[][] {
@@ -50,112 +31,69 @@ function readPrompts(v: unknown, tok: Tokenizer | null, vocab: number): number[]
   });
 }
 
-export function parseCompletion(body: Body, tok: Tokenizer | null, limits: CompletionLimits): CompletionRequest {
-  if (body.stream === true) throw new ApiError(400, 'streaming is not supported by this server; send "stream": false', 'stream');
+export function parseCompletion(body: Body, tok: Tokenizer | null, limits: RequestLimits): CompletionRequest {
   neutralOnly(body, 'suffix', (v) => v === '', 'no suffix');
-  neutralOnly(body, 'presence_penalty', (v) => v === 0, 'only 0');
-  neutralOnly(body, 'frequency_penalty', (v) => v === 0, 'only 0');
-  neutralOnly(body, 'repetition_penalty', (v) => v === 1, 'only 1');
-  neutralOnly(body, 'min_p', (v) => v === 0, 'only 0');
-  neutralOnly(body, 'min_tokens', (v) => v === 0, 'only 0');
-  neutralOnly(body, 'use_beam_search', (v) => v === false, 'no beam search');
-  neutralOnly(body, 'logit_bias', (v) => typeof v === 'object' && Object.keys(v as object).length === 0, 'no biases');
   const model = stringField(body, 'model');
   if (body.prompt === undefined) throw new ApiError(400, 'field "prompt" is required', 'prompt');
   const prompts = readPrompts(body.prompt, tok, limits.vocab);
   prompts.forEach((p, i) => {
     if (p.length === 0) throw new ApiError(400, `prompt ${i} is empty`, 'prompt');
   });
-  const n = intField(body, 'n', 1, 1)!;
-  const bestOf = intField(body, 'best_of', n, 1);
-  if (bestOf !== n) throw new ApiError(400, 'field "best_of" is not supported (leave it out or equal to n)', 'best_of');
-  if (prompts.length * n > limits.maxChoices) throw new ApiError(400, `${prompts.length} prompts x n = ${n} exceed the ${limits.maxChoices} choices one request may ask for`, 'n');
-  const longest = Math.max(...prompts.map((p) => p.length));
-  if (longest > limits.maxModelLen) throw new ApiError(400, `a prompt of ${longest} tokens exceeds the model's context of ${limits.maxModelLen}`, 'prompt');
-  // vLLM's default is 16 new tokens; an explicit null means up to the context length.
-  const maxTokens = body.max_tokens === undefined ? 16 : intField(body, 'max_tokens', null, 0);
-  const temperature = numberField(body, 'temperature', 1, (x) => x >= 0, 'a number >= 0');
-  const topP = numberField(body, 'top_p', 1, (x) => x > 0 && x <= 1, 'a number in (0, 1]');
-  const topK = intField(body, 'top_k', -1, -1)!;
-  const seed = intField(body, 'seed', null);
-  const stop = stringList(body, 'stop');
-  if (stop.length) needTokenizer(tok, 'field "stop"');
-  const stopTokenIds = body.stop_token_ids == null ? [] : tokenIds(body.stop_token_ids, 'stop_token_ids', limits.vocab);
-  const logprobs = intField(body, 'logprobs', null, 0);
-  if (logprobs !== null && logprobs > 0) throw new ApiError(400, 'field "logprobs": only 0 (the sampled tokens\' own log-probs) is supported', 'logprobs');
+  const logprobs = logprobsCount(body, 'logprobs', limits.maxLogprobs);
   const promptLogprobs = intField(body, 'prompt_logprobs', null, 0);
   if (promptLogprobs !== null && promptLogprobs > 0) throw new ApiError(400, 'field "prompt_logprobs": only 0 (the prompt tokens\' own log-probs) is supported', 'prompt_logprobs');
   const echo = boolField(body, 'echo', false);
-  const skipSpecial = boolField(body, 'skip_special_tokens', true);
-  const params = {
-    temperature, topP, topK, stop, stopTokenIds, skipSpecialTokens: skipSpecial,
-    ignoreEos: boolField(body, 'ignore_eos', false),
-  };
-  const requests: GenerationRequest[] = [];
-  prompts.forEach((promptIds, i) => {
-    const left = limits.maxModelLen - promptIds.length;
-    const want = maxTokens ?? left;
-    if (want > left) {
-      throw new ApiError(400, `prompt ${i} has ${promptIds.length} tokens and max_tokens is ${want}: more than the model's context of ${limits.maxModelLen} tokens`, 'max_tokens');
-    }
-    for (let j = 0; j < n; j++) {
-      requests.push({ promptIds, params: { ...params, maxTokens: want, ...(seed === null ? {} : { seed: deriveSeed(seed, j) }) } });
-    }
-  });
+  if (echo && logprobs) throw new ApiError(400, 'field "logprobs": echo gives the prompt tokens\' own log-probs only, so use "logprobs": 0 with "echo": true', 'logprobs');
+  // vLLM's default is 16 new tokens; an explicit null means up to the context length.
+  const sampling = readSampling(body, prompts, tok, limits, { maxTokensField: 'max_tokens', defaultMaxTokens: 16, logprobs });
+  if (sampling.stream && promptLogprobs !== null) throw new ApiError(400, 'field "prompt_logprobs" is not available when streaming', 'prompt_logprobs');
+  const temperature = sampling.requests[0].params.temperature;
   return {
-    model, prompts, n, requests, echo,
-    includeStop: boolField(body, 'include_stop_str_in_output', false),
-    logprobs: logprobs !== null,
+    ...sampling, model, prompts, echo,
     promptLogprobs: promptLogprobs !== null || (echo && logprobs !== null),
     promptTemperature: temperature >= GREEDY_BELOW ? temperature : 1,
-    returnTokenIds: boolField(body, 'return_token_ids', false),
-    tokensAsIds: boolField(body, 'return_tokens_as_token_ids', false),
-    skipSpecial,
   };
-}
-
-/** The choice text vLLM gives: stop strings and stop tokens drop out unless include_stop_str_in_output. */
-function choiceText(c: CompletionRequest, r: GenerationResult, tok: Tokenizer | null): string {
-  if (!tok) return '';
-  if (c.includeStop || r.finishReason !== 'stop') return r.text;
-  if (typeof r.stopReason === 'string') return r.text.slice(0, r.text.length - r.stopReason.length);
-  return tok.decode(r.tokenIds.slice(0, -1), { skipSpecialTokens: c.skipSpecial });
-}
-
-function tokenName(id: number, c: CompletionRequest, tok: Tokenizer | null): string {
-  return c.tokensAsIds || !tok ? `token_id:${id}` : tok.decode([id], { skipSpecialTokens: false });
 }
 
 type PromptLogprobEntry = Record<string, { logprob: number; rank: number; decoded_token: string }> | null;
 
-function promptLogprobEntries(ids: readonly number[], stats: PromptTokenStats, c: CompletionRequest, tok: Tokenizer | null): PromptLogprobEntry[] {
-  return [null, ...ids.slice(1).map((id, i) => ({ [String(id)]: { logprob: stats.logprobs[i], rank: stats.ranks[i], decoded_token: tokenName(id, c, tok) } }))];
+function promptLogprobEntries(ids: readonly number[], stats: PromptTokenStats, naming: TokenNaming): PromptLogprobEntry[] {
+  return [null, ...ids.slice(1).map((id, i) => ({ [String(id)]: { logprob: stats.logprobs[i], rank: stats.ranks[i], decoded_token: tokenName(id, naming) } }))];
 }
 
+/** The echoed prompt's tokens for a logprobs object: the first has no log-prob. */
+function echoedTokens(promptIds: readonly number[], stats: PromptTokenStats): ({ id: number; logprob: null } | ScoredToken)[] {
+  return promptIds.map((id, i) => (i === 0 ? { id, logprob: null } : { id, logprob: stats.logprobs[i - 1] }));
+}
+
+function echoText(c: CompletionRequest, promptIds: readonly number[], tok: Tokenizer | null): string {
+  return tok ? tok.decode(promptIds, { skipSpecialTokens: c.skipSpecial }) : '';
+}
+
+const usage = (promptTokens: number, completionTokens: number) => ({
+  prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens,
+});
+
 export function completionResponse(
-  c: CompletionRequest, modelName: string, results: readonly GenerationResult[], promptStats: readonly PromptTokenStats[] | null, tok: Tokenizer | null,
+  c: CompletionRequest, id: string, modelName: string, results: readonly GenerationResult[], promptStats: readonly PromptTokenStats[] | null, tok: Tokenizer | null,
 ): Record<string, unknown> {
+  const naming = { tok, tokensAsIds: c.tokensAsIds };
   let completionTokens = 0;
   const choices = results.map((r, index) => {
     const p = Math.floor(index / c.n);
     const promptIds = c.prompts[p];
     completionTokens += r.tokenIds.length;
     const stats = promptStats?.[p] ?? null;
-    let text = choiceText(c, r, tok);
-    if (c.echo && tok) text = tok.decode(promptIds, { skipSpecialTokens: c.skipSpecial }) + text;
+    const prefix = c.echo ? echoText(c, promptIds, tok) : '';
     let logprobs: Record<string, unknown> | null = null;
-    if (c.logprobs) {
-      const ids = c.echo ? [...promptIds, ...r.tokenIds] : r.tokenIds;
-      const lps = c.echo ? [null, ...Array.from(stats!.logprobs), ...r.logprobs] : r.logprobs;
-      logprobs = { tokens: ids.map((id) => tokenName(id, c, tok)), token_logprobs: lps, top_logprobs: null };
-    }
+    if (c.logprobs !== null) logprobs = completionLogprobs([...(c.echo ? echoedTokens(promptIds, stats!) : []), ...scoredTokens(r)], naming, 0);
     const choice: Record<string, unknown> = {
       index,
-      text,
+      text: prefix + choiceText(r, c.includeStop, c.skipSpecial, tok),
       logprobs,
       finish_reason: r.finishReason,
       stop_reason: r.stopReason ?? null,
-      prompt_logprobs: stats ? promptLogprobEntries(promptIds, stats, c, tok) : null,
+      prompt_logprobs: stats ? promptLogprobEntries(promptIds, stats, naming) : null,
     };
     if (c.returnTokenIds) {
       choice.prompt_token_ids = promptIds;
@@ -163,13 +101,76 @@ export function completionResponse(
     }
     return choice;
   });
-  const promptTokens = c.prompts.reduce((s, p) => s + p.length, 0);
   return {
-    id: `cmpl-${crypto.randomUUID().replaceAll('-', '')}`,
+    id,
     object: 'text_completion',
     created: Math.floor(Date.now() / 1000),
     model: modelName,
     choices,
-    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    usage: usage(c.prompts.reduce((s, p) => s + p.length, 0), completionTokens),
   };
+}
+
+/** The chunks of a completion stream; each choice's text arrives as deltas. */
+export class CompletionChunks {
+  private readonly created = Math.floor(Date.now() / 1000);
+  /** Where each choice's next token starts in its text (logprobs.text_offset). */
+  private readonly offsets: number[];
+  private readonly naming: TokenNaming;
+
+  constructor(
+    private readonly c: CompletionRequest,
+    private readonly id: string,
+    private readonly modelName: string,
+    private readonly tok: Tokenizer | null,
+  ) {
+    this.offsets = c.requests.map(() => 0);
+    this.naming = { tok, tokensAsIds: c.tokensAsIds };
+  }
+
+  private chunk(choices: Record<string, unknown>[]): Record<string, unknown> {
+    return { id: this.id, object: 'text_completion', created: this.created, model: this.modelName, choices };
+  }
+
+  /** The echoed prompt, first thing of each choice (none without echo). */
+  start(index: number, stats: PromptTokenStats | null): Record<string, unknown> | null {
+    const c = this.c;
+    const promptIds = c.prompts[Math.floor(index / c.n)];
+    if (!c.echo && !c.returnTokenIds) return null;
+    const choice: Record<string, unknown> = { index, text: c.echo ? echoText(c, promptIds, this.tok) : '', logprobs: null, finish_reason: null, stop_reason: null };
+    if (c.echo && c.logprobs !== null) {
+      const lp = completionLogprobs(echoedTokens(promptIds, stats!), this.naming, 0);
+      this.offsets[index] = lp.tokens.reduce((s, t) => s + t.length, 0);
+      choice.logprobs = lp;
+    }
+    if (c.returnTokenIds) {
+      choice.prompt_token_ids = promptIds;
+      choice.token_ids = [];
+    }
+    return this.chunk([choice]);
+  }
+
+  /** A token's delta of choice `index`; `result` on its last token. */
+  token(index: number, text: string, token: ScoredToken, result?: GenerationResult): Record<string, unknown> {
+    const c = this.c;
+    const choice: Record<string, unknown> = { index, text, logprobs: null, finish_reason: result?.finishReason ?? null, stop_reason: result?.stopReason ?? null };
+    if (c.logprobs !== null) {
+      const lp = completionLogprobs([token], this.naming, this.offsets[index]);
+      this.offsets[index] += lp.tokens[0].length;
+      choice.logprobs = lp;
+    }
+    if (c.returnTokenIds) choice.token_ids = [token.id];
+    return this.chunk([choice]);
+  }
+
+  /** The end of a choice that generated nothing (max_tokens 0). */
+  empty(index: number, result: GenerationResult): Record<string, unknown> {
+    const choice: Record<string, unknown> = { index, text: '', logprobs: null, finish_reason: result.finishReason, stop_reason: result.stopReason ?? null };
+    if (this.c.returnTokenIds) choice.token_ids = [];
+    return this.chunk([choice]);
+  }
+
+  usage(promptTokens: number, completionTokens: number): Record<string, unknown> {
+    return { ...this.chunk([]), usage: usage(promptTokens, completionTokens) };
+  }
 }

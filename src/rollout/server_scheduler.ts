@@ -1,15 +1,21 @@
 // The server's single GPU queue. Jobs run one at a time in arrival order; generation
 // jobs for the same model waiting next to each other run as one engine batch, so
 // concurrent clients (an HTTP engine sends one request per sample) share the decode
-// steps instead of queueing behind each other.
+// steps instead of queueing behind each other. A job may follow its tokens as the
+// batch accepts them (streaming answers).
 
 import type { GenerationRequest, GenerationResult } from './engine.ts';
-import type { LocalEngine } from './local_engine.ts';
+import type { LocalEngine, TokenEvent } from './local_engine.ts';
+
+export type TokenListener = (index: number, token: TokenEvent) => void;
 
 interface GenerateJob {
   kind: 'generate';
   model: string | undefined;
   requests: GenerationRequest[];
+  onToken?: TokenListener;
+  /** Whether onToken has been called: such a job cannot be run again after a failure. */
+  heard: boolean;
   resolve: (r: GenerationResult[]) => void;
   reject: (e: unknown) => void;
 }
@@ -37,8 +43,9 @@ export class BatchScheduler {
     return this.jobs.length;
   }
 
-  generate(model: string | undefined, requests: GenerationRequest[]): Promise<GenerationResult[]> {
-    return new Promise((resolve, reject) => this.push({ kind: 'generate', model, requests, resolve, reject }));
+  /** Generates `requests`; onToken(i, token) hears request i's tokens as they are accepted. */
+  generate(model: string | undefined, requests: GenerationRequest[], onToken?: TokenListener): Promise<GenerationResult[]> {
+    return new Promise((resolve, reject) => this.push({ kind: 'generate', model, requests, onToken, heard: false, resolve, reject }));
   }
 
   /** Runs fn alone on the queue (scoring, adapter and weight changes). */
@@ -78,20 +85,41 @@ export class BatchScheduler {
   private async runGroup(group: GenerateJob[]): Promise<void> {
     this.stats.batches++;
     this.stats.requests += group.length;
+    // Request k of the batch is request k - starts[j] of job j.
+    const starts: number[] = [];
+    let rows = 0;
+    for (const j of group) {
+      starts.push(rows);
+      rows += j.requests.length;
+    }
+    const jobOf = (k: number) => {
+      let j = group.length - 1;
+      while (starts[j] > k) j--;
+      return j;
+    };
+    const onToken = group.some((j) => j.onToken)
+      ? (k: number, token: TokenEvent) => {
+          const j = jobOf(k);
+          const job = group[j];
+          if (!job.onToken) return;
+          job.heard = true;
+          job.onToken(k - starts[j], token);
+        }
+      : undefined;
     try {
-      const all = await this.engine.generate(group.flatMap((j) => j.requests), { model: group[0].model });
-      let at = 0;
-      for (const j of group) {
-        j.resolve(all.slice(at, at + j.requests.length));
-        at += j.requests.length;
-      }
+      const all = await this.engine.generate(group.flatMap((j) => j.requests), { model: group[0].model, onToken });
+      group.forEach((j, i) => j.resolve(all.slice(starts[i], starts[i] + j.requests.length)));
     } catch (e) {
       if (group.length === 1) {
         group[0].reject(e);
         return;
       }
-      // One job's fault must not fail the others: run them apart to find it.
-      for (const j of group) await this.engine.generate(j.requests, { model: j.model }).then(j.resolve, j.reject);
+      // One job's fault must not fail the others: run them apart to find it. A job
+      // whose tokens were already heard fails with the batch instead of repeating them.
+      for (const j of group) {
+        if (j.heard) j.reject(e);
+        else await this.engine.generate(j.requests, { model: j.model, onToken: j.onToken }).then(j.resolve, j.reject);
+      }
     }
   }
 }

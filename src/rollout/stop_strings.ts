@@ -1,21 +1,19 @@
-// Incremental detokenisation for stop strings: each new token's text is appended as
-// soon as it decodes to whole characters (byte-level tokens can split a UTF-8
-// character), and only the tail that the new text can complete is searched.
+// Stop strings over incrementally detokenised text: only the tail that the new text
+// can complete is searched.
 
 import type { Tokenizer } from '../models/tokenizer.ts';
+import { IncrementalDetokenizer } from './detokenizer.ts';
 
 export class StopStringWatcher {
-  private readonly ids: number[] = [];
-  private prefixOffset = 0;
-  private readOffset = 0;
-  private text = '';
+  private readonly text: IncrementalDetokenizer;
   private readonly longest: number;
 
   constructor(
-    private readonly tokenizer: Tokenizer,
+    tokenizer: Tokenizer,
     private readonly stops: readonly string[],
-    private readonly skipSpecialTokens = false,
+    skipSpecialTokens = false,
   ) {
+    this.text = new IncrementalDetokenizer(tokenizer, skipSpecialTokens);
     this.longest = Math.max(0, ...stops.map((s) => s.length));
   }
 
@@ -24,21 +22,14 @@ export class StopStringWatcher {
    * up to and including its end; otherwise null.
    */
   push(id: number): { stop: string; text: string } | null {
-    this.ids.push(id);
-    const opts = { skipSpecialTokens: this.skipSpecialTokens };
-    const before = this.tokenizer.decode(this.ids.slice(this.prefixOffset, this.readOffset), opts);
-    const now = this.tokenizer.decode(this.ids.slice(this.prefixOffset), opts);
-    // A trailing U+FFFD is an incomplete character: wait for the token that completes it.
-    if (now.length <= before.length || now.endsWith('\uFFFD')) return null;
-    const from = Math.max(0, this.text.length - this.longest + 1);
-    this.text += now.slice(before.length);
-    this.prefixOffset = this.readOffset;
-    this.readOffset = this.ids.length;
+    const from = Math.max(0, this.text.text.length - this.longest + 1);
+    if (!this.text.push(id)) return null;
+    const text = this.text.text;
     let best: { stop: string; end: number } | null = null;
     for (const stop of this.stops) {
-      const at = this.text.indexOf(stop, from);
+      const at = text.indexOf(stop, from);
       if (at >= 0 && (!best || at + stop.length < best.end)) best = { stop, end: at + stop.length };
     }
-    return best && { stop: best.stop, text: this.text.slice(0, best.end) };
+    return best && { stop: best.stop, text: text.slice(0, best.end) };
   }
 }

@@ -1,12 +1,13 @@
 // A small BPE tokenizer written to a temp directory for the fixture models (which ship
 // none): printable ASCII characters, two-letter merges, filler tokens up to the model's
-// vocabulary, and one special end token (by default the last id).
+// vocabulary, one special end token (by default the last id), and optionally a chat
+// template.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { loadTokenizer, type Tokenizer } from '../../src/models/tokenizer.ts';
 
-export async function tinyTokenizer(dir: string, vocabSize: number, opts: { eosId?: number } = {}): Promise<Tokenizer> {
+export async function tinyTokenizer(dir: string, vocabSize: number, opts: { eosId?: number; chatTemplate?: string } = {}): Promise<Tokenizer> {
   const eosId = opts.eosId ?? vocabSize - 1;
   const vocab: Record<string, number> = {};
   const merges: string[] = [];
@@ -41,6 +42,8 @@ export async function tinyTokenizer(dir: string, vocabSize: number, opts: { eosI
   };
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(json));
-  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify({ tokenizer_class: 'PreTrainedTokenizer', eos_token: '<|end|>' }));
+  const config: Record<string, unknown> = { tokenizer_class: 'PreTrainedTokenizer', eos_token: '<|end|>' };
+  if (opts.chatTemplate) config.chat_template = opts.chatTemplate;
+  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(config));
   return loadTokenizer(dir);
 }

@@ -17,6 +17,7 @@ export * from './logprob.ts';
 export * from './embedding.ts';
 export * from './rmsnorm.ts';
 export * from './swiglu.ts';
+export * from './sampling.ts';
 
 registerBackwardHelpers({
   ones: onesLike,

@@ -1,0 +1,143 @@
+// Inference ops over the vocabulary that never bring a [rows x vocab] array back to
+// the host: next-token sampling per row (temperature, top-k, top-p, a seeded uniform,
+// and optionally the row's top-n tokens), and the log-prob and rank of given target
+// tokens (vLLM's prompt_logprobs). They record no gradient.
+
+import { forwardMatmul } from '../../kernels/matmul_precision.ts';
+import * as sk from '../../kernels/sampling.ts';
+import type { RowSampling } from '../../kernels/sampling.ts';
+import { expectDType } from '../dtype.ts';
+import { ShapeError } from '../errors.ts';
+import { fmt } from '../shape.ts';
+import { empty, tensor, type Tensor } from '../tensor.ts';
+import { inverseTemperature, targetIds, type Targets } from './logprob.ts';
+
+export { GREEDY_BELOW, type RowSampling } from '../../kernels/sampling.ts';
+
+export interface SampledTokens {
+  ids: Int32Array;
+  /** Log-prob of each id under the unfiltered softmax(logits / T) (T = 1 for greedy rows). */
+  logprobs: Float32Array;
+  /** Candidate threshold keys (reference/sampling.ts floatKey): what survived top-k / top-p. */
+  thresholds: Uint32Array;
+  /** Top-list slots per row: row r's list is topIds[r * topN ..], its first rows[r].topN entries. */
+  topN: number;
+  /** [rows, topN]: each row's most likely tokens, largest logit first (ties by smaller id). */
+  topIds: Int32Array;
+  /** [rows, topN]: their log-probs under the same distribution as `logprobs`. */
+  topLogprobs: Float32Array;
+}
+
+function checkRow(op: string, r: RowSampling, i: number): void {
+  const bad = (what: string) => new RangeError(`${op}: row ${i}: ${what}`);
+  if (!Number.isFinite(r.temperature) || r.temperature < 0) throw bad(`temperature must be a finite number >= 0, got ${r.temperature}`);
+  if (!(r.topP > 0 && r.topP <= 1)) throw bad(`top_p must be in (0, 1], got ${r.topP}`);
+  if (!Number.isInteger(r.topK)) throw bad(`top_k must be an integer, got ${r.topK}`);
+  if (!(r.u >= 0 && r.u < 1)) throw bad(`u must be in [0, 1), got ${r.u}`);
+  if (r.topN !== undefined && !(Number.isInteger(r.topN) && r.topN >= 0)) throw bad(`topN must be an integer >= 0, got ${r.topN}`);
+}
+
+/**
+ * One token per row of `logits` [rows, vocab], each row with its own settings and
+ * uniform. The result stays on the GPU as u32 [3 + 2 * topN, rows]: ids, log-prob bits,
+ * threshold keys, then the top lists (topN = the largest row topN, at most vocab), so a
+ * decoding loop can record the next step from `sampledIds` before `readSampled` brings
+ * this one back.
+ */
+export function sampleTokens(logits: Tensor, rows: readonly RowSampling[]): Tensor {
+  const op = 'sampleTokens';
+  expectDType(op, 'logits', logits.dtype, 'f32');
+  if (logits.rank !== 2 || logits.shape[1] === 0) throw new ShapeError(`${op}: logits ${fmt(logits.shape)} are not [rows, vocab]`);
+  const [n, vocab] = logits.shape;
+  if (rows.length !== n) throw new ShapeError(`${op}: ${rows.length} sampling rows for logits ${fmt(logits.shape)}`);
+  rows.forEach((r, i) => checkRow(op, r, i));
+  const rt = logits.storage.rt;
+  const stride = sk.topStride(rows, vocab);
+  const out = empty([3 + 2 * stride, n], 'u32', rt);
+  if (n === 0) return out;
+  const params = tensor(new Uint32Array(sk.packRowParams(rows, vocab)), [n * (sk.ROW_PARAMS_BYTES / 4)], 'u32', rt);
+  sk.sampleRows(rt, logits.buffer, params.buffer, out.buffer, n, vocab, stride);
+  params.dispose();
+  return out;
+}
+
+/** The sampled ids of `sampleTokens`' result as an i32 [rows] tensor on the GPU. */
+export function sampledIds(sampled: Tensor): Tensor {
+  const n = sampled.shape[1];
+  const ids = empty([n], 'i32', sampled.storage.rt);
+  if (n > 0) sampled.storage.rt.copy(sampled.buffer, 0, ids.buffer, 0, 4 * n);
+  return ids;
+}
+
+/** Reads `sampleTokens`' result back (the caller still owns and disposes it). */
+export async function readSampled(sampled: Tensor): Promise<SampledTokens> {
+  const [slots, n] = sampled.shape;
+  const topN = (slots - 3) / 2;
+  const bytes = n === 0 ? new ArrayBuffer(0) : ((await sampled.toArray()).buffer as ArrayBuffer);
+  const at = (k: number) => 4 * n * k;
+  return {
+    ids: new Int32Array(bytes, 0, n),
+    logprobs: new Float32Array(bytes, at(1), n),
+    thresholds: new Uint32Array(bytes, at(2), n),
+    topN,
+    topIds: new Int32Array(bytes, at(3), n * topN),
+    topLogprobs: new Float32Array(bytes, at(3 + topN), n * topN),
+  };
+}
+
+/** `sampleTokens` and `readSampled` in one: the tokens of one step on the host. */
+export async function sampleNext(logits: Tensor, rows: readonly RowSampling[]): Promise<SampledTokens> {
+  const out = sampleTokens(logits, rows);
+  try {
+    return await readSampled(out);
+  } finally {
+    out.dispose();
+  }
+}
+
+export interface TokenRankOptions {
+  /** Softmax temperature T: log-probs of softmax(logits / T). Default 1. */
+  temperature?: number;
+  /** Bytes of logits per block of rows (default 64 MiB). */
+  blockBytes?: number;
+}
+
+/**
+ * Log-prob under softmax(hidden @ weight^T / T) and rank (1 + the number of larger
+ * logits) of targets[i] for each row i of hidden [N, H], weight [V, H] (the LM head).
+ * The logits are made a block of rows at a time, since the rank needs whole rows.
+ * Result u32 [2, N]: log-prob bits, then ranks (`readTokenRanks`).
+ */
+export function tokenRanks(hidden: Tensor, weight: Tensor, targets: Targets, opts: TokenRankOptions = {}): Tensor {
+  const op = 'tokenRanks';
+  expectDType(op, 'hidden', hidden.dtype, 'f32');
+  expectDType(op, 'weight', weight.dtype, 'f32');
+  if (hidden.rank !== 2 || weight.rank !== 2 || hidden.shape[1] !== weight.shape[1] || weight.shape[0] === 0) {
+    throw new ShapeError(`${op}: hidden ${fmt(hidden.shape)} and weight ${fmt(weight.shape)} are not [tokens, hidden] and [vocab, hidden]`);
+  }
+  const [n, h] = hidden.shape;
+  const vocab = weight.shape[0];
+  const rt = hidden.storage.rt;
+  const invT = inverseTemperature(op, opts.temperature);
+  const ids = targetIds(op, targets, n, vocab, rt);
+  const out = empty([2, n], 'u32', rt);
+  if (n === 0) return out;
+  const budget = Math.min(opts.blockBytes ?? 64 * 2 ** 20, rt.gpu.limits.maxStorageBufferBindingSize);
+  const block = Math.max(1, Math.min(n, Math.floor(budget / (4 * vocab))));
+  const logits = empty([block, vocab], 'f32', rt);
+  for (let r0 = 0; r0 < n; r0 += block) {
+    const rows = Math.min(block, n - r0);
+    forwardMatmul(rt, { a: hidden.buffer, b: weight.buffer, out: logits.buffer, m: rows, n: vocab, k: h, transB: true, offsetA: r0 * h });
+    sk.tokenStats(rt, logits.buffer, ids.buffer, out.buffer, { rows, vocab, row0: r0, total: n, invT });
+  }
+  logits.dispose();
+  if (ids !== targets) ids.dispose();
+  return out;
+}
+
+/** Reads `tokenRanks`' result back (the caller still owns and disposes it). */
+export async function readTokenRanks(ranked: Tensor): Promise<{ logprobs: Float32Array; ranks: Uint32Array }> {
+  const n = ranked.shape[1];
+  const bytes = n === 0 ? new ArrayBuffer(0) : ((await ranked.toArray()).buffer as ArrayBuffer);
+  return { logprobs: new Float32Array(bytes, 0, n), ranks: new Uint32Array(bytes, 4 * n, n) };
+}
