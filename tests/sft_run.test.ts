@@ -123,8 +123,27 @@ describe('runSft', () => {
     writeFileSync(file, `${JSON.stringify({ ...record, turns: [{ prompt: 'p', response: 'r' }] })}\n${JSON.stringify({ ...record, turns: [{ prompt: 'p' }] })}\n`);
     await assert.rejects(runSft(withModel('bad-turn'), quiet), /bad\.jsonl:2: turns\[0\]\.response must be a non-empty string, got nothing/);
     await assert.rejects(runSft(cfgFor('no-model'), quiet), /model\.path: .*model-unused is not a Hugging Face model directory/);
-    await assert.rejects(runSft(withModel('resume'), { ...quiet, resume: true }), /--resume: not supported with method sft/);
+    await assert.rejects(runSft(loadConfig(undefined, settings(real, 'resume')), { ...quiet, resume: true }), /--resume: no checkpoint under .*resume/);
     await assert.rejects(runSft(withModel('linear', ['optim.schedule=linear']), quiet), /optim\.schedule: method sft supports "constant" and "cosine"/);
-    await assert.rejects(runSft(loadConfig(undefined, [...settings(real, 'grpo'), 'method=grpo']), quiet), /runSft runs method "sft", got "grpo"/);
+    await assert.rejects(runSft(loadConfig(undefined, [...settings(real, 'grpo'), 'method=grpo']), quiet), /runSft runs supervised fine-tuning, and grpo trains by rl/);
+  });
+
+  test('an SFT run stopped after a step and resumed matches the uninterrupted run', slow, async () => {
+    const model = await tinyModel();
+    const base = [...settings(model, 'whole'), 'algorithm.sft.episodes=2', 'optim.miniBatchSize=4', 'optim.lr=1e-2', 'checkpoint.every=0'];
+    const whole = await runSft(loadConfig(undefined, base), quiet);
+    const name = (n: string) => base.map((s) => (s.startsWith('output.runName=') ? `output.runName=${n}` : s));
+    const cut = await runSft(loadConfig(undefined, name('cut')), { ...quiet, stopAfter: 1 });
+    assert.equal(cut.iterations, 1);
+    assert.ok(findLatestCheckpoint(join(cut.runDir, 'checkpoints')), 'stopping early saves a checkpoint');
+    const resumed = await runSft(loadConfig(undefined, name('cut')), { ...quiet, resume: true });
+    assert.equal(resumed.iterations, whole.iterations);
+    const stable = (rows: Record<string, number | null>[]) => rows.map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !k.startsWith('time/') && !k.startsWith('throughput/'))));
+    assert.deepEqual(stable(readMetrics(join(cut.runDir, 'metrics.jsonl'))), stable(readMetrics(join(whole.runDir, 'metrics.jsonl'))));
+    const a = openCheckpoint(join(findLatestCheckpoint(join(whole.runDir, 'checkpoints'))!, 'model'));
+    const b = openCheckpoint(join(findLatestCheckpoint(join(cut.runDir, 'checkpoints'))!, 'model'));
+    for (const n of a.names()) assert.deepEqual(b.read(n), a.read(n), `${n} after resume`);
+    a.close();
+    b.close();
   });
 });

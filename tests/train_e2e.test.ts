@@ -3,13 +3,14 @@
 // run stopped after one iteration (as if killed) and resumed, which must match it exactly.
 
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { openCheckpoint } from '../src/models/checkpoint.ts';
 import { loadConfig } from '../src/trainer/config.ts';
 import { readMetrics } from '../src/trainer/metrics.ts';
+import { Run } from '../src/trainer/run.ts';
 import { train } from '../src/trainer/train.ts';
 import { gpu } from './support/gpu.ts';
 import { tinyHouseholdModel } from './support/tiny_household.ts';
@@ -53,10 +54,33 @@ describe('training end to end', () => {
     await train(loadConfig(undefined, [...settings, 'iterations=2', 'output.runName=resumed']), { ...quiet, resume: true });
     const resumedRows = readMetrics(join(cut.runDir, 'metrics.jsonl'));
     assert.deepEqual(resumedRows.map(stable), rows.map(stable));
+    // Killed after iteration 2 wrote its trajectories but before it saved: the redone iteration's file holds each trajectory once.
+    rmSync(join(cut.runDir, 'checkpoints', 'ckpt-2'), { recursive: true });
+    writeFileSync(join(cut.runDir, 'checkpoints', 'latest'), 'ckpt-1\n');
+    await train(loadConfig(undefined, [...settings, 'iterations=2', 'output.runName=resumed']), { ...quiet, resume: true });
+    const redone = readFileSync(join(cut.runDir, 'rollouts', 'iter-2.jsonl'), 'utf8').trim().split('\n');
+    assert.equal(redone.length, 4, 'two tasks times two runs, once');
+    assert.deepEqual(readMetrics(join(cut.runDir, 'metrics.jsonl')).map(stable), rows.map(stable));
     const a = openCheckpoint(join(full.runDir, 'checkpoints', 'ckpt-2', 'model'));
     const b = openCheckpoint(join(cut.runDir, 'checkpoints', 'ckpt-2', 'model'));
     for (const name of a.names()) assert.deepEqual(b.read(name), a.read(name), `${name} after resume`);
     a.close();
     b.close();
+  });
+});
+
+describe('an interrupted run', () => {
+  test('Ctrl-C asks the run to stop after the iteration in hand; the run says so', () => {
+    const root = mkdtempSync(join(tmpdir(), 'wgt-interrupt-'));
+    const lines: string[] = [];
+    const run = new Run(loadConfig(undefined, [`output.dir=${root}`, 'output.progress=none', 'output.tensorboard=false']), { log: (l) => lines.push(l) });
+    assert.equal(run.stopRequested, false);
+    process.emit('SIGINT');
+    assert.equal(run.stopRequested, true);
+    assert.match(lines.join('\n'), /interrupted: finishing this iteration and saving a checkpoint \(Ctrl-C again to stop now\)/);
+    run.metrics.log(0, { 'val/success': 0 });
+    run.finish(3, 10);
+    assert.match(lines.at(-1)!, /stopped after iteration 3 of 10; continue with the same command and --resume/);
+    assert.equal(process.listenerCount('SIGINT'), 0, 'the run lets go of Ctrl-C when it ends');
   });
 });

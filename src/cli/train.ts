@@ -7,7 +7,6 @@ import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRec
 import { describeConfig, loadConfig, runDir, type TrainConfig } from '../trainer/config.ts';
 import { assertNewRun } from '../trainer/metrics.ts';
 import { checkRunInputs, firstRunConfig, train } from '../trainer/train.ts';
-import { methodDefinition } from '../algos/methods/index.ts';
 import { CliError, configWords, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
@@ -16,8 +15,8 @@ function checkRunDirectory(cfg: TrainConfig, resume: boolean, overwrite: boolean
   const first = firstRunConfig(cfg);
   const chained = first !== cfg;
   const dir = runDir(first);
-  // An SFT run always starts afresh; a staged method's --resume may find its first stage done or not begun.
-  if (!resume || methodDefinition(cfg.method).loop === 'sft') assertNewRun(dir, { overwrite });
+  // A staged method's --resume may find its first stage done or not begun.
+  if (!resume) assertNewRun(dir, { overwrite });
   else if (!chained && !findLatestCheckpoint(path.join(dir, 'checkpoints'))) throw new CliError(`--resume: no checkpoint under ${path.join(dir, 'checkpoints')}`);
 }
 

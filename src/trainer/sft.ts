@@ -41,8 +41,14 @@ export interface SftOptions {
   maxGradNorm?: number;
   /** Seed of the sample shuffle. */
   seed?: number;
-  /** Called after every step (awaited), e.g. to print progress. */
+  /** Called after every step (awaited), e.g. to print progress or save a checkpoint. */
   onStep?: (s: SftStepStats) => void | Promise<void>;
+  /** The optimizer to step, kept by the caller (to checkpoint and resume it); default: a fresh AdamW, disposed at the end. */
+  optimizer?: AdamW;
+  /** Steps already done (a resumed run): their batches are drawn and skipped, so the rest match an uninterrupted run. */
+  startStep?: number;
+  /** Asked after every step: true ends training there. */
+  shouldStop?: (s: SftStepStats) => boolean;
 }
 
 export interface SftStepStats {
@@ -160,13 +166,16 @@ export async function trainSft(model: CausalLM, samples: readonly SftSample[], o
   lrAt(0, schedule); // throws on a bad schedule before any GPU work
   const params = model.parameters().filter((p) => p.requiresGrad);
   if (params.length === 0) throw new RangeError('trainSft: the model has no trainable parameters');
-  const optimizer = new AdamW(params, { lr: opts.lr, weightDecay: opts.weightDecay ?? 0.01 });
+  const startStep = opts.startStep ?? 0;
+  if (!(Number.isInteger(startStep) && startStep >= 0 && startStep <= opts.steps)) throw new RangeError(`trainSft: startStep must be an integer in [0, ${opts.steps}], got ${startStep}`);
+  const optimizer = opts.optimizer ?? new AdamW(params, { lr: opts.lr, weightDecay: opts.weightDecay ?? 0.01 });
   const stream = new SampleStream(samples, opts.seed ?? 0);
+  for (let step = 0; step < startStep; step++) stream.next(opts.batchTokens);
   const started = performance.now();
   const stats: SftStepStats[] = [];
   let allPadded = 0;
   try {
-    for (let step = 0; step < opts.steps; step++) {
+    for (let step = startStep; step < opts.steps; step++) {
       const batch = stream.next(opts.batchTokens);
       const responseTokens = batch.reduce((n, s) => n + s.responseIds.length, 0);
       const groups = microBatches(batch, micro);
@@ -188,10 +197,11 @@ export async function trainSft(model: CausalLM, samples: readonly SftSample[], o
       };
       stats.push(s);
       await opts.onStep?.(s);
+      if (opts.shouldStop?.(s)) break;
     }
   } finally {
     zeroGrad(params);
-    optimizer.dispose();
+    if (!opts.optimizer) optimizer.dispose();
   }
   return { losses: stats.map((s) => s.loss), stats, seconds: (performance.now() - started) / 1000 };
 }

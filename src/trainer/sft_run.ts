@@ -1,46 +1,43 @@
 // `train --method sft`: supervised fine-tuning on imitation turns as a training run,
-// with the RL runs' outputs (config.json, metrics.jsonl, validation trajectories, a
-// checkpoint and the HTML report) so SFT and RL runs compare side by side.
+// with the RL runs' outputs (config.json, metrics.jsonl, validation trajectories,
+// checkpoints and the HTML report) so SFT and RL runs compare side by side, and their
+// resumption (--resume, --stop-after, --time-limit, Ctrl-C) since a run's iteration is
+// an optimizer step.
 //
 // Data: algorithm.sft.data (JSONL of trajectory records, `epochs` passes over it) or,
 // unset, the environment's expert playing `episodes` fresh train-split episodes per
 // epoch (sft_data.ts). Each optimizer step takes optim.miniBatchSize samples on
 // average (trainSft batches by tokens: miniBatchSize times the mean sample length),
 // cut into passes of optim.microBatchTokens; the metrics' iteration is the step.
-// Validation runs the GRPO runs' seeded panel (validation.*) before training when
-// validation.atStart is set, and after the last step.
+// Validation runs the RL runs' seeded panel (validation.*) before training when
+// validation.atStart is set, and after the last step. Checkpoints every
+// checkpoint.every steps and when an invocation stops hold the weights and the
+// optimizer's state; the data are made again from the run's seed on --resume.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { envPlugin } from '../../envs/registry.ts';
-import type { Split } from '../envs/types.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
-import { attachLora, loraParameters } from '../models/lora.ts';
+import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
-import { runRollout } from '../rollout/agent_loop.ts';
+import { methodDefinition } from '../algos/methods/index.ts';
+import { AdamW } from '../optim/adamw.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
-import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { saveCheckpoint } from './checkpoint.ts';
-import { trainableParams } from './trainable.ts';
-import { ConfigError, configHash, runDir as runDirOf, warmupIterations, writeRunConfig, type TrainConfig } from './config.ts';
+import { ConfigError, warmupIterations, type TrainConfig } from './config.ts';
 import { encodeSample } from './default_model.ts';
-import { makeEnvironment, taskPanel } from './environment.ts';
-import { MetricsLogger, rolloutMetrics, summaryLine, type Metrics } from './metrics.ts';
-import { Progress } from './progress.ts';
-import { writeReport } from './report.ts';
+import { summaryLine, type Metrics } from './metrics.ts';
 import { Rng } from './rng.ts';
+import { Run } from './run.ts';
 import { expertSamples, readSftRecords, selectTurns, type TurnSelection } from './sft_data.ts';
 import { formatSftStep, trainSft, type SftSample, type SftStepStats } from './sft.ts';
+import { trainableParams } from './trainable.ts';
 import type { TrainOptions, TrainResult } from './train.ts';
 
 /** Refusals that need no GPU: settings SFT cannot honour, a missing model, an unreadable data file. */
-function checkSftInputs(cfg: TrainConfig, opts: TrainOptions): void {
-  if (cfg.method !== 'sft') throw new ConfigError(`method: runSft runs method "sft", got "${cfg.method}"`);
-  for (const [flag, given] of [['--resume', opts.resume], ['--stop-after', opts.stopAfter !== undefined], ['--time-limit', opts.timeLimitSeconds !== undefined]] as const) {
-    if (given) throw new ConfigError(`${flag}: not supported with method sft (it trains all its epochs in one invocation)`);
-  }
+function checkSftInputs(cfg: TrainConfig): void {
+  const def = methodDefinition(cfg.method);
+  if (def.loop !== 'sft') throw new ConfigError(`method: runSft runs supervised fine-tuning, and ${cfg.method} trains by ${def.loop}`);
   if (cfg.optim.schedule === 'linear') throw new ConfigError('optim.schedule: method sft supports "constant" and "cosine" (warmup, then cosine to optim.minLr), not "linear"');
   if (cfg.rollout.engine !== 'local') throw new ConfigError('rollout.engine: method sft validates with the weights it trains, so it needs "local"');
   for (const file of ['config.json', 'tokenizer.json']) {
@@ -82,8 +79,7 @@ function dataSummary(what: string, sel: TurnSelection, samples: readonly SftSamp
 }
 
 export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
-  checkSftInputs(cfg, opts);
-  const log = opts.log ?? ((l: string) => console.log(l));
+  checkSftInputs(cfg);
   const sft = cfg.algorithm.sft;
   // A bad data file fails here, before the model is on the GPU.
   const fileRecords = sft.data ? readSftRecords(sft.data) : null;
@@ -91,19 +87,25 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
   if (fileTurns && fileTurns.samples.length === 0) {
     throw new ConfigError(`algorithm.sft.data: ${sft.data} has no turn to imitate (${fileTurns.skippedEpisodes} lost or failed episodes, ${fileTurns.skippedTurns} invalid turns)`);
   }
-
-  const dir = runDirOf(cfg);
-  const metrics = new MetricsLogger(dir, { tensorboard: cfg.output.tensorboard, overwrite: opts.overwrite });
-  writeRunConfig(dir, cfg);
-  const progress = new Progress(process.stdout, cfg.output.progress);
+  const run = new Run(cfg, opts);
+  const log = run.log;
+  const ckpt = run.checkpoint;
   const lora = cfg.model.lora;
-  const model = loadCausalLM(cfg.model.path, { trainable: !lora });
+  const model = loadCausalLM(ckpt?.model.kind === 'full' ? ckpt.model.dir : cfg.model.path, { trainable: !lora });
+  let optimizer: AdamW | null = null;
   try {
-    if (lora) attachLora(model, { r: lora.r, alpha: lora.alpha, targetModules: lora.targetModules, useRslora: lora.useRslora, baseModel: cfg.model.path }, cfg.seed);
+    if (lora) {
+      if (ckpt?.model.kind === 'lora') loadLora(model, ckpt.model.adapterDir);
+      else attachLora(model, { r: lora.r, alpha: lora.alpha, targetModules: lora.targetModules, useRslora: lora.useRslora, baseModel: cfg.model.path }, cfg.seed);
+    }
     const params = trainableParams(model, cfg);
+    const adamw = new AdamW(params, { lr: cfg.optim.lr, weightDecay: cfg.optim.weightDecay });
+    optimizer = adamw;
+    if (ckpt) adamw.loadStateDict(ckpt.optimizerState);
     const tokenizer = await loadTokenizer(cfg.model.path);
-    log(`training sft on ${cfg.env.name} from ${cfg.model.path}${lora ? ` with LoRA r=${lora.r}` : ''}: ${sft.epochs} epoch(s) of ${sft.data ? sft.data : `${sft.episodes} expert episodes`}; run directory ${dir}`);
+    log(`training sft on ${cfg.env.name} from ${cfg.model.path}${lora ? ` with LoRA r=${lora.r}` : ''}: ${sft.epochs} epoch(s) of ${sft.data ? sft.data : `${sft.episodes} expert episodes`}; run directory ${run.dir}`);
 
+    // The data come from the run's seed, so a resumed run trains on the same turns in the same order.
     const dataRng = Rng.seeded(cfg.seed, 'sft-data');
     let selection: TurnSelection;
     let passes: number;
@@ -111,7 +113,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       selection = fileTurns;
       passes = sft.epochs;
     } else {
-      const phase = progress.phase('expert episodes', sft.episodes * sft.epochs);
+      const phase = run.progress.phase('expert episodes', sft.episodes * sft.epochs);
       selection = await expertSamples(cfg, tokenizer, sft.episodes * sft.epochs, dataRng);
       phase.finish(`${selection.samples.length} turns`);
       if (selection.samples.length === 0) throw new Error(`sft: the ${cfg.env.name} expert won none of its ${sft.episodes * sft.epochs} episodes`);
@@ -124,38 +126,12 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     const batchTokens = Math.max(1, Math.round((cfg.optim.miniBatchSize * sampleTokens) / samples.length));
     const steps = Math.max(1, Math.ceil((passes * sampleTokens) / batchTokens));
     const stepsPerEpoch = steps / sft.epochs;
+    if (run.start > steps) throw new ConfigError(`--resume: the checkpoint is at step ${run.start}, past this run's ${steps} steps`);
 
-    const engine = new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path });
-    const env = makeEnvironment(cfg);
-    const panel = taskPanel(cfg.validation.split as Split, cfg.validation.seed, cfg.validation.tasks);
-    const validate = async (iteration: number): Promise<Metrics> => {
-      const file = cfg.output.trajectories ? path.join(dir, 'rollouts', `val-${iteration}.jsonl`) : null;
-      if (file) fs.rmSync(file, { force: true });
-      const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
-      const phase = progress.phase('validation', panel.length);
-      try {
-        const { stats } = await runRollout({
-          env, spec: envPlugin(cfg.env.name).agent, engine, tokenizer, tasks: panel, groupSize: 1,
-          sampling: { temperature: cfg.validation.temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed: cfg.validation.seed },
-          maxPromptTokens: cfg.rollout.maxPromptTokens,
-          maxResponseTokens: cfg.rollout.maxResponseTokens,
-          maxTurns: cfg.rollout.maxTurns,
-          stopAfterAction: cfg.rollout.stopAfterAction,
-          concurrency: cfg.rollout.concurrency,
-          envTimeoutMs: cfg.env.timeoutMs,
-          groupIdPrefix: `val${iteration}-`,
-          trajectoryLog,
-          onProgress: (p) => (p.completed + p.failed >= p.total ? phase.finish(`${p.turns} turns`) : phase.update(p.completed + p.failed, `${p.turns} turns`)),
-        });
-        return rolloutMetrics(stats, 'val');
-      } finally {
-        trajectoryLog?.close();
-      }
-    };
-
-    if (cfg.validation.atStart) {
-      const m = await validate(0);
-      metrics.log(0, m);
+    const policy = { engine: new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path }), tokenizer };
+    if (!ckpt && cfg.validation.atStart) {
+      const m = await run.validate(policy, 0, false);
+      run.metrics.log(0, m);
       log(summaryLine(0, steps, m));
     }
     const logEvery = Math.max(1, Math.floor(steps / 20));
@@ -169,10 +145,17 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       previousSeconds = s.seconds;
       return m;
     };
+    const save = async (step: number, metrics: Metrics) => run.save({
+      model: lora ? { kind: 'lora', model: model as never, basePath: cfg.model.path } : { kind: 'full', model: model as never, tokenizerDir: cfg.model.path },
+      optimizerState: await adamw.stateDict(),
+      trainerState: { iteration: step, configHash: run.hash, rng: { data: dataRng.state() }, metrics, epochs: sft.epochs },
+    });
     log(`sft: ${steps} steps of ~${cfg.optim.miniBatchSize} samples (${batchTokens} tokens), lr ${cfg.optim.lr} ${cfg.optim.schedule}`);
-    // Each step's row is written when the next step ends; the last one waits for the final validation, to share its row.
-    let pending = null as { step: number; metrics: Metrics } | null;
-    const stepsPhase = progress.phase('sft', steps);
+    const startedAt = performance.now();
+    let slowest = 0;
+    let end = Math.min(steps, opts.stopAfter !== undefined ? run.start + opts.stopAfter : steps);
+    let lastStep: { step: number; metrics: Metrics } | null = null;
+    const stepsPhase = run.progress.phase('sft', steps - run.start);
     const result = await trainSft(trainingView(model, params), samples, {
       steps,
       batchTokens,
@@ -184,34 +167,44 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       weightDecay: cfg.optim.weightDecay,
       maxGradNorm: cfg.optim.gradClip > 0 ? cfg.optim.gradClip : Infinity,
       seed: cfg.seed,
-      onStep: (s) => {
-        if (pending) metrics.log(pending.step, pending.metrics);
-        pending = { step: s.step, metrics: stepMetrics(s) };
-        stepsPhase.update(s.step, `loss ${s.loss.toFixed(4)}`);
-        if (s.step === 1 || s.step % logEvery === 0 || s.step === s.steps) {
-          progress.clear();
+      optimizer: adamw,
+      startStep: run.start,
+      onStep: async (s) => {
+        const m = stepMetrics(s);
+        lastStep = { step: s.step, metrics: m };
+        slowest = Math.max(slowest, m['time/update']);
+        if (opts.timeLimitSeconds !== undefined && s.step < end && (performance.now() - startedAt) / 1000 + slowest > opts.timeLimitSeconds) end = s.step;
+        if (run.stopRequested) end = s.step;
+        stepsPhase.update(s.step - run.start, `loss ${s.loss.toFixed(4)}`);
+        if (s.step === run.start + 1 || s.step % logEvery === 0 || s.step === s.steps) {
+          run.progress.clear();
           log(formatSftStep(s));
         }
+        // The last step's row waits for the final validation, to share its row.
+        if (s.step === steps) return;
+        run.metrics.log(s.step, m);
+        if (run.isDue(cfg.checkpoint.every, s.step, steps) || s.step === end) await save(s.step, m);
       },
+      shouldStop: (s) => s.step >= end,
     });
     stepsPhase.finish();
-    const last: Metrics = { ...pending!.metrics, ...(await validate(steps)) };
-    metrics.log(steps, last);
-    log(summaryLine(steps, steps, last));
-    log(`sft loss ${result.losses[0].toFixed(4)} -> ${result.losses[result.losses.length - 1].toFixed(4)} in ${result.seconds.toFixed(1)}s`);
-
-    const where = await saveCheckpoint(path.join(dir, 'checkpoints'), {
-      model: lora ? { kind: 'lora', model: model as never, basePath: cfg.model.path } : { kind: 'full', model: model as never, tokenizerDir: cfg.model.path },
-      // trainSft keeps its optimizer to itself; an SFT checkpoint is a starting point, not a run to resume.
-      optimizerState: {},
-      trainerState: { iteration: steps, configHash: configHash(cfg), rng: { data: dataRng.state() }, metrics: last, method: 'sft', epochs: sft.epochs },
-    }, { keepLast: cfg.checkpoint.keepLast });
-    log(`checkpoint ${where}`);
-    metrics.close();
-    log(`report ${writeReport(dir)}`);
-    return { runDir: dir, iterations: steps, lastMetrics: last };
+    const done = lastStep as { step: number; metrics: Metrics } | null;
+    if (result.losses.length) log(`sft loss ${result.losses[0].toFixed(4)} -> ${result.losses[result.losses.length - 1].toFixed(4)} in ${result.seconds.toFixed(1)}s`);
+    let last: Metrics = done?.metrics ?? {};
+    if (done?.step === steps) {
+      last = { ...done.metrics, ...(await run.validate(policy, steps, false)) };
+      run.metrics.log(steps, last);
+      log(summaryLine(steps, steps, last));
+      await save(steps, last);
+    }
+    const reached = done?.step ?? run.start;
+    run.finish(reached, steps);
+    return { runDir: run.dir, iterations: reached, lastMetrics: last };
+  } catch (e) {
+    run.abandon();
+    throw e;
   } finally {
-    metrics.close();
+    optimizer?.dispose();
     for (const p of [...model.parameters(), ...loraParameters(model)]) p.dispose();
   }
 }

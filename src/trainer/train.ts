@@ -8,35 +8,33 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { envPlugin } from '../../envs/registry.ts';
+import type { Stage } from '../algos/method.ts';
+import { methodDefinition } from '../algos/methods/index.ts';
 import type { Split } from '../envs/types.ts';
+import { runtime } from '../gpu/runtime.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora } from '../models/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { lrAt } from '../optim/schedule.ts';
-import { runRollout, type RolloutOptions, type RolloutTask } from '../rollout/agent_loop.ts';
+import type { RolloutTask } from '../rollout/agent_loop.ts';
 import type { Engine } from '../rollout/engine.ts';
 import { HttpEngine } from '../rollout/http_engine.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
-import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.ts';
-import { assertImplemented, configHash, METHODS, runDir as runDirOf, warmupIterations, writeRunConfig, type TrainConfig } from './config.ts';
+import { findLatestCheckpoint, loadCheckpoint } from './checkpoint.ts';
+import { assertImplemented, METHODS, runDir as runDirOf, warmupIterations, type TrainConfig } from './config.ts';
 import { trainingIteration, type Reference } from './iteration.ts';
-import { scoringTemperature } from './update.ts';
 import { runMethod } from './methods.ts';
-import { isTeacherDir, loadTeacher, type TeacherSource } from './teacher.ts';
-import { envPlugin } from '../../envs/registry.ts';
-import { methodDefinition } from '../algos/methods/index.ts';
-import type { Stage } from '../algos/method.ts';
-import { MetricsLogger, rolloutMetrics, summaryLine, type Metrics } from './metrics.ts';
-import { Progress } from './progress.ts';
-import { writeReport } from './report.ts';
-import { RemoteWeights } from './weight_sync.ts';
+import { rolloutMetrics, summaryLine, type Metrics } from './metrics.ts';
 import { Rng } from './rng.ts';
-import { runtime } from '../gpu/runtime.ts';
+import { Run } from './run.ts';
 import { runSft } from './sft_run.ts';
+import { isTeacherDir, loadTeacher, type TeacherSource } from './teacher.ts';
 import { trainableParams } from './trainable.ts';
-import { makeEnvironment, taskPanel } from './environment.ts';
+import { scoringTemperature } from './update.ts';
+import { RemoteWeights } from './weight_sync.ts';
 
 export interface TrainOptions {
   /** Continue the run in the output directory from its latest checkpoint. */
@@ -128,15 +126,21 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   if (def.loop === 'sft') return runSft(cfg, opts);
   const stages = def.stages?.(cfg.algorithm[cfg.method], cfg.iterations);
   if (stages) return trainStages(cfg, stages, opts);
-  const log = opts.log ?? ((l: string) => console.log(l));
-  const dir = runDirOf(cfg);
-  const ckptRoot = path.join(dir, 'checkpoints');
-  const hash = configHash(cfg);
-  const resumeFrom = opts.resume ? findLatestCheckpoint(ckptRoot) : null;
-  if (opts.resume && !resumeFrom) throw new Error(`--resume: no checkpoint under ${ckptRoot}`);
-  const ckpt = resumeFrom ? loadCheckpoint(resumeFrom) : null;
-  if (ckpt) assertResumable(ckpt.trainerState, hash, resumeFrom!);
+  const run = new Run(cfg, opts);
+  try {
+    return await trainRun(run, opts);
+  } catch (e) {
+    run.abandon();
+    throw e;
+  }
+}
 
+/** The RL loop of one run (not staged, not SFT). */
+async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
+  const cfg = run.cfg;
+  const log = run.log;
+  const def = methodDefinition(cfg.method);
+  const ckpt = run.checkpoint;
   const lora = cfg.model.lora;
   const modelPath = ckpt?.model.kind === 'full' ? ckpt.model.dir : cfg.model.path;
   const model = loadCausalLM(modelPath, { trainable: !lora });
@@ -153,9 +157,8 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   const engine: Engine = cfg.rollout.engine === 'local'
     ? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, maxBatch: cfg.rollout.maxBatch })
     : new HttpEngine({ baseUrl: cfg.rollout.url!, model: requireServedModel(cfg) });
-  const remote = engine instanceof HttpEngine ? new RemoteWeights(engine, path.join(dir, 'sync'), !!lora) : null;
-  const env = makeEnvironment(cfg);
-  const spec = envPlugin(cfg.env.name).agent;
+  const remote = engine instanceof HttpEngine ? new RemoteWeights(engine, path.join(run.dir, 'sync'), !!lora) : null;
+  const policy = { engine, tokenizer, model: remote?.modelName };
   const teacherPath = def.frozenTeacher?.(cfg.algorithm[cfg.method]) ?? null;
   const frozenTeacher = teacherPath ? loadTeacher(teacherPath) : null;
   const teacher: TeacherSource | undefined = frozenTeacher
@@ -165,56 +168,13 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       : undefined;
 
   const rng = ckpt ? Rng.fromState(ckpt.trainerState.rng.tasks) : Rng.seeded(cfg.seed, 'tasks');
-  const start = ckpt?.trainerState.iteration ?? 0;
+  const start = run.start;
   const method = runMethod(cfg, ckpt?.trainerState.methodState);
-  fs.mkdirSync(dir, { recursive: true });
-  writeRunConfig(dir, cfg);
-  const metrics = new MetricsLogger(dir, { tensorboard: cfg.output.tensorboard, resumeFrom: ckpt ? start : undefined, overwrite: opts.overwrite });
-  const progress = new Progress(process.stdout, cfg.output.progress);
-  if (ckpt) log(`resuming ${dir} after iteration ${start} (${resumeFrom})`);
-  log(`training ${cfg.method} on ${cfg.env.name} from ${cfg.model.path}${lora ? ` with LoRA r=${lora.r}` : ''}: ${cfg.iterations} iterations of ${cfg.rollout.tasksPerIteration} tasks x ${cfg.rollout.groupSize}; run directory ${dir}`);
+  log(`training ${cfg.method} on ${cfg.env.name} from ${cfg.model.path}${lora ? ` with LoRA r=${lora.r}` : ''}: ${cfg.iterations} iterations of ${cfg.rollout.tasksPerIteration} tasks x ${cfg.rollout.groupSize}; run directory ${run.dir}`);
   if (def.interpreted) log(`note: ${def.interpreted}`);
   if (teacherPath) log(`teacher: frozen ${teacherPath} with the skills block`);
-
-  const rolloutBase = (tasks: RolloutTask[], groupSize: number, temperature: number, seed: number, label: string, trajectoryLog?: TrajectoryLog, rolloutEngine: Engine = engine): RolloutOptions => {
-    const phase = progress.phase(label, tasks.length * groupSize);
-    return {
-      env, spec, engine: rolloutEngine, tokenizer, tasks, groupSize, model: rolloutEngine === engine ? remote?.modelName : undefined,
-      sampling: { temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed },
-      maxPromptTokens: cfg.rollout.maxPromptTokens,
-      maxResponseTokens: cfg.rollout.maxResponseTokens,
-      maxTurns: cfg.rollout.maxTurns,
-      invalidPenalty: cfg.algorithm.invalidPenalty,
-      stopAfterAction: cfg.rollout.stopAfterAction,
-      teacherSkillsPlacement: cfg.teacher.skillsPlacement,
-      concurrency: cfg.rollout.concurrency,
-      envTimeoutMs: cfg.env.timeoutMs,
-      trajectoryLog,
-      onProgress: (p) => (p.completed + p.failed >= p.total ? phase.finish(`${p.turns} turns`) : phase.update(p.completed + p.failed, `${p.turns} turns, ${p.tokensGenerated} tokens`)),
-    };
-  };
-  const validationPanel = taskPanel(cfg.validation.split as Split, cfg.validation.seed, cfg.validation.tasks);
-  const rolloutsDir = path.join(dir, 'rollouts');
-  /** One pass over the panel; trajectories go to rollouts/<stem>-<iteration>.jsonl. */
-  const validationRun = async (iteration: number, skills: 'none' | 'policy', stem: string, rolloutEngine: Engine = engine, label = 'validation') => {
-    const file = cfg.output.trajectories ? path.join(rolloutsDir, `${stem}-${iteration}.jsonl`) : null;
-    // A resumed run may repeat a validation the interrupted one had started.
-    if (file) fs.rmSync(file, { force: true });
-    const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
-    try {
-      return await runRollout({ ...rolloutBase(validationPanel, cfg.validation.runs, cfg.validation.temperature, cfg.validation.seed, label, trajectoryLog, rolloutEngine), groupIdPrefix: `val${iteration}-`, withSkills: skills });
-    } finally {
-      trajectoryLog?.close();
-    }
-  };
   // Methods whose policy prompts carry the skills block validate with it and without it.
-  const validate = async (iteration: number): Promise<Metrics> => {
-    const own = method.plan(Math.max(iteration, 1)).skills === 'policy';
-    const m = rolloutMetrics((await validationRun(iteration, own ? 'policy' : 'none', 'val')).stats, 'val');
-    if (own) Object.assign(m, rolloutMetrics((await validationRun(iteration, 'none', 'val-noskills')).stats, 'val_noskills'));
-    return m;
-  };
-  const isDue = (every: number, it: number) => it === cfg.iterations || (every > 0 && it % every === 0);
+  const validate = (iteration: number) => run.validate(policy, iteration, method.plan(Math.max(iteration, 1)).skills === 'policy');
 
   // The server starts from the base weights; a resumed or LoRA run sends its own first.
   if (remote && (ckpt || lora)) await remote.push(model, start);
@@ -223,14 +183,15 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   let teacherSuccess: number | null = null;
   if (frozenTeacher && !ckpt) {
     const teacherEngine = new LocalEngine(frozenTeacher as never, { tokenizer, name: 'teacher', path: teacherPath! });
-    teacherSuccess = (await validationRun(0, 'policy', 'teacher-val', teacherEngine, 'teacher validation')).stats.successRate;
-    const line = method.observe({ kind: 'teacher_validation', success: teacherSuccess });
+    const success = (await run.validationRollout({ engine: teacherEngine, tokenizer }, 0, 'policy', 'teacher-val', 'teacher validation')).stats.successRate;
+    teacherSuccess = success;
+    const line = method.observe({ kind: 'teacher_validation', success });
     if (line) log(line);
   }
   if (!ckpt && cfg.validation.atStart) {
     last = await validate(0);
     if (teacherSuccess !== null) last['teacher/val_success'] = teacherSuccess;
-    metrics.log(0, last);
+    run.metrics.log(0, last);
     log(summaryLine(0, cfg.iterations, last));
   }
   let end = Math.min(cfg.iterations, opts.stopAfter !== undefined ? start + opts.stopAfter : cfg.iterations);
@@ -240,13 +201,21 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     const iterationStart = performance.now();
     const tasks: RolloutTask[] = Array.from({ length: cfg.rollout.tasksPerIteration }, () => ({ split: cfg.env.trainSplit as Split, seed: rng.nextU32() % SEED_RANGE }));
     const engineSeed = rng.nextU32();
-    const trajectoryLog = cfg.output.trajectories ? new TrajectoryLog(path.join(rolloutsDir, `iter-${it}.jsonl`)) : undefined;
+    const file = run.rolloutFile('iter', it);
+    const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
     const lr = lrAt(it - 1, { base: cfg.optim.lr, warmupSteps: warmupIterations(cfg.optim, cfg.iterations), kind: cfg.optim.schedule, totalSteps: cfg.iterations, minLr: cfg.optim.minLr });
     const shuffleRng = Rng.seeded(engineSeed, 'shuffle');
     const plan = method.plan(it);
     const a = cfg.algorithm;
     const result = await trainingIteration({
-      rollout: { ...rolloutBase(tasks, cfg.rollout.groupSize, cfg.rollout.temperature, engineSeed, `rollout ${it}`, trajectoryLog), groupIdPrefix: `it${it}-` },
+      rollout: {
+        ...run.rolloutOptions(policy),
+        tasks, groupSize: cfg.rollout.groupSize,
+        sampling: { temperature: cfg.rollout.temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed: engineSeed },
+        groupIdPrefix: `it${it}-`,
+        trajectoryLog,
+        onProgress: run.rolloutProgress(`rollout ${it}`, tasks.length * cfg.rollout.groupSize),
+      },
       update: {
         model, optimizer, params, lr,
         loss: { clipLow: a.clipLow, clipHigh: a.clipHigh, dualClip: a.dualClip, klCoef: a.klCoef, entropyCoef: plan.entropyCoef, policyGradient: plan.policyGradient },
@@ -259,7 +228,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       reference,
       plan,
       teacher,
-      phase: (label, total) => progress.phase(`${label} ${it}`, total),
+      phase: (label, total) => run.progress.phase(`${label} ${it}`, total),
     });
     trajectoryLog?.close();
     runtime().releaseCached();
@@ -284,29 +253,26 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     m['throughput/tokens_per_s'] = (result.rollout.stats.tokensGenerated + (result.update?.trainedTokens ?? 0)) / Math.max(stepSeconds, 1e-9);
     const noted = method.observe({ kind: 'iteration', iteration: it, metrics: m });
     if (noted) log(noted);
-    if (isDue(cfg.validation.every, it)) {
+    if (run.isDue(cfg.validation.every, it, cfg.iterations)) {
       Object.assign(m, await validate(it));
       const line = method.observe({ kind: 'validation', iteration: it, success: m['val/success'] });
       if (line) log(line);
     }
-    metrics.log(it, m);
+    run.metrics.log(it, m);
     log(summaryLine(it, cfg.iterations, m));
     last = m;
     slowest = Math.max(slowest, (performance.now() - iterationStart) / 1000);
     if (opts.timeLimitSeconds !== undefined && it < end && (performance.now() - startedAt) / 1000 + slowest > opts.timeLimitSeconds) end = it;
+    if (run.stopRequested) end = it;
     // An invocation that stops early always saves, so --resume loses nothing.
-    if (isDue(cfg.checkpoint.every, it) || it === end) {
-      const where = await saveCheckpoint(ckptRoot, {
+    if (run.isDue(cfg.checkpoint.every, it, cfg.iterations) || it === end) {
+      await run.save({
         model: lora ? { kind: 'lora', model: model as never, basePath: cfg.model.path } : { kind: 'full', model: model as never, tokenizerDir: cfg.model.path },
         optimizerState: await optimizer.stateDict(),
-        trainerState: { iteration: it, configHash: hash, rng: { tasks: rng.state() }, metrics: m, methodState: method.state },
-      }, { keepLast: cfg.checkpoint.keepLast });
-      log(`checkpoint ${where}`);
+        trainerState: { iteration: it, configHash: run.hash, rng: { tasks: rng.state() }, metrics: m, methodState: method.state },
+      });
     }
   }
-  metrics.close();
-  const report = writeReport(dir);
-  log(`report ${report}`);
-  if (end < cfg.iterations) log(`stopped after iteration ${end} of ${cfg.iterations}; continue with --resume`);
-  return { runDir: dir, iterations: end, lastMetrics: last };
+  run.finish(end, cfg.iterations);
+  return { runDir: run.dir, iterations: end, lastMetrics: last };
 }

@@ -1,0 +1,191 @@
+// A training run's home on disk and its bookkeeping, shared by the RL loop and SFT:
+// the run directory with its configuration, metrics (truncated to the checkpoint a
+// resumed run continues from), trajectory files, checkpoints, the seeded validation
+// panel, the HTML report, and what an interrupted run says about itself. Ctrl-C once
+// finishes the iteration in hand and saves a checkpoint; twice stops at once.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { envPlugin } from '../../envs/registry.ts';
+import type { Environment, Split } from '../envs/types.ts';
+import type { Tokenizer } from '../models/tokenizer.ts';
+import { runRollout, type RolloutOptions, type RolloutResult, type SkillsMode } from '../rollout/agent_loop.ts';
+import type { Engine } from '../rollout/engine.ts';
+import { TrajectoryLog } from '../rollout/trajectory_log.ts';
+import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from './checkpoint.ts';
+import { configHash, runDir, writeRunConfig, type TrainConfig } from './config.ts';
+import { makeEnvironment, taskPanel } from './environment.ts';
+import { MetricsLogger, rolloutMetrics, type Metrics } from './metrics.ts';
+import { Progress } from './progress.ts';
+import { writeReport } from './report.ts';
+
+export interface RunOptions {
+  resume?: boolean;
+  overwrite?: boolean;
+  log?: (line: string) => void;
+}
+
+/** What the rollouts of a run share: where episodes happen and who plays them. */
+export interface RolloutSetup {
+  engine: Engine;
+  tokenizer: Tokenizer;
+  /** The engine's name for the weights being trained (a served model), if not its default. */
+  model?: string;
+}
+
+const ROLLOUT_FILE = /^(?:iter|val|val-noskills|teacher-val)-(\d+)\.jsonl$/;
+
+export class Run {
+  readonly dir: string;
+  readonly checkpoints: string;
+  readonly hash: string;
+  /** The checkpoint a resumed run continues from. */
+  readonly checkpoint: LoadedCheckpoint | null;
+  readonly checkpointDir: string | null;
+  /** Iterations already done (0 for a fresh run). */
+  readonly start: number;
+  readonly metrics: MetricsLogger;
+  readonly progress: Progress;
+  readonly env: Environment;
+  readonly log: (line: string) => void;
+  private interrupts = 0;
+  private lastSaved: { iteration: number; dir: string } | null = null;
+  private readonly onInterrupt = () => this.interrupt();
+
+  constructor(readonly cfg: TrainConfig, opts: RunOptions = {}) {
+    this.log = opts.log ?? ((l: string) => console.log(l));
+    this.dir = runDir(cfg);
+    this.checkpoints = path.join(this.dir, 'checkpoints');
+    this.hash = configHash(cfg);
+    this.checkpointDir = opts.resume ? findLatestCheckpoint(this.checkpoints) : null;
+    if (opts.resume && !this.checkpointDir) throw new Error(`--resume: no checkpoint under ${this.checkpoints}`);
+    this.checkpoint = this.checkpointDir ? loadCheckpoint(this.checkpointDir) : null;
+    if (this.checkpoint) assertResumable(this.checkpoint.trainerState, this.hash, this.checkpointDir!);
+    this.start = this.checkpoint?.trainerState.iteration ?? 0;
+    if (this.checkpoint) this.lastSaved = { iteration: this.start, dir: this.checkpointDir! };
+    fs.mkdirSync(this.dir, { recursive: true });
+    writeRunConfig(this.dir, cfg);
+    this.metrics = new MetricsLogger(this.dir, { tensorboard: cfg.output.tensorboard, resumeFrom: this.checkpoint ? this.start : undefined, overwrite: opts.overwrite });
+    // The iterations after the checkpoint are done again: their trajectory files start over.
+    this.dropRolloutsAfter(this.start);
+    this.progress = new Progress(process.stdout, cfg.output.progress);
+    this.env = makeEnvironment(cfg);
+    process.on('SIGINT', this.onInterrupt);
+    if (this.checkpoint) this.log(`resuming ${this.dir} after iteration ${this.start} (${this.checkpointDir})`);
+  }
+
+  private dropRolloutsAfter(iteration: number): void {
+    const dir = path.join(this.dir, 'rollouts');
+    if (!fs.existsSync(dir)) return;
+    for (const name of fs.readdirSync(dir)) {
+      const m = ROLLOUT_FILE.exec(name);
+      if (m && Number(m[1]) > iteration) fs.rmSync(path.join(dir, name), { force: true });
+    }
+  }
+
+  /** Where a trajectory file of this run goes, or null when the run keeps none. */
+  rolloutFile(stem: string, iteration: number): string | null {
+    return this.cfg.output.trajectories ? path.join(this.dir, 'rollouts', `${stem}-${iteration}.jsonl`) : null;
+  }
+
+  private interrupt(): void {
+    this.interrupts++;
+    if (this.interrupts === 1) {
+      this.log('\ninterrupted: finishing this iteration and saving a checkpoint (Ctrl-C again to stop now)');
+      return;
+    }
+    const saved = this.lastSaved ? `the last checkpoint is ${this.lastSaved.dir} (iteration ${this.lastSaved.iteration})` : 'no checkpoint has been saved yet';
+    this.log(`\nstopped: ${saved}; ${this.lastSaved ? 'continue with the same command and --resume' : 'run the command again to start over'}`);
+    process.exit(130);
+  }
+
+  /** The user asked the run to stop (Ctrl-C): end after the iteration in hand. */
+  get stopRequested(): boolean {
+    return this.interrupts > 0;
+  }
+
+  async save(contents: CheckpointContents): Promise<string> {
+    const where = await saveCheckpoint(this.checkpoints, contents, { keepLast: this.cfg.checkpoint.keepLast });
+    this.lastSaved = { iteration: contents.trainerState.iteration, dir: where };
+    this.log(`checkpoint ${where}`);
+    return where;
+  }
+
+  /** Whether `iteration` is due by a period (`every` 0: only the run's last iteration). */
+  isDue(every: number, iteration: number, last: number): boolean {
+    return iteration === last || (every > 0 && iteration % every === 0);
+  }
+
+  /** Rollout options every rollout of the run shares. */
+  rolloutOptions(setup: RolloutSetup): Omit<RolloutOptions, 'tasks' | 'groupSize'> {
+    const cfg = this.cfg;
+    return {
+      env: this.env,
+      spec: envPlugin(cfg.env.name).agent,
+      engine: setup.engine,
+      tokenizer: setup.tokenizer,
+      model: setup.model,
+      maxPromptTokens: cfg.rollout.maxPromptTokens,
+      maxResponseTokens: cfg.rollout.maxResponseTokens,
+      maxTurns: cfg.rollout.maxTurns,
+      invalidPenalty: cfg.algorithm.invalidPenalty,
+      stopAfterAction: cfg.rollout.stopAfterAction,
+      teacherSkillsPlacement: cfg.teacher.skillsPlacement,
+      concurrency: cfg.rollout.concurrency,
+      envTimeoutMs: cfg.env.timeoutMs,
+    };
+  }
+
+  /** A progress callback for a rollout of `total` episodes. */
+  rolloutProgress(label: string, total: number): RolloutOptions['onProgress'] {
+    const phase = this.progress.phase(label, total);
+    return (p) => (p.completed + p.failed >= p.total ? phase.finish(`${p.turns} turns`) : phase.update(p.completed + p.failed, `${p.turns} turns, ${p.tokensGenerated} tokens`));
+  }
+
+  /** One pass over the validation panel (validation.runs runs of each task); trajectories go to rollouts/<stem>-<iteration>.jsonl. */
+  async validationRollout(setup: RolloutSetup, iteration: number, skills: SkillsMode, stem = 'val', label = 'validation'): Promise<RolloutResult> {
+    const cfg = this.cfg;
+    const panel = taskPanel(cfg.validation.split as Split, cfg.validation.seed, cfg.validation.tasks);
+    const file = this.rolloutFile(stem, iteration);
+    // A resumed run may repeat a validation the interrupted one had started.
+    if (file) fs.rmSync(file, { force: true });
+    const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
+    try {
+      return await runRollout({
+        ...this.rolloutOptions(setup),
+        tasks: panel,
+        groupSize: cfg.validation.runs,
+        sampling: { temperature: cfg.validation.temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed: cfg.validation.seed },
+        groupIdPrefix: `val${iteration}-`,
+        withSkills: skills,
+        trajectoryLog,
+        onProgress: this.rolloutProgress(label, panel.length * cfg.validation.runs),
+      });
+    } finally {
+      trajectoryLog?.close();
+    }
+  }
+
+  /** Validation metrics at `iteration`; a policy that reads the skills block is validated with it and without it. */
+  async validate(setup: RolloutSetup, iteration: number, policySkills: boolean): Promise<Metrics> {
+    const m = rolloutMetrics((await this.validationRollout(setup, iteration, policySkills ? 'policy' : 'none')).stats, 'val');
+    if (policySkills) Object.assign(m, rolloutMetrics((await this.validationRollout(setup, iteration, 'none', 'val-noskills')).stats, 'val_noskills'));
+    return m;
+  }
+
+  /** Closes the metrics, writes the report and says where the run stands; returns the report's path. */
+  finish(end: number, total: number): string {
+    process.off('SIGINT', this.onInterrupt);
+    this.metrics.close();
+    const report = writeReport(this.dir);
+    this.log(`report ${report}`);
+    if (end < total) this.log(`stopped after iteration ${end} of ${total}; continue with the same command and --resume`);
+    return report;
+  }
+
+  /** Releases what the run holds when it ends early (an error). */
+  abandon(): void {
+    process.off('SIGINT', this.onInterrupt);
+    this.metrics.close();
+  }
+}
