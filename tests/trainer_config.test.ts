@@ -10,6 +10,7 @@ import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CliError, configWords } from '../src/cli/args.ts';
 import { envPlugin } from '../envs/registry.ts';
+import { EMBEDDED_RECIPE } from '../src/trainer/default_run.ts';
 import {
   assertImplemented, ConfigError, configHash, describeConfig, ENV_NAMES, loadConfig, METHODS, RUN_CONFIG_FILE, validateConfig, warmupIterations, writeRunConfig,
 } from '../src/trainer/config.ts';
@@ -184,10 +185,22 @@ describe('training config', () => {
   test('the example files load and say what they claim', () => {
     const ex = (name: string) => loadConfig(path.join(ROOT, 'examples', name));
     const h = ex('grpo_household.yaml');
-    assert.deepEqual([h.method, h.env.name, h.iterations, h.rollout.maxTurns], ['grpo', 'household', 150, 50]);
+    assert.deepEqual([h.method, h.env.name, h.iterations, h.rollout.maxTurns, h.optim.lr], ['grpo', 'household', 150, 20, 1e-4]);
+    // The bundled recipe file is the embedded default written out.
+    const embedded = loadConfig(undefined, [...EMBEDDED_RECIPE]);
+    for (const key of ['rollout', 'optim', 'validation', 'algorithm'] as const) assert.deepEqual(h[key], embedded[key], key);
     assert.equal(ex('grpo_shop.yaml').optim.miniBatchSize, 64);
     const s = ex('grpo_search.yaml');
     assert.deepEqual([s.env.name, s.rollout.tasksPerIteration, s.algorithm.klCoef], ['search', 128, 0.001]);
+    // The Qwen recipes take each environment's reference settings and lr 1e-6.
+    const q = (name: string) => {
+      const c = ex(name);
+      return [c.env.name, c.rollout.tasksPerIteration, c.rollout.maxTurns, c.rollout.maxPromptTokens, c.optim.lr, c.optim.miniBatchSize];
+    };
+    assert.deepEqual(q('qwen_household.yaml'), ['household', 16, 50, 2048, 1e-6, 256]);
+    assert.deepEqual(q('qwen_shop.yaml'), ['shop', 16, 15, 4096, 1e-6, 64]);
+    assert.deepEqual(q('qwen_search.yaml'), ['search', 128, 4, 4096, 1e-6, 256]);
+    assert.equal(ex('qwen_search.yaml').optim.warmupRatio, 0.1);
     for (const method of METHODS) {
       const smoke = loadConfig(path.join(ROOT, 'examples', 'smoke.yaml'), [`method=${method}`]);
       assert.deepEqual([smoke.iterations, smoke.rollout.tasksPerIteration, smoke.rollout.groupSize, smoke.method], [1, 2, 2, method]);
