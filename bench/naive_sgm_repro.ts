@@ -1,4 +1,4 @@
-// Reproduction of the crash PERFORMANCE.md records: a naive f16 subgroup-matrix matmul
+// Reproduction of the crash docs/PERFORMANCE.md records: a naive f16 subgroup-matrix matmul
 // (shaders/matmul_naive_sgm.wgsl: 32x32 per subgroup, fragments loaded straight from
 // storage, no workgroup memory) gave correct results at 256 and 1024 and brought the
 // process down at 2048. Each case (size, Dawn robustness on or off, the grid in one

@@ -1,6 +1,6 @@
 // Tensor-core matmul sweep (src/kernels/matmul_tensor.ts) beside the f32 path, each
 // (configuration, shape) in a child process of its own with a time limit, so a crash
-// (PERFORMANCE.md: a naive subgroup-matrix kernel brought the process down at 2048^3)
+// (docs/PERFORMANCE.md: a naive subgroup-matrix kernel brought the process down at 2048^3)
 // is reported as a row and the sweep goes on. Prints JSON lines (also appended to
 // --out when given).
 //

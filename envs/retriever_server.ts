@@ -1,4 +1,4 @@
-// A Search-R1 compatible retrieval server (PROTOCOLS.md section 3) on node:http:
+// A Search-R1 compatible retrieval server (docs/PROTOCOLS.md section 3) on node:http:
 //   POST /retrieve {"queries": [...], "topk": 3, "return_scores": true}
 //     -> {"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}
 // plus the single-query form {"query": "..."} and bare documents when return_scores is

@@ -1,4 +1,4 @@
-// Serves one Environment over HTTP with our protocol (shared design PROTOCOLS.md
+// Serves one Environment over HTTP with our protocol (docs/PROTOCOLS.md
 // section 4): POST /envs, POST /envs/{id}/step, DELETE /envs/{id}, GET /health.
 // Errors are real HTTP statuses with {"error": message}; bad input never takes the
 // server down. Built on node:http so it runs unchanged on Bun, Deno and Node.

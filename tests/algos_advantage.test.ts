@@ -1,6 +1,6 @@
 // The advantage transforms of RLSD, AgentOPSD, ADRS and GiGPO on hand-made inputs;
-// expected values are worked out in this file from the formulas of the shared
-// design (ALGORITHMS.md section 3), not from the implementation's helpers. The last
+// expected values are worked out in this file from the formulas of
+// docs/ALGORITHMS.md section 3, not from the implementation's helpers. The last
 // test feeds RLSD's per-token advantages through the GPU policy loss.
 
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 // The self-distillation terms (SDAR/OPSD/GRPO+OPSD, Skill-SD, PCSD) on hand-made
-// tokens: expected values are worked out here from ALGORITHMS.md section 3, then the
+// tokens: expected values are worked out here from docs/ALGORITHMS.md section 3, then the
 // CPU reference is held to them and the GPU terms and gradients to the reference.
 
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 // GRPO's advantage and token loss on hand-made inputs; expected values are worked
-// out from the formulas in the shared design (ALGORITHMS.md section 1), not from the code.
+// out from the formulas in docs/ALGORITHMS.md section 1, not from the code.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';

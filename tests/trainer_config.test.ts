@@ -1,5 +1,5 @@
-// The training configuration: per-environment defaults from the shared design
-// (ALGORITHMS.md), overrides, strict keys, refusals that name the field and where the
+// The training configuration: per-environment defaults
+// (docs/ALGORITHMS.md section 1.7), overrides, strict keys, refusals that name the field and where the
 // value came from, syntax errors with file and line, and the example files.
 
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 // The per-turn prompt for the household agent. Structure follows the reference agent
-// frameworks (PROTOCOLS.md section 1); the wording is ours. Only the extracted actions
+// frameworks (docs/PROTOCOLS.md section 1); the wording is ours. Only the extracted actions
 // of earlier turns go into the history, never earlier reasoning.
 
 import { skillBlock } from '../../src/envs/skills_block.ts';

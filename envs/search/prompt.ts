@@ -1,4 +1,4 @@
-// The search agent's per-turn prompt (PROTOCOLS.md section 1 structure, Search-R1's
+// The search agent's per-turn prompt (docs/PROTOCOLS.md section 1 structure, Search-R1's
 // answer format): role, question, steps taken, the last K searches each followed by the
 // information it returned, the admissible actions, and the format rules. The newest
 // result is the current observation, so it appears once, as the last history entry.

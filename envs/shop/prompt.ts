@@ -1,4 +1,4 @@
-// The shop's per-turn prompt (PROTOCOLS.md section 1): role, task, steps taken, the
+// The shop's per-turn prompt (docs/PROTOCOLS.md section 1): role, task, steps taken, the
 // last K observation/action pairs, the current observation, the admissible actions,
 // and the answer format; the privileged skills block goes first for the teacher. The
 // answer format is the household's (<think> then <action>), so its parser and validity

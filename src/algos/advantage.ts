@@ -1,4 +1,4 @@
-// GRPO advantages over step-samples (shared design ALGORITHMS.md section 1): within
+// GRPO advantages over step-samples (docs/ALGORITHMS.md section 1): within
 // each group, every turn-sample's score is standardised against all turn-samples of
 // the group (not the G trajectories): A = (score - mean) / (std + 1e-6), std unbiased
 // (n - 1); a group of one sample gets mean 0 and std 1. A is broadcast to every

@@ -1,4 +1,4 @@
-// Auxiliary self-distillation losses on the sampled tokens (shared design ALGORITHMS.md
+// Auxiliary self-distillation losses on the sampled tokens (docs/ALGORITHMS.md
 // section 3), as GPU tensor expressions over the packed response tokens [N]:
 //   SDAR:      Δ = lT − sg(lθ); g = sg(σ(β·Δ)); term = mean_t[g·(lT − lθ)]
 //              (OPSD is the same term with the policy gradient off; GRPO+OPSD is β = 0,

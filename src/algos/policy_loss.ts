@@ -1,5 +1,5 @@
-// The GRPO token loss as the agent frameworks compute it (shared design
-// ALGORITHMS.md section 1), on GPU tensors over the response tokens of a micro-batch:
+// The GRPO token loss as the agent frameworks compute it
+// (docs/ALGORITHMS.md section 1), on GPU tensors over the response tokens of a micro-batch:
 //   r = exp(lθ - lold); L1 = -A r; L2 = -A clip(r, 1-ε, 1+ε); Lclip = max(L1, L2)
 //   dual clip: where A < 0, the token loss is min(Lclip, -c A)
 //   k3 KL to the reference: k = exp(lref - lθ) - (lref - lθ) - 1, clamped to [-10, 10]

@@ -4,7 +4,7 @@
 
 import { ShapeError } from '../tensor/errors.ts';
 
-/** The ε of the z-scores in ALGORITHMS.md section 3 (x − mean) / (std + ε). */
+/** The ε of the z-scores in docs/ALGORITHMS.md section 3 (x − mean) / (std + ε). */
 export const Z_EPS = 1e-6;
 
 /** σ(x), without overflow of exp for large |x|. */

@@ -1,6 +1,6 @@
 // The naive subgroup-matrix matmul (shaders/matmul_naive_sgm.wgsl) on one size: its
 // time and its distance from f64 dot products of the f16 operands. bench/naive_sgm_repro.ts
-// runs it size by size in child processes (the crash PERFORMANCE.md records);
+// runs it size by size in child processes (the crash docs/PERFORMANCE.md records);
 // tests/matmul_tensor.test.ts checks it on devices with f16 subgroup matrices.
 
 import type { Runtime } from '../gpu/runtime.ts';

@@ -1,4 +1,4 @@
-// An Environment whose sessions live on a server speaking our protocol (PROTOCOLS.md
+// An Environment whose sessions live on a server speaking our protocol (docs/PROTOCOLS.md
 // section 4), so the agent loop drives remote and in-process environments alike.
 
 import { fetchJson, isObject, isStringArray, RemoteEnvError, type JsonRequest } from './http_json.ts';

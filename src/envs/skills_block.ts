@@ -1,5 +1,5 @@
-// The privileged skills block every environment's teacher prompt carries (shared
-// design ALGORITHMS.md section 2): a header line, the skill text, a blank line.
+// The privileged skills block every environment's teacher prompt carries
+// (docs/ALGORITHMS.md section 2): a header line, the skill text, a blank line.
 
 export const SKILL_HEADER = '[Privileged Skill Information]';
 

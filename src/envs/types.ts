@@ -1,6 +1,6 @@
 // The environment contract shared by the in-process environments (top-level envs/),
 // the HTTP server that exposes them, and the clients that speak to remote servers.
-// Field names follow the wire protocol (shared design PROTOCOLS.md section 4).
+// Field names follow the wire protocol (docs/PROTOCOLS.md section 4).
 
 export type Split = 'train' | 'valid_seen' | 'valid_unseen';
 

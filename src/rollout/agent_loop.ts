@@ -1,4 +1,4 @@
-// The multi-turn agent loop (shared design ALGORITHMS.md section 1): runs each task G
+// The multi-turn agent loop (docs/ALGORITHMS.md section 1): runs each task G
 // times against an environment (in-process or over HTTP), one engine.generate call per
 // round for every live episode so the engine sees one large batch, and turns every
 // environment step into a step-wise training sample with a fresh prompt.

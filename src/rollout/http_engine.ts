@@ -1,4 +1,4 @@
-// The engine over HTTP: vLLM's OpenAI-compatible server or our `serve` (PROTOCOLS.md
+// The engine over HTTP: vLLM's OpenAI-compatible server or our `serve` (docs/PROTOCOLS.md
 // section 5, docs/SERVING.md). Token ids go in and come back (return_token_ids), with
 // each sampled token's log-prob (logprobs: 0, or N for top lists); scoring reads
 // prompt_logprobs by token id. Every generation request is its own HTTP request

@@ -1,4 +1,4 @@
-// Step-wise training samples (shared design ALGORITHMS.md section 1): every
+// Step-wise training samples (docs/ALGORITHMS.md section 1): every
 // environment turn of every trajectory becomes one sample with a fresh prompt.
 
 export interface StepSample {

@@ -1,4 +1,4 @@
-// Our vLLM-compatible generation server (PROTOCOLS.md section 5, docs/SERVING.md) over
+// Our vLLM-compatible generation server (docs/PROTOCOLS.md section 5, docs/SERVING.md) over
 // a LocalEngine:
 //   POST /v1/completions and /v1/chat/completions (whole or streamed), GET /v1/models,
 //   GET /health, POST /tokenize, /detokenize, /v1/load_lora_adapter,

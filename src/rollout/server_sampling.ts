@@ -1,4 +1,4 @@
-// The sampling fields /v1/completions and /v1/chat/completions share (PROTOCOLS.md
+// The sampling fields /v1/completions and /v1/chat/completions share (docs/PROTOCOLS.md
 // section 5), read into one engine request per choice, and the streaming options.
 
 import type { Tokenizer } from '../models/tokenizer.ts';

@@ -1,4 +1,4 @@
-// Rollout recording (shared design ALGORITHMS.md section 4): every trajectory as one
+// Rollout recording (docs/ALGORITHMS.md section 4): every trajectory as one
 // JSON line, appended as soon as it ends, so a crashed run keeps what it finished and
 // several rollouts (iterations, validation passes) can share one file.
 

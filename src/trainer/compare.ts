@@ -1,5 +1,5 @@
-// `compare`: several methods over several seeds on one configuration (shared design
-// ALGORITHMS.md section 4). Each run is a `train` child process (so runs can share a
+// `compare`: several methods over several seeds on one configuration
+// (docs/ALGORITHMS.md section 4). Each run is a `train` child process (so runs can share a
 // GPU in parallel and one crash does not take the others down); the table is read
 // back from the run directories: final and peak validation success mean ± std over
 // seeds, pass@k per validation task over the seeds (unbiased estimator), tokens,

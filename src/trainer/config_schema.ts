@@ -47,7 +47,7 @@ const envOptions = Object.fromEntries(ENV_PLUGINS.map((p) => [p.name, p.options.
 
 const envSchema = z.strictObject({
   name: z.enum(ENV_NAMES as [string, ...string[]]).default('household'),
-  /** An environment server (PROTOCOLS.md); unset runs the built-in environment in-process. */
+  /** An environment server (docs/PROTOCOLS.md); unset runs the built-in environment in-process. */
   url: url.optional(),
   /** The server speaks AgentGym's protocol instead of ours. */
   agentgym: z.boolean().default(false),

@@ -1,4 +1,4 @@
-// Evaluation statistics (shared design ALGORITHMS.md section 4): success mean ± std
+// Evaluation statistics (docs/ALGORITHMS.md section 4): success mean ± std
 // (n - 1) across evaluation seeds, the unbiased pass@k estimator per task averaged over
 // tasks, both overall and per task type; and the stability of a validation curve
 // (peak against final).

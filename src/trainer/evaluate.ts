@@ -1,4 +1,4 @@
-// Standalone evaluation of a model (shared design ALGORITHMS.md section 4): a fixed
+// Standalone evaluation of a model (docs/ALGORITHMS.md section 4): a fixed
 // seeded panel of tasks, each run S times, success mean ± std (n - 1) over the S
 // seeds, unbiased pass@k per task averaged over tasks, the same per task type, and
 // shop's native score.

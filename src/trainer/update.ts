@@ -1,6 +1,6 @@
 // The policy update of one iteration: old and reference log-probs, then one AdamW
 // step per mini-batch of step-samples, each split into micro-batches by a token
-// budget with gradients accumulated across them (shared design ALGORITHMS.md §1).
+// budget with gradients accumulated across them (docs/ALGORITHMS.md §1).
 // Every token of a mini-batch weighs 1/(response tokens of the mini-batch), so the
 // loss is the mini-batch's token mean however the budget cuts it into micro-batches.
 

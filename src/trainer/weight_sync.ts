@@ -1,5 +1,5 @@
 // Pushing the trained weights to a remote rollout server after every update, without
-// NCCL (shared design PROTOCOLS.md section 5, docs/SERVING.md). The server must be able
+// NCCL (docs/PROTOCOLS.md section 5, docs/SERVING.md). The server must be able
 // to read the run directory, and every version goes to a directory of its own, so a
 // server never reads a file while the next version is being written over it:
 //   - LoRA: a PEFT adapter per update, loaded under a new name (reloading one name has

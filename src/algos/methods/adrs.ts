@@ -1,4 +1,4 @@
-// ADRS, teacher-aligned reward shaping (shared design ALGORITHMS.md section 3): no
+// ADRS, teacher-aligned reward shaping (docs/ALGORITHMS.md section 3): no
 // auxiliary loss; a dense per-token bonus from the teacher is added to the GRPO
 // advantage during a window of iterations:
 //   r_t = z-score of lT within its response;  τ̄_c = mean lT of response c

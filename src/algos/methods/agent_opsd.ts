@@ -1,4 +1,4 @@
-// AgentOPSD, recursive belief credit (shared design ALGORITHMS.md section 3): no
+// AgentOPSD, recursive belief credit (docs/ALGORITHMS.md section 3): no
 // auxiliary loss. The teacher-vs-rollout log-prob gap of each step updates a belief
 // that the episode succeeds, starting from a prior for the group:
 //   V0 = clamp(mean over the group's trajectories of a score, c, 1 − c)

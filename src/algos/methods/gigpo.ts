@@ -1,4 +1,4 @@
-// GiGPO (verl-agent; shared design ALGORITHMS.md section 3): besides the episode
+// GiGPO (verl-agent; docs/ALGORITHMS.md section 3): besides the episode
 // group, turns of one task group that acted on the identical observation form a step
 // group, and their discounted returns are compared within it:
 //   ret = γ^(T−1−turn)·R − c·[this turn invalid]  (T = turns of the sample's

@@ -1,5 +1,5 @@
 // PCSD (persistent-consistency self-distillation). Only the paper's abstract is public:
-// this is this project's reading of it (ALGORITHMS.md section 3), not a reproduction.
+// this is this project's reading of it (docs/ALGORITHMS.md section 3), not a reproduction.
 // SDAR's per-token gate is replaced by one that looks at how the teacher-student gap
 // Δ = lT − lθ has behaved so far in the response:
 //   S_t = decay·S_{t−1} + Δ_t (S_{-1} = 0, restarting at each response)
