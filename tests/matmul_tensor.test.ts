@@ -15,7 +15,6 @@ import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { mul, sum } from '../src/tensor/ops/index.ts';
-import { naiveSgmCase } from '../src/bench/naive_sgm.ts';
 import { assertClose, gpu, read } from './support/gpu.ts';
 
 // The GPU tests need f16 subgroup matrices, which neither the software GPU nor an
@@ -511,15 +510,6 @@ describe('tensor-core matmul kernel', () => {
     });
     if (!rt.caps.f16) assert.match(missing!, /shader-f16/);
     if (!rt.caps.subgroupMatrix) assert.match(missing!, /chromium-experimental-subgroup-matrix/);
-  });
-
-  test('the naive kernel of the crash report (fragments straight from storage) matches f64 sums of its f16 operands', onDevice, async () => {
-    const rt = await gpu();
-    for (const [size, bands] of [[64, 1], [256, 3]]) {
-      const r = await naiveSgmCase(rt, size, bands);
-      assert.ok(r.ok, `${size} in ${bands} dispatches: relErr ${r.relErr}`);
-    }
-    await assert.rejects(naiveSgmCase(rt, 48, 1), /size 48 is not a positive multiple of 32/);
   });
 
   test('the run log notes a hardware adapter without tensor cores, naming the NVIDIA toggles; not the software GPU', () => {

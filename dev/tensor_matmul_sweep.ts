@@ -4,8 +4,8 @@
 // is reported as a row and the sweep goes on. Prints JSON lines (also appended to
 // --out when given).
 //
-//   npx bun bench/tensor_matmul_sweep.ts [options]
-//   npm run build && node dist/bench/tensor_matmul_sweep.js [options]   # Node
+//   npx bun dev/tensor_matmul_sweep.ts [options]
+//   npm run build && node dist/dev/tensor_matmul_sweep.js [options]   # Node
 // With WEBGPU_TOGGLES=allow_unsafe_apis,vulkan_enable_f16_on_nvidia on NVIDIA.
 //
 // Options (all optional):
