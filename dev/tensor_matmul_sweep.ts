@@ -46,7 +46,7 @@ import { initRuntime, type Runtime } from '../src/gpu/runtime.ts';
 import { matmul } from '../src/kernels/matmul.ts';
 import { matmulTensor, TENSOR_TILES, tensorMatmulMissing, tensorTileGeometry, type TensorTile } from '../src/kernels/matmul_tensor.ts';
 import { roundToF16 } from '../src/reference/matmul_f16.ts';
-import { rng } from '../src/reference/random.ts';
+import { rng } from '../src/tensor/random.ts';
 
 interface Case {
   config: TensorTile | 'f32';

@@ -5,7 +5,7 @@ import * as mk from '../src/kernels/matmul.ts';
 import { gradientMatmuls, tensorCorePolicy } from '../src/kernels/matmul_precision.ts';
 import { matmulSplitK, planSplitK, planStreamK, splitKApplies, splitKPolicy, splitRuns, streamKPolicy, tensorSplitTargets } from '../src/kernels/matmul_split_k.ts';
 import * as ref from '../src/reference/matmul.ts';
-import { randn } from '../src/reference/random.ts';
+import { randn } from '../src/tensor/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, read } from './support/gpu.ts';

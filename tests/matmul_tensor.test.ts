@@ -7,7 +7,7 @@ import { f16ToF32, f32ToF16 } from '../src/models/half.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { gradScale as gradScaleRef } from '../src/reference/grad_scale.ts';
 import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundScaledToF16, roundToF16 } from '../src/reference/matmul_f16.ts';
-import { randn, rng } from '../src/reference/random.ts';
+import { randn, rng } from '../src/tensor/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCoreNote, tensorCorePolicy, usesTensorCores } from '../src/kernels/matmul_precision.ts';

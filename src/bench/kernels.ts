@@ -3,7 +3,7 @@
 // and the loss kernel's at Qwen2.5-0.5B's (vocab 151,936).
 
 import type { Runtime } from '../gpu/runtime.ts';
-import { randn } from '../reference/random.ts';
+import { randn } from '../tensor/random.ts';
 import { backward, requireGrad } from '../tensor/autograd.ts';
 import { attentionPolicy, blockedFits, type AttentionPath } from '../kernels/attention.ts';
 import { attention, mean, mul, sum, tokenLogprobs } from '../tensor/ops/index.ts';

@@ -18,7 +18,7 @@ import { sizeClass } from '../gpu/buffer_pool.ts';
 import * as mk from '../kernels/matmul.ts';
 import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
 import { defaultChunk } from '../tensor/ops/logprob.ts';
-import { rng } from '../reference/random.ts';
+import { rng } from '../tensor/random.ts';
 import { median, timePrimed } from './timing.ts';
 
 export interface MatmulShape {

@@ -10,7 +10,7 @@ import type { CausalLM } from '../models/causal_lm.ts';
 import { tensorCorePolicy } from '../kernels/matmul_precision.ts';
 import { tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
 import { AdamW } from '../optim/adamw.ts';
-import { rng } from '../reference/random.ts';
+import { rng } from '../tensor/random.ts';
 import { backward, zeroGrad } from '../tensor/autograd.ts';
 import { mean, neg, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';

@@ -22,8 +22,9 @@
 // the skinny path for these products anyway (real GPUs, a few dozen rows); a block
 // with a LoRA-adapted projection keeps the op-by-op form.
 
+import type { CausalLM } from './causal_lm.ts';
 import type { KVCache } from './kv_cache.ts';
-import type { LayerStep, QwenModel } from './qwen.ts';
+import type { LayerStep } from './token_batch.ts';
 import { autoTile, SKINNY_TILE, skinnyConcatTakesNorm } from '../kernels/matmul.ts';
 import { isGradEnabled } from '../tensor/autograd.ts';
 import { attention } from '../tensor/ops/attention.ts';
@@ -42,7 +43,7 @@ export const decodePolicy: { fused: 'auto' | 'always' | 'never'; foldNormMaxRows
 const foldsNorm = (rows: number) => rows <= decodePolicy.foldNormMaxRows;
 
 /** Whether a step of `seq` new tokens for `batch` sequences takes the fused layers. */
-export function fusesStep(model: QwenModel, batch: number, seq: number, cache: KVCache | null): boolean {
+export function fusesStep(model: CausalLM, batch: number, seq: number, cache: KVCache | null): boolean {
   if (!cache || seq !== 1 || isGradEnabled() || decodePolicy.fused === 'never') return false;
   const cfg = model.config;
   // The K of each product: hidden (q|k|v, gate|up), q heads (o_proj), intermediate (down_proj).
@@ -57,13 +58,13 @@ const ATTENTION_PROJECTIONS = ['self_attn.q_proj', 'self_attn.k_proj', 'self_att
 const MLP_PROJECTIONS = ['mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'];
 
 /** Whether layer l's attention (or MLP) block has no LoRA branch, which the fused kernels leave out. */
-export function fusable(model: QwenModel, l: number, block: 'attention' | 'mlp'): boolean {
+export function fusable(model: CausalLM, l: number, block: 'attention' | 'mlp'): boolean {
   const pre = `${model.config.weightPrefix}layers.${l}`;
   return (block === 'attention' ? ATTENTION_PROJECTIONS : MLP_PROJECTIONS).every((p) => !model.lora.has(`${pre}.${p}.weight`));
 }
 
 /** x + o_proj(attention(...)) of layer l, appending this step's keys and values to the cache. */
-export function fusedAttention(model: QwenModel, x: Tensor, l: number, step: LayerStep, cache: KVCache): Tensor {
+export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: LayerStep, cache: KVCache): Tensor {
   const cfg = model.config;
   const pre = `${cfg.weightPrefix}layers.${l}`;
   const { batch: B, seq: T, offset } = step;
@@ -86,7 +87,7 @@ export function fusedAttention(model: QwenModel, x: Tensor, l: number, step: Lay
 }
 
 /** x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l. */
-export function fusedMlp(model: QwenModel, x: Tensor, l: number): Tensor {
+export function fusedMlp(model: CausalLM, x: Tensor, l: number): Tensor {
   const cfg = model.config;
   const pre = `${cfg.weightPrefix}layers.${l}`;
   const norm = { weight: model.param(`${pre}.post_attention_layernorm.weight`), eps: cfg.rmsEps };

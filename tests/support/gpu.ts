@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { initRuntime, type Runtime } from '../../src/gpu/runtime.ts';
-import { randn } from '../../src/reference/random.ts';
+import { randn } from '../../src/tensor/random.ts';
 import { backward, noGrad, requireGrad } from '../../src/tensor/autograd.ts';
 import { scopeAsync } from '../../src/tensor/scope.ts';
 import { tensor, type Tensor } from '../../src/tensor/tensor.ts';

@@ -11,7 +11,7 @@ import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { broadcastShapes, fmt, numel, sameShape, type Shape } from '../shape.ts';
 import { empty, type Tensor } from '../tensor.ts';
-import { reduceAxes } from './reduce.ts';
+import { reduceAxes } from './reduce_axes.ts';
 
 export interface MatmulOptions {
   /** a holds [..., k, m] and is used transposed. */
