@@ -1,4 +1,4 @@
-// Tensor-core matmul sweep (src/kernels/matmul_tensor.ts) beside the f32 path, each
+// Tensor-core matmul sweep (src/kernels/matmul/tensor.ts) beside the f32 path, each
 // (configuration, shape) in a child process of its own with a time limit, so a crash
 // (PERFORMANCE.md: a naive subgroup-matrix kernel brought the process down at 2048^3)
 // is reported as a row and the sweep goes on. Prints JSON lines (also appended to
@@ -43,8 +43,8 @@ import { chunkRows, fill, type MatmulShape, pattern, PERIOD, qwenMatmulShapes } 
 import { timeGpu } from '../src/bench/timing.ts';
 import { sizeClass } from '../src/gpu/buffer_pool.ts';
 import { initRuntime, type Runtime } from '../src/gpu/runtime.ts';
-import { matmul } from '../src/kernels/matmul.ts';
-import { matmulTensor, TENSOR_TILES, tensorMatmulMissing, tensorTileGeometry, type TensorTile } from '../src/kernels/matmul_tensor.ts';
+import { matmul } from '../src/kernels/matmul/matmul.ts';
+import { matmulTensor, TENSOR_TILES, tensorMatmulMissing, tensorTileGeometry, type TensorTile } from '../src/kernels/matmul/tensor.ts';
 import { roundToF16 } from '../src/reference/matmul_f16.ts';
 import { rng } from '../src/tensor/random.ts';
 

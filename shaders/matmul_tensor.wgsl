@@ -21,7 +21,7 @@
 //
 // Needs `shader-f16`, `subgroups` and `chromium-experimental-subgroup-matrix` with a
 // 16x16x16 f16 -> f32 configuration, and subgroups of exactly 32 invocations, which
-// the launcher (src/kernels/matmul_tensor.ts) checks: the workgroup is 32 * SG_M *
+// the launcher (src/kernels/matmul/tensor.ts) checks: the workgroup is 32 * SG_M *
 // SG_N invocations and must be exactly SG_M * SG_N subgroups.
 //
 // Tiling: a workgroup owns a BM x BN tile of C (BM = 16 FM SG_M, BN = 16 FN SG_N).

@@ -4,7 +4,10 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import * as mk from '../src/kernels/matmul.ts';
+import { matmul as matmulKernel } from '../src/kernels/matmul/matmul.ts';
+import { matmulPolicy } from '../src/kernels/matmul/select.ts';
+import { matmulSkinnyConcat, matmulSkinnySwiglu, skinnyConcatTakesNorm } from '../src/kernels/matmul/skinny.ts';
+import { SKINNY_TILE } from '../src/kernels/matmul/tiles.ts';
 import { lastLogits } from '../src/models/generate.ts';
 import { randomModel } from '../src/models/load.ts';
 import { attachLora } from '../src/models/lora.ts';
@@ -38,9 +41,9 @@ describe('fused decode kernels', () => {
       const R = randn(m * n, seed++);
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmul(rt, {
+        matmulKernel(rt, {
           a: tensor(A).buffer, b: tensor(W).buffer, bias: b && tensor(b).buffer, residual: tensor(R).buffer, out: out.buffer,
-          m, n, k, transB: true, act, tile: mk.SKINNY_TILE,
+          m, n, k, transB: true, act, tile: SKINNY_TILE,
         });
         const want = ref.matmul({ a: A, b: W, bias: b, c: R, m, n, k, transB: true, act, accumulate: true });
         assertClose(await read(out), want, { atol: 1e-4, rtol: 1e-4, label: `residual ${m}x${n} bias ${bias} ${act}` });
@@ -48,9 +51,9 @@ describe('fused decode kernels', () => {
     }
     await scopeAsync(async () => {
       const t = zeros([64]);
-      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, residual: zeros([64]).buffer, m: 2, n: 2, k: 4, transB: true, tile: '64x64/k8' }),
+      assert.throws(() => matmulKernel(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, residual: zeros([64]).buffer, m: 2, n: 2, k: 4, transB: true, tile: '64x64/k8' }),
         /a residual needs the skinny tile, not 64x64\/k8/);
-      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, residual: zeros([64]).buffer, m: 2, n: 2, k: 4, transB: true, accumulate: true }),
+      assert.throws(() => matmulKernel(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, residual: zeros([64]).buffer, m: 2, n: 2, k: 4, transB: true, accumulate: true }),
         /residual and accumulate both add to the result/);
     });
   });
@@ -70,7 +73,7 @@ describe('fused decode kernels', () => {
       const n = ns.reduce((s, x) => s + x, 0);
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmulSkinnyConcat(rt, {
+        matmulSkinnyConcat(rt, {
           a: tensor(A).buffer, weights: Ws.map((w) => tensor(w).buffer), ns, biases: bs?.map((b) => tensor(b).buffer), out: out.buffer, m, k,
         });
         const stacked = new Float32Array(n * k);
@@ -84,7 +87,7 @@ describe('fused decode kernels', () => {
 
   test('skinny_concat_norm: rmsNorm then the concatenated projections, with and without biases; refused without a ninth binding', slow, async () => {
     const rt = await gpu();
-    assert.ok(mk.skinnyConcatTakesNorm(rt), 'the software GPU offers 16 storage buffers per stage');
+    assert.ok(skinnyConcatTakesNorm(rt), 'the software GPU offers 16 storage buffers per stage');
     for (const [m, ns, bias, k] of [[1, [12, 5, 7], true, 20], [3, [5, 9], false, 20], [9, [13, 3, 3], true, 36], [64, [12, 5, 7], true, 20], [2, [6, 2, 2], true, 1100]] as const) {
       const A = randn(m * k, seed++).map((v, i) => v * (1 + (i % 5)));
       const Ws = ns.map((n) => randn(n * k, seed++));
@@ -93,7 +96,7 @@ describe('fused decode kernels', () => {
       const n = ns.reduce((s0, x) => s0 + x, 0);
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmulSkinnyConcat(rt, {
+        matmulSkinnyConcat(rt, {
           a: tensor(A).buffer, weights: Ws.map((x) => tensor(x).buffer), ns, biases: bs?.map((b) => tensor(b).buffer), out: out.buffer, m, k,
           norm: { weight: tensor(w).buffer, eps: 1e-6 },
         });
@@ -104,10 +107,10 @@ describe('fused decode kernels', () => {
       });
     }
     const eight = { ...rt, gpu: { ...rt.gpu, limits: { maxStorageBuffersPerShaderStage: 8 } } } as unknown as typeof rt;
-    assert.equal(mk.skinnyConcatTakesNorm(eight), false);
+    assert.equal(skinnyConcatTakesNorm(eight), false);
     await scopeAsync(async () => {
       const t = zeros([64]);
-      assert.throws(() => mk.matmulSkinnyConcat(eight, { a: t.buffer, weights: [t.buffer], ns: [4], out: zeros([64]).buffer, m: 1, k: 4, norm: { weight: t.buffer, eps: 1e-6 } }),
+      assert.throws(() => matmulSkinnyConcat(eight, { a: t.buffer, weights: [t.buffer], ns: [4], out: zeros([64]).buffer, m: 1, k: 4, norm: { weight: t.buffer, eps: 1e-6 } }),
         /needs 9 storage buffers per shader stage, this device offers 8/);
     });
   });
@@ -121,7 +124,7 @@ describe('fused decode kernels', () => {
       const U = randn(n * k, seed++);
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmulSkinnySwiglu(rt, { a: tensor(A).buffer, gate: tensor(G).buffer, up: tensor(U).buffer, out: out.buffer, m, n, k });
+        matmulSkinnySwiglu(rt, { a: tensor(A).buffer, gate: tensor(G).buffer, up: tensor(U).buffer, out: out.buffer, m, n, k });
         const gate = ref.matmul({ a: A, b: G, m, n, k, transB: true });
         const up = ref.matmul({ a: A, b: U, m, n, k, transB: true });
         assertClose(await read(out), swigluForward(gate, up), { atol: 1e-4, rtol: 1e-4, label: `swiglu ${m}x${n}` });
@@ -139,7 +142,7 @@ describe('fused decode kernels', () => {
       const eps = 1e-6;
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmulSkinnySwiglu(rt, { a: tensor(A).buffer, gate: tensor(G).buffer, up: tensor(U).buffer, out: out.buffer, m, n, k, norm: { weight: tensor(w).buffer, eps } });
+        matmulSkinnySwiglu(rt, { a: tensor(A).buffer, gate: tensor(G).buffer, up: tensor(U).buffer, out: out.buffer, m, n, k, norm: { weight: tensor(w).buffer, eps } });
         const h = rmsNormForward(A, w, eps);
         const gate = ref.matmul({ a: h, b: G, m, n, k, transB: true });
         const up = ref.matmul({ a: h, b: U, m, n, k, transB: true });
@@ -148,7 +151,7 @@ describe('fused decode kernels', () => {
     }
     await scopeAsync(async () => {
       const t = zeros([64]);
-      assert.throws(() => mk.matmulSkinnySwiglu(rt, { a: t.buffer, gate: t.buffer, up: t.buffer, out: zeros([64]).buffer, m: 1, n: 1, k: 4, norm: { weight: t.buffer, eps: -1 } }), /eps = -1 must be a finite number >= 0/);
+      assert.throws(() => matmulSkinnySwiglu(rt, { a: t.buffer, gate: t.buffer, up: t.buffer, out: zeros([64]).buffer, m: 1, n: 1, k: 4, norm: { weight: t.buffer, eps: -1 } }), /eps = -1 must be a finite number >= 0/);
       assert.throws(() => noGrad(() => linearSwiglu(zeros([2, 8]), zeros([3, 8]), zeros([3, 8]), { weight: zeros([4]), eps: 1e-6 })), /norm weight \[4\] must be \[8\]/);
     });
   });
@@ -285,7 +288,7 @@ describe('fused Qwen decode steps', () => {
       const unfolded = await decode(model, steps, 'always');
       folded.logits.forEach((want, i) => assertClose(unfolded.logits[i], want, { atol: 1e-4, rtol: 1e-4, label: `unfolded norms, step ${i}` }));
       // Per layer of the last step: the MLP's norm, and the attention's where it was folded.
-      const norms = model.config.layers * (mk.skinnyConcatTakesNorm(rt) ? 2 : 1);
+      const norms = model.config.layers * (skinnyConcatTakesNorm(rt) ? 2 : 1);
       assert.equal(unfolded.dispatches, folded.dispatches + norms, `${unfolded.dispatches} dispatches unfolded, ${folded.dispatches} folded`);
     } finally {
       decodePolicy.foldNormMaxRows = saved;
@@ -329,7 +332,7 @@ describe('fused Qwen decode steps', () => {
       assert.equal(noGrad(() => fusesStep(model, 2, 2, cache)), false, 'prefill');
       assert.equal(noGrad(() => fusesStep(model, 2, 1, null)), false, 'no cache');
       assert.equal(fusesStep(model, 2, 1, cache), false, 'gradients enabled');
-      assert.equal(noGrad(() => fusesStep(model, mk.matmulPolicy.skinnyMaxRowsNarrow + 1, 1, cache)), false, 'too many rows for the skinny path');
+      assert.equal(noGrad(() => fusesStep(model, matmulPolicy.skinnyMaxRowsNarrow + 1, 1, cache)), false, 'too many rows for the skinny path');
       rt.gpu.caps.compatibility = true;
       assert.equal(noGrad(() => fusesStep(model, 2, 1, cache)), false, 'the software GPU');
     } finally {

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Runtime } from '../src/gpu/runtime.ts';
-import * as mk from '../src/kernels/matmul.ts';
-import { gradientMatmuls, tensorCorePolicy } from '../src/kernels/matmul_precision.ts';
-import { matmulSplitK, planSplitK, planStreamK, splitKApplies, splitKPolicy, splitRuns, streamKPolicy, tensorSplitTargets } from '../src/kernels/matmul_split_k.ts';
+import type { MatmulArgs } from '../src/kernels/matmul/args.ts';
+import { matmul as matmulKernel } from '../src/kernels/matmul/matmul.ts';
+import { matmulPolicy } from '../src/kernels/matmul/select.ts';
+import { MATMUL_TILES } from '../src/kernels/matmul/tiles.ts';
+import { gradientMatmuls, tensorCorePolicy } from '../src/kernels/matmul/precision.ts';
+import { matmulSplitK, planSplitK, planStreamK, splitKApplies, splitKPolicy, splitRuns, streamKPolicy, tensorSplitTargets } from '../src/kernels/matmul/split_k.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { randn } from '../src/tensor/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
@@ -76,7 +79,7 @@ describe('split-K weight-gradient products', () => {
 
   test('only the weight-gradient layout with a plain epilogue splits, and never on the software GPU', () => {
     const real = { caps: { compatibility: false } } as Runtime;
-    const dw: mk.MatmulArgs = { a: {} as GPUBuffer, b: {} as GPUBuffer, out: {} as GPUBuffer, m: 64, n: 64, k: 8192, transA: true };
+    const dw: MatmulArgs = { a: {} as GPUBuffer, b: {} as GPUBuffer, out: {} as GPUBuffer, m: 64, n: 64, k: 8192, transA: true };
     assert.equal(splitKApplies(real, dw), true);
     assert.equal(splitKApplies({ caps: { compatibility: true } } as Runtime, dw), false);
     for (const change of [{ transA: false }, { transB: true }, { batch: 2 }, { accumulate: true }, { bias: {} as GPUBuffer }, { act: 'silu' as const }, { offsetC: 4 }, { tile: '64x64/k8' as const }]) {
@@ -97,7 +100,7 @@ describe('split-K weight-gradient products', () => {
       for (const tile of ['64x64/k8', undefined] as const) {
         await scopeAsync(async () => {
           const out = zeros([m * n]);
-          const run = (args: mk.MatmulArgs) => mk.matmul(rt, { ...args, tile });
+          const run = (args: MatmulArgs) => matmulKernel(rt, { ...args, tile });
           matmulSplitK(rt, { a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, m, n, k, transA: true }, plan, run);
           assertClose(await read(out), want, { atol: 1e-4, rtol: 1e-4, label: `${m}x${n}x${k} in ${plan.chunks} chunks (rest ${plan.rest}), tile ${tile ?? 'auto'}` });
         });
@@ -134,7 +137,7 @@ describe('split-K weight-gradient products', () => {
     // More rows than the skinny path takes (B transposed, matmulPolicy.skinnyMaxRowsNarrow):
     // four 64x64 tiles of 512 slices, far under one round of workgroups.
     const [m, n, k] = [72, 96, 4096];
-    const stream = planStreamK(4, k / 8, mk.MATMUL_TILES['64x64/k8'].resident);
+    const stream = planStreamK(4, k / 8, MATMUL_TILES['64x64/k8'].resident);
     assert.ok(stream && stream.tiles === 4);
     const A = randn(m * k, 960);
     const B = randn(k * n, 961);
@@ -143,7 +146,7 @@ describe('split-K weight-gradient products', () => {
       await scopeAsync(async () => {
         const out = zeros([m * n]);
         const args = { a: tensor(A).buffer, b: tensor(B).buffer, bias: tensor(bias).buffer, out: out.buffer, m, n, k, transA, transB, act: 'silu' as const };
-        assert.deepEqual(mk.matmul(rt, args), { runs: 1, stream }, `layout ${transA ? 't' : 'n'}${transB ? 't' : 'n'}`);
+        assert.deepEqual(matmulKernel(rt, args), { runs: 1, stream }, `layout ${transA ? 't' : 'n'}${transB ? 't' : 'n'}`);
         const want = ref.matmul({ a: A, b: B, m, n, k, transA, transB, bias, act: 'silu' });
         assertClose(await read(out), want, { atol: 1e-3, rtol: 1e-4, label: `streamed ${transA ? 't' : 'n'}${transB ? 't' : 'n'} with bias and silu` });
       });
@@ -151,19 +154,19 @@ describe('split-K weight-gradient products', () => {
     // Runs asked for are runs.
     await scopeAsync(async () => {
       const out = zeros([m * n]);
-      assert.deepEqual(mk.matmul(rt, { a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, m, n, k, splitK: 4 }), { runs: 4 }, 'runs asked for');
+      assert.deepEqual(matmulKernel(rt, { a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, m, n, k, splitK: 4 }), { runs: 4 }, 'runs asked for');
       assertClose(await read(out), ref.matmul({ a: A, b: B, m, n, k }), { atol: 1e-3, rtol: 1e-4, label: 'split plain output' });
     });
     // The wide tile's plain output, 96 tiles (under one round of 132): streamed whole-tile
     // shares on main_origins' tile.
     await scopeAsync(async () => {
       const [wm, wn, wk] = [8 * 128, 12 * 256, 2048];
-      assert.ok(mk.matmulPolicy.wideMinWorkgroups <= 96);
+      assert.ok(matmulPolicy.wideMinWorkgroups <= 96);
       assert.ok(planStreamK(96, wk / 16, 1));
       const WA = randn(wm * wk, 963);
       const WB = randn(wk * wn, 964);
       const wide = zeros([wm * wn]);
-      assert.deepEqual(mk.matmul(rt, { a: tensor(WA).buffer, b: tensor(WB).buffer, out: wide.buffer, m: wm, n: wn, k: wk }), { runs: 1, stream: planStreamK(96, wk / 16, 1) }, 'wide plain output');
+      assert.deepEqual(matmulKernel(rt, { a: tensor(WA).buffer, b: tensor(WB).buffer, out: wide.buffer, m: wm, n: wn, k: wk }), { runs: 1, stream: planStreamK(96, wk / 16, 1) }, 'wide plain output');
       assertClose(await read(wide), ref.matmul({ a: WA, b: WB, m: wm, n: wn, k: wk }), { atol: 1e-3, rtol: 1e-4, label: 'streamed wide output' });
     });
   });

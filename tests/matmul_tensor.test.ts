@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Runtime } from '../src/gpu/runtime.ts';
 import { shaderSource } from '../src/gpu/shader_source.ts';
-import * as kt from '../src/kernels/matmul_tensor.ts';
+import * as kt from '../src/kernels/matmul/tensor.ts';
 import { f16ToF32, f32ToF16 } from '../src/models/half.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { gradScale as gradScaleRef } from '../src/reference/grad_scale.ts';
@@ -10,7 +10,7 @@ import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundScaledToF
 import { randn, rng } from '../src/tensor/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
-import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCoreNote, tensorCorePolicy, usesTensorCores } from '../src/kernels/matmul_precision.ts';
+import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCoreNote, tensorCorePolicy, usesTensorCores } from '../src/kernels/matmul/precision.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';

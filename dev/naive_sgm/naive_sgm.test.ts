@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { tensorMatmulMissing } from '../../src/kernels/matmul_tensor.ts';
+import { tensorMatmulMissing } from '../../src/kernels/matmul/tensor.ts';
 import { gpu } from '../../tests/support/gpu.ts';
 import { naiveSgmCase } from './naive_sgm.ts';
 

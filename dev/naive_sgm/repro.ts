@@ -19,7 +19,7 @@ import { childToggles, crashRow, lastPhase, phase, runChild } from '../child_cas
 import { naiveSgmCase } from './naive_sgm.ts';
 import { isRobustness, type Robustness } from '../../src/gpu/device.ts';
 import { initRuntime } from '../../src/gpu/runtime.ts';
-import { tensorMatmulMissing } from '../../src/kernels/matmul_tensor.ts';
+import { tensorMatmulMissing } from '../../src/kernels/matmul/tensor.ts';
 
 interface Case {
   size: number;

@@ -3,7 +3,7 @@
 import type { ArgsDef } from 'citty';
 import { type Backend, type GpuOptions, isRobustness } from '../gpu/device.ts';
 import { attentionPolicy } from '../kernels/attention.ts';
-import { tensorCorePolicy } from '../kernels/matmul_precision.ts';
+import { tensorCorePolicy } from '../kernels/matmul/precision.ts';
 
 export const gpuArgs = {
   backend: { type: 'string', description: 'GPU backend: auto, vulkan, metal, d3d12, opengl (env WEBGPU_BACKEND)' },

@@ -1,6 +1,6 @@
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
-import { tensorCoreNote } from '../kernels/matmul_precision.ts';
+import { tensorCoreNote } from '../kernels/matmul/precision.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE } from '../trainer/default_run.ts';
 import { describeConfig, loadConfig } from '../trainer/config.ts';
 import { checkRunInputs, train } from '../trainer/train.ts';

@@ -25,7 +25,9 @@
 import type { CausalLM } from './causal_lm.ts';
 import type { KVCache } from './kv_cache.ts';
 import type { LayerStep } from './token_batch.ts';
-import { autoTile, SKINNY_TILE, skinnyConcatTakesNorm } from '../kernels/matmul.ts';
+import { autoTile } from '../kernels/matmul/select.ts';
+import { skinnyConcatTakesNorm } from '../kernels/matmul/skinny.ts';
+import { SKINNY_TILE } from '../kernels/matmul/tiles.ts';
 import { isGradEnabled } from '../tensor/autograd.ts';
 import { attention } from '../tensor/ops/attention.ts';
 import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../tensor/ops/decode.ts';

@@ -5,7 +5,7 @@
 
 import type { CausalLM } from '../models/causal_lm.ts';
 import { budgetGroups, packLeft, unpack } from '../models/score.ts';
-import { forwardMatmul } from '../kernels/matmul_precision.ts';
+import { forwardMatmul } from '../kernels/matmul/precision.ts';
 import * as sk from '../kernels/sampling.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { reshape, slice } from '../tensor/ops/index.ts';

@@ -1,11 +1,11 @@
 // Launcher for shaders/matmul_tensor.wgsl: batched C = op(A) @ op(B) + bias (+= C) on
 // tensor cores, f32 operands rounded to f16, f32 accumulation.
 
-import { bufferSize } from '../gpu/buffer_pool.ts';
-import { GpuError } from '../gpu/errors.ts';
-import type { Runtime } from '../gpu/runtime.ts';
-import { grid1d, uniforms } from './launch.ts';
-import { matmulLayout, type MatmulArgs } from './matmul.ts';
+import { bufferSize } from '../../gpu/buffer_pool.ts';
+import { GpuError } from '../../gpu/errors.ts';
+import type { Runtime } from '../../gpu/runtime.ts';
+import { grid1d, uniforms } from '../launch.ts';
+import { matmulLayout, type MatmulArgs } from './args.ts';
 
 /**
  * Tile configurations: SG_M x SG_N subgroups of 32 per workgroup, each owning FM x FN

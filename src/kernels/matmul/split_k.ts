@@ -10,7 +10,7 @@
 //   tiles would leave much of the GPU idle (fewer tiles than it runs at once, or a
 //   mostly empty last round), those tiles' K slices are laid end to end and shared
 //   evenly between one round of workgroups; `stream_k_sum` adds each tile's partial
-//   tiles and applies the epilogue. The launcher (matmul.ts) takes it where planStreamK
+//   tiles and applies the epilogue. The launcher (tiled.ts) takes it where planStreamK
 //   says, on real GPUs.
 // - Runs, on the same kernel (SPLIT_K): workgroup z of one dispatch walks run z of k,
 //   addressed through the operands' full row lengths, so every layout splits, and
@@ -22,9 +22,9 @@
 //   contiguous run of rows of both operands, addressed with an offset and a stride),
 //   then one column reduction adds them into the output (matmulSplitK).
 
-import type { Runtime } from '../gpu/runtime.ts';
-import type { MatmulArgs } from './matmul.ts';
-import { reduce } from './reduce.ts';
+import type { Runtime } from '../../gpu/runtime.ts';
+import { reduce } from '../reduce.ts';
+import type { MatmulArgs, StreamKPlan } from './args.ts';
 
 export const splitKPolicy = {
   /**
@@ -90,12 +90,6 @@ export const streamKPolicy = {
    */
   shareCostSlices: 16,
 };
-
-/** Tiles of an output streamed over `shares` workgroups (stream-K); the rest run whole. */
-export interface StreamKPlan {
-  tiles: number;
-  shares: number;
-}
 
 /**
  * Stream-K for an output of `tiles` tiles of `slices` K slices each on a tile that runs

@@ -1,0 +1,102 @@
+// The f32 matmul's tiles: the workgroup tiles of the tiled kernel (tiled.ts), the
+// software GPU's uniform panels (panels.ts) and the skinny path (skinny.ts), and what
+// each needs of the device.
+
+import type { Runtime } from '../../gpu/runtime.ts';
+
+/**
+ * Workgroup tile configurations: threads along N and M (each owning an 8 x TN block
+ * of C, so the tile is 8*WG_Y x TN*WG_X) and the K slice (8 or 16). Workgroup memory
+ * is one slice of each operand, BK x (BM + BN) floats (24 KiB for 128x256/k16).
+ * `resident`: workgroups one multiprocessor of the H200 runs at once, from the
+ * registers its driver's compiler gives each thread (nvdisasm of the pipeline cache:
+ * 223 on 128x256, 240 on 128x128/t16's 128 threads, 126 on 128x128/k16) out of 64K;
+ * stream-K (planStreamK) sizes its shares by it.
+ */
+export const MATMUL_TILES = {
+  '128x256/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 16, resident: 1 },
+  '128x128/t16': { WG_X: 8, WG_Y: 16, BK: 16, TN: 16, resident: 2 },
+  '128x128/k16': { WG_X: 16, WG_Y: 16, BK: 16, TN: 8, resident: 2 },
+  '128x128/k8': { WG_X: 16, WG_Y: 16, BK: 8, TN: 8, resident: 2 },
+  '64x64/k8': { WG_X: 8, WG_Y: 8, BK: 8, TN: 8, resident: 8 },
+} as const;
+
+/** Rows and columns of C one workgroup of `tile` computes. */
+export function tileShape(tile: keyof typeof MATMUL_TILES): { rows: number; cols: number } {
+  const { WG_X, WG_Y, TN } = MATMUL_TILES[tile];
+  return { rows: 8 * WG_Y, cols: TN * WG_X };
+}
+
+/**
+ * The software GPU's path (see the end of shaders/matmul.wgsl): both operands packed
+ * into 64 KiB uniform-buffer panels of KC consecutive k (fewer when K is smaller).
+ * Kept apart from MATMUL_TILES so that benchmarks of the workgroup tiles on real GPUs
+ * stay as they were; k32 exists to test K split into many chunks.
+ */
+export const MATMUL_PANELS = {
+  'panels/k128': { KC: 128 },
+  'panels/k32': { KC: 32 },
+} as const;
+
+/**
+ * The skinny path (the end of shaders/matmul.wgsl): a few rows of A by a B stored
+ * [N, K], a decode step's products, streaming B at full width instead of through one
+ * row of output tiles. It needs transB without transA, batch 1, and K and the A/B
+ * offsets multiples of 4.
+ */
+export const SKINNY_TILE = 'skinny';
+
+export type WorkgroupTile = keyof typeof MATMUL_TILES;
+export type PanelTile = keyof typeof MATMUL_PANELS;
+export type MatmulTile = WorkgroupTile | PanelTile | typeof SKINNY_TILE;
+
+/** The panel tile chosen on the software GPU. */
+export const PANEL_TILE: PanelTile = 'panels/k128';
+
+export const isPanels = (tile: MatmulTile): tile is PanelTile => tile in MATMUL_PANELS;
+export const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MATMUL_TILES;
+
+/**
+ * Whether every tile of an m x n output and every slice of k lie inside the operands,
+ * so the kernel compiles without the loads' bounds checks (the shader's WHOLE; runs of
+ * k are whole slices already). H200, 2026-12-01, as trained, TFLOP/s: the LM head's dW
+ * in vocabulary chunks 39.0 -> 47.0, the MLP's dW 36.4 -> 39.1-39.2, the LM head's dX
+ * chunks 39.5 -> 43.0, 4096^3 44.6 -> 47.7 (docs/RESULTS.md).
+ */
+export const wholeTiles = (tile: WorkgroupTile, m: number, n: number, k: number) => {
+  const { rows, cols } = tileShape(tile);
+  return m % rows === 0 && n % cols === 0 && k % MATMUL_TILES[tile].BK === 0;
+};
+
+/** Floats in one uniform-buffer panel (64 KiB, WebGPU's default binding limit). */
+export const PANEL_FLOATS = 16384;
+export const PANEL_BYTES = PANEL_FLOATS * 4;
+/** Invocations per `panels` workgroup (PANEL_WG in the shader), each an 8x16 block of C. */
+export const PANEL_WG = 32;
+
+export function workgroupBytes(tile: WorkgroupTile): number {
+  const { rows, cols } = tileShape(tile);
+  return MATMUL_TILES[tile].BK * (rows + cols) * 4;
+}
+
+/** Whether this device has the workgroup memory and invocations (or uniform binding size) for `tile`. */
+export function tileFits(rt: Runtime, tile: MatmulTile): boolean {
+  const l = rt.gpu.limits;
+  // Two planes of 8 rows of partial sums (skinny_swiglu).
+  if (tile === SKINNY_TILE) return 256 <= l.maxComputeInvocationsPerWorkgroup && 2 * 8 * 256 * 4 <= l.maxComputeWorkgroupStorageSize;
+  if (isPanels(tile)) return PANEL_BYTES <= l.maxUniformBufferBindingSize;
+  const { WG_X, WG_Y } = MATMUL_TILES[tile];
+  return workgroupBytes(tile) <= l.maxComputeWorkgroupStorageSize && WG_X * WG_Y <= l.maxComputeInvocationsPerWorkgroup;
+}
+
+/** Panel geometry for a K of `k`: k per panel (a power of two, at most the tile's KC) and rows per panel. */
+export function panelShape(tile: PanelTile, k: number): { kc: number; rows: number } {
+  const kc = Math.min(MATMUL_PANELS[tile].KC, 2 ** Math.ceil(Math.log2(Math.max(k, 4))));
+  return { kc, rows: PANEL_FLOATS / kc };
+}
+
+/** Bytes of `rows` rows of k, packed into panels for the panel tile. */
+export function packedBytes(rows: number, k: number, tile: PanelTile = PANEL_TILE): number {
+  const { kc, rows: per } = panelShape(tile, k);
+  return Math.ceil(rows / per) * Math.ceil(k / kc) * PANEL_BYTES;
+}
