@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { matmul as matmulKernel } from '../src/kernels/matmul/matmul.ts';
-import { matmulPolicy } from '../src/kernels/matmul/select.ts';
 import { matmulSkinnyConcat, matmulSkinnySwiglu, skinnyConcatTakesNorm } from '../src/kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../src/kernels/matmul/tiles.ts';
 import { lastLogits } from '../src/models/generate.ts';
@@ -13,7 +12,7 @@ import { randomModel } from '../src/models/load.ts';
 import { attachLora } from '../src/models/lora.ts';
 import { configFromPreset } from '../src/models/presets.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
-import { decodePolicy, fusable, fusesStep } from '../src/models/qwen_decode.ts';
+import { fusable, fusesStep } from '../src/models/qwen_decode.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { randn } from '../src/tensor/random.ts';
 import { qkvCache } from '../src/reference/rope.ts';
@@ -23,7 +22,7 @@ import { noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../src/tensor/ops/decode.ts';
 import { keep, scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
-import { assertClose, gpu, read } from './support/gpu.ts';
+import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';
 
 // Each kernel variant compiles once on the software GPU; that dominates the run time.
 const slow = { timeout: 300_000 };
@@ -241,22 +240,21 @@ async function decode(model: QwenModel, ids: number[][], fused: 'always' | 'neve
   const input = new Int32Array(B * P);
   prompts.forEach((p, b) => input.set(p, b * P + padLeft[b]));
   const cache = model.newCache(B, P + ids.length, padLeft);
-  const before = decodePolicy.fused;
-  decodePolicy.fused = fused;
   try {
-    const logits: Float32Array[] = [];
-    let dispatches = 0;
-    const step = (tokens: Int32Array, seq: number) => scopeAsync(async () => {
-      const start = rt.dispatchCount;
-      const out = noGrad(() => lastLogits(model, model.hiddenCached({ ids: tokens, batch: B, seq }, cache)));
-      dispatches = rt.dispatchCount - start;
-      logits.push(await read(out));
+    return await withPolicy(rt, { decode: { fused } }, async () => {
+      const logits: Float32Array[] = [];
+      let dispatches = 0;
+      const step = (tokens: Int32Array, seq: number) => scopeAsync(async () => {
+        const start = rt.dispatchCount;
+        const out = noGrad(() => lastLogits(model, model.hiddenCached({ ids: tokens, batch: B, seq }, cache)));
+        dispatches = rt.dispatchCount - start;
+        logits.push(await read(out));
+      });
+      await step(input, P);
+      for (const row of ids) await step(Int32Array.from(row), 1);
+      return { logits, dispatches };
     });
-    await step(input, P);
-    for (const row of ids) await step(Int32Array.from(row), 1);
-    return { logits, dispatches };
   } finally {
-    decodePolicy.fused = before;
     cache.dispose();
   }
 }
@@ -281,17 +279,14 @@ describe('fused Qwen decode steps', () => {
   test('above foldNormMaxRows the RMSNorms keep their own dispatches, one more per norm, and the steps are unchanged', slow, async () => {
     const rt = await gpu();
     const model = tinyModel('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 7);
-    const saved = decodePolicy.foldNormMaxRows;
     try {
       const folded = await decode(model, steps, 'always');
-      decodePolicy.foldNormMaxRows = 2;
-      const unfolded = await decode(model, steps, 'always');
+      const unfolded = await withPolicy(rt, { decode: { foldNormMaxRows: 2 } }, () => decode(model, steps, 'always'));
       folded.logits.forEach((want, i) => assertClose(unfolded.logits[i], want, { atol: 1e-4, rtol: 1e-4, label: `unfolded norms, step ${i}` }));
       // Per layer of the last step: the MLP's norm, and the attention's where it was folded.
       const norms = model.config.layers * (skinnyConcatTakesNorm(rt) ? 2 : 1);
       assert.equal(unfolded.dispatches, folded.dispatches + norms, `${unfolded.dispatches} dispatches unfolded, ${folded.dispatches} folded`);
     } finally {
-      decodePolicy.foldNormMaxRows = saved;
       for (const p of model.parameters()) p.dispose();
     }
   });
@@ -332,7 +327,7 @@ describe('fused Qwen decode steps', () => {
       assert.equal(noGrad(() => fusesStep(model, 2, 2, cache)), false, 'prefill');
       assert.equal(noGrad(() => fusesStep(model, 2, 1, null)), false, 'no cache');
       assert.equal(fusesStep(model, 2, 1, cache), false, 'gradients enabled');
-      assert.equal(noGrad(() => fusesStep(model, matmulPolicy.skinnyMaxRowsNarrow + 1, 1, cache)), false, 'too many rows for the skinny path');
+      assert.equal(noGrad(() => fusesStep(model, rt.policy.matmul.skinnyMaxRowsNarrow + 1, 1, cache)), false, 'too many rows for the skinny path');
       rt.gpu.caps.compatibility = true;
       assert.equal(noGrad(() => fusesStep(model, 2, 1, cache)), false, 'the software GPU');
     } finally {

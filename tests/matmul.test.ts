@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { MatmulArgs, MatmulLayoutName } from '../src/kernels/matmul/args.ts';
+import type { MatmulLayoutName } from '../src/gpu/kernel_policy.ts';
+import type { MatmulArgs } from '../src/kernels/matmul/args.ts';
 import { matmul as matmulKernel } from '../src/kernels/matmul/matmul.ts';
-import { autoTile, chooseTile, matmulPolicy } from '../src/kernels/matmul/select.ts';
+import { autoTile, chooseTile } from '../src/kernels/matmul/select.ts';
 import { skinnyFits } from '../src/kernels/matmul/skinny.ts';
 import { MATMUL_PANELS, MATMUL_TILES, SKINNY_TILE, type MatmulTile } from '../src/kernels/matmul/tiles.ts';
 import * as ref from '../src/reference/matmul.ts';
@@ -10,7 +11,7 @@ import { randn } from '../src/tensor/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { linear, matmul } from '../src/tensor/ops/matmul.ts';
-import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
+import { assertClose, gpu, gradCheck, read, withPolicy } from './support/gpu.ts';
 
 // Each kernel variant compiles once on the software GPU; that dominates the run time.
 const slow = { timeout: 300_000 };
@@ -61,17 +62,14 @@ describe('matmul kernel', () => {
   });
 
   test('each layout on the tiled entry point the policy does not send it to (plain outputs; the rest always take main)', slow, async () => {
-    const saved = matmulPolicy.originLayouts;
+    const rt = await gpu();
     const all: MatmulLayoutName[] = ['nn', 'nt', 'tn', 'tt'];
-    try {
-      matmulPolicy.originLayouts = all.filter((l) => !saved.includes(l));
+    await withPolicy(rt, { matmul: { originLayouts: all.filter((l) => !rt.policy.matmul.originLayouts.includes(l)) } }, async () => {
       for (const [transA, transB] of TRANS) {
         await check({ m: 67, n: 300, k: 37, transA, transB, tile: '128x256/k16' });
         await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, bias: true, act: 'silu', init: true, accumulate: true, tile: '64x64/k8' });
       }
-    } finally {
-      matmulPolicy.originLayouts = saved;
-    }
+    });
   });
 
   test('split-K on every layout, tile and epilogue, runs that leave a short last one or fewer than asked', slow, async () => {
@@ -219,7 +217,7 @@ describe('matmul kernel', () => {
     assert.equal(skinnyFits({ k: 896, transB: true, offsetA: 2 }), false);
     assert.equal(skinnyFits({ k: 896, transB: true, batch: 2 }), false);
     const rt = await gpu();
-    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false } } as unknown as typeof rt;
+    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false }, policy: rt.policy } as unknown as typeof rt;
     const decode = (m: number, n: number) => autoTile(hardware, { m, n, k: 896, transB: true });
     assert.equal(decode(1, 151936), SKINNY_TILE);
     assert.equal(decode(32, 151936), SKINNY_TILE);
@@ -240,7 +238,7 @@ describe('matmul kernel', () => {
       assert.equal(chooseTile(rt, 1600, 768, 1, 256), 'panels/k128');
       assert.notEqual(chooseTile(rt, 9, 6, 3, 5), 'panels/k128', 'tiny products are not worth the packing dispatches');
     }
-    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false } } as unknown as typeof rt;
+    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false }, policy: rt.policy } as unknown as typeof rt;
     assert.equal(chooseTile(hardware, 1600, 768, 1, 256), '128x128/t16');
     assert.equal(chooseTile(hardware, 100, 100, 1, 256), '64x64/k8');
     // The 128x256 tile for the layouts that run it fastest, on grids of enough of them.

@@ -1,9 +1,8 @@
 // Command-line options shared by every command that touches the GPU.
 
 import type { ArgsDef } from 'citty';
-import { type Backend, type GpuOptions, isRobustness } from '../gpu/device.ts';
-import { attentionPolicy } from '../kernels/attention.ts';
-import { tensorCorePolicy } from '../kernels/matmul/precision.ts';
+import { type Backend, isRobustness } from '../gpu/device.ts';
+import type { RuntimeOptions } from '../gpu/runtime.ts';
 
 export const gpuArgs = {
   backend: { type: 'string', description: 'GPU backend: auto, vulkan, metal, d3d12, opengl (env WEBGPU_BACKEND)' },
@@ -23,8 +22,8 @@ export const gpuArgs = {
   },
 } as const satisfies ArgsDef;
 
-/** The adapter options these arguments ask for (--robustness included); also applies --tensor-cores and --attention. */
-export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; attention?: string }): GpuOptions {
+/** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --attention). */
+export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; attention?: string }): RuntimeOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
   const attention = args.attention ?? 'auto';
@@ -33,10 +32,9 @@ export function gpuOptions(args: { backend?: string; adapter?: string; toggles?:
   }
   const robustness = args.robustness;
   if (robustness !== undefined && !isRobustness(robustness)) throw new Error(`--robustness must be auto, on or off, got "${robustness}"`);
-  attentionPolicy.path = attention;
-  tensorCorePolicy.enabled = mode !== 'off';
-  tensorCorePolicy.gradients = mode === 'auto';
-  const opts: GpuOptions = {};
+  const opts: RuntimeOptions = {
+    policy: { attention: { path: attention }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' } },
+  };
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;
   if (robustness) opts.robustness = robustness;

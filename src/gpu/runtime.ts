@@ -16,6 +16,7 @@ import { Arena } from './arena.ts';
 import { BufferPool } from './buffer_pool.ts';
 import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
 import { DeviceLostError, GpuError } from './errors.ts';
+import { kernelPolicy, type KernelPolicy, type KernelPolicyChanges } from './kernel_policy.ts';
 import { pacedWait } from './paced_wait.ts';
 import { KernelProfiler, type KernelTime } from './profiler.ts';
 import { shaderSource } from './shader_source.ts';
@@ -44,6 +45,11 @@ export interface Kernel {
 export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: number };
 
 export type WorkgroupCount = readonly [number, number?, number?];
+
+/** The adapter to acquire and the kernel policy's changes from its defaults. */
+export interface RuntimeOptions extends GpuOptions {
+  policy?: KernelPolicyChanges;
+}
 
 export class Runtime {
   readonly device: GPUDevice;
@@ -85,7 +91,11 @@ export class Runtime {
   private profiler: KernelProfiler | null = null;
   private passPipeline: GPUComputePipeline | null = null;
 
-  constructor(readonly gpu: Gpu) {
+  /**
+   * @param policy the kernel choices of this runtime (gpu/kernel_policy.ts); launchers
+   *   read it at every call, so changes take effect from the next dispatch.
+   */
+  constructor(readonly gpu: Gpu, readonly policy: KernelPolicy = kernelPolicy()) {
     this.device = gpu.device;
     this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize, gpu.limits.maxStorageBufferBindingSize);
     this.params = new Arena(this.device, UNIFORM_CHUNK, GPUBufferUsage.UNIFORM, 'kernel params');
@@ -311,7 +321,7 @@ export class Runtime {
   /** Waits for the GPU to finish everything submitted and throws any error it reported. */
   async sync(): Promise<void> {
     this.flush();
-    await pacedWait(this.device.queue.onSubmittedWorkDone());
+    await pacedWait(this.device.queue.onSubmittedWorkDone(), this.policy.pacing);
     this.rampStep = 0;
     await this.checkErrors();
   }
@@ -344,7 +354,7 @@ export class Runtime {
     const checks = this.errorChecks.splice(0);
     const submits = this.submitCount;
     try {
-      await pacedWait(staging.mapAsync(GPUMapMode.READ, 0, size));
+      await pacedWait(staging.mapAsync(GPUMapMode.READ, 0, size), this.policy.pacing);
     } catch (e) {
       await this.checkErrors(checks);
       throw new GpuError(`readback failed: ${(e as Error).message}`);
@@ -409,9 +419,11 @@ let current: Runtime | null = null;
 let starting: Promise<Runtime> | null = null;
 
 /** Starts (once) and returns the process-wide runtime. */
-export function initRuntime(options?: GpuOptions): Promise<Runtime> {
+export function initRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
   if (current) return Promise.resolve(current);
-  starting ??= acquireGpu(options).then((gpu) => (current = new Runtime(gpu)));
+  // Checked before the adapter is acquired, so a bad policy fails fast.
+  const policy = kernelPolicy(options.policy);
+  starting ??= acquireGpu(options).then((gpu) => (current = new Runtime(gpu, policy)));
   return starting;
 }
 

@@ -13,8 +13,8 @@
 // itself: free for a few rows, but at 32 (four 8-row blocks per column group) it
 // re-read the activations once per column group, and batch-32 decoding of the
 // Qwen2.5-0.5B shapes fell from 4,423 to 4,053 tokens/s on the H200. So the norms
-// fold only up to foldNormMaxRows rows and run as their own dispatches above (8 a
-// layer).
+// fold only up to the runtime's policy.decode.foldNormMaxRows rows and run as their
+// own dispatches above (8 a layer).
 //
 // The results equal the op-by-op layer's up to float rounding. The fused ops record
 // no gradient and run on the skinny matmul kernels, so a step takes them only under
@@ -35,24 +35,19 @@ import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { permute, reshape } from '../tensor/ops/shape_ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
-/**
- * When decode steps fuse: 'auto' where the skinny path would be taken (see above),
- * 'always' also on the software GPU (tests), 'never' keeps the op-by-op layer.
- */
-export const decodePolicy: { fused: 'auto' | 'always' | 'never'; foldNormMaxRows: number } = { fused: 'auto', foldNormMaxRows: 8 };
-
-/** Whether a step of `rows` tokens folds its RMSNorms into the products that follow. */
-const foldsNorm = (rows: number) => rows <= decodePolicy.foldNormMaxRows;
+/** Whether a step of `rows` tokens (of x) folds its RMSNorms into the products that follow (rt.policy.decode). */
+const foldsNorm = (x: Tensor, rows: number) => rows <= x.storage.rt.policy.decode.foldNormMaxRows;
 
 /** Whether a step of `seq` new tokens for `batch` sequences takes the fused layers. */
 export function fusesStep(model: CausalLM, batch: number, seq: number, cache: KVCache | null): boolean {
-  if (!cache || seq !== 1 || isGradEnabled() || decodePolicy.fused === 'never') return false;
+  const rt = model.lmHead().storage.rt;
+  const { fused } = rt.policy.decode;
+  if (!cache || seq !== 1 || isGradEnabled() || fused === 'never') return false;
   const cfg = model.config;
   // The K of each product: hidden (q|k|v, gate|up), q heads (o_proj), intermediate (down_proj).
   const ks = [cfg.hidden, cfg.heads * cfg.headDim, cfg.intermediate];
   if (ks.some((k) => k % 4 !== 0)) return false;
-  if (decodePolicy.fused === 'always') return true;
-  const rt = model.lmHead().storage.rt;
+  if (fused === 'always') return true;
   return ks.every((k) => autoTile(rt, { m: batch, n: 1, k, transB: true }) === SKINNY_TILE);
 }
 
@@ -75,7 +70,7 @@ export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: Laye
   const biases = cfg.attentionBias ? names.map((n) => model.param(`${pre}.self_attn.${n}_proj.bias`)) : null;
   const norm = { weight: model.param(`${pre}.input_layernorm.weight`), eps: cfg.rmsEps };
   // The norm folds into the projections where the device has the binding that takes.
-  const qkv = foldsNorm(B * T) && skinnyConcatTakesNorm(x.storage.rt)
+  const qkv = foldsNorm(x, B * T) && skinnyConcatTakesNorm(x.storage.rt)
     ? linearConcat(x, weights, biases, norm)
     : linearConcat(rmsNorm(x, norm.weight, norm.eps), weights, biases);
   const q = ropeQkvCache(qkv, step.positions, cache.keys[l], cache.values[l], offset, {
@@ -95,6 +90,6 @@ export function fusedMlp(model: CausalLM, x: Tensor, l: number): Tensor {
   const norm = { weight: model.param(`${pre}.post_attention_layernorm.weight`), eps: cfg.rmsEps };
   const gate = model.param(`${pre}.mlp.gate_proj.weight`);
   const up = model.param(`${pre}.mlp.up_proj.weight`);
-  const act = foldsNorm(x.size / cfg.hidden) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
+  const act = foldsNorm(x, x.size / cfg.hidden) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
   return linearResidual(act, model.param(`${pre}.mlp.down_proj.weight`), null, x);
 }

@@ -3,12 +3,11 @@
 
 import { bufferSize } from '../../gpu/buffer_pool.ts';
 import { GpuError } from '../../gpu/errors.ts';
+import type { MatmulLayoutName } from '../../gpu/kernel_policy.ts';
 import type { MatmulTile } from './tiles.ts';
 
 export const MATMUL_ACTS = { none: 0, silu: 1, gelu: 2, relu: 3 } as const;
 export type MatmulAct = keyof typeof MATMUL_ACTS;
-
-export type MatmulLayoutName = 'nn' | 'nt' | 'tn' | 'tt';
 
 export const layoutName = (transA: boolean, transB: boolean): MatmulLayoutName => `${transA ? 't' : 'n'}${transB ? 't' : 'n'}`;
 

@@ -15,28 +15,8 @@ import type { Runtime } from '../../gpu/runtime.ts';
 import { gradScale } from '../grad_scale.ts';
 import type { MatmulArgs } from './args.ts';
 import { matmul } from './matmul.ts';
-import { matmulPolicy } from './select.ts';
 import { matmulSplitKWhereItApplies } from './split_k.ts';
 import { matmulTensor, tensorMatmulAvailable, tensorMatmulMissing } from './tensor.ts';
-
-/** The choices benchmarks and `--tensor-cores` vary. */
-export const tensorCorePolicy = {
-  /** Route forward products to tensor cores when the device has them. */
-  enabled: true,
-  /** Route gradient products there too (scaled), when `enabled`. */
-  gradients: true,
-  /** Smallest product (m * n * k * batch multiply-adds) worth the tensor-core kernel. */
-  minMacs: 2 ** 30,
-  /** Row counts up to this take the f32 skinny path (decode steps) whatever the size... */
-  maxSkinnyRows: 64,
-  /**
-   * ...except products wider than matmulPolicy.narrowMaxColumns (an LM head), which take
-   * tensor cores from this many rows: at 32 rows the Qwen2.5-0.5B LM head (151,936
-   * columns) took 0.73 ms there on the H200 against 1.03 ms on the skinny path and
-   * 1.17 on the 128x128 f32 tile (bench decode-matmul, 2026-12-01).
-   */
-  wideMinRows: 32,
-};
 
 /**
  * A line for the run's log when a hardware adapter cannot take tensor cores that the
@@ -44,15 +24,15 @@ export const tensorCorePolicy = {
  * software GPU never has them, so it gets no line.
  */
 export function tensorCoreNote(rt: Runtime): string | null {
-  if (rt.caps.compatibility || !tensorCorePolicy.enabled) return null;
+  if (rt.caps.compatibility || !rt.policy.tensorCores.enabled) return null;
   const missing = tensorMatmulMissing(rt);
   return missing ? `tensor cores: not used; ${missing}` : null;
 }
 
 /** Whether `args` (a forward product) would run on the tensor-core kernel on this device. */
 export function usesTensorCores(rt: Runtime, args: MatmulArgs): boolean {
-  const p = tensorCorePolicy;
-  const rows = args.m > p.maxSkinnyRows || (args.n > matmulPolicy.narrowMaxColumns && args.m >= p.wideMinRows);
+  const p = rt.policy.tensorCores;
+  const rows = args.m > p.maxSkinnyRows || (args.n > rt.policy.matmul.narrowMaxColumns && args.m >= p.wideMinRows);
   return p.enabled && args.tile === undefined && (args.act ?? 'none') === 'none' && !args.residual && rows &&
     args.m * args.n * args.k * (args.batch ?? 1) >= p.minMacs && tensorMatmulAvailable(rt);
 }
@@ -71,7 +51,7 @@ function onTensorCores(rt: Runtime, args: MatmulArgs, scaleA?: GPUBuffer): void 
 
 /** Whether a gradient product (A the gradient) would run on the tensor-core kernel. */
 export function gradientUsesTensorCores(rt: Runtime, args: MatmulArgs): boolean {
-  return tensorCorePolicy.gradients && usesTensorCores(rt, args);
+  return rt.policy.tensorCores.gradients && usesTensorCores(rt, args);
 }
 
 /**

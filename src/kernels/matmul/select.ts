@@ -3,8 +3,9 @@
 // on the software GPU where they pay, otherwise the workgroup tile and cut that
 // measured fastest for the shape's class on the H200 (docs/RESULTS.md).
 
+import type { MatmulLayoutName, MatmulPolicy } from '../../gpu/kernel_policy.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
-import { layoutName, plainOutput, type MatmulLayoutName, type StreamKPlan, type TileArgs } from './args.ts';
+import { layoutName, plainOutput, type StreamKPlan, type TileArgs } from './args.ts';
 import { skinnyFits } from './skinny.ts';
 import { planStreamK, splitRuns } from './split_k.ts';
 import {
@@ -12,51 +13,13 @@ import {
   type MatmulTile, type WorkgroupTile,
 } from './tiles.ts';
 
-/** The launcher's choices that benchmarks vary to compare paths. */
-export const matmulPolicy = {
-  /** Rows of A up to which a real GPU takes the skinny path (0: never). */
-  skinnyMaxRows: 32,
-  /**
-   * The same for products of at most narrowMaxColumns columns. On the H200 (bench
-   * decode-matmul) 64 rows still ran 2-9x faster on the skinny path than on the tiles
-   * for the Qwen2.5-0.5B projections (mlp down 83 us against 774), but the LM head
-   * (151,936 columns) took 2.0 ms against the 128x128 tile's 1.2.
-   */
-  skinnyMaxRowsNarrow: 64,
-  narrowMaxColumns: 16384,
-  /**
-   * Layouts (A then B, n: as stored, t: transposed) whose plain outputs (plainOutput) on
-   * the 128x256 tile run `main_origins` rather than `main`. H200, f32 lab at 4096^3: the
-   * plain layout ran 44.7 TFLOP/s there against 39.6 on `main`'s 128x128; B transposed
-   * ran 35.0 there against 42.7 in `main`, A transposed 40.0 against 41.4 (see the
-   * shader). On 128x128 the plain layout ran faster in `main` (40.0 against 37.7), and
-   * `main_origins` never cuts k, so every other tile takes `main`.
-   */
-  originLayouts: ['nn'] as MatmulLayoutName[],
-  /**
-   * Layouts whose plain outputs take the 128x256 tile when its grid has at least
-   * wideMinWorkgroups workgroups. Not B transposed since its tiles' k-rows are skewed
-   * rather than XOR-swizzled (shaders/matmul.wgsl): H200, 2026-12-02, lab, two passes,
-   * TFLOP/s on 128x128/t16 against 128x256: the MLP's up projection 4096 x 4,864 x 896
-   * whole 43.5, 43.5 against 40.9, 41.6 (43.5, 42.7 streamed), an LM-head vocabulary
-   * chunk 4096 x 30,464 x 896 47.4, 47.3 against 45.9, 45.7. Smaller grids of the
-   * plain layout go to `main`, cut along k where splitRuns says (H200, 2026-12-01,
-   * whole on `main_origins` -> in runs on `main`: 2048 x 896 x 30,464 27.2 ->
-   * 34.5-38.9, 1024 x 896 x 30,464 14.2 -> 34.3, 2048 x 896 x 4,864 26.8 -> 32.0-34.7,
-   * 1024^3 17.1 -> 30.4); at 128 workgroups the wide tile whole still leads (the MLP's
-   * dX, 4096 x 896 x 4,864: 37.2 against 35.2 in 8 runs).
-   */
-  wideLayouts: ['nn'] as MatmulLayoutName[],
-  wideMinWorkgroups: 96,
-};
-
 // Measured on the H200 (bench, 2026-12-01, after the kernel's rewrite: one stage, k
 // unrolled, values passed rather than pointers): 128x128/k16 led 128x128/k8 on every
 // shape (39.3 against 36.6 TFLOP/s at 4096^3, 43.2 against 40.8 on the LM head) and
 // the 64-tile from 2048^3 up; the 64-tile leads on 1024^3 (18.3 against 14.8) and the
 // MLP weight gradients (26.8 against 24.4), grids of one to two waves of the larger
 // tile, but in training those are cut along K (split_k.ts). 128x256/k16 (8x16
-// per thread) leads on plain outputs of the plain layout (matmulPolicy.wideLayouts).
+// per thread) leads on plain outputs of the plain layout (policy.matmul.wideLayouts).
 // 128x128/t16 (8x16 per thread, 128 threads) leads 128x128/k16. H200, f32, 4096 x 896
 // outputs streamed (stream-K), TFLOP/s on t16 against k16: the MLP's dX 43.3 against
 // 41.3, the LM head's dX per 8,192-row chunk 45.1 against 42.3, its dW 45.0 against
@@ -93,7 +56,7 @@ function workgroups(tile: WorkgroupTile, m: number, n: number, batch: number): n
 
 function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: number, layout: MatmulLayoutName, plain: boolean): WorkgroupTile {
   if (!tileFits(rt, BIG_TILE)) return SMALL_TILE;
-  const p = matmulPolicy;
+  const p = rt.policy.matmul;
   // A product that `main` cuts along k keeps the 128x128 tile: H200, 2026-12-01, the
   // MLP's forward down projection (B transposed) in 8 runs ran 35.0 TFLOP/s on 128x256
   // against 37.9 on 128x128, the MLP's dW 30.5 against 36.2.
@@ -102,7 +65,7 @@ function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: numb
   // x 4,864, 38.5 TFLOP/s whole on 128x256 against 40.5 in 4 runs on 128x128).
   const wide = plain && p.wideLayouts.includes(layout) && tileFits(rt, WIDE_TILE) && workgroups(WIDE_TILE, m, n, batch) >= p.wideMinWorkgroups &&
     (wholeTiles(WIDE_TILE, m, n, k) || !wholeTiles(BIG_TILE, m, n, k));
-  if (wide && launcherRuns(rt, m, n, k, batch, tiledEntry(layout, plain, WIDE_TILE)) === 1) return WIDE_TILE;
+  if (wide && launcherRuns(rt, m, n, k, batch, tiledEntry(p, layout, plain, WIDE_TILE)) === 1) return WIDE_TILE;
   return workgroups(BIG_TILE, m, n, batch) >= BIG_TILE_MIN_WORKGROUPS ? BIG_TILE : SMALL_TILE;
 }
 
@@ -121,9 +84,9 @@ export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: numb
   return panelSeconds(m, n, k, batch) < tiled ? PANEL_TILE : tile;
 }
 
-/** The tiled kernel's entry point for a product of `layout` on `tile` (see matmulPolicy.originLayouts). */
-export function tiledEntry(layout: MatmulLayoutName, plain: boolean, tile: WorkgroupTile): 'main' | 'main_origins' {
-  return plain && tile === WIDE_TILE && matmulPolicy.originLayouts.includes(layout) ? 'main_origins' : 'main';
+/** The tiled kernel's entry point for a product of `layout` on `tile` (see MatmulPolicy.originLayouts). */
+export function tiledEntry(policy: MatmulPolicy, layout: MatmulLayoutName, plain: boolean, tile: WorkgroupTile): 'main' | 'main_origins' {
+  return plain && tile === WIDE_TILE && policy.originLayouts.includes(layout) ? 'main_origins' : 'main';
 }
 
 /**
@@ -133,7 +96,7 @@ export function tiledEntry(layout: MatmulLayoutName, plain: boolean, tile: Workg
  * bound offsets) is checked where they are bound (matmul).
  */
 export function launcherRuns(rt: Runtime, m: number, n: number, k: number, batch: number, entry: 'main' | 'main_origins'): number {
-  return entry === 'main' && batch === 1 && !rt.caps.compatibility ? splitRuns(m, n, k) : 1;
+  return entry === 'main' && batch === 1 && !rt.caps.compatibility ? splitRuns(m, n, k, rt.policy.splitK) : 1;
 }
 
 /**
@@ -145,7 +108,7 @@ export function autoCut(rt: Runtime, tile: WorkgroupTile, entry: 'main' | 'main_
   if (rt.caps.compatibility) return { runs: 1 };
   const cfg = MATMUL_TILES[tile];
   const { rows, cols } = tileShape(tile);
-  const stream = k > 0 ? planStreamK(Math.ceil(m / rows) * Math.ceil(n / cols), Math.ceil(k / cfg.BK), cfg.resident) : undefined;
+  const stream = k > 0 ? planStreamK(Math.ceil(m / rows) * Math.ceil(n / cols), Math.ceil(k / cfg.BK), cfg.resident, rt.policy.streamK) : undefined;
   return stream ? { runs: 1, stream } : { runs: launcherRuns(rt, m, n, k, batch, entry) };
 }
 
@@ -153,7 +116,7 @@ export function autoCut(rt: Runtime, tile: WorkgroupTile, entry: 'main' | 'main_
 export function autoTile(rt: Runtime, args: TileArgs): MatmulTile {
   // The software GPU keeps its panel path: there every product is bound by loads, not
   // by how many cores stream B.
-  const p = matmulPolicy;
+  const p = rt.policy.matmul;
   const maxRows = args.n <= p.narrowMaxColumns ? p.skinnyMaxRowsNarrow : p.skinnyMaxRows;
   if (!rt.caps.compatibility && args.m <= maxRows && skinnyFits(args) && tileFits(rt, SKINNY_TILE)) return SKINNY_TILE;
   return chooseTile(rt, args.m, args.n, args.batch ?? 1, args.k, layoutName(!!args.transA, !!args.transB), plainOutput(args));

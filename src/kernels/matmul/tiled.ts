@@ -31,7 +31,7 @@ export function matmulTiled(rt: Runtime, r: ResolvedArgs, tile: WorkgroupTile, h
   const [bindA, offA] = place(a, offsetA);
   const [bindB, offB] = place(b, offsetB);
   const [bindC, offC] = place(out, offsetC);
-  const entry = tiledEntry(layoutName(transA, transB), plainEpilogue(vecC, r), tile);
+  const entry = tiledEntry(rt.policy.matmul, layoutName(transA, transB), plainEpilogue(vecC, r), tile);
   const vecA = aligned(transA ? m : k, offsetA, strideA);
   const vecB = aligned(transB ? k : n, offsetB, strideB);
   const shape = tileShape(tile);
