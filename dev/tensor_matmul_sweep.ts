@@ -136,7 +136,7 @@ async function runCase(c: Case): Promise<object> {
     try {
       once();
       const times = await rt.profile();
-      const gpuMs = times.filter((t) => t.kernel.startsWith(c.config === 'f32' ? 'matmul.' : 'matmul_tensor.')).reduce((s, t) => s + t.ms, 0);
+      const gpuMs = times.filter((t) => t.kernel.startsWith(c.config === 'f32' ? 'matmul/' : 'matmul/tensor.')).reduce((s, t) => s + t.ms, 0);
       gpu = { gpu_ms: +gpuMs.toFixed(4), gpu_tflops: +(flops / (gpuMs * 1e9)).toPrecision(4) };
     } finally {
       await rt.stopProfiling();

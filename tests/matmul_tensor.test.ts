@@ -161,7 +161,7 @@ describe('f16-rounded matmul reference (CPU)', () => {
   });
 });
 
-describe('matmul_tensor.wgsl on Dawn\'s null backend (validation only, nothing runs)', () => {
+describe('matmul/tensor.wgsl on Dawn\'s null backend (validation only, nothing runs)', () => {
   // Dawn's null backend offers every feature and runs no shader, but compiles each
   // pipeline through Tint (parsing, uniformity, override substitution) and validates
   // bind groups, so the WGSL of every variant is checked on machines without the GPU.
@@ -191,7 +191,7 @@ describe('matmul_tensor.wgsl on Dawn\'s null backend (validation only, nothing r
   test('every entry point and variant compiles; `main` needs a C binding of one 16x16 f32 block', { timeout: 300_000 }, async (t) => {
     const device = await nullDevice();
     if (typeof device === 'string') return t.skip(device);
-    const module = device.createShaderModule({ code: shaderSource('matmul_tensor') });
+    const module = device.createShaderModule({ code: shaderSource('matmul/tensor') });
     const info = await module.getCompilationInfo();
     assert.deepEqual(info.messages.filter((m) => m.type !== 'info').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`), []);
     for (const tile of SHRUNK) {

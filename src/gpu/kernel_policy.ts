@@ -45,7 +45,7 @@ export interface MatmulPolicy {
   /**
    * Layouts whose plain outputs take the 128x256 tile when its grid has at least
    * wideMinWorkgroups workgroups. Not B transposed since its tiles' k-rows are skewed
-   * rather than XOR-swizzled (shaders/matmul.wgsl): H200, 2026-12-02, lab, two passes,
+   * rather than XOR-swizzled (shaders/matmul/tiled.wgsl): H200, 2026-12-02, lab, two passes,
    * TFLOP/s on 128x128/t16 against 128x256: the MLP's up projection 4096 x 4,864 x 896
    * whole 43.5, 43.5 against 40.9, 41.6 (43.5, 42.7 streamed), an LM-head vocabulary
    * chunk 4096 x 30,464 x 896 47.4, 47.3 against 45.9, 45.7. Smaller grids of the

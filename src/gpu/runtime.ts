@@ -19,7 +19,7 @@ import { DeviceLostError, GpuError } from './errors.ts';
 import { kernelPolicy, type KernelPolicy, type KernelPolicyChanges } from './kernel_policy.ts';
 import { pacedWait } from './paced_wait.ts';
 import { KernelProfiler, type KernelTime } from './profiler.ts';
-import { shaderSource } from './shader_source.ts';
+import { shaderText } from './shader_source.ts';
 
 const UNIFORM_SLOT = 256;
 const UNIFORM_CHUNK = 256 * UNIFORM_SLOT;
@@ -127,7 +127,8 @@ export class Runtime {
       ? `${family}.${entry}<${Object.entries(constants).map(([a, b]) => `${a}=${b}`).join(',')}>`
       : `${family}.${entry}`;
     this.device.pushErrorScope('validation');
-    const module = this.device.createShaderModule({ code: shaderSource(family), label: family });
+    const text = shaderText(family);
+    const module = this.device.createShaderModule({ code: text.code, label: family });
     const pipeline = this.device.createComputePipeline({
       label: name,
       layout: 'auto',
@@ -137,7 +138,7 @@ export class Runtime {
       this.device.popErrorScope().then(async (err) => {
         if (!err) return;
         const info = await module.getCompilationInfo().catch(() => null);
-        const detail = info?.messages.filter((m) => m.type === 'error').map((m) => `  ${family}.wgsl:${m.lineNum}:${m.linePos} ${m.message}`).join('\n');
+        const detail = info?.messages.filter((m) => m.type === 'error').map((m) => `  ${text.origin(m.lineNum)}:${m.linePos} ${m.message}`).join('\n');
         throw new GpuError(`kernel ${name} failed to compile: ${err.message}${detail ? `\n${detail}` : ''}`);
       }),
     );

@@ -1,6 +1,6 @@
 // The f32 matmul, batched C = act(op(A) @ op(B) + bias) (+= C): checks its arguments,
 // picks the tile (select.ts) unless the caller forces one, and records the product on
-// the skinny, panel or tiled kernels (shaders/matmul.wgsl).
+// the skinny, panel or tiled kernels (shaders/matmul/).
 
 import { GpuError } from '../../gpu/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';

@@ -1,4 +1,4 @@
-// The software GPU's matmul (shaders/matmul.wgsl, `pack` and `panels`): both
+// The software GPU's matmul (shaders/matmul/panels.wgsl, `pack` and `panels`): both
 // operands packed into 64 KiB uniform-buffer panels, multiplied panel by panel.
 
 import { GpuError } from '../../gpu/errors.ts';
@@ -42,7 +42,7 @@ function pack(
   const total = rows * kChunks * geo.kc / 4;
   const p = uniforms(7);
   p.u.set([rows, k, base, kChunks, total, geo.rows, geo.kc / 4]);
-  const kernel = rt.kernel('matmul', 'pack', { TRANS_A: Number(kMajor), VEC_A: Number(vec && !kMajor) });
+  const kernel = rt.kernel('matmul/panels', 'pack', { TRANS_A: Number(kMajor), VEC_A: Number(vec && !kMajor) });
   // Only the part in use: the scratch may have grown past the storage binding limit.
   const used = Math.ceil(rows / geo.rows) * kChunks * PANEL_BYTES;
   rt.dispatch(kernel, [src, { buffer: dst, size: used }], p.u, grid1d(total, 64));
@@ -56,7 +56,7 @@ const P_ACCUM = 8;
 const P_ACT_SHIFT = 4;
 const P_SECOND = 64;
 
-/** The software GPU's matmul: see the end of shaders/matmul.wgsl. */
+/** The software GPU's matmul: see shaders/matmul/panels.wgsl. */
 export function matmulPanels(rt: Runtime, tile: PanelTile, r: ResolvedArgs): void {
   const { m, n, k } = r;
   const aligned = (row: number, offset: number, stride: number) => vec4Rows(row, offset, stride, r.batch);
@@ -77,7 +77,7 @@ export function matmulPanels(rt: Runtime, tile: PanelTile, r: ResolvedArgs): voi
   const pb = scratchBuffer(rt, 'b', packedBytes(n, k, tile));
   const vecA = aligned(r.transA ? m : k, r.offsetA, r.strideA);
   const vecB = aligned(r.transB ? k : n, r.offsetB, r.strideB);
-  const kernel = rt.kernel('matmul', vecC ? 'panels_vec4' : 'panels');
+  const kernel = rt.kernel('matmul/panels', vecC ? 'panels_vec4' : 'panels');
   const epilogue = (r.bias ? P_BIAS : 0) | (r.accumulate ? P_ACCUM : 0) | (MATMUL_ACTS[r.act] << P_ACT_SHIFT);
   const window = (buffer: GPUBuffer, panel: number, chunk: number) => ({ buffer, offset: (panel * kChunks + chunk) * PANEL_BYTES, size: PANEL_BYTES });
   for (let bi = 0; bi < r.batch; bi++) {

@@ -1,4 +1,4 @@
-// Launchers of the skinny kernels (the end of shaders/matmul.wgsl): a few rows by a
+// Launchers of the skinny kernels (shaders/matmul/skinny.wgsl): a few rows by a
 // weight stored [N, K], a decode step's products, with a decode layer's neighbouring
 // operations (residual, several projections at once, RMSNorm, SwiGLU) folded in.
 
@@ -24,7 +24,7 @@ const skinnyRows = (m: number) => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
 
 export function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
   const rows = skinnyRows(r.m);
-  const kernel = rt.kernel('matmul', 'skinny', {
+  const kernel = rt.kernel('matmul/skinny', 'skinny', {
     SKINNY_ROWS: rows, BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate), RESID: Number(!!r.residual),
   });
   // 8 columns per workgroup (SKINNY_COLS).
@@ -117,7 +117,7 @@ export function matmulSkinnyConcat(rt: Runtime, args: SkinnyConcatArgs): void {
   checkBuffer('C', out, m * n);
   if (norm) checkBuffer('norm weight', norm.weight, k);
   const { params, grid } = skinnyLaunch(m, n, k, ns[0], ns[1] ?? 0, norm?.eps);
-  const kernel = rt.kernel('matmul', norm ? 'skinny_concat_norm' : 'skinny_concat', { SKINNY_ROWS: skinnyRows(m), BIAS: Number(!!biases) });
+  const kernel = rt.kernel('matmul/skinny', norm ? 'skinny_concat_norm' : 'skinny_concat', { SKINNY_ROWS: skinnyRows(m), BIAS: Number(!!biases) });
   // Missing weights and biases take a buffer that is bound but never read.
   const w = (i: number) => weights[i] ?? weights[0];
   const bias = (i: number) => biases?.[i] ?? biases?.[0] ?? a;
@@ -155,7 +155,7 @@ export function matmulSkinnySwiglu(rt: Runtime, args: SkinnySwigluArgs): void {
   checkBuffer('C', out, m * n);
   if (norm) checkBuffer('norm weight', norm.weight, k);
   const { params, grid } = skinnyLaunch(m, n, k, 0, 0, norm?.eps);
-  const kernel = rt.kernel('matmul', 'skinny_swiglu', { SKINNY_ROWS: skinnyRows(m), SKINNY_PLANES: 2, NORM_A: Number(!!norm) });
+  const kernel = rt.kernel('matmul/skinny', 'skinny_swiglu', { SKINNY_ROWS: skinnyRows(m), SKINNY_PLANES: 2, NORM_A: Number(!!norm) });
   // Without a norm its binding still needs a buffer; A is read-only already.
   rt.dispatch(kernel, [a, gate, up, out, norm?.weight ?? a], params, grid);
 }

@@ -6,7 +6,7 @@
 // runs whose partial sums [runs, m, n] are added up afterwards.
 //
 // Three forms:
-// - Stream-K, on the f32 tiled kernel (STREAM in shaders/matmul.wgsl): where whole
+// - Stream-K, on the f32 tiled kernel (STREAM in shaders/matmul/tiled.wgsl): where whole
 //   tiles would leave much of the GPU idle (fewer tiles than it runs at once, or a
 //   mostly empty last round), those tiles' K slices are laid end to end and shared
 //   evenly between one round of workgroups; `stream_k_sum` adds each tile's partial

@@ -1,4 +1,4 @@
-// Launcher of the tiled kernel (shaders/matmul.wgsl `main`, `main_origins`): the
+// Launcher of the tiled kernel (shaders/matmul/tiled.wgsl `main`, `main_origins`): the
 // product whole, cut into runs of k summed afterwards (split-K), or with its last
 // round of tiles streamed (stream-K); see split_k.ts for when each applies.
 
@@ -58,7 +58,7 @@ export function matmulTiled(rt: Runtime, r: ResolvedArgs, tile: WorkgroupTile, h
   const recordWhole = (first: number) => {
     const [gx, gy] = grid1d(tilesM * tilesN - first, 1);
     if (gx === 0) return;
-    const kernel = rt.kernel('matmul', entry, {
+    const kernel = rt.kernel('matmul/tiled', entry, {
       ...productConstants(tile, cut),
       ...epilogueConstants(cut),
       BASED: Number(batch > 1 || offA > 0 || offB > 0 || offC > 0),
@@ -127,7 +127,7 @@ function epilogueConstants(e: Pick<SplitRunArgs, 'bias' | 'act' | 'accumulate' |
 
 /** `main` for a product cut along k (`form`: runs or stream-K shares) into partial sums, without the epilogue. */
 function cutProduct(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, form: 'SPLIT_K' | 'STREAM'): Kernel {
-  return rt.kernel('matmul', 'main', { ...productConstants(tile, r), VEC_C: 1, BASED: 0, [form]: 1 });
+  return rt.kernel('matmul/tiled', 'main', { ...productConstants(tile, r), VEC_C: 1, BASED: 0, [form]: 1 });
 }
 
 /**
@@ -152,7 +152,7 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
   p.u.set([m, n, k, 0, 0, 0, m * n, tilesM, tilesN, 0, 0, 0, kc]);
   // The bias binding is never read without BIAS; A is read-only already.
   rt.dispatch(product, [r.a, r.b, r.a, partials], p.u, [...grid1d(tilesM * tilesN, 1), used]);
-  const sum = rt.kernel('matmul', 'split_k_sum', epilogueConstants(r));
+  const sum = rt.kernel('matmul/tiled', 'split_k_sum', epilogueConstants(r));
   const q = uniforms(13);
   q.u.set([m, n, used, 0, 0, 0, 0, 0, 0, 0, 0, r.offC, 0]);
   rt.dispatch(sum, [partials, null, r.bias ?? partials, r.out], q.u, grid1d((m * n) / 4, 256));
@@ -161,7 +161,7 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
 }
 
 /**
- * Stream-K (shaders/matmul.wgsl, `main` with STREAM): the first plan.tiles tiles' K
+ * Stream-K (shaders/matmul/tiled.wgsl, `main` with STREAM): the first plan.tiles tiles' K
  * slices, laid end to end, cut into plan.shares equal shares, each written as one or two
  * partial tiles into pooled scratch; then `whole` records the other tiles; then
  * `stream_k_sum` adds each streamed tile's partial tiles into C with the epilogue.
@@ -181,7 +181,7 @@ function matmulStream(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, plan: S
   // The bias binding is never read without BIAS; A is read-only already.
   rt.dispatch(cutProduct(rt, r, tile, 'STREAM'), [r.a, r.b, r.a, partials], p.u, [...grid1d(plan.shares, 1), 1]);
   whole();
-  const sum = rt.kernel('matmul', 'stream_k_sum', { ...epilogueConstants(r), ...tileConstants(tile) });
+  const sum = rt.kernel('matmul/tiled', 'stream_k_sum', { ...epilogueConstants(r), ...tileConstants(tile) });
   rt.dispatch(sum, [partials, null, r.bias ?? partials, r.out], p.u, grid1d((plan.tiles * rows * cols) / 4, 256));
   rt.pool.release(partials);
 }

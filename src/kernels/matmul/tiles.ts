@@ -28,7 +28,7 @@ export function tileShape(tile: keyof typeof MATMUL_TILES): { rows: number; cols
 }
 
 /**
- * The software GPU's path (see the end of shaders/matmul.wgsl): both operands packed
+ * The software GPU's path (shaders/matmul/panels.wgsl): both operands packed
  * into 64 KiB uniform-buffer panels of KC consecutive k (fewer when K is smaller).
  * Kept apart from MATMUL_TILES so that benchmarks of the workgroup tiles on real GPUs
  * stay as they were; k32 exists to test K split into many chunks.
@@ -39,7 +39,7 @@ export const MATMUL_PANELS = {
 } as const;
 
 /**
- * The skinny path (the end of shaders/matmul.wgsl): a few rows of A by a B stored
+ * The skinny path (shaders/matmul/skinny.wgsl): a few rows of A by a B stored
  * [N, K], a decode step's products, streaming B at full width instead of through one
  * row of output tiles. It needs transB without transA, batch 1, and K and the A/B
  * offsets multiples of 4.
