@@ -5,7 +5,7 @@ import type { MatmulArgs } from '../src/kernels/matmul/args.ts';
 import { matmul as matmulKernel } from '../src/kernels/matmul/matmul.ts';
 import { autoTile, chooseTile } from '../src/kernels/matmul/select.ts';
 import { skinnyFits } from '../src/kernels/matmul/skinny.ts';
-import { MATMUL_PANELS, MATMUL_TILES, SKINNY_TILE, type MatmulTile } from '../src/kernels/matmul/tiles.ts';
+import { MATMUL_TILES, PANEL_TILE, SKINNY_TILE, type MatmulTile } from '../src/kernels/matmul/tiles.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { randn } from '../src/tensor/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
@@ -54,7 +54,7 @@ async function check(c: Case): Promise<void> {
 describe('matmul kernel', () => {
   test('all transpose combinations match the reference on odd and aligned shapes, every tile', slow, async () => {
     const shapes = [[1, 1, 1], [3, 5, 7], [5, 7, 8], [67, 129, 33], [68, 132, 36]];
-    for (const tile of [...Object.keys(MATMUL_TILES), ...Object.keys(MATMUL_PANELS)] as MatmulTile[]) {
+    for (const tile of [...Object.keys(MATMUL_TILES), PANEL_TILE] as MatmulTile[]) {
       for (const [transA, transB] of TRANS) {
         for (const [m, n, k] of shapes) await check({ m, n, k, transA, transB, tile });
       }
@@ -114,7 +114,7 @@ describe('matmul kernel', () => {
     // Uniform panels: several row and column panels and K chunks, partial last ones.
     await check({ m: 300, n: 260, k: 130, tile: 'panels/k128' });
     await check({ m: 300, n: 261, k: 130, tile: 'panels/k128', transA: true, transB: true });
-    await check({ m: 600, n: 520, k: 70, tile: 'panels/k32', transB: true });
+    await check({ m: 600, n: 520, k: 70, tile: PANEL_TILE, panelK: 32, transB: true });
   });
 
   test('outputs of whole tiles (no bounds checks), whole and cut along k, every layout', slow, async () => {
@@ -148,7 +148,7 @@ describe('matmul kernel', () => {
     assert.throws(() => matmulKernel(rt, { ...args, streamK: { tiles: 2, shares: 3 } }), /at most all/);
     assert.throws(() => matmulKernel(rt, { ...args, streamK: { tiles: 1, shares: 2 }, splitK: 2 }), /pass one/);
     assert.throws(() => matmulKernel(rt, { ...args, n: 62, streamK: { tiles: 1, shares: 2 } }), /n a multiple of 4/);
-    assert.throws(() => matmulKernel(rt, { ...args, tile: 'panels/k32', streamK: { tiles: 1, shares: 2 } }), /stream-K runs on the workgroup tiles, not panels\/k32/);
+    assert.throws(() => matmulKernel(rt, { ...args, tile: PANEL_TILE, panelK: 32, streamK: { tiles: 1, shares: 2 } }), /stream-K runs on the workgroup tiles, not panels\/k128/);
   });
 
   test('batched, with per-batch operands, a broadcast (stride 0) operand and offsets', slow, async () => {
@@ -170,10 +170,10 @@ describe('matmul kernel', () => {
       await check({ m: 8, n: 12, k: 4, transA, transB, offsetA: 64, offsetB: 4, offsetC: 3, tile: '64x64/k8', label: `bound and kept offsets ${transA} ${transB}` });
     }
     for (const [transA, transB] of TRANS) {
-      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideA: 0, tile: 'panels/k32' });
-      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideB: 0, tile: 'panels/k32' });
-      await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, tile: 'panels/k32' });
-      await check({ m: 8, n: 12, k: 36, batch: 2, transA, transB, offsetA: 8, offsetB: 4, offsetC: 12, strideC: 100, tile: 'panels/k32' });
+      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideA: 0, tile: PANEL_TILE, panelK: 32 });
+      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideB: 0, tile: PANEL_TILE, panelK: 32 });
+      await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, tile: PANEL_TILE, panelK: 32 });
+      await check({ m: 8, n: 12, k: 36, batch: 2, transA, transB, offsetA: 8, offsetB: 4, offsetC: 12, strideC: 100, tile: PANEL_TILE, panelK: 32 });
     }
   });
 
@@ -189,14 +189,14 @@ describe('matmul kernel', () => {
     await check({ m: 19, n: 304, k: 20, bias: true, act: 'relu', transB: true, tile: '128x256/k16' });
     // Uniform panels split K into chunks of 32: partial sums go through C, the last
     // chunk applies bias and activation.
-    const tile = 'panels/k32';
+    const chunks = { tile: PANEL_TILE, panelK: 32 } as const;
     for (const act of ['none', 'silu', 'gelu', 'relu'] as const) {
-      await check({ m: 19, n: 13, k: 70, act, bias: true, tile });
-      await check({ m: 19, n: 16, k: 70, act, bias: true, transB: true, tile });
-      await check({ m: 10, n: 13, k: 60, act, bias: true, init: true, accumulate: true, tile });
+      await check({ m: 19, n: 13, k: 70, act, bias: true, ...chunks });
+      await check({ m: 19, n: 16, k: 70, act, bias: true, transB: true, ...chunks });
+      await check({ m: 10, n: 13, k: 60, act, bias: true, init: true, accumulate: true, ...chunks });
     }
-    await check({ m: 10, n: 13, k: 70, bias: true, init: true, accumulate: true, tile, label: 'panels accumulate over K chunks' });
-    await check({ m: 19, n: 16, k: 70, batch: 2, bias: true, init: true, accumulate: true, transA: true, tile, label: 'panels accumulate, batched' });
+    await check({ m: 10, n: 13, k: 70, bias: true, init: true, accumulate: true, ...chunks, label: 'panels accumulate over K chunks' });
+    await check({ m: 19, n: 16, k: 70, batch: 2, bias: true, init: true, accumulate: true, transA: true, ...chunks, label: 'panels accumulate, batched' });
   });
 
   test('skinny products (a few rows by a [N, K] weight) match the reference: row blocks, partial column groups, epilogues', slow, async () => {
@@ -260,8 +260,11 @@ describe('matmul kernel', () => {
       assert.throws(() => matmulKernel(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 100, n: 1, k: 1 }), /matmul: A needs 400 bytes/);
       assert.throws(() => matmulKernel(rt, { a: t.buffer, b: t.buffer, out: t.buffer, m: 1, n: 1, k: 1 }), /output buffer is also an input/);
       assert.throws(() => matmulKernel(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 2, n: 2, k: 1, batch: 2, strideC: 1 }), /overlap/);
-      assert.throws(() => matmulKernel(rt, { a: zeros([128]).buffer, b: zeros([128]).buffer, out: zeros([128]).buffer, m: 1, n: 1, k: 70, act: 'silu', accumulate: true, tile: 'panels/k32' }),
-        /matmul: tile panels\/k32 cannot split k = 70 over 2 dispatches under an accumulated activation/);
+      assert.throws(() => matmulKernel(rt, { a: zeros([128]).buffer, b: zeros([128]).buffer, out: zeros([128]).buffer, m: 1, n: 1, k: 70, act: 'silu', accumulate: true, tile: PANEL_TILE, panelK: 32 }),
+        /matmul: tile panels\/k128 cannot split k = 70 over 2 dispatches \(panels of 32 k\) under an accumulated activation/);
+      const small = { a: zeros([128]).buffer, b: zeros([128]).buffer, out: zeros([128]).buffer, m: 1, n: 1, k: 8 };
+      assert.throws(() => matmulKernel(rt, { ...small, tile: '64x64/k8', panelK: 32 }), /matmul: panelK is for the panel tile, not 64x64\/k8/);
+      assert.throws(() => matmulKernel(rt, { ...small, tile: PANEL_TILE, panelK: 48 }), /matmul: panelK = 48 must be a power of two from 4 to 128/);
     });
   });
 });

@@ -50,6 +50,11 @@ export interface MatmulArgs {
   /** Force a tile size (benchmarks); by default chosen from the shape and the limits. */
   tile?: MatmulTile;
   /**
+   * k per panel on the panel tile, a power of two from 4 to its PANEL_KC; by default the
+   * most k needs. Tests force small ones to cut K into many chunks.
+   */
+  panelK?: number;
+  /**
    * Cut k into this many runs summed afterwards (split-K, see splitRuns); 1: whole. By
    * default the launcher's choice.
    */
@@ -73,7 +78,7 @@ export interface MatmulCut {
 export const UNCUT: MatmulCut = Object.freeze({ runs: 1 });
 
 /** Arguments with every default filled in and checked (matmul), as the tiled and panel launchers take them. */
-export type ResolvedArgs = Required<Omit<MatmulArgs, 'bias' | 'residual' | 'tile' | 'splitK' | 'streamK'>> & Pick<MatmulArgs, 'bias'>;
+export type ResolvedArgs = Required<Omit<MatmulArgs, 'bias' | 'residual' | 'tile' | 'panelK' | 'splitK' | 'streamK'>> & Pick<MatmulArgs, 'bias'>;
 
 export type TileArgs = Pick<MatmulArgs, 'm' | 'n' | 'k' | 'batch' | 'transA' | 'transB' | 'offsetA' | 'offsetB' | 'offsetC' | 'strideC' | 'bias' | 'act' | 'accumulate'>;
 

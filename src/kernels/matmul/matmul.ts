@@ -4,12 +4,12 @@
 
 import { GpuError } from '../../gpu/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
-import { checkBuffer, MATMUL_ACTS, matmulLayout, UNCUT, type MatmulArgs, type MatmulCut } from './args.ts';
+import { checkBuffer, MATMUL_ACTS, matmulLayout, UNCUT, type MatmulArgs, type MatmulCut, type MatmulLayout } from './args.ts';
 import { matmulPanels } from './panels.ts';
 import { autoTile } from './select.ts';
 import { matmulSkinny, skinnyFits } from './skinny.ts';
 import { matmulTiled } from './tiled.ts';
-import { isPanels, isWorkgroupTile, PANEL_BYTES, SKINNY_TILE, tileFits, workgroupBytes } from './tiles.ts';
+import { isPanels, isWorkgroupTile, PANEL_BYTES, PANEL_KC, panelDepthFits, SKINNY_TILE, tileFits, workgroupBytes, type MatmulTile } from './tiles.ts';
 
 /**
  * Records C[b] = act(op(A[b]) @ op(B[b]) + bias) (or C[b] += ...) for b < batch.
@@ -34,10 +34,23 @@ export function matmul(rt: Runtime, args: MatmulArgs): MatmulCut {
   checkBuffer('C', out, offsetC + last * strideC + m * n);
   if (bias) checkBuffer('bias', bias, n);
   if (residual) checkBuffer('residual', residual, offsetC + m * n);
+  if (args.tile !== undefined) return record(rt, args, layout, args.tile, false);
+  return record(rt, args, layout, autoTile(rt, args), args.splitK === undefined);
+}
 
-  const tile = args.tile ?? autoTile(rt, args);
+/**
+ * Records `args` (checked by matmul, `layout` its layout) on `tile`. `auto`: the tile
+ * was the launcher's choice and no runs were asked for, so the launcher may cut k.
+ */
+function record(rt: Runtime, args: MatmulArgs, layout: MatmulLayout, tile: MatmulTile, auto: boolean): MatmulCut {
+  const { a, b, out, bias, residual } = args;
+  const { m, n, k, offsetA, offsetB, offsetC } = layout;
+  const act = args.act ?? 'none';
+  const accumulate = args.accumulate ?? false;
   if ((args.splitK ?? 1) > 1 && !isWorkgroupTile(tile)) throw new GpuError(`matmul: split-K runs on the workgroup tiles, not ${tile}`);
   if (args.streamK && !isWorkgroupTile(tile)) throw new GpuError(`matmul: stream-K runs on the workgroup tiles, not ${tile}`);
+  if (args.panelK !== undefined && !isPanels(tile)) throw new GpuError(`matmul: panelK is for the panel tile, not ${tile}`);
+  if (args.panelK !== undefined && !panelDepthFits(args.panelK)) throw new GpuError(`matmul: panelK = ${args.panelK} must be a power of two from 4 to ${PANEL_KC}`);
   if (tile === SKINNY_TILE) {
     if (!skinnyFits(args)) throw new GpuError(`matmul: the ${SKINNY_TILE} tile needs transB without transA, batch 1, and k, offsetA, offsetB multiples of 4`);
     matmulSkinny(rt, { a, b, bias, residual, out, m, n, k, offsetA, offsetB, offsetC, act, accumulate });
@@ -47,10 +60,10 @@ export function matmul(rt: Runtime, args: MatmulArgs): MatmulCut {
   const resolved = { a, b, out, bias, ...layout, act, accumulate };
   if (isPanels(tile)) {
     if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs a ${PANEL_BYTES}-byte uniform binding, this device offers ${rt.gpu.limits.maxUniformBufferBindingSize}`);
-    matmulPanels(rt, tile, resolved);
+    matmulPanels(rt, resolved, args.panelK);
     return UNCUT;
   }
   if (!isWorkgroupTile(tile)) throw new GpuError(`matmul: unknown tile "${tile}"`);
   if (!tileFits(rt, tile)) throw new GpuError(`matmul: tile ${tile} needs ${workgroupBytes(tile)} bytes of workgroup memory, this device offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`);
-  return matmulTiled(rt, resolved, tile, { splitK: args.splitK, streamK: args.streamK, auto: args.tile === undefined && args.splitK === undefined });
+  return matmulTiled(rt, resolved, tile, { splitK: args.splitK, streamK: args.streamK, auto });
 }

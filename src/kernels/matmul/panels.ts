@@ -5,7 +5,7 @@ import { GpuError } from '../../gpu/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { grid1d, uniforms } from '../launch.ts';
 import { MATMUL_ACTS, vec4Rows, type ResolvedArgs } from './args.ts';
-import { PANEL_BYTES, PANEL_WG, packedBytes, panelShape, type PanelTile } from './tiles.ts';
+import { PANEL_BYTES, PANEL_KC, PANEL_TILE, PANEL_WG, packedBytes, panelShape } from './tiles.ts';
 
 interface PanelScratch {
   a: GPUBuffer | null;
@@ -56,25 +56,26 @@ const P_ACCUM = 8;
 const P_ACT_SHIFT = 4;
 const P_SECOND = 64;
 
-/** The software GPU's matmul: see shaders/matmul/panels.wgsl. */
-export function matmulPanels(rt: Runtime, tile: PanelTile, r: ResolvedArgs): void {
+/** The software GPU's matmul, in panels of at most `most` k (panelDepthFits): see shaders/matmul/panels.wgsl. */
+export function matmulPanels(rt: Runtime, r: ResolvedArgs, most = PANEL_KC): void {
   const { m, n, k } = r;
+  const tile = PANEL_TILE;
   const aligned = (row: number, offset: number, stride: number) => vec4Rows(row, offset, stride, r.batch);
   const vecC = aligned(n, r.offsetC, r.strideC);
-  const geo = panelShape(tile, k);
+  const geo = panelShape(k, most);
   const kChunks = Math.ceil(k / geo.kc);
   // Partial sums go through C, which an accumulating activation needs unchanged.
   if (r.accumulate && r.act !== 'none' && kChunks > 2) {
-    throw new GpuError(`matmul: tile ${tile} cannot split k = ${k} over ${Math.ceil(kChunks / 2)} dispatches under an accumulated activation`);
+    throw new GpuError(`matmul: tile ${tile} cannot split k = ${k} over ${Math.ceil(kChunks / 2)} dispatches (panels of ${geo.kc} k) under an accumulated activation`);
   }
   const mPanels = Math.ceil(m / geo.rows);
   const nPanels = Math.ceil(n / geo.rows);
-  const bytes = Math.max(packedBytes(m, k, tile), packedBytes(n, k, tile));
+  const bytes = Math.max(packedBytes(m, k, most), packedBytes(n, k, most));
   if (bytes > rt.gpu.limits.maxStorageBufferBindingSize) {
     throw new GpuError(`matmul: tile ${tile} would pack ${bytes} bytes, over the ${rt.gpu.limits.maxStorageBufferBindingSize}-byte storage binding limit`);
   }
-  const pa = scratchBuffer(rt, 'a', packedBytes(m, k, tile));
-  const pb = scratchBuffer(rt, 'b', packedBytes(n, k, tile));
+  const pa = scratchBuffer(rt, 'a', packedBytes(m, k, most));
+  const pb = scratchBuffer(rt, 'b', packedBytes(n, k, most));
   const vecA = aligned(r.transA ? m : k, r.offsetA, r.strideA);
   const vecB = aligned(r.transB ? k : n, r.offsetB, r.strideB);
   const kernel = rt.kernel('matmul/panels', vecC ? 'panels_vec4' : 'panels');

@@ -9,7 +9,7 @@ import { layoutName, plainOutput, type StreamKPlan, type TileArgs } from './args
 import { skinnyFits } from './skinny.ts';
 import { planStreamK, splitRuns } from './split_k.ts';
 import {
-  MATMUL_PANELS, MATMUL_TILES, PANEL_TILE, packedBytes, panelShape, SKINNY_TILE, tileFits, tileShape, wholeTiles,
+  MATMUL_TILES, PANEL_KC, PANEL_TILE, packedBytes, panelShape, SKINNY_TILE, tileFits, tileShape, wholeTiles,
   type MatmulTile, type WorkgroupTile,
 } from './tiles.ts';
 
@@ -42,7 +42,7 @@ const DISPATCH_SECONDS = 100e-6;
 export const roundUp = (x: number, to: number) => Math.ceil(x / to) * to;
 
 function panelSeconds(m: number, n: number, k: number, batch: number): number {
-  const { kc, rows } = panelShape(PANEL_TILE, k);
+  const { kc, rows } = panelShape(k);
   const chunks = Math.ceil(k / kc);
   const dispatches = batch * (2 + Math.ceil(m / rows) * Math.ceil(n / rows) * Math.ceil(chunks / 2));
   const packed = batch * (m + n) * chunks * kc;
@@ -76,7 +76,7 @@ function workgroupTile(rt: Runtime, m: number, n: number, k: number, batch: numb
  * (tiny or many-batched products). `plain`: C is overwritten with no epilogue (see
  * plainOutput).
  */
-export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = MATMUL_PANELS[PANEL_TILE].KC, layout: MatmulLayoutName = 'nn', plain = true): MatmulTile {
+export function chooseTile(rt: Runtime, m: number, n: number, batch = 1, k: number = PANEL_KC, layout: MatmulLayoutName = 'nn', plain = true): MatmulTile {
   const tile = workgroupTile(rt, m, n, k, batch, layout, plain);
   if (!rt.caps.compatibility || k === 0 || !tileFits(rt, PANEL_TILE) || packedBytes(m, k) > rt.gpu.limits.maxStorageBufferBindingSize || packedBytes(n, k) > rt.gpu.limits.maxStorageBufferBindingSize) return tile;
   const { rows, cols } = tileShape(tile);

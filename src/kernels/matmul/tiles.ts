@@ -28,15 +28,13 @@ export function tileShape(tile: keyof typeof MATMUL_TILES): { rows: number; cols
 }
 
 /**
- * The software GPU's path (shaders/matmul/panels.wgsl): both operands packed
- * into 64 KiB uniform-buffer panels of KC consecutive k (fewer when K is smaller).
- * Kept apart from MATMUL_TILES so that benchmarks of the workgroup tiles on real GPUs
- * stay as they were; k32 exists to test K split into many chunks.
+ * The software GPU's path (shaders/matmul/panels.wgsl): both operands packed into
+ * 64 KiB uniform-buffer panels of PANEL_KC consecutive k (fewer when K is smaller, or
+ * where a launch asks for fewer: MatmulArgs.panelK).
  */
-export const MATMUL_PANELS = {
-  'panels/k128': { KC: 128 },
-  'panels/k32': { KC: 32 },
-} as const;
+export const PANEL_TILE = 'panels/k128';
+/** Most k per panel. */
+export const PANEL_KC = 128;
 
 /**
  * The skinny path (shaders/matmul/skinny.wgsl): a few rows of A by a B stored
@@ -47,13 +45,10 @@ export const MATMUL_PANELS = {
 export const SKINNY_TILE = 'skinny';
 
 export type WorkgroupTile = keyof typeof MATMUL_TILES;
-export type PanelTile = keyof typeof MATMUL_PANELS;
+export type PanelTile = typeof PANEL_TILE;
 export type MatmulTile = WorkgroupTile | PanelTile | typeof SKINNY_TILE;
 
-/** The panel tile chosen on the software GPU. */
-export const PANEL_TILE: PanelTile = 'panels/k128';
-
-export const isPanels = (tile: MatmulTile): tile is PanelTile => tile in MATMUL_PANELS;
+export const isPanels = (tile: MatmulTile): tile is PanelTile => tile === PANEL_TILE;
 export const isWorkgroupTile = (tile: MatmulTile): tile is WorkgroupTile => tile in MATMUL_TILES;
 
 /**
@@ -89,14 +84,17 @@ export function tileFits(rt: Runtime, tile: MatmulTile): boolean {
   return workgroupBytes(tile) <= l.maxComputeWorkgroupStorageSize && WG_X * WG_Y <= l.maxComputeInvocationsPerWorkgroup;
 }
 
-/** Panel geometry for a K of `k`: k per panel (a power of two, at most the tile's KC) and rows per panel. */
-export function panelShape(tile: PanelTile, k: number): { kc: number; rows: number } {
-  const kc = Math.min(MATMUL_PANELS[tile].KC, 2 ** Math.ceil(Math.log2(Math.max(k, 4))));
+/** Whether `kc` can be the k of a panel: a power of two from 4 to PANEL_KC. */
+export const panelDepthFits = (kc: number) => Number.isInteger(kc) && kc >= 4 && kc <= PANEL_KC && (kc & (kc - 1)) === 0;
+
+/** Panel geometry for a K of `k`: k per panel (a power of two, at most `most`) and rows per panel. */
+export function panelShape(k: number, most = PANEL_KC): { kc: number; rows: number } {
+  const kc = Math.min(most, 2 ** Math.ceil(Math.log2(Math.max(k, 4))));
   return { kc, rows: PANEL_FLOATS / kc };
 }
 
-/** Bytes of `rows` rows of k, packed into panels for the panel tile. */
-export function packedBytes(rows: number, k: number, tile: PanelTile = PANEL_TILE): number {
-  const { kc, rows: per } = panelShape(tile, k);
+/** Bytes of `rows` rows of k, packed into panels of at most `most` k. */
+export function packedBytes(rows: number, k: number, most = PANEL_KC): number {
+  const { kc, rows: per } = panelShape(k, most);
   return Math.ceil(rows / per) * Math.ceil(k / kc) * PANEL_BYTES;
 }
