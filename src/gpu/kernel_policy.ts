@@ -5,7 +5,7 @@
 // benchmarks and tests on the runtime they hold; the launchers read it at each call.
 // The defaults are what measured fastest on the H200 (docs/RESULTS.md); WebGPU does
 // not say how many multiprocessors a device has, so the figures fitted to it are
-// guesses elsewhere.
+// guesses elsewhere, where `matmul.tiles: 'autotune'` measures the tiles instead.
 
 import { GpuError } from './errors.ts';
 
@@ -57,6 +57,14 @@ export interface MatmulPolicy {
    */
   wideLayouts: MatmulLayoutName[];
   wideMinWorkgroups: number;
+  /**
+   * `rules`: the tile the fields above choose. `autotune`: every tile that fits the
+   * device and computes a product is timed once per class of product on this GPU and
+   * the fastest kept on the runtime (kernels/matmul/autotune.ts); until its class is
+   * measured a product runs on the rules' tile. Products with forced runs, shares or
+   * panel depth keep the rules' tile.
+   */
+  tiles: 'rules' | 'autotune';
 }
 
 /** When products run on the tensor-core kernel (kernels/matmul/precision.ts; `--tensor-cores`). */
@@ -205,7 +213,7 @@ export type KernelPolicyChanges = { [S in keyof KernelPolicy]?: Partial<KernelPo
 
 function defaults(): KernelPolicy {
   return {
-    matmul: { skinnyMaxRows: 32, skinnyMaxRowsNarrow: 64, narrowMaxColumns: 16384, originLayouts: ['nn'], wideLayouts: ['nn'], wideMinWorkgroups: 96 },
+    matmul: { skinnyMaxRows: 32, skinnyMaxRowsNarrow: 64, narrowMaxColumns: 16384, originLayouts: ['nn'], wideLayouts: ['nn'], wideMinWorkgroups: 96, tiles: 'rules' },
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },

@@ -10,9 +10,11 @@
 // Validation errors are captured with an error scope around each batch and thrown at
 // the next sync point with the labels (kernel names) Dawn puts in its messages.
 // Syncs and readbacks wait for the GPU through paced_wait.ts, which keeps a long wait
-// from spinning the event loop.
+// from spinning the event loop. The runtime also holds the kernel choices launchers
+// read (policy, kernel_policy.ts) and those measured on this device (autotune.ts).
 
 import { Arena } from './arena.ts';
+import { Autotune } from './autotune.ts';
 import { BufferPool } from './buffer_pool.ts';
 import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
 import { DeviceLostError, GpuError } from './errors.ts';
@@ -57,6 +59,8 @@ export class Runtime {
   /** Dispatches recorded since the runtime started (benchmarks read this). */
   dispatchCount = 0;
   submitCount = 0;
+  /** Kernel choices measured on this device (policy values `autotune`); run when the GPU runs dry. */
+  readonly autotune = new Autotune();
   // Measured on the H200 (Qwen2.5-0.5B shapes, 128 sampled tokens): submitting every
   // 64 dispatches let the GPU start while the host records the rest of a step, batch 1
   // decoding 61 -> 98 tokens/s and batch 32 1,526 -> 2,776; every 16 was slower again.
@@ -319,12 +323,16 @@ export class Runtime {
     this.errorChecks.push(check);
   }
 
-  /** Waits for the GPU to finish everything submitted and throws any error it reported. */
+  /**
+   * Waits for the GPU to finish everything submitted and throws any error it reported;
+   * then runs queued autotune measurements (this.autotune).
+   */
   async sync(): Promise<void> {
     this.flush();
     await pacedWait(this.device.queue.onSubmittedWorkDone(), this.policy.pacing);
     this.rampStep = 0;
     await this.checkErrors();
+    if (this.autotune.pending) await this.autotune.runQueued();
   }
 
   /** Throws the errors of `checks` (default: every submission so far) and any uncaptured error. */
@@ -337,7 +345,7 @@ export class Runtime {
     this.checkAlive();
   }
 
-  /** Reads `bytes` from `src` at `offset` back to the CPU. */
+  /** Reads `bytes` from `src` at `offset` back to the CPU (then runs queued autotune measurements). */
   async read(src: GPUBuffer, offset: number, bytes: number): Promise<ArrayBuffer> {
     this.checkAlive();
     if (bytes === 0) {
@@ -367,6 +375,7 @@ export class Runtime {
     staging.unmap();
     if (small && this.readbacks.length < READBACKS_KEPT) this.readbacks.push(staging);
     else staging.destroy();
+    if (this.autotune.pending) await this.autotune.runQueued();
     return out;
   }
 

@@ -1,10 +1,12 @@
 // The f32 matmul, batched C = act(op(A) @ op(B) + bias) (+= C): checks its arguments,
-// picks the tile (select.ts) unless the caller forces one, and records the product on
-// the skinny, panel or tiled kernels (shaders/matmul/).
+// picks the tile (select.ts, or autotune.ts under policy.matmul.tiles `autotune`)
+// unless the caller forces one, and records the product on the skinny, panel or tiled
+// kernels (shaders/matmul/).
 
 import { GpuError } from '../../gpu/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { checkBuffer, MATMUL_ACTS, matmulLayout, UNCUT, type MatmulArgs, type MatmulCut, type MatmulLayout } from './args.ts';
+import { tunedTile } from './autotune.ts';
 import { matmulPanels } from './panels.ts';
 import { autoTile } from './select.ts';
 import { matmulSkinny, skinnyFits } from './skinny.ts';
@@ -35,7 +37,12 @@ export function matmul(rt: Runtime, args: MatmulArgs): MatmulCut {
   if (bias) checkBuffer('bias', bias, n);
   if (residual) checkBuffer('residual', residual, offsetC + m * n);
   if (args.tile !== undefined) return record(rt, args, layout, args.tile, false);
-  return record(rt, args, layout, autoTile(rt, args), args.splitK === undefined);
+  const rules = autoTile(rt, args);
+  const forced = args.splitK !== undefined || args.streamK !== undefined || args.panelK !== undefined;
+  const tile = rt.policy.matmul.tiles === 'autotune' && !forced
+    ? tunedTile(rt, args, rules, (scratch, t) => record(rt, scratch, matmulLayout('matmul', scratch), t, true))
+    : rules;
+  return record(rt, args, layout, tile, args.splitK === undefined);
 }
 
 /**
