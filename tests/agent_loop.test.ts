@@ -81,12 +81,13 @@ class RamblingEngine implements Engine {
   constructor(
     private readonly expert: ExpertEngine,
     private readonly tokenizer: Tokenizer,
+    private readonly tailText = ' and then <answer> nothing </answer>',
   ) {}
 
   async generate(requests: readonly GenerationRequest[]): Promise<GenerationResult[]> {
     const out = await this.expert.generate(requests.map((r) => ({ ...r, params: { ...r.params, stop: [] } })));
     return out.map((r) => {
-      const tail = this.tokenizer.encode(' and then <answer> nothing </answer>', { addSpecialTokens: false });
+      const tail = this.tokenizer.encode(this.tailText, { addSpecialTokens: false });
       const ids = [...r.tokenIds.slice(0, -1), ...tail, IM_END];
       return { tokenIds: ids, logprobs: ids.map(() => 0), finishReason: 'stop', text: this.tokenizer.decode(ids, { skipSpecialTokens: true }) };
     });
@@ -120,6 +121,7 @@ describe('agent loop over the household expert', () => {
       groupSize: 2,
       concurrency: 4,
       trajectoryLog: log,
+      invalidPenalty: 0.25,
       ...BUDGET,
     });
     log.close();
@@ -152,7 +154,8 @@ describe('agent loop over the household expert', () => {
         const bad = garbled(t.trajectoryId, s.turn);
         assert.equal(s.groupId, t.groupId);
         assert.equal(s.valid, !bad);
-        assert.equal(s.score, bad ? 10 - 0.1 : 10);
+        // The penalty is the caller's (the config's algorithm.invalidPenalty), not the environment's.
+        assert.equal(s.score, bad ? 10 - 0.25 : 10);
         assert.deepEqual([s.episodeReturn, s.won, s.taskType], [10, true, t.taskType]);
         assert.equal(s.teacherPromptIds, undefined);
         assert.equal(s.responseIds.length, s.responseLogprobs.length);
@@ -216,6 +219,14 @@ describe('agent loop over the household expert', () => {
       assert.ok(tokenizer.decode(s.promptIds).startsWith(`<|im_start|>user\n[Privileged Skill Information]\n${skills}`));
     }
     assert.equal(policy.stats.successRate, 1);
+
+    // The reference's placement: the block as text in front of the templated prompt.
+    const before = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, withSkills: 'teacher', teacherSkillsPlacement: 'before_template' });
+    for (const s of before.samples) {
+      const block = tokenizer.encode(`[Privileged Skill Information]\n${skills}\n\n`, { addSpecialTokens: false });
+      assert.deepEqual(s.teacherPromptIds, [...block, ...s.promptIds]);
+      assert.ok(tokenizer.decode(s.teacherPromptIds!).startsWith(`[Privileged Skill Information]\n${skills}\n\n<|im_start|>user\nYou are an expert agent`));
+    }
   });
 
   test('prompts over budget keep their end', async () => {
@@ -367,10 +378,30 @@ describe('agent loop over shop and search', () => {
     assert.ok(Object.keys(stats.successByType).length >= 1);
   });
 
-  test('the search expert answers; responses are cut after the first closing tag', async () => {
+  test('search: responses run to the end of the turn and are trained whole, the end token included', async () => {
+    const tokenizer = await qwen3();
+    const tasks = [0, 1].map((seed) => ({ split: 'train' as const, seed }));
+    const run = (engine: Engine) => runRollout({ env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET });
+    // Words after the action stay in the response and in the sample; the environment gets the action.
+    const musing = await run(new RamblingEngine(new ExpertEngine(tokenizer), tokenizer, ' and that is all'));
+    assert.equal(musing.stats.successRate, 1);
+    for (const t of musing.trajectories) {
+      for (const u of t.turns) {
+        assert.match(u.response, /<\/(search|answer)> and that is all$/);
+        assert.match(u.action, /^<(search|answer)> .+ <\/(search|answer)>$/);
+      }
+    }
+    assert.ok(musing.samples.every((s) => s.valid && s.responseIds.at(-1) === IM_END));
+    // A second action after the first makes the turn invalid: the reference's projection counts tags in the whole response.
+    const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer), tokenizer));
+    assert.equal(rambling.stats.invalidActionRate, 1);
+    assert.equal(rambling.stats.successRate, 0);
+  });
+
+  test('search with stopAfterAction: the expert answers; responses are cut after the first closing tag', async () => {
     const tokenizer = await qwen3();
     const tasks = [0, 1, 2, 3].map((seed) => ({ split: 'train' as const, seed }));
-    const run = (engine: Engine) => runRollout({ env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET });
+    const run = (engine: Engine) => runRollout({ env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET, stopAfterAction: true });
     const plain = await run(new ExpertEngine(tokenizer));
     const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer), tokenizer));
     for (const { samples, trajectories, stats } of [plain, rambling]) {
@@ -409,8 +440,8 @@ describe('turn tokenization', () => {
 
   test('agent specs by environment name, remote aliases included', () => {
     assert.deepEqual(
-      ['household', 'alfworld', 'shop', 'webshop', 'search'].map((n) => [agentSpec(n).historyLength, agentSpec(n).invalidPenalty, agentSpec(n).maxTurns]),
-      [[2, 0.1, 50], [2, 0.1, 50], [2, 0.1, 15], [2, 0.1, 15], [4, 0.01, 4]],
+      ['household', 'alfworld', 'shop', 'webshop', 'search'].map((n) => [agentSpec(n).historyLength, agentSpec(n).maxTurns]),
+      [[2, 50], [2, 50], [2, 15], [2, 15], [4, 4]],
     );
     assert.match(agentSpec('alfworld').skills('alfworld'), /\S/);
     assert.throws(() => agentSpec('chess'), /no agent spec for environment "chess" \(known: alfworld, household, search, shop, webshop\)/);

@@ -79,22 +79,23 @@ describe('RLSD', () => {
 });
 
 describe('AgentOPSD', () => {
-  const cfg = { ...DEFAULTS.agent_opsd, granularity: 'turn' as const };
+  // The hand-worked cases below read V0 as a success rate (R / 10); the reference's raw-score prior has its own test.
+  const cfg = { ...DEFAULTS.agent_opsd, granularity: 'turn' as const, prior: 'success_rate' as const };
 
-  test('the schema defaults are the text\'s', () => {
+  test('the schema defaults are the reference launchers\'', () => {
     const { granularity: _, ...rest } = DEFAULTS.agent_opsd;
-    assert.deepEqual(rest, { scale: 0.2, clipLow: 0.8, clipHigh: 1.2, mix: 0.5, priorClamp: 1e-4 });
+    assert.deepEqual(rest, { scale: 0.2, clipLow: 0.8, clipHigh: 1.2, mix: 0.5, priorClamp: 1e-4, prior: 'raw_score' });
   });
 
   // Group g: trajectory a (R = 10, two turns, listed out of order) and b (R = 0, one
   // turn), so V0 = (1 + 0)/2 = 0.5. Group h: trajectory c (R = 0, two turns), so V0 is
   // clamped up to 1e-4.
   const samples = [
-    { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, responseIds: ids(3) },
-    { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, responseIds: ids(2) },
-    { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, responseIds: ids(2) },
-    { groupId: 'h', trajectoryId: 'c', turn: 0, episodeReturn: 0, responseIds: ids(1) },
-    { groupId: 'h', trajectoryId: 'c', turn: 1, episodeReturn: 0, responseIds: ids(2) },
+    { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, score: 10, responseIds: ids(3) },
+    { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, score: 10, responseIds: ids(2) },
+    { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(2) },
+    { groupId: 'h', trajectoryId: 'c', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(1) },
+    { groupId: 'h', trajectoryId: 'c', turn: 1, episodeReturn: 0, score: 0, responseIds: ids(2) },
   ];
   const adv = Float64Array.from([-0.5, 1.5, -1, 0.8, 0.8]);
   // d per turn: a: turn 0 0.5 + 0.5 = 1, turn 1 −0.25 − 0.25 − 0.5 = −1; b: 0.75 − 2; c: 2, then 0.5 − 0.5 = 0.
@@ -135,16 +136,17 @@ describe('AgentOPSD', () => {
 
   test('token granularity: each token a step inside its response', () => {
     // V0 = 0.5 (trajectories a: 1, b: 0). Gaps [1, −1, 0] give q = [c, −c, 0] with
-    // c = σ(1) − 0.5, mean 0, std c·√(2/3); a one-token response has z = 0.
+    // c = σ(1) − 0.5, mean 0, population variance 2c²/3; a one-token response has z = 0.
     const tokenSamples = [
-      { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, responseIds: ids(3) },
-      { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, responseIds: ids(3) },
-      { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, responseIds: ids(1) },
+      { groupId: 'g', trajectoryId: 'a', turn: 0, episodeReturn: 10, score: 10, responseIds: ids(3) },
+      { groupId: 'g', trajectoryId: 'b', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(3) },
+      { groupId: 'g', trajectoryId: 'a', turn: 1, episodeReturn: 10, score: 10, responseIds: ids(1) },
     ];
     const tAdv = Float64Array.from([2, -2, 2]);
     const tTeacher = f32([[0, -2, -1], [0, -2, -1], [4]]);
     const tOld = f32([[-1, -1, -1], [-1, -1, -1], [-1]]);
-    const z = cA / (Math.sqrt((cA * cA + cA * cA + 0) / 3) + 1e-6);
+    // The token z-score's denominator is √(variance + 1e-6) + 1e-6, as the reference's.
+    const z = cA / (Math.sqrt((cA * cA + cA * cA + 0) / 3 + 1e-6) + 1e-6);
     const tokenCfg = { ...cfg, granularity: 'token' as const };
     // 0.2·z = 0.245: clipped to 1.2 / 0.8 for A > 0, the other way for A < 0.
     close(agentOpsdAdvantages(tokenSamples, tAdv, tTeacher, tOld, tokenCfg, 10).advantages,
@@ -154,6 +156,41 @@ describe('AgentOPSD', () => {
       [-2 * (0.5 + 0.5 * (1 - 0.1 * z)), -2 * (0.5 + 0.5 * (1 + 0.1 * z)), -2],
       [2],
     ], 'agent_opsd token');
+  });
+
+  test('the reference prior averages each trajectory\'s first-turn raw score, and beliefs stay inside [1e-6, 1 − 1e-6]', () => {
+    // Group g: trajectory x's first turn was invalid (score 10 − 0.1), y lost (0): V0 = 4.95, clamped to 0.9999.
+    // Group h: trajectory w lost (V0 clamped to 1e-4) with gaps −6, +3, +3, so that its
+    // first belief σ(ℓ − 6) ≈ 2.5e-7 is clamped up to 1e-6, which moves every z-score.
+    const raw = [
+      { groupId: 'g', trajectoryId: 'x', turn: 0, episodeReturn: 10, score: 9.9, responseIds: ids(1) },
+      { groupId: 'g', trajectoryId: 'x', turn: 1, episodeReturn: 10, score: 10, responseIds: ids(1) },
+      { groupId: 'g', trajectoryId: 'y', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(1) },
+      { groupId: 'h', trajectoryId: 'w', turn: 0, episodeReturn: 0, score: 0, responseIds: ids(1) },
+      { groupId: 'h', trajectoryId: 'w', turn: 1, episodeReturn: 0, score: 0, responseIds: ids(1) },
+      { groupId: 'h', trajectoryId: 'w', turn: 2, episodeReturn: 0, score: 0, responseIds: ids(1) },
+    ];
+    const rAdv = Float64Array.from([1, 1, -1, -1, -1, -1]);
+    /** The text's turn recipe for one episode: multipliers m_k from prior v0 and gaps d. */
+    const multipliers = (v0: number, d: number[], a: number) => {
+      let l = Math.log(v0 / (1 - v0));
+      let prev = v0;
+      const q = d.map((dk) => {
+        l += dk;
+        const v = Math.min(Math.max(sig(l), 1e-6), 1 - 1e-6);
+        const inc = v - prev;
+        prev = v;
+        return inc;
+      });
+      const mean = q.reduce((s, v) => s + v, 0) / q.length;
+      const std = Math.sqrt(q.reduce((s, v) => s + (v - mean) ** 2, 0) / q.length);
+      return q.map((v) => Math.min(1.2, Math.max(0.8, 1 + 0.2 * Math.sign(a) * ((v - mean) / (std + 1e-6)))));
+    };
+    const mx = multipliers(1 - 1e-4, [20, -30], 1);
+    const mw = multipliers(1e-4, [-6, 3, 3], -1);
+    const r = agentOpsdAdvantages(raw, rAdv, f32([[19], [-31], [0], [-7], [2], [2]]), f32([[-1], [-1], [0], [-1], [-1], [-1]]), { ...DEFAULTS.agent_opsd, granularity: 'turn' }, 10);
+    close(r.advantages, [[0.5 + 0.5 * mx[0]], [0.5 + 0.5 * mx[1]], [-1], ...mw.map((m) => [-(0.5 + 0.5 * m)])], 'agent_opsd raw-score prior');
+    assertClose([r.metrics['agent_opsd/prior_mean']], [(1 - 1e-4 + 1e-4) / 2], { atol: 1e-12 });
   });
 
   test('inconsistent trajectories and bad log-probs are refused', () => {
@@ -171,16 +208,28 @@ describe('ADRS', () => {
   const cfg = DEFAULTS.adrs;
 
   test('the schema defaults are the text\'s; active for iterations 21..70 with entropy coefficient 0.01', () => {
-    assert.deepEqual(cfg, { shapingCoef: 0.02, gateScale: 2, eta: 0.02, startIteration: 21, endIteration: 70, clip: 0.2, entropyCoef: 0.01 });
+    assert.deepEqual(cfg, {
+      shapingCoef: 0.02, gateScale: 2, eta: 0.02, startIteration: 21, endIteration: 70, clip: 0.2, entropyCoef: 0.01, adaptiveClip: true, activeEntropy: true,
+    });
     assert.deepEqual([20, 21, 70, 71].map((k) => adrsActive(k, cfg)), [false, true, true, false]);
     assert.deepEqual([20, 21, 70, 71].map((k) => adrsEntropyCoef(k, cfg, 0.001)), [0.001, 0.01, 0.01, 0.001]);
   });
 
+  test('the WebShop launchers\' switches: shop turns the adaptive clip and the raised entropy off', () => {
+    const shop = resolveConfig(TrainConfigSchema.parse({ env: { name: 'shop' } })).algorithm.adrs;
+    assert.deepEqual([shop.adaptiveClip, shop.activeEntropy], [false, false]);
+    assert.deepEqual([20, 21, 70, 71].map((k) => adrsEntropyCoef(k, shop, 0.001)), [0.001, 0.001, 0.001, 0.001]);
+    const search = resolveConfig(TrainConfigSchema.parse({ env: { name: 'search' } })).algorithm.adrs;
+    assert.deepEqual([search.adaptiveClip, search.activeEntropy], [true, true]);
+    const own = resolveConfig(TrainConfigSchema.parse({ env: { name: 'shop' }, algorithm: { adrs: { adaptiveClip: true } } })).algorithm.adrs;
+    assert.deepEqual([own.adaptiveClip, own.activeEntropy], [true, false]);
+  });
+
   // g1: two samples with returns 10 and 0; g2: a group of one (no spread).
   const samples = [
-    { groupId: 'g1', episodeReturn: 10, responseIds: ids(3) },
-    { groupId: 'g1', episodeReturn: 0, responseIds: ids(2) },
-    { groupId: 'g2', episodeReturn: 1, responseIds: ids(2) },
+    { groupId: 'g1', score: 10, responseIds: ids(3) },
+    { groupId: 'g1', score: 0, responseIds: ids(2) },
+    { groupId: 'g2', score: 1, responseIds: ids(2) },
   ];
   const adv = Float64Array.from([0.7, -0.7, 0]);
   const teacher = f32([[-1, -2, -3], [-0.5, -1.5], [-2, -2]]);
@@ -226,8 +275,8 @@ describe('ADRS', () => {
     // standardised bonus (≈ ±1, the sign of the token's lT against its response's
     // mean) far past its bound.
     const s = [[0, 1], [0, 2], [0, 4], [3, 3]].flatMap(([ra, rb], g) => [
-      { groupId: `g${g}`, episodeReturn: ra, responseIds: ids(2) },
-      { groupId: `g${g}`, episodeReturn: rb, responseIds: ids(2) },
+      { groupId: `g${g}`, score: ra, responseIds: ids(2) },
+      { groupId: `g${g}`, score: rb, responseIds: ids(2) },
     ]);
     const a = Float64Array.from([-0.5, 0.5, -0.5, 0.5, -0.5, 0.5, 0, 0]);
     const lt = f32([[-1, -2], [-3, -1], [-1, -2], [-1, -2], [-2, -1], [-1, -2], [-1, -5], [-1, -5]]);
@@ -237,15 +286,31 @@ describe('ADRS', () => {
     ], 'adrs clipped');
     assert.equal(r.metrics['adrs/clip_frac'], 1);
     assert.equal(r.metrics['adrs/groups_with_spread'], 3 / 4);
+    // Without the adaptive clip every group's bound is the clip itself.
+    const flat = adrsAdvantages(s, a, lt, 30, { ...cfg, eta: 10, adaptiveClip: false });
+    close(flat.advantages, [
+      [-0.3, -0.7], [0.3, 0.7], [-0.3, -0.7], [0.7, 0.3], [-0.7, -0.3], [0.7, 0.3], [0, 0], [0, 0],
+    ], 'adrs clipped without the adaptive bound');
+  });
+
+  test('spread and TVA read the penalised row score: one episode\'s invalid turn spreads a group', () => {
+    // Both rows come from the same won episode (R = 10); the second turn was invalid (score 9.9).
+    const s = [
+      { groupId: 'g', score: 10, responseIds: ids(2) },
+      { groupId: 'g', score: 9.9, responseIds: ids(2) },
+    ];
+    const r = adrsAdvantages(s, Float64Array.from([0.7, -0.7]), f32([[-1, -2], [-2, -1]]), 21, cfg);
+    assert.equal(r.metrics['adrs/groups_with_spread'], 1);
+    assert.ok(r.advantages.some((row, i) => row.some((v) => v !== [0.7, -0.7][i])), 'the bonus was applied');
   });
 
   test('a TVA side with an empty sum (α saturated at 1) gives TVA 0 rather than NaN', () => {
     // τ̄ = −1, −1, −100, −102; batch mean −51: g1's α = σ(50) = 1 exactly, so Σ(1−α) = 0.
     const s = [
-      { groupId: 'g1', episodeReturn: 1, responseIds: ids(2) },
-      { groupId: 'g1', episodeReturn: 0, responseIds: ids(2) },
-      { groupId: 'g2', episodeReturn: 0, responseIds: ids(2) },
-      { groupId: 'g2', episodeReturn: 1, responseIds: ids(2) },
+      { groupId: 'g1', score: 1, responseIds: ids(2) },
+      { groupId: 'g1', score: 0, responseIds: ids(2) },
+      { groupId: 'g2', score: 0, responseIds: ids(2) },
+      { groupId: 'g2', score: 1, responseIds: ids(2) },
     ];
     const r = adrsAdvantages(s, Float64Array.from([1, -1, -1, 1]), f32([[-0.5, -1.5], [-1, -1], [-99, -101], [-102, -102]]), 21, cfg);
     const a2 = sig(-49);
@@ -272,8 +337,8 @@ describe('GiGPO', () => {
 
   // Group g: a (R = 10, 3 turns, states s0 s1 s2), b (R = 0, turns s0 s1), c (R = 10,
   // one turn on s0). Group h: d (R = 10) also on s0, which must not join g's step group.
-  const step = (groupId: string, trajectoryId: string, turn: number, episodeReturn: number, state: string, n = 2) =>
-    ({ groupId, trajectoryId, turn, episodeReturn, state, responseIds: ids(n) });
+  const step = (groupId: string, trajectoryId: string, turn: number, episodeReturn: number, state: string, n = 2, score = episodeReturn) =>
+    ({ groupId, trajectoryId, turn, episodeReturn, score, state, responseIds: ids(n) });
   const samples = [
     step('g', 'a', 2, 10, 's2'), step('g', 'b', 0, 0, 's0', 3), step('g', 'a', 0, 10, 's0'), step('g', 'a', 1, 10, 's1', 1),
     step('g', 'b', 1, 0, 's1'), step('g', 'c', 0, 10, 's0'), step('h', 'd', 0, 10, 's0'),
@@ -294,6 +359,18 @@ describe('GiGPO', () => {
       assert.equal(r.metrics['gigpo/shared_step_frac'], 5 / 7);
       assert.equal(r.metrics['gigpo/step_group_size'], 7 / 4);
     }
+  });
+
+  test('a turn\'s invalid-action penalty comes off its step return after discounting', () => {
+    // a's first turn (state s0) was invalid: score 10 − 0.1, step return 0.95²·10 − 0.1.
+    const penalised = samples.map((s, i) => (i === 2 ? { ...s, score: 9.9 } : s));
+    const r0 = [9.025 - 0.1, 0, 10];
+    const m = (r0[0] + r0[1] + r0[2]) / 3;
+    const sd = Math.sqrt(r0.reduce((a, v) => a + (v - m) ** 2, 0) / 2);
+    const z = (v: number) => (v - m) / (sd + 1e-6);
+    const expected = [0, z(0), z(9.025 - 0.1), z1, -z1, z(10), 0];
+    const r = gigpoAdvantages(penalised, adv, cfg);
+    close(r.advantages, samples.map((s, i) => new Array<number>(s.responseIds.length).fill(adv[i] + expected[i])), 'gigpo penalised');
   });
 
   test('without shared states the advantage is the episode one', () => {

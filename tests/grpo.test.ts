@@ -78,10 +78,11 @@ describe('GRPO', () => {
     await gpu();
     await scopeAsync(async () => {
       const ratio = tensor(Float32Array.of(0.5, 0.8, 1, 1.2, 1.3, 2, 0.1));
-      // Five response tokens of a micro-batch that is one of two: weights 1/(5 x 2); the last two are padding.
+      // Five response tokens of a micro-batch whose mini-batch has ten: weights 1/10; the last two are padding.
       const weights = tensor(Float32Array.of(0.1, 0.1, 0.1, 0.1, 0.1, 0, 0));
-      const row = await read(statsRow({ loss: tensor(Float32Array.of(0)), pg: tensor(Float32Array.of(0.25)), ratio }, weights, 2, DEFAULT_POLICY_LOSS, [tensor(Float32Array.of(7))]));
-      assertClose(row, Float32Array.of(0.25, 0, 0, 2 / 5, 7), { atol: 1e-6 });
+      const row = await read(statsRow({ loss: tensor(Float32Array.of(0)), pg: tensor(Float32Array.of(0.25)), ratio }, weights, DEFAULT_POLICY_LOSS, [tensor(Float32Array.of(7))]));
+      // Its share of the mini-batch's clip fraction: 2 of the mini-batch's 10 tokens.
+      assertClose(row, Float32Array.of(0.25, 0, 0, 2 / 10, 7), { atol: 1e-6 });
     });
   });
 });

@@ -54,7 +54,6 @@ class BanditEnvironment implements Environment {
 const SPEC: AgentSpec = {
   env: 'bandit',
   historyLength: 0,
-  invalidPenalty: 0,
   maxTurns: 1,
   noop: '',
   renderPrompt: (input) => input.task,
@@ -101,7 +100,7 @@ describe('GRPO learns', () => {
         update: {
           model, optimizer, params, lr: 1e-2,
           loss: { ...DEFAULT_POLICY_LOSS, entropyCoef: 0 },
-          gradClip: 1, miniBatchSize: 16, microBatchTokens: 8192,
+          gradClip: 1, miniBatchSize: 16, microBatchTokens: 8192, temperature: 1,
           shuffle: (n) => Rng.seeded(seed, 'shuffle').shuffle(Array.from({ length: n }, (_, i) => i)),
         },
         reference: { kind: 'model', model: reference },

@@ -8,8 +8,9 @@ import { HouseholdEnvironment, type HouseholdInfo, type HouseholdSession } from 
 import { expertPlan } from '../envs/household/expert.ts';
 import { generateWorld } from '../envs/household/generate.ts';
 import { isWon } from '../envs/household/goal.ts';
-import { renderHouseholdPrompt, SKILL_HEADER } from '../envs/household/prompt.ts';
-import { householdSkillCard, householdSkills } from '../envs/household/skills.ts';
+import { renderHouseholdPrompt } from '../envs/household/prompt.ts';
+import { SKILL_HEADER } from '../src/envs/skills_block.ts';
+import { householdSkillCard, householdSkills, usualPlacesCard } from '../envs/household/skills.ts';
 import { listing, NOTHING_HAPPENS } from '../envs/household/text.ts';
 import type { Split, StepResult } from '../src/envs/types.ts';
 
@@ -93,16 +94,18 @@ describe('household generator and expert', () => {
 
   test('worlds are a pure function of (split, seed): a recorded world matches on every runtime', () => {
     // Recorded once; a change here means every seed now names a different world (bump the version).
+    assert.equal(env.version, '2.0.0');
     const s = env.create({ split: 'train', seed: 3 });
     assert.equal(
       s.reset().observation,
       '-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, you see a armchair 1, ' +
         'a coffeetable 1, a drawer 4, a drawer 3, a drawer 2, a drawer 1, a garbagecan 1, a shelf 3, a shelf 2, a shelf 1, ' +
-        'a sidetable 1, a sofa 1, and a tvstand 1.\n\nYour task is to: put two newspaper in tvstand.',
+        'a sidetable 1, a sofa 1, and a tvstand 1.\n\nYour task is to: find two newspaper and put them in tvstand.',
     );
+    // Both newspapers start at their usual place, the armchair.
     assert.deepEqual(expertPlan(s.state()), [
-      'go to sidetable 1', 'take newspaper 1 from sidetable 1', 'go to tvstand 1', 'move newspaper 1 to tvstand 1',
-      'go to coffeetable 1', 'take newspaper 2 from coffeetable 1', 'go to tvstand 1', 'move newspaper 2 to tvstand 1',
+      'go to armchair 1', 'take newspaper 1 from armchair 1', 'go to tvstand 1', 'move newspaper 1 to tvstand 1',
+      'go to armchair 1', 'take newspaper 2 from armchair 1', 'go to tvstand 1', 'move newspaper 2 to tvstand 1',
     ]);
   });
 
@@ -324,8 +327,8 @@ describe('household agent turn format', () => {
 
   test('the teacher prompt starts with the skill block of the task type', () => {
     const skills = householdSkills('pick_heat_then_place');
-    assert.ok(skills.startsWith(householdSkillCard('general')));
-    assert.ok(skills.endsWith(householdSkillCard('pick_heat_then_place')));
+    assert.ok(skills.startsWith(`${householdSkillCard('general')}\n\n${householdSkillCard('pick_heat_then_place')}\n\n`));
+    assert.ok(skills.endsWith(usualPlacesCard('pick_heat_then_place')));
     const p = renderHouseholdPrompt({ task: 't', history: [], observation: 'o', admissibleActions: ['look'], skills });
     assert.ok(p.startsWith(`${SKILL_HEADER}\n${skills}\n\nYou are an expert agent`));
     for (const t of TASK_TYPES) assert.match(householdSkillCard(t), new RegExp(`\\(${t}\\)`));

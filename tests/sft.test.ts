@@ -50,7 +50,7 @@ describe('word tokenizer', () => {
   test('round-trips prompts and expert answers of unseen seeds in every split', slow, async () => {
     const tok = await householdTokenizer();
     for (const split of ['train', 'valid_seen', 'valid_unseen'] as const) {
-      const samples = [...householdExpertSamples({ split, seeds: [900, 901], detour: 0.3, withSkills: true })];
+      const samples = [...householdExpertSamples({ split, seeds: [900, 901], detour: 0.3, skillsShare: 0.5 })];
       assert.ok(samples.length > 10, `${split}: ${samples.length} samples`);
       for (const s of samples) {
         const ids = tok.encode(s.prompt, { addSpecialTokens: false });
@@ -104,9 +104,11 @@ describe('expert data', () => {
   });
 
   test('detours are history, not samples, and the expert recovers from them', () => {
-    const plain = [...householdExpertSamples({ split: 'train', seeds: [7] })];
-    const detoured = [...householdExpertSamples({ split: 'train', seeds: [7], detour: 0.5, maxDetours: 2, rngSeed: 3 })];
-    assert.ok(detoured.some((s, i) => s.turn !== i), 'some turns were detours');
+    const plain = [...householdExpertSamples({ split: 'train', seeds: [7, 8, 9] })];
+    const detoured = [...householdExpertSamples({ split: 'train', seeds: [7, 8, 9], detour: 0.5, maxDetours: 2, rngSeed: 3 })];
+    // A detour is a turn of the episode with no sample: turn numbers skip it.
+    const skipped = (seed: number) => detoured.filter((s) => s.seed === seed).some((s, i) => s.turn !== i);
+    assert.ok([7, 8, 9].some(skipped), 'some turns were detours');
     assert.ok(detoured.length >= plain.length);
     assert.ok(detoured.at(-1)!.response.includes('<action>'));
   });

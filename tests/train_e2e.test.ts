@@ -26,7 +26,7 @@ describe('training end to end', () => {
     const settings = [
       `model.path=${modelDir}`, `output.dir=${root}`, 'output.progress=none', 'output.tensorboard=false',
       'rollout.tasksPerIteration=2', 'rollout.groupSize=2', 'rollout.maxTurns=2', 'rollout.maxResponseTokens=12',
-      'optim.miniBatchSize=4', 'optim.microBatchTokens=4096', 'optim.lr=1e-3',
+      'optim.miniBatchSize=4', 'optim.microBatchTokens=4096', 'optim.lr=1e-3', 'optim.warmupIterations=2',
       'validation.tasks=1', 'validation.every=2', 'validation.atStart=false', 'checkpoint.every=1', 'checkpoint.keepLast=2',
     ];
     const quiet = { log: () => {} };
@@ -38,6 +38,8 @@ describe('training end to end', () => {
       assert.ok(typeof rows[1][key] === 'number', `metric ${key} logged`);
     }
     assert.ok(typeof rows[1]['val/success'] === 'number', 'validation ran at the last iteration');
+    // The learning rate warms up over iterations, not optimizer steps.
+    assert.deepEqual(rows.map((r) => r['actor/lr']), [5e-4, 1e-3]);
     assert.ok(existsSync(join(full.runDir, 'rollouts', 'iter-2.jsonl')));
     const traj = readFileSync(join(full.runDir, 'rollouts', 'iter-1.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     assert.equal(traj.length, 4, 'two tasks times two runs');

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { CliError, configWords } from '../src/cli/args.ts';
 import { agentSpec } from '../src/rollout/agent_spec.ts';
 import {
-  assertImplemented, ConfigError, configHash, describeConfig, ENV_DEFAULTS, ENV_NAMES, loadConfig, METHODS, RUN_CONFIG_FILE, validateConfig, writeRunConfig,
+  assertImplemented, ConfigError, configHash, describeConfig, ENV_DEFAULTS, ENV_NAMES, loadConfig, METHODS, RUN_CONFIG_FILE, validateConfig, warmupIterations, writeRunConfig,
 } from '../src/trainer/config.ts';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -48,7 +48,7 @@ describe('training config', () => {
       [16, 8, 50, 2048, 512, 1],
     );
     assert.deepEqual([c.algorithm.clipLow, c.algorithm.clipHigh, c.algorithm.dualClip, c.algorithm.klCoef, c.algorithm.entropyCoef, c.algorithm.invalidPenalty], [0.2, 0.2, 3, 0.01, 0.001, 0.1]);
-    assert.deepEqual([c.optim.lr, c.optim.weightDecay, c.optim.betas, c.optim.gradClip, c.optim.miniBatchSize], [1e-5, 0.01, [0.9, 0.999], 1, 256]);
+    assert.deepEqual([c.optim.lr, c.optim.weightDecay, c.optim.betas, c.optim.gradClip, c.optim.miniBatchSize], [1e-6, 0.01, [0.9, 0.999], 1, 256]);
     assert.deepEqual([c.validation.every, c.validation.temperature, c.validation.split, c.validation.runs], [5, 0.4, 'valid_seen', 1]);
     assert.deepEqual(c.algorithm.sdar, { beta: 5, coef: 0.01 });
     assert.deepEqual(c.algorithm.rlsd, { lambdaStart: 0.5, decayIterations: 100, clipLow: 0.8, clipHigh: 1.2 });
@@ -74,10 +74,22 @@ describe('training config', () => {
     assert.equal(own.algorithm.invalidPenalty, 0.01);
   });
 
+  test('warmup counts the run\'s iterations: given, or a share of them (search warms up over 10%)', () => {
+    const household = loadConfig(undefined, []);
+    assert.equal(warmupIterations(household.optim, household.iterations), 0);
+    const search = loadConfig(undefined, ['env.name=search']);
+    assert.equal(warmupIterations(search.optim, search.iterations), 15);
+    assert.equal(warmupIterations(search.optim, 40), 4, 'an SFT run of 40 steps');
+    const given = loadConfig(undefined, ['env.name=search', 'optim.warmupIterations=7']);
+    assert.equal(warmupIterations(given.optim, given.iterations), 7);
+    assert.equal(warmupIterations(loadConfig(undefined, ['optim.warmupRatio=0.25', 'iterations=10']).optim, 10), 3);
+    assert.throws(() => loadConfig(undefined, ['optim.warmupIterations=2', 'optim.warmupRatio=0.1']), /optim\.warmupRatio: set optim\.warmupIterations or optim\.warmupRatio, not both/);
+    assert.throws(() => loadConfig(undefined, ['optim.warmupSteps=2']), /warmupSteps/);
+  });
+
   test('the per-environment table agrees with the agent specs', () => {
     for (const env of ENV_NAMES) {
       assert.equal(ENV_DEFAULTS[env].maxTurns, agentSpec(env).maxTurns, env);
-      assert.equal(ENV_DEFAULTS[env].invalidPenalty, agentSpec(env).invalidPenalty, env);
     }
   });
 

@@ -65,7 +65,7 @@ export class HouseholdSession implements EnvSession {
 
 export class HouseholdEnvironment implements Environment {
   readonly name = 'household';
-  readonly version = '1.0.0';
+  readonly version = '2.0.0';
   readonly maxSteps = HOUSEHOLD_MAX_STEPS;
 
   create(opts: CreateOptions): HouseholdSession {

@@ -9,6 +9,7 @@ import {
   COMBOS, LAMP_ROOMS, LAMPS, layoutFits, layoutTypes, OBJECTS, OPENABLE, splitCombos, splitLayouts, startPlaces, TASK_TYPES,
   type Combo, type TaskType,
 } from './catalog.ts';
+import { USUAL_PLACE_SHARE, usualPlaceAmong } from './conventions.ts';
 import { taskSentence } from './text.ts';
 import { displayOrder, type Item, type Receptacle, type World } from './world.ts';
 
@@ -97,8 +98,11 @@ export function generateWorld(split: Split, seed: number, task?: unknown): World
 
   const items: Item[] = [];
   const numbers = new Map<string, number>();
+  // Most copies of a kind start at its usual place (conventions.ts), the rest anywhere it may start.
   const place = (type: string, places: readonly string[], lamp = false): void => {
-    const where = rng.pick(receptacles.filter((r) => places.includes(r.type)));
+    const usual = usualPlaceAmong(type, places);
+    const at = usual !== null && rng.next() < USUAL_PLACE_SHARE ? [usual] : places;
+    const where = rng.pick(receptacles.filter((r) => at.includes(r.type)));
     const n = (numbers.get(type) ?? 0) + 1;
     numbers.set(type, n);
     items.push({
@@ -108,7 +112,7 @@ export function generateWorld(split: Split, seed: number, task?: unknown): World
 
   const starts = startPlaces(combo, types);
   const copies = combo.taskType === 'pick_two_obj_and_place' ? rng.int(2, 3) : rng.int(1, 2);
-  for (let i = 0; i < copies; i++) place(combo.object, [rng.pick(starts)]);
+  for (let i = 0; i < copies; i++) place(combo.object, starts);
 
   if (LAMP_ROOMS.includes(layout.room)) {
     const lamp = combo.taskType === 'look_at_obj_in_light' ? combo.target : 'desklamp';

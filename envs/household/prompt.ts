@@ -2,9 +2,9 @@
 // frameworks (PROTOCOLS.md section 1); the wording is ours. Only the extracted actions
 // of earlier turns go into the history, never earlier reasoning.
 
-export const HOUSEHOLD_HISTORY_LENGTH = 2;
+import { skillBlock } from '../../src/envs/skills_block.ts';
 
-export const SKILL_HEADER = '[Privileged Skill Information]';
+export const HOUSEHOLD_HISTORY_LENGTH = 2;
 
 export interface HouseholdTurn {
   /** What the agent saw before acting. */
@@ -23,11 +23,6 @@ export interface HouseholdPromptInput {
   skills?: string;
   /** How many recent turns to show (K). */
   historyLength?: number;
-}
-
-/** "[Privileged Skill Information]\n<skills>\n\n", the block that starts the teacher's prompt. */
-export function skillBlock(skills: string): string {
-  return `${SKILL_HEADER}\n${skills}\n\n`;
 }
 
 function formatActions(actions: readonly string[]): string {

@@ -9,6 +9,7 @@
 // where it stands and what it sees, which a model with a short history can imitate.
 
 import { LAMPS, OBJECTS } from './catalog.ts';
+import { searchRank } from './conventions.ts';
 import { goalReceptacle, nextExpertAction } from './expert.ts';
 import { isWon } from './goal.ts';
 import { cloneWorld, held, isReachable, receptacle, type Receptacle, type World } from './world.ts';
@@ -39,8 +40,21 @@ function wanted(w: World): Wanted | null {
   };
 }
 
+export interface SearchingExpertOptions {
+  /**
+   * Knows where things are usually kept (the skill cards' knowledge, conventions.ts)
+   * and searches those places first; otherwise it searches in the room's order.
+   */
+  knowsUsualPlaces?: boolean;
+}
+
 export class SearchingExpert {
   private readonly seen = new Set<string>();
+  private readonly knowsUsualPlaces: boolean;
+
+  constructor(opts: SearchingExpertOptions = {}) {
+    this.knowsUsualPlaces = opts.knowsUsualPlaces ?? false;
+  }
 
   /** Notes what is visible in state `w`: the contents of the receptacle the agent stands at, unless it is closed. */
   private observe(w: World): void {
@@ -72,10 +86,16 @@ export class SearchingExpert {
     return known;
   }
 
-  /** Unseen receptacles where the wanted item can be (any unseen one if none), in the room's order. */
+  /**
+   * Unseen receptacles where the wanted item can be (any unseen one if none), in the
+   * room's order, or with its usual places first when the expert knows them.
+   */
   private searchOrder(w: World, need: Wanted): Receptacle[] {
     const unseen = w.receptacles.filter((r) => !this.seen.has(r.name) && r.name !== need.exclude);
     const likely = unseen.filter((r) => need.places.includes(r.type));
-    return likely.length > 0 ? likely : unseen;
+    const order = likely.length > 0 ? likely : unseen;
+    if (!this.knowsUsualPlaces) return order;
+    // A stable sort keeps the room's order within each rank.
+    return order.sort((a, b) => searchRank(need.type, a.type) - searchRank(need.type, b.type));
   }
 }

@@ -1,11 +1,13 @@
-// Hand-written skill cards for the teacher's privileged context: a general card plus
-// one per task type, shipped as markdown next to this file. The folder is found by
+// Skill cards for the teacher's privileged context: a hand-written general card and
+// one per task type, shipped as markdown next to this file, followed by where the
+// task's objects are usually kept. The folder is found by
 // walking up from this module so the compiled copy (dist/) reads the same files.
 
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TASK_TYPES, type TaskType } from './catalog.ts';
+import { COMBOS, LAMPS, TASK_TYPES, type TaskType } from './catalog.ts';
+import { usualPlaces } from './conventions.ts';
 
 let skillDir: string | null = null;
 const cache = new Map<string, string>();
@@ -34,10 +36,28 @@ export function householdSkillCard(name: 'general' | TaskType): string {
   return text;
 }
 
-/** The skill text for a task: the general card followed by the card of its type. */
+/** Object kinds a task type can ask for (and the lamp, for looking under one). */
+function kindsOf(taskType: TaskType): string[] {
+  const kinds = new Set(COMBOS.filter((c) => c.taskType === taskType).map((c) => c.object));
+  if (taskType === 'look_at_obj_in_light') for (const lamp of Object.keys(LAMPS)) kinds.add(lamp);
+  return [...kinds].sort();
+}
+
+/**
+ * "Where things are usually kept" for the kinds a task type involves, one line per
+ * kind ("- mug: coffeemachine, else desk, else sidetable"), read from the worlds'
+ * own conventions so the card cannot drift from them.
+ */
+export function usualPlacesCard(taskType: TaskType): string {
+  const lines = kindsOf(taskType).map((kind) => `- ${kind}: ${usualPlaces(kind).join(', else ')}`);
+  return ['Where things are usually kept:', ...lines].join('\n');
+}
+
+/** The skill text for a task: the general card, the card of its type, then where its objects are usually kept. */
 export function householdSkills(taskType: string): string {
   if (!(TASK_TYPES as readonly string[]).includes(taskType)) {
     throw new Error(`household: no skill card for task type "${taskType}" (expected one of ${TASK_TYPES.join(', ')})`);
   }
-  return `${householdSkillCard('general')}\n\n${householdSkillCard(taskType as TaskType)}`;
+  const type = taskType as TaskType;
+  return `${householdSkillCard('general')}\n\n${householdSkillCard(type)}\n\n${usualPlacesCard(type)}`;
 }

@@ -4,7 +4,7 @@
 // result is the current observation, so it appears once, as the last history entry.
 // The optional privileged skills block goes first, for the teacher.
 
-import { skillBlock } from '../household/prompt.ts';
+import { skillBlock } from '../../src/envs/skills_block.ts';
 
 export const SEARCH_HISTORY_LENGTH = 4;
 

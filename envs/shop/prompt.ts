@@ -4,7 +4,7 @@
 // answer format is the household's (<think> then <action>), so its parser and validity
 // rule serve the shop unchanged.
 
-import { skillBlock } from '../household/prompt.ts';
+import { skillBlock } from '../../src/envs/skills_block.ts';
 
 export { parseAction as parseShopAction, type ParsedAction } from '../household/action.ts';
 

@@ -5,10 +5,13 @@
 //   α_c = σ(τ̄_c − mean of τ̄ over the batch)
 //   per group: TVA = Σα·R/Σα − Σ(1−α)·R/Σ(1−α),  m = σ(gateScale·TVA)
 //   r'_t = shapingCoef·m·r_t
-//   in groups whose returns spread (σ_group > 0): standardise r' over the group's
-//   tokens, multiply by η, clip to ±clip·min(1, σ_group / median σ_group), add to A.
-// η = eta for startIteration ≤ iteration ≤ endIteration, 0 otherwise; the entropy
-// coefficient is raised to entropyCoef over the same window.
+//   in groups whose scores spread (σ_group > 0): standardise r' over the group's
+//   tokens, multiply by η, clip to ±clip·min(1, σ_group / median σ_group) (or
+//   ±clip without adaptiveClip), add to A.
+// R is each row's score, the episode return less that turn's invalid-action
+// penalty, as the reference reads it. η = eta for startIteration ≤ iteration ≤
+// endIteration, 0 otherwise; with activeEntropy the entropy coefficient is raised
+// to entropyCoef over the same window. The WebShop launchers turn both switches off.
 //
 // Choices the text leaves open, made by this project:
 // - Every z-score/standardisation uses the population std (divisor n) + 1e-6, as
@@ -30,16 +33,16 @@ import { checkTransformInputs, clip, groupIndices, meanOf, median, sigmoid, unbi
 
 export type AdrsConfig = TrainConfig['algorithm']['adrs'];
 
-export type AdrsSample = Pick<StepSample, 'groupId' | 'responseIds' | 'episodeReturn'>;
+export type AdrsSample = Pick<StepSample, 'groupId' | 'responseIds' | 'score'>;
 
 /** Whether shaping is on at a 1-based iteration. */
 export function adrsActive(iteration: number, cfg: AdrsConfig): boolean {
   return iteration >= cfg.startIteration && iteration <= cfg.endIteration;
 }
 
-/** The entropy coefficient at a 1-based iteration: cfg.entropyCoef while shaping is on, else `base`. */
+/** The entropy coefficient at a 1-based iteration: cfg.entropyCoef while shaping is on (with activeEntropy), else `base`. */
 export function adrsEntropyCoef(iteration: number, cfg: AdrsConfig, base: number): number {
-  return adrsActive(iteration, cfg) ? cfg.entropyCoef : base;
+  return cfg.activeEntropy && adrsActive(iteration, cfg) ? cfg.entropyCoef : base;
 }
 
 export function adrsAdvantages(
@@ -52,7 +55,7 @@ export function adrsAdvantages(
   const fn = 'adrsAdvantages';
   checkTransformInputs(fn, samples, adv, [{ name: 'teacher log-probs', arrays: teacher }]);
   samples.forEach((s, i) => {
-    if (!Number.isFinite(s.episodeReturn)) throw new Error(`${fn}: sample ${i}: episode return is ${s.episodeReturn}`);
+    if (!Number.isFinite(s.score)) throw new Error(`${fn}: sample ${i}: score is ${s.score}`);
   });
   const eta = adrsActive(iteration, cfg) ? cfg.eta : 0;
 
@@ -63,7 +66,7 @@ export function adrsAdvantages(
 
   const groups = [...groupIndices(samples, (s) => s.groupId).values()];
   const spread = groups.map((idx) => {
-    const r = idx.map((i) => samples[i].episodeReturn);
+    const r = idx.map((i) => samples[i].score);
     return unbiasedStd(r, meanOf(r));
   });
   const spreadOnes = spread.filter((s) => s > 0);
@@ -84,8 +87,8 @@ export function adrsAdvantages(
     for (const i of members) {
       wHigh += alpha[i];
       wLow += 1 - alpha[i];
-      rHigh += alpha[i] * samples[i].episodeReturn;
-      rLow += (1 - alpha[i]) * samples[i].episodeReturn;
+      rHigh += alpha[i] * samples[i].score;
+      rLow += (1 - alpha[i]) * samples[i].score;
     }
     const tva = wHigh > 0 && wLow > 0 ? rHigh / wHigh - rLow / wLow : 0;
     const m = sigmoid(cfg.gateScale * tva);
@@ -96,7 +99,7 @@ export function adrsAdvantages(
     if (!(spread[g] > 0)) return;
     const shaped: number[] = [];
     for (const i of members) for (const r of zScores(teacher[i])) shaped.push(cfg.shapingCoef * m * r);
-    const bound = cfg.clip * Math.min(1, spread[g] / medianSpread);
+    const bound = cfg.adaptiveClip ? cfg.clip * Math.min(1, spread[g] / medianSpread) : cfg.clip;
     const standard = zScores(shaped);
     let k = 0;
     for (const i of members) {

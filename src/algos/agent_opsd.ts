@@ -1,13 +1,18 @@
 // AgentOPSD, recursive belief credit (shared design ALGORITHMS.md section 3): no
 // auxiliary loss. The teacher-vs-rollout log-prob gap of each step updates a belief
-// that the episode succeeds, starting from the group's success rate:
-//   V0 = clamp(mean over the group's trajectories of R/maxReturn, c, 1 − c)
-//   V_k = σ(logit V0 + Σ_{j≤k} d_j),  V_{−1} = V0,  q_k = V_k − V_{k−1}
-//   z = z-score of q over the episode's steps (population std, + 1e-6)
+// that the episode succeeds, starting from a prior for the group:
+//   V0 = clamp(mean over the group's trajectories of a score, c, 1 − c)
+//   V_k = clamp(σ(logit V0 + Σ_{j≤k} d_j), ε, 1 − ε),  V_{−1} = V0,  q_k = V_k − V_{k−1}
+//   z = (q − mean q) / (spread + ε) over the episode's steps
 //   m = clip(1 + scale·sign(A)·z, clipLow, clipHigh),  Â = A·((1 − mix) + mix·m)
-// Turn granularity: a step is a turn, d_k = Σ over its tokens of (lT − lold), and m
-// covers every token of the turn. Token granularity: the same recipe inside one
-// response, each token a step with d_t = lT − lold.
+// with ε = 1e-6. Turn granularity: a step is a turn, d_k = Σ over its tokens of
+// (lT − lold), m covers every token of the turn and the spread is the population
+// std. Token granularity: the same recipe inside one response, each token a step
+// with d_t = lT − lold, and the spread √(population variance + ε).
+// The prior's score is what the reference code averages: each trajectory's first
+// turn's raw score (R − the invalid-action penalty of that turn), which for returns
+// of 10 puts V0 at the clamp whenever a group has a success; `prior: success_rate`
+// averages R/maxReturn instead, a success probability.
 
 import type { StepSample } from '../rollout/sample.ts';
 import type { TrainConfig } from '../trainer/config_schema.ts';
@@ -15,20 +20,34 @@ import { checkTransformInputs, clip, groupIndices, logit, meanOf, populationStd,
 
 export type AgentOpsdConfig = TrainConfig['algorithm']['agent_opsd'];
 
-export type AgentOpsdSample = Pick<StepSample, 'groupId' | 'trajectoryId' | 'turn' | 'responseIds' | 'episodeReturn'>;
+export type AgentOpsdSample = Pick<StepSample, 'groupId' | 'trajectoryId' | 'turn' | 'responseIds' | 'episodeReturn' | 'score'>;
 
-/** q_k = V_k − V_{k−1} along one episode (or one response) of step gaps d. */
+/** The reference's bound on beliefs and its z-score epsilon. */
+const EPS = 1e-6;
+
+/** q_k = V_k − V_{k−1} along one episode (or one response) of step gaps d, beliefs clamped to [ε, 1 − ε]. */
 function beliefIncrements(prior: number, d: ArrayLike<number>): Float64Array {
   const q = new Float64Array(d.length);
   let l = logit(prior);
   let prev = prior;
   for (let k = 0; k < d.length; k++) {
     l += d[k];
-    const v = sigmoid(l);
+    const v = clip(sigmoid(l), EPS, 1 - EPS);
     q[k] = v - prev;
     prev = v;
   }
   return q;
+}
+
+/** Token granularity's z-score: (x − mean) / (√(population variance + ε) + ε). */
+function tokenZScores(xs: Float64Array): Float64Array {
+  const out = new Float64Array(xs.length);
+  if (xs.length === 0) return out;
+  const m = meanOf(xs);
+  const sd = populationStd(xs, m);
+  const d = Math.sqrt(sd * sd + EPS) + EPS;
+  for (let i = 0; i < xs.length; i++) out[i] = (xs[i] - m) / d;
+  return out;
 }
 
 export function agentOpsdAdvantages(
@@ -49,9 +68,10 @@ export function agentOpsdAdvantages(
 
   const episodes = [...trajectories.values()];
   const priors = new Map<string, number>();
+  // trajectoryTurns lists each episode's samples in turn order, so turns[0] is its first turn.
+  const priorScore = (turns: number[]) => (cfg.prior === 'raw_score' ? samples[turns[0]].score : samples[turns[0]].episodeReturn / maxReturn);
   for (const [groupId, idx] of groupIndices(episodes, (turns) => samples[turns[0]].groupId)) {
-    const returns = idx.map((e) => samples[episodes[e][0]].episodeReturn / maxReturn);
-    priors.set(groupId, clip(meanOf(returns), cfg.priorClamp, 1 - cfg.priorClamp));
+    priors.set(groupId, clip(meanOf(idx.map((e) => priorScore(episodes[e]))), cfg.priorClamp, 1 - cfg.priorClamp));
   }
 
   const gap = (i: number, t: number) => teacher[i][t] - old[i][t];
@@ -82,7 +102,7 @@ export function agentOpsdAdvantages(
   } else {
     samples.forEach((s, i) => {
       const d = Float64Array.from({ length: s.responseIds.length }, (_, t) => gap(i, t));
-      const z = zScores(beliefIncrements(priors.get(s.groupId)!, d));
+      const z = tokenZScores(beliefIncrements(priors.get(s.groupId)!, d));
       for (let t = 0; t < d.length; t++) assign(i, t, z[t]);
     });
   }

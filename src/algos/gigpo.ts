@@ -1,7 +1,9 @@
 // GiGPO (verl-agent; shared design ALGORITHMS.md section 3): besides the episode
 // group, turns of one task group that acted on the identical observation form a step
 // group, and their discounted returns are compared within it:
-//   ret = γ^(T−1−turn)·R  (T = turns of the sample's trajectory, R its return)
+//   ret = γ^(T−1−turn)·R − c·[this turn invalid]  (T = turns of the sample's
+//   trajectory, R its return; the turn's own invalid-action penalty comes off after
+//   discounting, as verl-agent applies it to step rewards)
 //   A_step = (ret − mean) / (std + 1e-6) within the step group, std unbiased as in
 //   the backbone; a step group of one gets A_step = 0
 //   Â = A_episode + stepWeight·A_step on every token of the sample.
@@ -15,7 +17,7 @@ import { checkTransformInputs, groupIndices, meanOf, trajectoryTurns, unbiasedSt
 
 export type GigpoConfig = TrainConfig['algorithm']['gigpo'];
 
-export type GigpoSample = Pick<StepSample, 'groupId' | 'trajectoryId' | 'turn' | 'responseIds' | 'episodeReturn' | 'state'>;
+export type GigpoSample = Pick<StepSample, 'groupId' | 'trajectoryId' | 'turn' | 'responseIds' | 'episodeReturn' | 'score' | 'state'>;
 
 export function gigpoAdvantages(
   samples: readonly GigpoSample[],
@@ -26,10 +28,15 @@ export function gigpoAdvantages(
   checkTransformInputs(fn, samples, adv, []);
   samples.forEach((s, i) => {
     if (!Number.isFinite(s.episodeReturn)) throw new Error(`${fn}: sample ${i}: episode return is ${s.episodeReturn}`);
+    if (!Number.isFinite(s.score)) throw new Error(`${fn}: sample ${i}: score is ${s.score}`);
   });
   const stepReturn = new Float64Array(samples.length);
   for (const turns of trajectoryTurns(fn, samples).values()) {
-    for (const i of turns) stepReturn[i] = cfg.gamma ** (turns.length - 1 - samples[i].turn) * samples[i].episodeReturn;
+    // score = R − the turn's penalty, so the penalty is R − score.
+    for (const i of turns) {
+      const s = samples[i];
+      stepReturn[i] = cfg.gamma ** (turns.length - 1 - s.turn) * s.episodeReturn - (s.episodeReturn - s.score);
+    }
   }
 
   // Keyed by group, then state: one string key would let a state that contains the

@@ -29,6 +29,7 @@ export const makeDefaultModelCommand = defineCommand({
     episodes: { type: 'string', description: 'train-split expert episodes', default: '5000' },
     'train-seed-start': { type: 'string', description: 'first train seed', default: '0' },
     detour: { type: 'string', description: 'chance per expert turn of a random "go to" detour first (recovery data)', default: String(DEFAULT_DETOUR) },
+    'skills-share': { type: 'string', description: 'share of episodes with the skill cards in the prompt, played by an expert that follows them', default: '0.5' },
     'corpus-episodes': { type: 'string', description: 'episodes per split whose text builds the vocabulary', default: '300' },
     seed: { type: 'string', description: 'initialisation and data-order seed', default: '0' },
     dtype: { type: 'string', description: 'stored weights: bf16, f16 or f32', default: 'bf16' },
@@ -55,12 +56,15 @@ export const makeDefaultModelCommand = defineCommand({
     const maxResponseTokens = intArg('--max-response-tokens', args['max-response-tokens'], 1, shape.maxPositions - 1);
     const detour = numberArg('--detour', args.detour, 0);
     if (detour >= 1) throw new CliError(`--detour ${args.detour}: expected a number in [0, 1)`);
+    const skillsShare = numberArg('--skills-share', args['skills-share'], 0);
+    if (skillsShare > 1) throw new CliError(`--skills-share ${args['skills-share']}: expected a number in [0, 1]`);
     const opts = {
       out: args.out,
       shape,
       episodes: intArg('--episodes', args.episodes, 1),
       trainSeedStart: intArg('--train-seed-start', args['train-seed-start'], 0),
       detour,
+      skillsShare,
       corpusEpisodes: intArg('--corpus-episodes', args['corpus-episodes'], 1),
       steps: intArg('--steps', args.steps, 1),
       batchTokens,

@@ -1,10 +1,15 @@
 // Tokenizers from a local Hugging Face directory (tokenizer.json + tokenizer_config.json),
-// through @huggingface/transformers. The tokenizer class is built straight from the two
-// JSON objects, so nothing ever reaches for the hub; the library is imported on first
-// use, so code that never tokenises never loads it.
+// through the two pure-JavaScript parts of transformers.js: @huggingface/tokenizers runs
+// tokenizer.json and @huggingface/jinja renders the chat template. transformers.js itself
+// adds nothing for the Qwen tokenizers (its PreTrainedTokenizer wraps these same two) but
+// pulls in onnxruntime and sharp, native packages a trainer has no use for. What follows
+// mirrors its PreTrainedTokenizer where it adds to the two: the pad token falls back to
+// eos, and the template sees the special tokens by name.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { Template } from '@huggingface/jinja';
+import { Tokenizer as TokenizerJson } from '@huggingface/tokenizers';
 import { CheckpointError } from './errors.ts';
 
 export interface ChatMessage {
@@ -38,22 +43,33 @@ export interface Tokenizer {
   readonly vocabSize: number;
 }
 
-interface HfTokenizer {
-  encode(text: string, opts?: { add_special_tokens?: boolean }): number[];
-  decode(ids: number[], opts?: { skip_special_tokens?: boolean }): string;
-  apply_chat_template(conversation: unknown[], opts: Record<string, unknown>): unknown;
-  get_vocab(): Map<string, number>;
-  eos_token_id?: number;
-  pad_token_id?: number;
-  bos_token_id?: number;
-}
-
 function readJsonFile(file: string): Record<string, unknown> {
   try {
     return JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (e) {
     throw new CheckpointError(`${file}: cannot read tokenizer file (${(e as Error).message})`);
   }
+}
+
+/** The special tokens a chat template may name (transformers passes these by name). */
+const SPECIAL_TOKEN_NAMES = ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token'] as const;
+
+/** A special token of tokenizer_config.json, written as a string or as an AddedToken object. */
+function tokenFromConfig(config: Record<string, unknown>, key: string): string | null {
+  const v = config[key];
+  if (typeof v === 'string' && v) return v;
+  if (v && typeof v === 'object' && typeof (v as { content?: unknown }).content === 'string') return (v as { content: string }).content;
+  return null;
+}
+
+/** tokenizer_config.json's chat_template by name: one string is 'default'; a list of {name, template} names each. */
+function chatTemplates(value: unknown, dir: string): Record<string, string> {
+  if (value == null) return {};
+  if (typeof value === 'string') return { default: value };
+  if (Array.isArray(value) && value.every((t) => typeof t?.name === 'string' && typeof t?.template === 'string')) {
+    return Object.fromEntries(value.map((t: { name: string; template: string }) => [t.name, t.template]));
+  }
+  throw new CheckpointError(`${dir}: tokenizer_config.json chat_template must be a string or a list of {name, template}`);
 }
 
 function ids(v: unknown): number[] {
@@ -72,44 +88,54 @@ export async function loadTokenizer(dir: string): Promise<Tokenizer> {
   if (tokenizerConfig.chat_template == null && fs.existsSync(templateFile)) {
     tokenizerConfig.chat_template = fs.readFileSync(templateFile, 'utf8');
   }
-  const hf = await import('@huggingface/transformers');
-  hf.env.allowRemoteModels = false;
-  const className = String(tokenizerConfig.tokenizer_class ?? 'PreTrainedTokenizer').replace(/Fast$/, '');
-  const candidate = (hf as unknown as Record<string, unknown>)[className];
-  const Cls = (typeof candidate === 'function' && candidate.prototype instanceof hf.PreTrainedTokenizer ? candidate : hf.PreTrainedTokenizer) as
-    new (json: unknown, config: unknown) => HfTokenizer;
-  const tok = new Cls(tokenizerJson, tokenizerConfig);
-
+  const tok = new TokenizerJson(tokenizerJson, tokenizerConfig);
+  const templates = chatTemplates(tokenizerConfig.chat_template, dir);
+  const compiled = new Map<string, Template>();
+  const specialTokens = Object.fromEntries(
+    SPECIAL_TOKEN_NAMES.map((name) => [name, tokenFromConfig(tokenizerConfig, name)]).filter(([, v]) => v !== null),
+  ) as Record<string, string>;
+  const idOf = (token: string | null) => (token === null ? null : tok.token_to_id(token) ?? null);
+  const eosToken = tokenFromConfig(tokenizerConfig, 'eos_token');
   const genFile = path.join(dir, 'generation_config.json');
-  const eos = [...ids(tok.eos_token_id), ...(fs.existsSync(genFile) ? ids(readJsonFile(genFile).eos_token_id) : [])];
+  const eosId = idOf(eosToken);
+  const eos = [...(eosId === null ? [] : [eosId]), ...(fs.existsSync(genFile) ? ids(readJsonFile(genFile).eos_token_id) : [])];
   const vocab = tok.get_vocab();
   let maxId = -1;
   for (const id of vocab.values()) maxId = Math.max(maxId, id);
 
-  const render = (messages: readonly ChatMessage[], opts: ChatOptions & { tokenize?: boolean }): unknown => {
+  const render = (messages: readonly ChatMessage[], opts: ChatOptions): string => {
+    const name = opts.tools && 'tool_use' in templates ? 'tool_use' : 'default';
+    const source = templates[name];
+    if (source === undefined) {
+      const names = Object.keys(templates);
+      throw new CheckpointError(`${dir}: ${names.length ? `no chat template named default (it has ${names.join(', ')})` : 'the tokenizer has no chat template (tokenizer_config.json chat_template or chat_template.jinja)'}`);
+    }
+    let template = compiled.get(name);
+    if (!template) compiled.set(name, (template = new Template(source)));
     const extra: Record<string, unknown> = {};
     if (opts.enableThinking !== undefined) extra.enable_thinking = opts.enableThinking;
-    if (opts.tools) extra.tools = opts.tools;
-    return tok.apply_chat_template(messages.map((m) => ({ ...m })), {
-      tokenize: opts.tokenize ?? false,
+    return template.render({
+      messages: messages.map((m) => ({ ...m })),
       add_generation_prompt: opts.addGenerationPrompt ?? false,
-      return_tensor: false,
-      return_dict: false,
+      tools: opts.tools ?? null,
+      documents: null,
+      ...specialTokens,
       ...extra,
     });
   };
+  const encode = (text: string, addSpecialTokens: boolean) => tok.encode(text, { add_special_tokens: addSpecialTokens }).ids;
 
   return {
-    encode: (text, opts = {}) => tok.encode(text, { add_special_tokens: opts.addSpecialTokens ?? true }),
+    encode: (text, opts = {}) => encode(text, opts.addSpecialTokens ?? true),
     decode: (list, opts = {}) => (list.length === 0 ? '' : tok.decode([...list], { skip_special_tokens: opts.skipSpecialTokens ?? false })),
     applyChatTemplate: ((messages: readonly ChatMessage[], opts: ChatOptions & { tokenize?: boolean } = {}) => {
-      const out = render(messages, opts);
-      return opts.tokenize ? [...(out as number[])] : (out as string);
+      const text = render(messages, opts);
+      return opts.tokenize ? encode(text, false) : text;
     }) as Tokenizer['applyChatTemplate'],
     tokenToId: (token) => vocab.get(token),
     eosTokenIds: [...new Set(eos)],
-    padTokenId: tok.pad_token_id ?? null,
-    bosTokenId: tok.bos_token_id ?? null,
+    padTokenId: idOf(tokenFromConfig(tokenizerConfig, 'pad_token') ?? eosToken),
+    bosTokenId: idOf(tokenFromConfig(tokenizerConfig, 'bos_token')),
     vocabSize: maxId + 1,
   };
 }

@@ -15,7 +15,8 @@ import type { Tokenizer } from '../models/tokenizer.ts';
 import { agentSpec, type AgentSpec, type TurnHistoryEntry } from './agent_spec.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
-import { cutTokens, encodeTurnPrompt } from './tokenize_turn.ts';
+import { cutTokens, encodePrefixedTurnPrompt, encodeTurnPrompt } from './tokenize_turn.ts';
+import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
 import type { TrajectoryLog } from './trajectory_log.ts';
 
 export interface RolloutTask {
@@ -55,8 +56,18 @@ export interface RolloutOptions {
   /** Episodes live at once (default: all). */
   concurrency?: number;
   withSkills?: SkillsMode;
+  /**
+   * End each response at its action's closing tag (the spec's actionStops) and train
+   * only up to there; default false: responses run to the end of the turn and every
+   * generated token, the end-of-turn token included, is trained, as in the reference.
+   */
+  stopAfterAction?: boolean;
+  /** Where a teacher prompt puts the skills block (default: at the start of the user message). */
+  teacherSkillsPlacement?: SkillsPlacement;
   /** Default: the spec's turn cap. */
   maxTurns?: number;
+  /** c_inv, subtracted from the score of every turn whose response did not parse as an action (default 0). */
+  invalidPenalty?: number;
   /** Deadline for each environment call (create, reset, step, close); default 120 s. */
   envTimeoutMs?: number;
   /** Engine model name (a LoRA adapter name on a vLLM server). */
@@ -192,6 +203,9 @@ function checkOptions(o: RolloutOptions): void {
   positive('concurrency', o.concurrency);
   positive('maxTurns', o.maxTurns);
   positive('envTimeoutMs', o.envTimeoutMs);
+  if (o.invalidPenalty !== undefined && !(Number.isFinite(o.invalidPenalty) && o.invalidPenalty >= 0)) {
+    throw new RangeError(`runRollout: invalidPenalty must be a finite number >= 0, got ${o.invalidPenalty}`);
+  }
 }
 
 export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
@@ -199,10 +213,12 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   const started = performance.now();
   const spec = o.spec ?? agentSpec(o.env.name);
   const maxTurns = o.maxTurns ?? spec.maxTurns;
+  const invalidPenalty = o.invalidPenalty ?? 0;
   const envTimeoutMs = o.envTimeoutMs ?? DEFAULT_ENV_TIMEOUT_MS;
   const withSkills = o.withSkills ?? 'none';
   const sampling = { temperature: 1, topP: 1, topK: 0, ...o.sampling };
-  const stop = [...new Set([...(spec.stop ?? []), ...(sampling.stop ?? [])])];
+  const stopAfterAction = o.stopAfterAction ?? false;
+  const stop = [...new Set([...(stopAfterAction ? (spec.actionStops ?? []) : []), ...(sampling.stop ?? [])])];
   const envName = o.env.name;
   const cost = { promptTokens: 0, tokensGenerated: 0, truncatedPrompts: 0, teacherPromptTokens: 0, truncatedTeacherPrompts: 0, engineCalls: 0, generateMs: 0 };
 
@@ -274,7 +290,9 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     if (encoded.truncated) cost.truncatedPrompts++;
     let teacherPromptIds: number[] | undefined;
     if (withSkills === 'teacher') {
-      const teacher = encodeTurnPrompt(o.tokenizer, spec.renderPrompt({ ...input, skills: ep.skills }), o.maxPromptTokens);
+      const teacher = o.teacherSkillsPlacement === 'before_template'
+        ? encodePrefixedTurnPrompt(o.tokenizer, skillBlock(ep.skills!.trim()), prompt, o.maxPromptTokens)
+        : encodeTurnPrompt(o.tokenizer, spec.renderPrompt({ ...input, skills: ep.skills }), o.maxPromptTokens);
       teacherPromptIds = teacher.ids;
       cost.teacherPromptTokens += teacher.ids.length;
       if (teacher.truncated) cost.truncatedTeacherPrompts++;
@@ -318,7 +336,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
 
   const act = async (ep: Episode, turn: PreparedTurn, result: GenerationResult): Promise<void> => {
     let { tokenIds, logprobs, text } = result;
-    const cut = spec.cutResponse(text);
+    const cut = stopAfterAction ? spec.cutResponse(text) : text;
     if (cut !== text) {
       const kept = cutTokens(o.tokenizer, tokenIds, cut);
       tokenIds = tokenIds.slice(0, kept.keep);
@@ -436,7 +454,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   for (const ep of episodes) {
     if (ep.error !== undefined) continue;
     for (const s of ep.samples) {
-      samples.push({ ...s, score: ep.episodeReturn - (s.valid ? 0 : spec.invalidPenalty), episodeReturn: ep.episodeReturn, won: ep.won });
+      samples.push({ ...s, score: ep.episodeReturn - (s.valid ? 0 : invalidPenalty), episodeReturn: ep.episodeReturn, won: ep.won });
     }
   }
   return { samples, trajectories, stats: summarize(trajectories, samples.length, cost, (performance.now() - started) / 1000) };

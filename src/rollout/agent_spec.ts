@@ -1,6 +1,6 @@
 // One turn contract over every environment kind (shared design PROTOCOLS.md section 1,
 // ALGORITHMS.md section 1): how a turn's prompt is rendered, how a response becomes an
-// action, what an invalid turn costs and sends, and where skills come from. Looked up
+// action, what an invalid turn sends, and where skills come from. Looked up
 // by environment name, so a RemoteEnvironment (named by its server's /health) gets the
 // same spec as the in-process environment it serves.
 
@@ -46,16 +46,19 @@ export interface AgentSpec {
   readonly env: string;
   /** K: how many earlier (observation, action) pairs each prompt shows. */
   readonly historyLength: number;
-  /** c_inv: subtracted from an invalid turn's score. */
-  readonly invalidPenalty: number;
   /** The loop ends an episode after this many turns even if the environment has not. */
   readonly maxTurns: number;
   /** What the environment gets on an invalid turn: a harmless action it answers without changing state. */
   readonly noop: string;
-  /** Stop strings for the engine; the loop also cuts responses with `cutResponse`. */
-  readonly stop?: readonly string[];
+  /**
+   * Strings that close an action (search's </search>, </answer>). With the rollout's
+   * stopAfterAction they are the engine's stop strings and the loop cuts responses
+   * with `cutResponse`; otherwise responses run to the end of the turn, as the
+   * reference generates them, and only the parser looks for the action.
+   */
+  readonly actionStops?: readonly string[];
   renderPrompt(input: TurnPromptInput): string;
-  /** The part of a response that counts: the whole text, or (search) up to the first closing tag. */
+  /** The response up to the end of its action: the whole text, or (search) up to the first closing tag. */
   cutResponse(response: string): string;
   parse(response: string): ParsedTurn;
   /** The skills block text for a task type (the general card when the type has none). */
@@ -68,7 +71,6 @@ export interface AgentSpec {
 function thinkActionSpec(base: Pick<AgentSpec, 'env' | 'historyLength' | 'maxTurns' | 'renderPrompt' | 'skills'>): AgentSpec {
   return {
     ...base,
-    invalidPenalty: 0.1,
     noop: '',
     cutResponse: (response) => response,
     parse: (response) => {
@@ -102,11 +104,10 @@ const SEARCH_STOP = ['</search>', '</answer>'] as const;
 const SEARCH: AgentSpec = {
   env: 'search',
   historyLength: SEARCH_HISTORY_LENGTH,
-  invalidPenalty: 0.01,
   maxTurns: SEARCH_MAX_TURNS,
   // The environment answers any turn without a single well-formed block with Search-R1's "my previous action is invalid".
   noop: '',
-  stop: SEARCH_STOP,
+  actionStops: SEARCH_STOP,
   renderPrompt: (input) => renderSearchPrompt({ ...input, historyLength: SEARCH_HISTORY_LENGTH }),
   cutResponse,
   parse: (response) => {

@@ -21,8 +21,18 @@ export function turnPromptText(tokenizer: Tokenizer, user: string): string {
 
 /** The templated prompt ids, left-truncated to `maxPromptTokens` (the end, where the model answers, is kept; the reference does the same). */
 export function encodeTurnPrompt(tokenizer: Tokenizer, user: string, maxPromptTokens: number): TurnPromptIds {
+  return encodePrefixedTurnPrompt(tokenizer, '', user, maxPromptTokens);
+}
+
+/**
+ * `prefix` as plain text before the templated prompt, left-truncated together: the
+ * SDAR reference's teacher prompt, its skills block in front of the chat template's
+ * first marker.
+ */
+export function encodePrefixedTurnPrompt(tokenizer: Tokenizer, prefix: string, user: string, maxPromptTokens: number): TurnPromptIds {
   if (!Number.isInteger(maxPromptTokens) || maxPromptTokens < 1) throw new RangeError(`encodeTurnPrompt: maxPromptTokens must be a positive integer, got ${maxPromptTokens}`);
-  const ids = tokenizer.applyChatTemplate([{ role: 'user', content: user }], { addGenerationPrompt: true, enableThinking: false, tokenize: true });
+  const templated = tokenizer.applyChatTemplate([{ role: 'user', content: user }], { addGenerationPrompt: true, enableThinking: false, tokenize: true });
+  const ids = prefix === '' ? templated : [...tokenizer.encode(prefix, { addSpecialTokens: false }), ...templated];
   const truncated = ids.length > maxPromptTokens;
   return { ids: truncated ? ids.slice(ids.length - maxPromptTokens) : ids, fullLength: ids.length, truncated };
 }

@@ -6,6 +6,7 @@
 // gets the search recipe, while anything it sets explicitly wins.
 
 import { z } from 'zod';
+import { SKILLS_PLACEMENTS } from '../envs/skills_block.ts';
 
 /** Every method of ALGORITHMS.md section 3, plus supervised fine-tuning on expert transcripts. */
 export const METHODS = [
@@ -30,21 +31,29 @@ export interface EnvDefaults {
   validationTemperature: number;
   /** AgentOPSD credit granularity. */
   agentOpsdGranularity: 'turn' | 'token';
+  /** ADRS's adaptive clip and raised entropy while shaping (the WebShop launchers turn both off). */
+  adrsAdaptiveClip: boolean;
+  adrsActiveEntropy: boolean;
+  /** Share of the run's iterations the learning rate warms up over (the search recipe's 0.1). */
+  warmupRatio: number;
 }
 
 export const ENV_DEFAULTS: Record<EnvName, EnvDefaults> = {
   household: {
     tasksPerIteration: 16, maxTurns: 50, maxPromptTokens: 2048, klCoef: 0.01, invalidPenalty: 0.1, miniBatchSize: 256,
-    validationEvery: 5, validationTasks: 32, validationTemperature: 0.4, agentOpsdGranularity: 'turn',
+    validationEvery: 5, validationTasks: 32, validationTemperature: 0.4, agentOpsdGranularity: 'turn', warmupRatio: 0,
+    adrsAdaptiveClip: true, adrsActiveEntropy: true,
   },
   shop: {
     tasksPerIteration: 16, maxTurns: 15, maxPromptTokens: 4096, klCoef: 0.01, invalidPenalty: 0.1, miniBatchSize: 64,
-    validationEvery: 5, validationTasks: 32, validationTemperature: 0.4, agentOpsdGranularity: 'token',
+    validationEvery: 5, validationTasks: 32, validationTemperature: 0.4, agentOpsdGranularity: 'token', warmupRatio: 0,
+    adrsAdaptiveClip: false, adrsActiveEntropy: false,
   },
   // Search-R1's recipe validates greedily, once, at the end.
   search: {
     tasksPerIteration: 128, maxTurns: 4, maxPromptTokens: 4096, klCoef: 0.001, invalidPenalty: 0.01, miniBatchSize: 256,
-    validationEvery: 0, validationTasks: 128, validationTemperature: 0, agentOpsdGranularity: 'token',
+    validationEvery: 0, validationTasks: 128, validationTemperature: 0, agentOpsdGranularity: 'token', warmupRatio: 0.1,
+    adrsAdaptiveClip: true, adrsActiveEntropy: true,
   },
 };
 
@@ -106,6 +115,13 @@ const rolloutSchema = z.strictObject({
   topK: nonNegInt.default(0),
   maxPromptTokens: posInt.optional(),
   maxResponseTokens: posInt.default(512),
+  /**
+   * End each response at its action's closing tag (search's </search>, </answer>)
+   * and train only up to there: faster, but the end-of-turn token is never trained.
+   * Default: responses run to the end of the turn and are trained whole, as the
+   * reference generates them; the parser reads the action from the whole text.
+   */
+  stopAfterAction: z.boolean().default(false),
   /** Episodes live at once (unset: all of an iteration's). */
   concurrency: posInt.optional(),
   /** Rows the local engine decodes together; more rows mean fewer decoding steps per turn and more memory for the KV cache. */
@@ -113,7 +129,15 @@ const rolloutSchema = z.strictObject({
 });
 
 /** Who scores sampled tokens for the self-distillation methods: this trainer's own weights, or a server. */
-const teacherSchema = z.strictObject(engineFields);
+const teacherSchema = z.strictObject({
+  ...engineFields,
+  /**
+   * Where the teacher prompt puts the skills block: at the start of the turn's user
+   * message (the chat template frames it like the rest of the prompt), or
+   * before_template, in front of the templated prompt as the SDAR reference does.
+   */
+  skillsPlacement: z.enum(SKILLS_PLACEMENTS).default('user_message'),
+});
 
 const sdarSchema = z.strictObject({ beta: nonNegNum.default(5), coef: nonNegNum.default(0.01) });
 
@@ -155,6 +179,12 @@ const agentOpsdSchema = z.strictObject({
   mix: prob.default(0.5),
   /** V0 is clamped to [priorClamp, 1 - priorClamp]. */
   priorClamp: z.number().gt(0).lt(0.5).default(1e-4),
+  /**
+   * What V0 averages over a group's trajectories: raw_score, each one's first turn's
+   * score (R minus that turn's penalty) as the reference code does, or
+   * success_rate, R divided by the environment's best return.
+   */
+  prior: z.enum(['raw_score', 'success_rate']).default('raw_score'),
 });
 
 const adrsSchema = z.strictObject({
@@ -168,6 +198,10 @@ const adrsSchema = z.strictObject({
   startIteration: posInt.default(21),
   endIteration: posInt.default(70),
   clip: nonNegNum.default(0.2),
+  /** Shrink a group's clip by its score spread over the median spread. Default: the environment's (off for shop, as the WebShop launchers). */
+  adaptiveClip: z.boolean().optional(),
+  /** Raise the entropy coefficient to entropyCoef while shaping is active. Default: the environment's (off for shop). */
+  activeEntropy: z.boolean().optional(),
   /** Entropy coefficient while shaping is active. */
   entropyCoef: nonNegNum.default(0.01),
 });
@@ -219,13 +253,25 @@ const algorithmSchema = z.strictObject({
 });
 
 const optimSchema = z.strictObject({
-  lr: posNum.default(1e-5),
+  /**
+   * The reference recipes' 1e-6 for real Qwen checkpoints (1.5B-7B). The bundled
+   * few-million-parameter models want far more: the embedded default (default_run.ts)
+   * trains models/household-tiny at 1e-4.
+   */
+  lr: posNum.default(1e-6),
   weightDecay: nonNegNum.default(0.01),
   betas: z.tuple([z.number().min(0).lt(1), z.number().min(0).lt(1)]).default([0.9, 0.999]),
   eps: nonNegNum.default(1e-8),
   /** Gradient-norm clip; 0 disables it. */
   gradClip: nonNegNum.default(1),
-  warmupSteps: nonNegInt.default(0),
+  /**
+   * Linear warmup over the run's first N iterations: RL iterations (the LR changes
+   * once per iteration, as verl's trainer steps it), SFT optimizer steps (each is one
+   * of its iterations). Unset: warmupRatio of the run's iterations.
+   */
+  warmupIterations: nonNegInt.optional(),
+  /** Warmup over this share of the run's iterations when warmupIterations is unset (verl's lr_warmup_steps_ratio). Default: the environment's. */
+  warmupRatio: z.number().min(0).lt(1).optional(),
   schedule: z.enum(['constant', 'cosine', 'linear']).default('constant'),
   minLr: nonNegNum.default(0),
   /** Samples per optimizer step. */
@@ -285,6 +331,9 @@ export const TrainConfigSchema = z.strictObject({
     if (block.engine === 'http' && !block.url) ctx.addIssue({ code: 'custom', path: [key, 'url'], message: `required when ${key}.engine is "http"`, input: undefined });
   }
   if (c.env.agentgym && !c.env.url) ctx.addIssue({ code: 'custom', path: ['env', 'url'], message: 'required when env.agentgym is true (AgentGym environments are servers)', input: undefined });
+  if (c.optim.warmupIterations !== undefined && c.optim.warmupRatio !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['optim', 'warmupRatio'], message: 'set optim.warmupIterations or optim.warmupRatio, not both', input: c.optim.warmupRatio });
+  }
   if (c.optim.minLr > c.optim.lr) ctx.addIssue({ code: 'custom', path: ['optim', 'minLr'], message: `must not exceed optim.lr (${c.optim.lr})`, input: c.optim.minLr });
   const r = c.algorithm.rlsd;
   if (r.clipLow > r.clipHigh) ctx.addIssue({ code: 'custom', path: ['algorithm', 'rlsd', 'clipLow'], message: `must not exceed algorithm.rlsd.clipHigh (${r.clipHigh})`, input: r.clipLow });
@@ -302,12 +351,18 @@ type Fill<T, K extends keyof T> = Omit<T, K> & { [P in K]-?: Exclude<T[P], undef
 /** A configuration with every default applied: what the trainer runs. */
 export interface TrainConfig extends Omit<ParsedConfig, 'rollout' | 'algorithm' | 'optim' | 'validation' | 'output'> {
   rollout: Fill<ParsedConfig['rollout'], 'tasksPerIteration' | 'maxTurns' | 'maxPromptTokens'>;
-  algorithm: Omit<Fill<ParsedConfig['algorithm'], 'klCoef' | 'invalidPenalty'>, 'agent_opsd'> & {
+  algorithm: Omit<Fill<ParsedConfig['algorithm'], 'klCoef' | 'invalidPenalty'>, 'agent_opsd' | 'adrs'> & {
     agent_opsd: Fill<ParsedConfig['algorithm']['agent_opsd'], 'granularity'>;
+    adrs: Fill<ParsedConfig['algorithm']['adrs'], 'adaptiveClip' | 'activeEntropy'>;
   };
-  optim: Fill<ParsedConfig['optim'], 'miniBatchSize'>;
+  optim: Fill<ParsedConfig['optim'], 'miniBatchSize' | 'warmupRatio'>;
   validation: Fill<ParsedConfig['validation'], 'every' | 'tasks' | 'temperature'>;
   output: Fill<ParsedConfig['output'], 'runName'>;
+}
+
+/** Warmup iterations of a run of `iterations` (SFT: optimizer steps): optim.warmupIterations, else its warmupRatio share. */
+export function warmupIterations(optim: TrainConfig['optim'], iterations: number): number {
+  return optim.warmupIterations ?? Math.round(optim.warmupRatio * iterations);
 }
 
 /** Fills the environment-dependent defaults left unset. */
@@ -326,8 +381,13 @@ export function resolveConfig(c: ParsedConfig): TrainConfig {
       klCoef: c.algorithm.klCoef ?? d.klCoef,
       invalidPenalty: c.algorithm.invalidPenalty ?? d.invalidPenalty,
       agent_opsd: { ...c.algorithm.agent_opsd, granularity: c.algorithm.agent_opsd.granularity ?? d.agentOpsdGranularity },
+      adrs: {
+        ...c.algorithm.adrs,
+        adaptiveClip: c.algorithm.adrs.adaptiveClip ?? d.adrsAdaptiveClip,
+        activeEntropy: c.algorithm.adrs.activeEntropy ?? d.adrsActiveEntropy,
+      },
     },
-    optim: { ...c.optim, miniBatchSize: c.optim.miniBatchSize ?? d.miniBatchSize },
+    optim: { ...c.optim, miniBatchSize: c.optim.miniBatchSize ?? d.miniBatchSize, warmupRatio: c.optim.warmupRatio ?? d.warmupRatio },
     validation: {
       ...c.validation,
       every: c.validation.every ?? d.validationEvery,

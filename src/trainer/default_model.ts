@@ -37,6 +37,8 @@ export interface DefaultModelOptions {
   trainSeedStart: number;
   /** Chance of a detour per expert turn (see expert_data.ts). */
   detour: number;
+  /** Share of episodes played with the skill cards in the prompt by an expert that follows them. */
+  skillsShare: number;
   /** Episodes per split whose text builds the vocabulary. */
   corpusEpisodes: number;
   steps: number;
@@ -72,7 +74,8 @@ export interface DefaultModelSummary {
   validLoss: number | null;
   trainSeconds: number;
   tokensPerSecond: number;
-  eval: RolloutStats | null;
+  /** Greedy valid_seen episodes without and with the skills block in the prompt. */
+  eval: { plain: RolloutStats; skills: RolloutStats } | null;
 }
 
 export function qwen2Config(shape: ModelShape, vocabSize: number, tokenizer: Tokenizer): ModelConfig {
@@ -126,12 +129,14 @@ export async function makeDefaultModel(o: DefaultModelOptions, log: (line: strin
 
     const maxPrompt = o.shape.maxPositions - o.maxResponseTokens;
     const encode = (samples: Iterable<SftTextSample>) => [...samples].map((s) => encodeSample(tokenizer, s, maxPrompt));
-    const train = encode(householdExpertSamples({ split: 'train', seeds: range(o.trainSeedStart, o.episodes), detour: o.detour, rngSeed: o.seed }));
-    const valid = o.evalEpisodes > 0 ? encode(householdExpertSamples({ split: 'valid_seen', seeds: range(0, o.evalEpisodes) })) : [];
+    const trainText = [...householdExpertSamples({ split: 'train', seeds: range(o.trainSeedStart, o.episodes), detour: o.detour, skillsShare: o.skillsShare, rngSeed: o.seed })];
+    const train = encode(trainText);
+    const valid = o.evalEpisodes > 0 ? encode(householdExpertSamples({ split: 'valid_seen', seeds: range(0, o.evalEpisodes), skillsShare: o.skillsShare })) : [];
     const promptLens = train.map((s) => s.promptIds.length);
     const meanPrompt = promptLens.reduce((a, b) => a + b, 0) / train.length;
     const meanResponse = train.reduce((n, s) => n + s.responseIds.length, 0) / train.length;
-    log(`data: ${train.length} train samples from ${o.episodes} episodes (prompt mean ${meanPrompt.toFixed(0)}, max ${Math.max(...promptLens)} tokens; response mean ${meanResponse.toFixed(1)}), ${valid.length} valid_seen samples [${since()}]`);
+    const withSkills = trainText.filter((s) => s.withSkills).length;
+    log(`data: ${train.length} train samples from ${o.episodes} episodes, ${withSkills} with the skills block (prompt mean ${meanPrompt.toFixed(0)}, max ${Math.max(...promptLens)} tokens; response mean ${meanResponse.toFixed(1)}), ${valid.length} valid_seen samples [${since()}]`);
 
     const config = qwen2Config(o.shape, files.vocabSize, tokenizer);
     const model = randomModel(config, o.seed);
@@ -188,25 +193,33 @@ function generationConfig(cfg: ModelConfig): Record<string, unknown> {
   return { bos_token_id: cfg.bosTokenId, eos_token_id: eos, pad_token_id: cfg.padTokenId };
 }
 
-/** Greedy episodes of the exported model (reloaded from disk, so the stored dtype is what is measured). */
-async function evaluate(o: DefaultModelOptions, log: (line: string) => void): Promise<RolloutStats> {
+/**
+ * Greedy episodes of the exported model (reloaded from disk, so the stored dtype is
+ * what is measured), without and with the skills block in its prompt.
+ */
+async function evaluate(o: DefaultModelOptions, log: (line: string) => void): Promise<{ plain: RolloutStats; skills: RolloutStats }> {
   const model = loadModel(o.out, { trainable: false });
   try {
     const tokenizer = await loadTokenizer(o.out);
-    const { stats } = await runRollout({
-      env: new HouseholdEnvironment(),
-      engine: new LocalEngine(model, { tokenizer, path: o.out }),
-      tokenizer,
-      tasks: range(0, o.evalEpisodes).map((seed) => ({ split: 'valid_seen' as const, seed })),
-      groupSize: 1,
-      sampling: { temperature: 0 },
-      maxPromptTokens: o.shape.maxPositions - o.maxResponseTokens,
-      maxResponseTokens: o.maxResponseTokens,
-      maxTurns: o.evalMaxTurns,
-    });
-    const byType = Object.entries(stats.successByType).map(([t, s]) => `${t} ${s.won}/${s.trajectories}`).join(', ');
-    log(`valid_seen greedy: success ${(100 * stats.successRate).toFixed(1)}% of ${stats.completed} (${byType}); invalid actions ${(100 * stats.invalidActionRate).toFixed(1)}%, mean length ${stats.meanEpisodeLength.toFixed(1)} turns, ${stats.wallSeconds.toFixed(1)}s`);
-    return stats;
+    const engine = new LocalEngine(model, { tokenizer, path: o.out, maxBatch: o.evalEpisodes });
+    const play = async (skills: boolean): Promise<RolloutStats> => {
+      const { stats } = await runRollout({
+        env: new HouseholdEnvironment(),
+        engine,
+        tokenizer,
+        tasks: range(0, o.evalEpisodes).map((seed) => ({ split: 'valid_seen' as const, seed })),
+        groupSize: 1,
+        sampling: { temperature: 0 },
+        maxPromptTokens: o.shape.maxPositions - o.maxResponseTokens,
+        maxResponseTokens: o.maxResponseTokens,
+        maxTurns: o.evalMaxTurns,
+        withSkills: skills ? 'policy' : 'none',
+      });
+      const byType = Object.entries(stats.successByType).map(([t, s]) => `${t} ${s.won}/${s.trajectories}`).join(', ');
+      log(`valid_seen greedy${skills ? ' with skills' : ''}: success ${(100 * stats.successRate).toFixed(1)}% of ${stats.completed} (${byType}); invalid actions ${(100 * stats.invalidActionRate).toFixed(1)}%, mean length ${stats.meanEpisodeLength.toFixed(1)} turns, ${stats.wallSeconds.toFixed(1)}s`);
+      return stats;
+    };
+    return { plain: await play(false), skills: await play(true) };
   } finally {
     for (const p of model.parameters()) p.dispose();
   }
@@ -234,17 +247,16 @@ function modelCard(o: DefaultModelOptions, s: DefaultModelSummary): string {
     `| shape | hidden ${o.shape.hidden}, ${o.shape.layers} layers, ${o.shape.heads} heads (${o.shape.kvHeads} kv), intermediate ${o.shape.intermediate}, tied embeddings |`,
     `| parameters | ${s.parameters} (${(s.weightBytes / 2 ** 20).toFixed(2)} MiB ${o.dtype}) |`,
     `| vocabulary | ${s.vocabSize} tokens |`,
-    `| data | ${s.trainSamples} turns of ${o.episodes} train-split searching-expert episodes (seeds ${o.trainSeedStart}-${o.trainSeedStart + o.episodes - 1}, detour ${o.detour}) |`,
+    `| data | ${s.trainSamples} turns of ${o.episodes} train-split searching-expert episodes (seeds ${o.trainSeedStart}-${o.trainSeedStart + o.episodes - 1}, detour ${o.detour}); ${Math.round(100 * o.skillsShare)}% of the episodes with the skills block in the prompt, played by an expert that searches where the cards say things are kept |`,
     `| prompt tokens | mean ${s.meanPromptTokens.toFixed(0)}, max ${s.maxPromptTokens} |`,
     `| training | ${o.steps} steps of ${o.batchTokens} tokens, lr ${o.lr} (warmup, cosine), seed ${o.seed}; ${s.trainSeconds.toFixed(0)} s |`,
     `| loss | ${s.initialLoss.toFixed(3)} -> ${s.finalLoss.toFixed(3)} (response tokens) |`,
   ];
   if (s.validLoss !== null) lines.push(`| valid_seen expert loss | ${s.validLoss.toFixed(3)} |`);
   if (e) {
-    lines.push(
-      `| valid_seen greedy success | ${(100 * e.successRate).toFixed(1)}% of ${e.completed} episodes (max ${o.evalMaxTurns} turns) |`,
-      `| invalid actions | ${(100 * e.invalidActionRate).toFixed(1)}% of turns |`,
-    );
+    const row = (label: string, r: RolloutStats) =>
+      `| valid_seen greedy success, ${label} | ${(100 * r.successRate).toFixed(1)}% of ${r.completed} episodes (max ${o.evalMaxTurns} turns; mean ${r.meanEpisodeLength.toFixed(1)} turns, invalid actions ${(100 * r.invalidActionRate).toFixed(1)}%) |`;
+    lines.push(row('without skills', e.plain), row('with the skills block', e.skills));
   }
   return lines.join('\n') + '\n';
 }

@@ -56,6 +56,8 @@ export interface EvalOptions {
   maxBatch?: number;
   /** pass@k for these k (default 1, 2, 4, 8 up to S); every k must be <= S. */
   ks?: readonly number[];
+  /** Put the task type's skills block in the model's own prompt (how much the privileged context helps it). */
+  skills?: boolean;
   /** JSON report file (written atomically). */
   out?: string;
   /** Every trajectory as JSONL. */
@@ -89,6 +91,8 @@ export interface EvalReport {
   maxTurns: number;
   maxPromptTokens: number;
   maxResponseTokens: number;
+  /** The skills block was in the model's prompt. */
+  skills: boolean;
   ks: number[];
   summary: EvalSummary;
   /** Episodes that failed in the environment (server error, timeout): left out of every statistic. */
@@ -150,6 +154,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const samplingSeed = o.samplingSeed ?? panelSeed;
   const maxTurns = o.maxTurns ?? cfg.rollout.maxTurns;
   const maxResponseTokens = o.maxResponseTokens ?? cfg.rollout.maxResponseTokens;
+  const skills = o.skills ?? false;
   const env = makeEnvironment(cfg);
   if (temperature === 0 && seeds > 1) log(`note: temperature 0 is greedy, so the ${seeds} seeds run identical episodes (std 0, pass@k = pass@1)`);
 
@@ -157,7 +162,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   try {
     const tokenizer = await loadTokenizer(source.tokenizerDir);
     const described = source.checkpoint ? `${source.input} (checkpoint ${source.checkpoint}, iteration ${source.iteration})` : source.input;
-    log(`evaluating ${described} on ${cfg.env.name} ${split}: ${tasks} tasks (seeds ${panelSeed}..${panelSeed + tasks - 1}) x ${seeds} runs, temperature ${temperature}, at most ${maxTurns} turns of ${maxResponseTokens} tokens`);
+    log(`evaluating ${described} on ${cfg.env.name} ${split}: ${tasks} tasks (seeds ${panelSeed}..${panelSeed + tasks - 1}) x ${seeds} runs, temperature ${temperature}, at most ${maxTurns} turns of ${maxResponseTokens} tokens${skills ? ', with the skills block in its prompt' : ''}`);
     const progress = new Progress(process.stdout, o.progress ?? 'auto');
     const phase = progress.phase('eval', tasks * seeds);
     const trajectoryLog = o.trajectories ? new TrajectoryLog(o.trajectories) : undefined;
@@ -175,9 +180,11 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         maxPromptTokens: cfg.rollout.maxPromptTokens,
         maxResponseTokens,
         maxTurns,
+        stopAfterAction: cfg.rollout.stopAfterAction,
         concurrency: cfg.rollout.concurrency,
         envTimeoutMs: cfg.env.timeoutMs,
         groupIdPrefix: 'eval-',
+        withSkills: skills ? 'policy' : 'none',
         trajectoryLog,
         onProgress: (p) => (p.completed + p.failed >= p.total ? phase.finish(`${p.turns} turns`) : phase.update(p.completed + p.failed, `${p.turns} turns, ${p.tokensGenerated} tokens`)),
       });
@@ -212,7 +219,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         adapter: source.weights.kind === 'lora' ? source.weights.adapterDir : null,
       },
       env: cfg.env.name, split, panelSeed, tasks, seeds, temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, samplingSeed,
-      maxTurns, maxPromptTokens: cfg.rollout.maxPromptTokens, maxResponseTokens, ks,
+      maxTurns, maxPromptTokens: cfg.rollout.maxPromptTokens, maxResponseTokens, skills, ks,
       summary: summarizeEval(episodes, ks),
       failed, episodes,
       tokensGenerated: result.stats.tokensGenerated,

@@ -13,6 +13,7 @@
 import { SPLITS, type Split } from '../envs/types.ts';
 import { Prng } from '../../envs/prng.ts';
 import { transformOf } from '../../envs/household/catalog.ts';
+import { usualPlaces } from '../../envs/household/conventions.ts';
 import { HouseholdEnvironment, type HouseholdInfo } from '../../envs/household/env.ts';
 import { hasRequiredState } from '../../envs/household/goal.ts';
 import { householdSkills, renderHouseholdPrompt, SearchingExpert, type HouseholdTurn } from '../../envs/household/index.ts';
@@ -31,6 +32,8 @@ export interface SftTextSample {
   seed: number;
   turn: number;
   taskType: string;
+  /** The prompt carries the skills block. */
+  withSkills?: boolean;
 }
 
 export interface ExpertDataOptions {
@@ -43,18 +46,33 @@ export interface ExpertDataOptions {
   maxDetours?: number;
   /** Seed of the detour draws (default 0). */
   rngSeed?: number;
-  /** Also render each prompt with the teacher's skills block (for a vocabulary that covers teacher prompts). */
-  withSkills?: boolean;
+  /**
+   * Share of episodes played with the skill cards: their prompts carry the skills
+   * block and the expert searches where things are usually kept first (as the cards
+   * say), so a model learns to use the cards when they are there. Default 0.
+   */
+  skillsShare?: number;
 }
 
-/** A one-sentence reason for the expert's `action` in state `w` (before the action). */
-export function expertThought(w: World, action: string): string {
+/**
+ * A one-sentence reason for the expert's `action` in state `w` (before the action).
+ * An expert that `knowsUsualPlaces` says so when it heads for one.
+ */
+export function expertThought(w: World, action: string, knowsUsualPlaces = false): string {
   const { type, object, target } = w.task;
   const hand = held(w);
   const words = action.split(' ');
   const verb = words[0];
   if (verb === 'go' && words[1] === 'to') {
     const place = words.slice(2).join(' ');
+    if (knowsUsualPlaces) {
+      const placeType = receptacle(w, place)?.type;
+      // What this walk is looking for: the task object, or the lamp once the object is in hand.
+      const sought = !hand ? object : type === 'look_at_obj_in_light' && hand.type === object ? target : null;
+      if (sought !== null && placeType !== undefined && usualPlaces(sought).includes(placeType)) {
+        return `The ${sought} is usually kept at the ${placeType}, so I will go to the ${place}.`;
+      }
+    }
     if (!hand) {
       const here = w.at === null ? undefined : receptacle(w, w.at);
       const lookedHere = here !== undefined && isReachable(here) && !itemsIn(w, here.name).some((o) => o.type === object);
@@ -78,8 +96,8 @@ export function expertThought(w: World, action: string): string {
 }
 
 /** The expert's answer in the household format the agent loop parses. */
-export function expertResponse(w: World, action: string): string {
-  return agentSpec('household').formatResponse(expertThought(w, action), action);
+export function expertResponse(w: World, action: string, knowsUsualPlaces = false): string {
+  return agentSpec('household').formatResponse(expertThought(w, action, knowsUsualPlaces), action);
 }
 
 /** One SFT sample per expert turn of every seed's episode; the episodes are won (the expert always solves them). */
@@ -87,7 +105,9 @@ export function* householdExpertSamples(opts: ExpertDataOptions): Generator<SftT
   const split = opts.split ?? 'train';
   const detour = opts.detour ?? 0;
   const maxDetours = opts.maxDetours ?? 3;
+  const skillsShare = opts.skillsShare ?? 0;
   if (!(detour >= 0 && detour < 1)) throw new RangeError(`householdExpertSamples: detour must lie in [0, 1), got ${detour}`);
+  if (!(skillsShare >= 0 && skillsShare <= 1)) throw new RangeError(`householdExpertSamples: skillsShare must lie in [0, 1], got ${skillsShare}`);
   const env = new HouseholdEnvironment();
   const rng = new Prng(opts.rngSeed ?? 0);
   for (const seed of opts.seeds) {
@@ -98,9 +118,10 @@ export function* householdExpertSamples(opts: ExpertDataOptions): Generator<SftT
     let info = first.info as HouseholdInfo;
     const history: HouseholdTurn[] = [];
     let detours = 0;
-    const render = (skills?: string) =>
-      renderHouseholdPrompt({ task: session.task, history, observation, admissibleActions: admissible, skills });
-    const expert = new SearchingExpert();
+    const skilled = skillsShare > 0 && rng.next() < skillsShare;
+    const skills = skilled ? householdSkills(info.task_type) : undefined;
+    const render = () => renderHouseholdPrompt({ task: session.task, history, observation, admissibleActions: admissible, skills });
+    const expert = new SearchingExpert({ knowsUsualPlaces: skilled });
     for (let next = expert.next(session.state()); next !== null && session.stepCount < env.maxSteps; next = expert.next(session.state())) {
       let action = next;
       const moves = admissible.filter((a) => a.startsWith('go to ') && a !== action);
@@ -108,9 +129,8 @@ export function* householdExpertSamples(opts: ExpertDataOptions): Generator<SftT
         action = rng.pick(moves);
         detours++;
       } else {
-        const response = expertResponse(session.state(), action);
-        yield { prompt: render(), response, split, seed, turn: history.length, taskType: info.task_type };
-        if (opts.withSkills) yield { prompt: render(householdSkills(info.task_type)), response, split, seed, turn: history.length, taskType: info.task_type };
+        const response = expertResponse(session.state(), action, skilled);
+        yield { prompt: render(), response, split, seed, turn: history.length, taskType: info.task_type, withSkills: skilled };
       }
       const step = session.step(action);
       history.push({ observation, action });
@@ -123,14 +143,14 @@ export function* householdExpertSamples(opts: ExpertDataOptions): Generator<SftT
 }
 
 /**
- * Text for the tokenizer's vocabulary: prompts (with and without the skills block)
- * and responses of `seedsPerSplit` episodes of every split, with detours so that
- * wrong turns' observations are covered too.
+ * Text for the tokenizer's vocabulary: prompts (half of the episodes with the skills
+ * block) and responses of `seedsPerSplit` episodes of every split, with detours so
+ * that wrong turns' observations are covered too.
  */
 export function* householdCorpus(seedsPerSplit: number): Generator<string> {
   for (const split of SPLITS) {
     const seeds = Array.from({ length: seedsPerSplit }, (_, i) => i);
-    for (const s of householdExpertSamples({ split, seeds, detour: 0.2, withSkills: true })) {
+    for (const s of householdExpertSamples({ split, seeds, detour: 0.2, skillsShare: 0.5 })) {
       yield s.prompt;
       yield s.response;
     }

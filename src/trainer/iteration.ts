@@ -1,6 +1,7 @@
 // One training iteration of any method: roll out groups, score turns, GRPO
 // advantages, recompute old log-probs with the current weights (as verl does, so
-// sampling temperature and batching cannot skew the ratio), the teacher pass when
+// batching cannot skew the ratio; every log-prob of the iteration, old, reference,
+// teacher and current, is at the rollout temperature, as verl computes them), the teacher pass when
 // the method has one (once, before the update, so lT stays fixed across
 // mini-batches), reference log-probs from the frozen model, the method's advantage
 // transform, then the mini-batched update with its auxiliary term.
@@ -86,12 +87,12 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
 
   const advantages = groupAdvantages(samples);
   const batches = splitMicroBatches(samples, samples.map((_, i) => i), update.microBatchTokens);
-  const old = await responseLogprobs(update.model, samples, batches);
+  const old = await responseLogprobs(update.model, samples, batches, update.temperature);
   Object.assign(metrics, rolloutProbsDiff(samples, old));
   lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;
   if (plan.teacher) {
-    teacherLp = await teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, update.microBatchTokens);
+    teacherLp = await teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, update.microBatchTokens, update.temperature);
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;
     metrics['teacher/abs_gap'] = g.absGap;
@@ -100,8 +101,8 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   let refLogprobs: Float32Array[] | null = null;
   if (update.loss.klCoef > 0 && reference.kind !== 'none') {
     refLogprobs = reference.kind === 'model'
-      ? await responseLogprobs(reference.model, samples, batches)
-      : await withoutLora(update.model, () => responseLogprobs(update.model, samples, batches));
+      ? await responseLogprobs(reference.model, samples, batches, update.temperature)
+      : await withoutLora(update.model, () => responseLogprobs(update.model, samples, batches, update.temperature));
   }
   lap('reference');
   let tokenAdvantages = broadcastAdvantages(samples, advantages);

@@ -122,6 +122,7 @@ export async function expertSamples(cfg: TrainConfig, tokenizer: Tokenizer, epis
     maxPromptTokens: cfg.rollout.maxPromptTokens,
     maxResponseTokens: cfg.rollout.maxResponseTokens,
     maxTurns: cfg.rollout.maxTurns,
+    stopAfterAction: cfg.rollout.stopAfterAction,
     concurrency: cfg.rollout.concurrency,
     envTimeoutMs: cfg.env.timeoutMs,
   });

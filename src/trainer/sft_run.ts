@@ -24,7 +24,7 @@ import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { saveCheckpoint } from './checkpoint.ts';
 import { trainableParams } from './trainable.ts';
-import { ConfigError, configHash, runDir as runDirOf, writeRunConfig, type TrainConfig } from './config.ts';
+import { ConfigError, configHash, runDir as runDirOf, warmupIterations, writeRunConfig, type TrainConfig } from './config.ts';
 import { encodeSample } from './default_model.ts';
 import { makeEnvironment, taskPanel } from './environment.ts';
 import { MetricsLogger, rolloutMetrics, summaryLine, type Metrics } from './metrics.ts';
@@ -140,6 +140,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
           maxPromptTokens: cfg.rollout.maxPromptTokens,
           maxResponseTokens: cfg.rollout.maxResponseTokens,
           maxTurns: cfg.rollout.maxTurns,
+          stopAfterAction: cfg.rollout.stopAfterAction,
           concurrency: cfg.rollout.concurrency,
           envTimeoutMs: cfg.env.timeoutMs,
           groupIdPrefix: `val${iteration}-`,
@@ -178,7 +179,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       lr: cfg.optim.lr,
       // trainSft decays by cosine; a cosine down to lr itself is the constant schedule.
       minLr: cfg.optim.schedule === 'constant' ? cfg.optim.lr : cfg.optim.minLr,
-      warmupSteps: cfg.optim.warmupSteps,
+      warmupSteps: warmupIterations(cfg.optim, steps),
       weightDecay: cfg.optim.weightDecay,
       maxGradNorm: cfg.optim.gradClip > 0 ? cfg.optim.gradClip : Infinity,
       seed: cfg.seed,

@@ -22,12 +22,12 @@ export function teacherSamples(samples: readonly StepSample[]): StepSample[] {
   });
 }
 
-export async function teacherLogprobs(source: TeacherSource, samples: readonly StepSample[], microBatchTokens: number): Promise<Float32Array[]> {
+export async function teacherLogprobs(source: TeacherSource, samples: readonly StepSample[], microBatchTokens: number, temperature = 1): Promise<Float32Array[]> {
   const scored = teacherSamples(samples);
   if (source.kind === 'model') {
-    return responseLogprobs(source.model, scored, splitMicroBatches(scored, scored.map((_, i) => i), microBatchTokens));
+    return responseLogprobs(source.model, scored, splitMicroBatches(scored, scored.map((_, i) => i), microBatchTokens), temperature);
   }
-  const rows = await source.engine.score(scored.map((s) => ({ promptIds: s.promptIds, completionIds: s.responseIds })), { model: source.model });
+  const rows = await source.engine.score(scored.map((s) => ({ promptIds: s.promptIds, completionIds: s.responseIds })), { model: source.model, temperature });
   return rows.map((row, i) => {
     if (row.length !== scored[i].responseIds.length) {
       throw new Error(`teacher server: ${row.length} log-probs for sample ${i}'s ${scored[i].responseIds.length} response tokens`);

@@ -20,8 +20,9 @@ import { HttpEngine } from '../rollout/http_engine.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.ts';
-import { assertImplemented, configHash, runDir as runDirOf, writeRunConfig, type TrainConfig } from './config.ts';
+import { assertImplemented, configHash, runDir as runDirOf, warmupIterations, writeRunConfig, type TrainConfig } from './config.ts';
 import { trainingIteration, type Reference } from './iteration.ts';
+import { scoringTemperature } from './update.ts';
 import { INTERPRETED_METHODS, planIteration, TRAIN_METHODS, type MethodState } from './methods.ts';
 import { isTeacherDir, loadTeacher, recordRetirementGap, retirementDue, stageOneConfig, stageOneDone, stageTwoConfig, type RetireState } from './retire_opd.ts';
 import type { TeacherSource } from './teacher.ts';
@@ -158,6 +159,9 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
       maxPromptTokens: cfg.rollout.maxPromptTokens,
       maxResponseTokens: cfg.rollout.maxResponseTokens,
       maxTurns: cfg.rollout.maxTurns,
+      invalidPenalty: cfg.algorithm.invalidPenalty,
+      stopAfterAction: cfg.rollout.stopAfterAction,
+      teacherSkillsPlacement: cfg.teacher.skillsPlacement,
       concurrency: cfg.rollout.concurrency,
       envTimeoutMs: cfg.env.timeoutMs,
       trajectoryLog,
@@ -209,7 +213,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     const tasks: RolloutTask[] = Array.from({ length: cfg.rollout.tasksPerIteration }, () => ({ split: cfg.env.trainSplit as Split, seed: rng.nextU32() % SEED_RANGE }));
     const engineSeed = rng.nextU32();
     const trajectoryLog = cfg.output.trajectories ? new TrajectoryLog(path.join(rolloutsDir, `iter-${it}.jsonl`)) : undefined;
-    const lr = lrAt(it - 1, { base: cfg.optim.lr, warmupSteps: cfg.optim.warmupSteps, kind: cfg.optim.schedule, totalSteps: cfg.iterations, minLr: cfg.optim.minLr });
+    const lr = lrAt(it - 1, { base: cfg.optim.lr, warmupSteps: warmupIterations(cfg.optim, cfg.iterations), kind: cfg.optim.schedule, totalSteps: cfg.iterations, minLr: cfg.optim.minLr });
     const shuffleRng = Rng.seeded(engineSeed, 'shuffle');
     const plan = planIteration(cfg, it, methodState);
     const a = cfg.algorithm;
@@ -221,6 +225,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
         gradClip: cfg.optim.gradClip > 0 ? cfg.optim.gradClip : Infinity,
         miniBatchSize: cfg.optim.miniBatchSize,
         microBatchTokens: cfg.optim.microBatchTokens,
+        temperature: scoringTemperature(cfg.rollout.temperature),
         shuffle: (n) => shuffleRng.shuffle(Array.from({ length: n }, (_, i) => i)),
       },
       reference,

@@ -1,6 +1,8 @@
 // The policy update of one iteration: old and reference log-probs, then one AdamW
 // step per mini-batch of step-samples, each split into micro-batches by a token
 // budget with gradients accumulated across them (shared design ALGORITHMS.md §1).
+// Every token of a mini-batch weighs 1/(response tokens of the mini-batch), so the
+// loss is the mini-batch's token mean however the budget cuts it into micro-batches.
 
 import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, packedLogprobs, responsePositions, type PackedBatch } from '../models/score.ts';
@@ -83,9 +85,9 @@ function gatherTokens(mb: MicroBatch, samples: readonly StepSample[], values: Fl
  * micro-batch is recorded before anything is read back, in one readback at the end,
  * so the GPU runs while the next micro-batch is encoded.
  */
-export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[]): Promise<Float32Array[]> {
+export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[], temperature = 1): Promise<Float32Array[]> {
   const out = samples.map(() => new Float32Array(0));
-  const parts = batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions }).logprobs)));
+  const parts = batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions, temperature }).logprobs)));
   (await readTogether(parts)).forEach((values, k) => gatherTokens(batches[k], samples, values, out));
   return out;
 }
@@ -109,7 +111,7 @@ export interface AuxInputs {
   logprobs: Tensor;
   teacherLogprobs: Tensor;
   oldLogprobs: Tensor;
-  /** The micro-batch's share of the mini-batch token mean: 1/(tokens x micro-batches) on every token. */
+  /** The micro-batch's share of the mini-batch token mean: 1/(response tokens of the mini-batch) on every token. */
   weights: Tensor;
   /** Where each sample's response sits in the arrays. */
   segments: { start: number; length: number }[];
@@ -127,6 +129,8 @@ export interface UpdateContext {
   lr: number;
   miniBatchSize: number;
   microBatchTokens: number;
+  /** Log-probs and entropy are of softmax(logits / temperature): the rollout's sampling temperature, as the reference scores them. */
+  temperature: number;
   /** Shuffles sample order for mini-batches (seeded, so resumed runs match). */
   shuffle: (n: number) => number[];
 }
@@ -141,6 +145,11 @@ export interface UpdateInputs {
   aux?: AuxLoss | null;
 }
 
+/** The temperature log-probs are scored at: the rollout's, or 1 for greedy rollouts (T = 0 has no distribution to score). */
+export function scoringTemperature(rolloutTemperature: number): number {
+  return rolloutTemperature > 0 ? rolloutTemperature : 1;
+}
+
 /** Broadcasts one advantage per sample to each of its response tokens. */
 export function broadcastAdvantages(samples: readonly StepSample[], perSample: Float64Array): Float32Array[] {
   return samples.map((s, i) => new Float32Array(s.responseIds.length).fill(perSample[i]));
@@ -152,18 +161,18 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
   if (aux && !teacherLogprobs) throw new Error('policyUpdate: an auxiliary term needs teacher log-probs');
   const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0, aux: {} };
   const order = ctx.shuffle(samples.length);
-  let microCount = 0;
   for (let at = 0; at < order.length; at += ctx.miniBatchSize) {
     const mini = order.slice(at, at + ctx.miniBatchSize);
     const micro = splitMicroBatches(samples, mini, ctx.microBatchTokens);
+    const miniTokens = micro.reduce((n, mb) => n + mb.responseTokens, 0);
     zeroGrad(ctx.params);
     const rows: Tensor[] = [];
     let auxNames: string[] = [];
     for (const mb of micro) {
       const row = await scopeAsync(async () => {
-        const w = 1 / (mb.responseTokens * micro.length);
+        const w = 1 / miniTokens;
         const t = (f: (s: number, j: number) => number) => tensor(compactTokens(mb, samples, f));
-        const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true, positions: mb.positions });
+        const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true, positions: mb.positions, temperature: ctx.temperature });
         const weights = t(() => w);
         const oldT = t((s, j) => oldLogprobs[s][j]);
         const terms = policyLoss({
@@ -185,11 +194,10 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
         }
         backward(loss);
         auxNames = Object.keys(auxStats);
-        return statsRow(terms, weights, micro.length, ctx.loss, auxNames.map((k) => auxStats[k]));
+        return statsRow(terms, weights, ctx.loss, auxNames.map((k) => auxStats[k]));
       });
       rows.push(row);
       m.trainedTokens += mb.responseTokens;
-      microCount++;
     }
     const clip = await clipGradNorm(ctx.params, ctx.gradClip);
     const stats = await readTogether(rows);
@@ -206,27 +214,27 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
     m.steps++;
     zeroGrad(ctx.params);
   }
-  const n = Math.max(microCount, 1);
+  // A mini-batch's rows sum to its token means; the reported values average the mini-batches.
   const perStep = Math.max(m.steps, 1);
   const auxMeans = Object.fromEntries(Object.entries(m.aux).map(([k, v]) => [k, v / perStep]));
-  return { ...m, pgLoss: m.pgLoss / perStep, kl: m.kl / perStep, entropy: m.entropy / perStep, clipFrac: m.clipFrac / n, aux: auxMeans };
+  return { ...m, pgLoss: m.pgLoss / perStep, kl: m.kl / perStep, entropy: m.entropy / perStep, clipFrac: m.clipFrac / perStep, aux: auxMeans };
 }
 
 const STAT_COLUMNS = 4;
 
 /**
- * A micro-batch's statistics as one small GPU tensor: [pg, kl, entropy, clip fraction,
- * ...aux]. They are read together after the mini-batch's micro-batches are recorded,
- * since a readback per micro-batch would leave the GPU idle while the next one is
- * encoded.
+ * A micro-batch's share of the mini-batch statistics as one small GPU tensor: [pg,
+ * kl, entropy, clip fraction, ...aux], each a weighted sum over its tokens, so the
+ * rows of a mini-batch add up to its token means. They are read together after the
+ * mini-batch's micro-batches are recorded, since a readback per micro-batch would
+ * leave the GPU idle while the next one is encoded.
  */
-export function statsRow(terms: PolicyLossTerms, weights: Tensor, microBatches: number, cfg: PolicyLossConfig, aux: readonly Tensor[]): Tensor {
+export function statsRow(terms: PolicyLossTerms, weights: Tensor, cfg: PolicyLossConfig, aux: readonly Tensor[]): Tensor {
   return noGrad(() => {
     // 1 where the ratio lies outside [1 - clipLow, 1 + clipHigh], 0 inside or on the edge,
     // from the distance to its clamped value (there is no comparison op).
     const outside = clamp(scale(abs(sub(terms.ratio, clamp(terms.ratio, 1 - cfg.clipLow, 1 + cfg.clipHigh))), 1e30), 0, 1);
-    // The weights carry 1/(tokens x micro-batches), so this is the micro-batch's fraction.
-    const clipFrac = scale(tokenMean(outside, weights), microBatches);
+    const clipFrac = tokenMean(outside, weights);
     const scalars = [terms.pg, terms.kl, terms.entropy, clipFrac, ...aux].map((x) => (x ? reshape(x, [1]) : zeros([1])));
     return concat(scalars, 0);
   });

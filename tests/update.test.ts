@@ -1,0 +1,86 @@
+// The policy update's aggregation: every response token of a mini-batch weighs
+// 1/(its response tokens), so the loss is the mini-batch's token mean (as the
+// reference takes it) and does not depend on how optim.microBatchTokens cuts the
+// mini-batch into micro-batches.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { DEFAULT_POLICY_LOSS } from '../src/algos/policy_loss.ts';
+import { loadModel } from '../src/models/load.ts';
+import { AdamW } from '../src/optim/adamw.ts';
+import type { StepSample } from '../src/rollout/sample.ts';
+import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateMetrics } from '../src/trainer/update.ts';
+import { assertClose } from './support/gpu.ts';
+import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
+
+const slow = { timeout: 600_000 };
+const root = mkdtempSync(join(tmpdir(), 'wgt-update-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+const tinyModel = lazyTinyHouseholdModel(root);
+
+/** Two samples of one group: 3 response tokens with A = +1, then 1 token with A = -1. */
+function samples(): StepSample[] {
+  const base = { groupId: 'g', turn: 0, taskType: 't', valid: true, episodeReturn: 0, won: false, state: '' };
+  return [
+    { ...base, trajectoryId: 'g/0', promptIds: [300, 301, 302, 303, 304, 305], responseIds: [310, 311, 312], responseLogprobs: [0, 0, 0], score: 1 },
+    { ...base, trajectoryId: 'g/1', promptIds: [320, 321, 322, 323], responseIds: [330], responseLogprobs: [0], score: -1 },
+  ];
+}
+
+/**
+ * One AdamW step over both samples as one mini-batch cut by `microBatchTokens`, lold
+ * scored at `oldTemperature` and the update at `temperature`; returns the metrics and
+ * the updated weights.
+ */
+async function update(dir: string, microBatchTokens: number, temperature = 1, oldTemperature = temperature): Promise<{ metrics: UpdateMetrics; weights: Float32Array[]; microBatches: number }> {
+  const model = loadModel(dir, { trainable: true });
+  try {
+    const s = samples();
+    const all = s.map((_, i) => i);
+    // lold = lθ before the step, so every ratio is 1 and the pg term is −mean_t(A).
+    const old = await responseLogprobs(model, s, splitMicroBatches(s, all, 1 << 16), oldTemperature);
+    const params = model.parameters();
+    const metrics = await policyUpdate(
+      {
+        model, optimizer: new AdamW(params, { lr: 1e-3 }), params, lr: 1e-3,
+        loss: { ...DEFAULT_POLICY_LOSS, klCoef: 0, entropyCoef: 0 }, gradClip: Infinity,
+        miniBatchSize: s.length, microBatchTokens, temperature, shuffle: (n) => Array.from({ length: n }, (_, i) => i),
+      },
+      s,
+      { advantages: broadcastAdvantages(s, Float64Array.of(1, -1)), oldLogprobs: old, refLogprobs: null },
+    );
+    const weights = await Promise.all(params.map(async (p) => Float32Array.from(await p.toArray())));
+    return { metrics, weights, microBatches: splitMicroBatches(s, all, microBatchTokens).length };
+  } finally {
+    for (const p of model.parameters()) p.dispose();
+  }
+}
+
+describe('policy update aggregation', () => {
+  test('the loss is the token mean over the mini-batch, the same whether it runs as one micro-batch or two', slow, async () => {
+    const dir = await tinyModel();
+    const whole = await update(dir, 1 << 16);
+    const cut = await update(dir, 9);
+    assert.deepEqual([whole.microBatches, cut.microBatches], [1, 2]);
+    // −(3·(+1) + 1·(−1)) / 4 tokens. A mean of the two micro-batches' own means would give −(1 − 1)/2 = 0.
+    for (const r of [whole, cut]) {
+      assertClose([r.metrics.pgLoss], [-0.5], { atol: 1e-5, label: 'pg' });
+      assert.equal(r.metrics.trainedTokens, 4);
+      assert.equal(r.metrics.clipFrac, 0);
+    }
+    assertClose([cut.metrics.gradNorm], [whole.metrics.gradNorm], { rtol: 1e-4, label: 'gradient norm' });
+    whole.weights.forEach((w, i) => assertClose(cut.weights[i], w, { atol: 1e-6, rtol: 1e-4, label: `parameter ${i}` }));
+  });
+
+  test('lθ is scored at the rollout temperature, like lold: ratios start at 1 at T = 2, not when the two disagree', slow, async () => {
+    const dir = await tinyModel();
+    const same = await update(dir, 1 << 16, 2);
+    assertClose([same.metrics.pgLoss], [-0.5], { atol: 1e-5, label: 'pg at T = 2' });
+    // lold at T = 1 against lθ at T = 2: the ratios move off 1 and so does the pg term.
+    const mixed = await update(dir, 1 << 16, 2, 1);
+    assert.ok(Math.abs(mixed.metrics.pgLoss + 0.5) > 1e-3, `pg ${mixed.metrics.pgLoss} with lold at T = 1`);
+  });
+});
