@@ -72,7 +72,9 @@ export interface SplitKPlan {
 type SplitKTargets = Pick<SplitKPolicy, 'targetWorkgroups' | 'minChunk' | 'maxChunks'>;
 
 /** A split-K policy's targets for the tensor-core kernel's batched chunks. */
-export const tensorSplitTargets = (policy: SplitKPolicy): SplitKTargets => ({ ...policy, targetWorkgroups: policy.tensorTargetWorkgroups });
+export function tensorSplitTargets(policy: SplitKPolicy): SplitKTargets {
+  return { ...policy, targetWorkgroups: policy.tensorTargetWorkgroups };
+}
 
 const tilesOf = (m: number, n: number) => Math.ceil(m / TILE_EDGE) * Math.ceil(n / TILE_EDGE);
 
