@@ -120,7 +120,6 @@ export interface SplitKPolicy {
   /** Fewest k per run or chunk, so each workgroup still streams a long run of k. */
   minChunk: number;
   maxChunks: number;
-
 }
 
 /** When the f32 kernel streams its last round of tiles (stream-K, kernels/matmul/split_k.ts). */
@@ -153,7 +152,6 @@ export interface StreamKPolicy {
    * where whole tiles take 256, 44.2 / 44.2 / 44.1 against 48.0 / 47.8 / 47.5.
    */
   shareCostSlices: number;
-
 }
 
 /** Which attention kernels run (kernels/attention.ts; `--attention`). */
@@ -211,6 +209,7 @@ export interface KernelPolicy {
 /** Fields of a policy to change, section by section. */
 export type KernelPolicyChanges = { [S in keyof KernelPolicy]?: Partial<KernelPolicy[S]> };
 
+/** The defaults the comments above give the reasons for. */
 function defaults(): KernelPolicy {
   return {
     matmul: { skinnyMaxRows: 32, skinnyMaxRowsNarrow: 64, narrowMaxColumns: 16384, originLayouts: ['nn'], wideLayouts: ['nn'], wideMinWorkgroups: 96, tiles: 'rules' },
