@@ -152,6 +152,18 @@ fn key_range(r0: u32, pad: u32) -> vec2u {
   return vec2u((min(pad, p.s) / BC) * BC, end);
 }
 
+// Query rows [start, end) that can see the key tile at c0 (backward's dK/dV passes):
+// absolute position >= max(c0, pad); start is tile-aligned.
+fn query_rows(c0: u32, pad: u32) -> vec2u {
+  var first = max(c0, pad);
+  var r_start = 0u;
+  if (p.causal == 0u) { first = pad; }
+  if (first > p.q_offset) { r_start = ((first - p.q_offset) / BR) * BR; }
+  var r_end = p.tq;
+  if (c0 + BC <= pad || c0 >= p.s) { r_end = 0u; }
+  return vec2u(r_start, r_end);
+}
+
 // P for (r, c) of the query tile at r0 against the key tile at c0 (backward).
 fn prob(r: u32, c: u32, r0: u32, c0: u32, pad: u32) -> f32 {
   if (!visible(r0 + r, c0 + c, pad)) { return 0.0; }
@@ -256,16 +268,10 @@ fn backward_dkv(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_ind
   load_kv(tid, kbase, c0);
   var dk: array<f32, MAX_ACC>;
   var dv: array<f32, MAX_ACC>;
-  // Query rows that can see this key tile: absolute position >= max(c0, pad).
-  var first = max(c0, pad);
-  var r_start = 0u;
-  if (p.causal == 0u) { first = pad; }
-  if (first > p.q_offset) { r_start = ((first - p.q_offset) / BR) * BR; }
-  var r_end = p.tq;
-  if (c0 + BC <= pad || c0 >= p.s) { r_end = 0u; }
+  let rows = query_rows(c0, pad);
   for (var g = 0u; g < p.group; g++) {
     let row0 = (b * p.hq + hk * p.group + g) * p.tq;
-    for (var r0 = r_start; r0 < r_end; r0 += BR) {
+    for (var r0 = rows.x; r0 < rows.y; r0 += BR) {
       workgroupBarrier();
       load_q(tid, row0 * HD, r0);
       load_do(tid, row0 * HD, r0);
@@ -817,14 +823,8 @@ fn backward_dkv_blocked(@builtin(workgroup_id) wid: vec3u, @builtin(local_invoca
   blk_load_kv(tid, kbase4, c0);
   var dk: array<vec4f, 8>;
   var dv: array<vec4f, 8>;
-  // Query rows that can see this key tile: absolute position >= max(c0, pad).
-  var first = max(c0, pad);
-  var r_start = 0u;
-  if (p.causal == 0u) { first = pad; }
-  if (first > p.q_offset) { r_start = ((first - p.q_offset) / BR) * BR; }
-  var r_end = p.tq;
-  if (c0 + BC <= pad || c0 >= p.s) { r_end = 0u; }
-  for (var r0 = r_start; r0 < r_end; r0 += BR) {
+  let rows = query_rows(c0, pad);
+  for (var r0 = rows.x; r0 < rows.y; r0 += BR) {
     workgroupBarrier();
     blk_load_q(tid, row0 * HD4, r0);
     blk_load_do(tid, row0 * HD4, r0);

@@ -20,42 +20,10 @@
 //   drows    per row: (dbeta, dgamma, its share of the chunk-final decay's gradient)
 //   dgates   dg and dbeta [B, T, Hv]; one (bh, chunk) per invocation
 
-override CHUNK: u32 = 64u;
-override KMAX: u32 = 128u;
-override BV: u32 = 32u;
+// #include "common/delta_rule.wgsl"
 
-const WG: u32 = 256u;
 // Private arrays need a constant size: the largest chunk the launcher allows.
 const MAX_CHUNK: u32 = 64u;
-
-struct Params {
-  n: u32,
-  b: u32,
-  t: u32,
-  hk: u32,
-  hv: u32,
-  dk: u32,
-  dv: u32,
-  nc: u32,
-  cs: u32,
-  offset: u32,
-  has_pad: u32,
-  has_state: u32,
-  scale: f32,
-  nvb: u32,
-  group: u32,
-  _pad: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-
-fn linear(wid: vec3u, lid: vec3u, nwg: vec3u) -> u32 { return (wid.y * nwg.x + wid.x) * WG + lid.x; }
-fn flat_group(wid: vec3u, nwg: vec3u) -> u32 { return wid.y * nwg.x + wid.x; }
-fn tp_len() -> u32 { return p.nc * p.cs; }
-fn qk_at(b: u32, t: u32, h: u32) -> u32 { return ((b * p.t + t) * p.hk + h / p.group) * p.dk; }
-fn v_at(b: u32, t: u32, h: u32) -> u32 { return ((b * p.t + t) * p.hv + h) * p.dv; }
-
-@group(0) @binding(1) var<storage, read> gb: array<vec4f>;
 
 @group(0) @binding(2) var<storage, read> ds_q: array<f32>;
 @group(0) @binding(3) var<storage, read> ds_k: array<f32>;

@@ -2,16 +2,16 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ref from '../src/reference/attention.ts';
 import {
-  attentionBackward, attentionForward, attentionPath, attentionPolicy, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
+  attentionBackward, attentionForward, attentionPath, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
 } from '../src/kernels/attention.ts';
-import { randn } from '../src/reference/random.ts';
+import { randn } from '../src/tensor/random.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { ShapeError } from '../src/tensor/errors.ts';
 import { attention, type AttentionOptions } from '../src/tensor/ops/attention.ts';
 import { mul, sum } from '../src/tensor/ops/index.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor, type Tensor } from '../src/tensor/tensor.ts';
-import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
+import { assertClose, gpu, gradCheck, read, withPolicy } from './support/gpu.ts';
 
 interface Case {
   b: number;
@@ -228,12 +228,7 @@ describe('attention', () => {
   });
 
   test('the blocked kernels\' backward passes finite differences (grouped-query partials, padding)', slow, async () => {
-    attentionPolicy.path = 'blocked';
-    try {
-      await gradCheckAttention(35, 64, 3, 211, 'attention blocked');
-    } finally {
-      attentionPolicy.path = 'auto';
-    }
+    await withPolicy(await gpu(), { attention: { path: 'blocked' } }, () => gradCheckAttention(35, 64, 3, 211, 'attention blocked'));
   });
 
   test('bad shapes and dtypes are refused naming the op', slow, async () => {
@@ -348,14 +343,11 @@ describe('attention kernel paths', () => {
     for (const pass of ['forward', 'dq', 'dkv'] as const) assert.ok(blockedSharedBytes(pass, 64) <= 32768, pass);
     const rt = await gpu();
     const d = { b: 1, hq: 2, hkv: 1, tq: 8, s: 8, sCap: 8, hd: 64, scale: 0.125, causal: true };
-    attentionPolicy.path = 'blocked';
-    try {
+    await withPolicy(rt, { attention: { path: 'blocked' } }, () => {
       assert.equal(attentionPath(rt, d), 'blocked');
       assert.equal(attentionPath(rt, d, { path: 'tiled' }), 'tiled');
       assert.throws(() => attentionPath(rt, { ...d, hd: 32 }), /attention: the blocked kernels need a head dim of 64 or 128 .* got 32/);
-    } finally {
-      attentionPolicy.path = 'auto';
-    }
+    });
     assert.equal(attentionPath(rt, d), rt.caps.compatibility ? 'uniform' : blockedFits(rt.gpu.limits, 64) ? 'blocked' : 'tiled');
     assert.equal(attentionPath(rt, { ...d, hd: 32 }), rt.caps.compatibility ? 'uniform' : 'tiled');
   });

@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { benchAttention } from '../src/bench/kernels.ts';
-import { attentionPolicy } from '../src/kernels/attention.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';
+import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
 import { gpu } from './support/gpu.ts';
 
 interface Row {
@@ -28,18 +28,12 @@ describe('attention bench', () => {
       const diff = r.max_abs_diff_vs_first!;
       for (const [name, x] of Object.entries(diff)) assert.ok(x < 1e-4, `${r.path} ${name} differs by ${x}`);
     }
-    assert.equal(attentionPolicy.path, 'auto', 'the bench puts the policy back');
+    assert.equal(rt.policy.attention.path, 'auto', 'the bench puts the policy back');
   });
 
-  test('--attention sets the path policy; anything else is refused', () => {
-    try {
-      gpuOptions({ attention: 'blocked' });
-      assert.equal(attentionPolicy.path, 'blocked');
-      gpuOptions({});
-      assert.equal(attentionPolicy.path, 'auto');
-      assert.throws(() => gpuOptions({ attention: 'flash' }), /--attention must be auto, tiled, blocked or uniform, got "flash"/);
-    } finally {
-      attentionPolicy.path = 'auto';
-    }
+  test('--attention sets the runtime\'s path policy; anything else is refused', () => {
+    assert.equal(gpuOptions({ attention: 'blocked' }).policy?.attention?.path, 'blocked');
+    assert.equal(kernelPolicy(gpuOptions({}).policy).attention.path, 'auto');
+    assert.throws(() => gpuOptions({ attention: 'flash' }), /--attention must be auto, tiled, blocked or uniform, got "flash"/);
   });
 });

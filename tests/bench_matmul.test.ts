@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { benchMatmul, type MatmulShape, timeInterleaved, TRAINED } from '../src/bench/matmul.ts';
 import { timePrimed } from '../src/bench/timing.ts';
-import { matmul, SKINNY_TILE } from '../src/kernels/matmul.ts';
+import { matmul } from '../src/kernels/matmul/matmul.ts';
+import { SKINNY_TILE } from '../src/kernels/matmul/tiles.ts';
 import { gpu } from './support/gpu.ts';
 
 describe('matmul bench', () => {

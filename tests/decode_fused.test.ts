@@ -4,15 +4,17 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import * as mk from '../src/kernels/matmul.ts';
+import { matmul as matmulKernel } from '../src/kernels/matmul/matmul.ts';
+import { matmulSkinnyConcat, matmulSkinnySwiglu, skinnyConcatTakesNorm } from '../src/kernels/matmul/skinny.ts';
+import { SKINNY_TILE } from '../src/kernels/matmul/tiles.ts';
 import { lastLogits } from '../src/models/generate.ts';
 import { randomModel } from '../src/models/load.ts';
 import { attachLora } from '../src/models/lora.ts';
 import { configFromPreset } from '../src/models/presets.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
-import { decodePolicy, fusable, fusesStep } from '../src/models/qwen_decode.ts';
+import { fusable, fusesStep } from '../src/models/qwen_decode.ts';
 import * as ref from '../src/reference/matmul.ts';
-import { randn } from '../src/reference/random.ts';
+import { randn } from '../src/tensor/random.ts';
 import { qkvCache } from '../src/reference/rope.ts';
 import { rmsNormForward } from '../src/reference/rmsnorm.ts';
 import { swigluForward } from '../src/reference/swiglu.ts';
@@ -20,7 +22,7 @@ import { noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../src/tensor/ops/decode.ts';
 import { keep, scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
-import { assertClose, gpu, read } from './support/gpu.ts';
+import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';
 
 // Each kernel variant compiles once on the software GPU; that dominates the run time.
 const slow = { timeout: 300_000 };
@@ -38,9 +40,9 @@ describe('fused decode kernels', () => {
       const R = randn(m * n, seed++);
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmul(rt, {
+        matmulKernel(rt, {
           a: tensor(A).buffer, b: tensor(W).buffer, bias: b && tensor(b).buffer, residual: tensor(R).buffer, out: out.buffer,
-          m, n, k, transB: true, act, tile: mk.SKINNY_TILE,
+          m, n, k, transB: true, act, tile: SKINNY_TILE,
         });
         const want = ref.matmul({ a: A, b: W, bias: b, c: R, m, n, k, transB: true, act, accumulate: true });
         assertClose(await read(out), want, { atol: 1e-4, rtol: 1e-4, label: `residual ${m}x${n} bias ${bias} ${act}` });
@@ -48,9 +50,9 @@ describe('fused decode kernels', () => {
     }
     await scopeAsync(async () => {
       const t = zeros([64]);
-      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, residual: zeros([64]).buffer, m: 2, n: 2, k: 4, transB: true, tile: '64x64/k8' }),
+      assert.throws(() => matmulKernel(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, residual: zeros([64]).buffer, m: 2, n: 2, k: 4, transB: true, tile: '64x64/k8' }),
         /a residual needs the skinny tile, not 64x64\/k8/);
-      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, residual: zeros([64]).buffer, m: 2, n: 2, k: 4, transB: true, accumulate: true }),
+      assert.throws(() => matmulKernel(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, residual: zeros([64]).buffer, m: 2, n: 2, k: 4, transB: true, accumulate: true }),
         /residual and accumulate both add to the result/);
     });
   });
@@ -70,7 +72,7 @@ describe('fused decode kernels', () => {
       const n = ns.reduce((s, x) => s + x, 0);
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmulSkinnyConcat(rt, {
+        matmulSkinnyConcat(rt, {
           a: tensor(A).buffer, weights: Ws.map((w) => tensor(w).buffer), ns, biases: bs?.map((b) => tensor(b).buffer), out: out.buffer, m, k,
         });
         const stacked = new Float32Array(n * k);
@@ -84,7 +86,7 @@ describe('fused decode kernels', () => {
 
   test('skinny_concat_norm: rmsNorm then the concatenated projections, with and without biases; refused without a ninth binding', slow, async () => {
     const rt = await gpu();
-    assert.ok(mk.skinnyConcatTakesNorm(rt), 'the software GPU offers 16 storage buffers per stage');
+    assert.ok(skinnyConcatTakesNorm(rt), 'the software GPU offers 16 storage buffers per stage');
     for (const [m, ns, bias, k] of [[1, [12, 5, 7], true, 20], [3, [5, 9], false, 20], [9, [13, 3, 3], true, 36], [64, [12, 5, 7], true, 20], [2, [6, 2, 2], true, 1100]] as const) {
       const A = randn(m * k, seed++).map((v, i) => v * (1 + (i % 5)));
       const Ws = ns.map((n) => randn(n * k, seed++));
@@ -93,7 +95,7 @@ describe('fused decode kernels', () => {
       const n = ns.reduce((s0, x) => s0 + x, 0);
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmulSkinnyConcat(rt, {
+        matmulSkinnyConcat(rt, {
           a: tensor(A).buffer, weights: Ws.map((x) => tensor(x).buffer), ns, biases: bs?.map((b) => tensor(b).buffer), out: out.buffer, m, k,
           norm: { weight: tensor(w).buffer, eps: 1e-6 },
         });
@@ -104,10 +106,10 @@ describe('fused decode kernels', () => {
       });
     }
     const eight = { ...rt, gpu: { ...rt.gpu, limits: { maxStorageBuffersPerShaderStage: 8 } } } as unknown as typeof rt;
-    assert.equal(mk.skinnyConcatTakesNorm(eight), false);
+    assert.equal(skinnyConcatTakesNorm(eight), false);
     await scopeAsync(async () => {
       const t = zeros([64]);
-      assert.throws(() => mk.matmulSkinnyConcat(eight, { a: t.buffer, weights: [t.buffer], ns: [4], out: zeros([64]).buffer, m: 1, k: 4, norm: { weight: t.buffer, eps: 1e-6 } }),
+      assert.throws(() => matmulSkinnyConcat(eight, { a: t.buffer, weights: [t.buffer], ns: [4], out: zeros([64]).buffer, m: 1, k: 4, norm: { weight: t.buffer, eps: 1e-6 } }),
         /needs 9 storage buffers per shader stage, this device offers 8/);
     });
   });
@@ -121,7 +123,7 @@ describe('fused decode kernels', () => {
       const U = randn(n * k, seed++);
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmulSkinnySwiglu(rt, { a: tensor(A).buffer, gate: tensor(G).buffer, up: tensor(U).buffer, out: out.buffer, m, n, k });
+        matmulSkinnySwiglu(rt, { a: tensor(A).buffer, gate: tensor(G).buffer, up: tensor(U).buffer, out: out.buffer, m, n, k });
         const gate = ref.matmul({ a: A, b: G, m, n, k, transB: true });
         const up = ref.matmul({ a: A, b: U, m, n, k, transB: true });
         assertClose(await read(out), swigluForward(gate, up), { atol: 1e-4, rtol: 1e-4, label: `swiglu ${m}x${n}` });
@@ -139,7 +141,7 @@ describe('fused decode kernels', () => {
       const eps = 1e-6;
       await scopeAsync(async () => {
         const out = zeros([m * n]);
-        mk.matmulSkinnySwiglu(rt, { a: tensor(A).buffer, gate: tensor(G).buffer, up: tensor(U).buffer, out: out.buffer, m, n, k, norm: { weight: tensor(w).buffer, eps } });
+        matmulSkinnySwiglu(rt, { a: tensor(A).buffer, gate: tensor(G).buffer, up: tensor(U).buffer, out: out.buffer, m, n, k, norm: { weight: tensor(w).buffer, eps } });
         const h = rmsNormForward(A, w, eps);
         const gate = ref.matmul({ a: h, b: G, m, n, k, transB: true });
         const up = ref.matmul({ a: h, b: U, m, n, k, transB: true });
@@ -148,7 +150,7 @@ describe('fused decode kernels', () => {
     }
     await scopeAsync(async () => {
       const t = zeros([64]);
-      assert.throws(() => mk.matmulSkinnySwiglu(rt, { a: t.buffer, gate: t.buffer, up: t.buffer, out: zeros([64]).buffer, m: 1, n: 1, k: 4, norm: { weight: t.buffer, eps: -1 } }), /eps = -1 must be a finite number >= 0/);
+      assert.throws(() => matmulSkinnySwiglu(rt, { a: t.buffer, gate: t.buffer, up: t.buffer, out: zeros([64]).buffer, m: 1, n: 1, k: 4, norm: { weight: t.buffer, eps: -1 } }), /eps = -1 must be a finite number >= 0/);
       assert.throws(() => noGrad(() => linearSwiglu(zeros([2, 8]), zeros([3, 8]), zeros([3, 8]), { weight: zeros([4]), eps: 1e-6 })), /norm weight \[4\] must be \[8\]/);
     });
   });
@@ -238,22 +240,21 @@ async function decode(model: QwenModel, ids: number[][], fused: 'always' | 'neve
   const input = new Int32Array(B * P);
   prompts.forEach((p, b) => input.set(p, b * P + padLeft[b]));
   const cache = model.newCache(B, P + ids.length, padLeft);
-  const before = decodePolicy.fused;
-  decodePolicy.fused = fused;
   try {
-    const logits: Float32Array[] = [];
-    let dispatches = 0;
-    const step = (tokens: Int32Array, seq: number) => scopeAsync(async () => {
-      const start = rt.dispatchCount;
-      const out = noGrad(() => lastLogits(model, model.hiddenCached({ ids: tokens, batch: B, seq }, cache)));
-      dispatches = rt.dispatchCount - start;
-      logits.push(await read(out));
+    return await withPolicy(rt, { decode: { fused } }, async () => {
+      const logits: Float32Array[] = [];
+      let dispatches = 0;
+      const step = (tokens: Int32Array, seq: number) => scopeAsync(async () => {
+        const start = rt.dispatchCount;
+        const out = noGrad(() => lastLogits(model, model.hiddenCached({ ids: tokens, batch: B, seq }, cache)));
+        dispatches = rt.dispatchCount - start;
+        logits.push(await read(out));
+      });
+      await step(input, P);
+      for (const row of ids) await step(Int32Array.from(row), 1);
+      return { logits, dispatches };
     });
-    await step(input, P);
-    for (const row of ids) await step(Int32Array.from(row), 1);
-    return { logits, dispatches };
   } finally {
-    decodePolicy.fused = before;
     cache.dispose();
   }
 }
@@ -278,17 +279,14 @@ describe('fused Qwen decode steps', () => {
   test('above foldNormMaxRows the RMSNorms keep their own dispatches, one more per norm, and the steps are unchanged', slow, async () => {
     const rt = await gpu();
     const model = tinyModel('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 7);
-    const saved = decodePolicy.foldNormMaxRows;
     try {
       const folded = await decode(model, steps, 'always');
-      decodePolicy.foldNormMaxRows = 2;
-      const unfolded = await decode(model, steps, 'always');
+      const unfolded = await withPolicy(rt, { decode: { foldNormMaxRows: 2 } }, () => decode(model, steps, 'always'));
       folded.logits.forEach((want, i) => assertClose(unfolded.logits[i], want, { atol: 1e-4, rtol: 1e-4, label: `unfolded norms, step ${i}` }));
       // Per layer of the last step: the MLP's norm, and the attention's where it was folded.
-      const norms = model.config.layers * (mk.skinnyConcatTakesNorm(rt) ? 2 : 1);
+      const norms = model.config.layers * (skinnyConcatTakesNorm(rt) ? 2 : 1);
       assert.equal(unfolded.dispatches, folded.dispatches + norms, `${unfolded.dispatches} dispatches unfolded, ${folded.dispatches} folded`);
     } finally {
-      decodePolicy.foldNormMaxRows = saved;
       for (const p of model.parameters()) p.dispose();
     }
   });
@@ -329,7 +327,7 @@ describe('fused Qwen decode steps', () => {
       assert.equal(noGrad(() => fusesStep(model, 2, 2, cache)), false, 'prefill');
       assert.equal(noGrad(() => fusesStep(model, 2, 1, null)), false, 'no cache');
       assert.equal(fusesStep(model, 2, 1, cache), false, 'gradients enabled');
-      assert.equal(noGrad(() => fusesStep(model, mk.matmulPolicy.skinnyMaxRowsNarrow + 1, 1, cache)), false, 'too many rows for the skinny path');
+      assert.equal(noGrad(() => fusesStep(model, rt.policy.matmul.skinnyMaxRowsNarrow + 1, 1, cache)), false, 'too many rows for the skinny path');
       rt.gpu.caps.compatibility = true;
       assert.equal(noGrad(() => fusesStep(model, 2, 1, cache)), false, 'the software GPU');
     } finally {

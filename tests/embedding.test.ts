@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { planByToken } from '../src/kernels/embedding.ts';
 import * as ref from '../src/reference/embedding.ts';
-import { randn, rng } from '../src/reference/random.ts';
+import { randn, rng } from '../src/tensor/random.ts';
 import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { embedding } from '../src/tensor/ops/embedding.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';

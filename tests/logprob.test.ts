@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ck from '../src/kernels/copy.ts';
 import * as lk from '../src/kernels/logprob.ts';
-import { randn, rng } from '../src/reference/random.ts';
+import { randn, rng } from '../src/tensor/random.ts';
 import * as ref from '../src/reference/logprob.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { concat } from '../src/tensor/ops/index.ts';

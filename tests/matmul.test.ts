@@ -1,12 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import * as mk from '../src/kernels/matmul.ts';
+import type { MatmulLayoutName } from '../src/gpu/kernel_policy.ts';
+import type { MatmulArgs } from '../src/kernels/matmul/args.ts';
+import { matmul as matmulKernel } from '../src/kernels/matmul/matmul.ts';
+import { autoTile, chooseTile } from '../src/kernels/matmul/select.ts';
+import { skinnyFits } from '../src/kernels/matmul/skinny.ts';
+import { MATMUL_TILES, PANEL_TILE, SKINNY_TILE, type MatmulTile } from '../src/kernels/matmul/tiles.ts';
 import * as ref from '../src/reference/matmul.ts';
-import { randn } from '../src/reference/random.ts';
+import { randn } from '../src/tensor/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { linear, matmul } from '../src/tensor/ops/matmul.ts';
-import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
+import { assertClose, gpu, gradCheck, read, withPolicy } from './support/gpu.ts';
 
 // Each kernel variant compiles once on the software GPU; that dominates the run time.
 const slow = { timeout: 300_000 };
@@ -15,7 +20,7 @@ const TRANS: [boolean, boolean][] = [[false, false], [true, false], [false, true
 
 let seed = 100;
 
-interface Case extends Omit<mk.MatmulArgs, 'a' | 'b' | 'out' | 'bias'> {
+interface Case extends Omit<MatmulArgs, 'a' | 'b' | 'out' | 'bias'> {
   bias?: boolean;
   /** Initial output contents (accumulation). */
   init?: boolean;
@@ -36,7 +41,7 @@ async function check(c: Case): Promise<void> {
   const C0 = c.init ? randn(span(c.offsetC, strideC, m * n), seed++) : undefined;
   await scopeAsync(async () => {
     const out = C0 ? tensor(C0) : zeros([Math.max(span(c.offsetC, strideC, m * n), 1)]);
-    mk.matmul(rt, {
+    matmulKernel(rt, {
       ...c, a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, bias: bias && tensor(bias).buffer,
     });
     const got = await read(out);
@@ -49,7 +54,7 @@ async function check(c: Case): Promise<void> {
 describe('matmul kernel', () => {
   test('all transpose combinations match the reference on odd and aligned shapes, every tile', slow, async () => {
     const shapes = [[1, 1, 1], [3, 5, 7], [5, 7, 8], [67, 129, 33], [68, 132, 36]];
-    for (const tile of [...Object.keys(mk.MATMUL_TILES), ...Object.keys(mk.MATMUL_PANELS)] as mk.MatmulTile[]) {
+    for (const tile of [...Object.keys(MATMUL_TILES), PANEL_TILE] as MatmulTile[]) {
       for (const [transA, transB] of TRANS) {
         for (const [m, n, k] of shapes) await check({ m, n, k, transA, transB, tile });
       }
@@ -57,17 +62,14 @@ describe('matmul kernel', () => {
   });
 
   test('each layout on the tiled entry point the policy does not send it to (plain outputs; the rest always take main)', slow, async () => {
-    const saved = mk.matmulPolicy.originLayouts;
-    const all: mk.MatmulLayoutName[] = ['nn', 'nt', 'tn', 'tt'];
-    try {
-      mk.matmulPolicy.originLayouts = all.filter((l) => !saved.includes(l));
+    const rt = await gpu();
+    const all: MatmulLayoutName[] = ['nn', 'nt', 'tn', 'tt'];
+    await withPolicy(rt, { matmul: { originLayouts: all.filter((l) => !rt.policy.matmul.originLayouts.includes(l)) } }, async () => {
       for (const [transA, transB] of TRANS) {
         await check({ m: 67, n: 300, k: 37, transA, transB, tile: '128x256/k16' });
         await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, bias: true, act: 'silu', init: true, accumulate: true, tile: '64x64/k8' });
       }
-    } finally {
-      mk.matmulPolicy.originLayouts = saved;
-    }
+    });
   });
 
   test('split-K on every layout, tile and epilogue, runs that leave a short last one or fewer than asked', slow, async () => {
@@ -87,16 +89,16 @@ describe('matmul kernel', () => {
       const buf = zeros([64 * 64]).buffer;
       const out = zeros([64 * 64]).buffer;
       const base = { a: buf, b: buf, out, m: 8, n: 8, k: 16 };
-      assert.throws(() => mk.matmul(rt, { ...base, splitK: 0 }), /splitK = 0 is not a count of runs/);
-      assert.throws(() => mk.matmul(rt, { ...base, splitK: 1.5 }), /splitK = 1.5/);
-      assert.throws(() => mk.matmul(rt, { ...base, splitK: 2, tile: 'panels/k128' }), /split-K runs on the workgroup tiles, not panels\/k128/);
-      assert.throws(() => mk.matmul(rt, { ...base, splitK: 2, batch: 2, tile: '64x64/k8' }), /split-K needs one batch/);
-      assert.throws(() => mk.matmul(rt, { ...base, n: 6, splitK: 2, tile: '64x64/k8' }), /n a multiple of 4/);
+      assert.throws(() => matmulKernel(rt, { ...base, splitK: 0 }), /splitK = 0 is not a count of runs/);
+      assert.throws(() => matmulKernel(rt, { ...base, splitK: 1.5 }), /splitK = 1.5/);
+      assert.throws(() => matmulKernel(rt, { ...base, splitK: 2, tile: 'panels/k128' }), /split-K runs on the workgroup tiles, not panels\/k128/);
+      assert.throws(() => matmulKernel(rt, { ...base, splitK: 2, batch: 2, tile: '64x64/k8' }), /split-K needs one batch/);
+      assert.throws(() => matmulKernel(rt, { ...base, n: 6, splitK: 2, tile: '64x64/k8' }), /n a multiple of 4/);
       // 64 runs of 16 k: partial sums 64 times C's size, past the binding limit.
       const [m, k] = [512, 1024];
       const n = Math.ceil(rt.gpu.limits.maxStorageBufferBindingSize / (4 * 64 * m) / 4) * 4 + 4;
       const big = { a: zeros([m * k]).buffer, b: zeros([k * n]).buffer, out: zeros([m * n]).buffer, m, n, k };
-      assert.throws(() => mk.matmul(rt, { ...big, splitK: 64, tile: '64x64/k8' }), /64 split-K runs of a 512x\d+ output need \d+ bytes of partial sums, over the \d+-byte binding limit; ask for fewer runs/);
+      assert.throws(() => matmulKernel(rt, { ...big, splitK: 64, tile: '64x64/k8' }), /64 split-K runs of a 512x\d+ output need \d+ bytes of partial sums, over the \d+-byte binding limit; ask for fewer runs/);
     });
   });
 
@@ -112,7 +114,7 @@ describe('matmul kernel', () => {
     // Uniform panels: several row and column panels and K chunks, partial last ones.
     await check({ m: 300, n: 260, k: 130, tile: 'panels/k128' });
     await check({ m: 300, n: 261, k: 130, tile: 'panels/k128', transA: true, transB: true });
-    await check({ m: 600, n: 520, k: 70, tile: 'panels/k32', transB: true });
+    await check({ m: 600, n: 520, k: 70, tile: PANEL_TILE, panelK: 32, transB: true });
   });
 
   test('outputs of whole tiles (no bounds checks), whole and cut along k, every layout', slow, async () => {
@@ -142,11 +144,11 @@ describe('matmul kernel', () => {
     const rt = await gpu();
     const [a, b, out] = [zeros([64 * 64]), zeros([64 * 64]), zeros([64 * 64])];
     const args = { a: a.buffer, b: b.buffer, out: out.buffer, m: 64, n: 64, k: 64, tile: '64x64/k8' as const };
-    assert.throws(() => mk.matmul(rt, { ...args, streamK: { tiles: 1, shares: 1 } }), /more shares than tiles/);
-    assert.throws(() => mk.matmul(rt, { ...args, streamK: { tiles: 2, shares: 3 } }), /at most all/);
-    assert.throws(() => mk.matmul(rt, { ...args, streamK: { tiles: 1, shares: 2 }, splitK: 2 }), /pass one/);
-    assert.throws(() => mk.matmul(rt, { ...args, n: 62, streamK: { tiles: 1, shares: 2 } }), /n a multiple of 4/);
-    assert.throws(() => mk.matmul(rt, { ...args, tile: 'panels/k32', streamK: { tiles: 1, shares: 2 } }), /stream-K runs on the workgroup tiles, not panels\/k32/);
+    assert.throws(() => matmulKernel(rt, { ...args, streamK: { tiles: 1, shares: 1 } }), /more shares than tiles/);
+    assert.throws(() => matmulKernel(rt, { ...args, streamK: { tiles: 2, shares: 3 } }), /at most all/);
+    assert.throws(() => matmulKernel(rt, { ...args, streamK: { tiles: 1, shares: 2 }, splitK: 2 }), /pass one/);
+    assert.throws(() => matmulKernel(rt, { ...args, n: 62, streamK: { tiles: 1, shares: 2 } }), /n a multiple of 4/);
+    assert.throws(() => matmulKernel(rt, { ...args, tile: PANEL_TILE, panelK: 32, streamK: { tiles: 1, shares: 2 } }), /stream-K runs on the workgroup tiles, not panels\/k128/);
   });
 
   test('batched, with per-batch operands, a broadcast (stride 0) operand and offsets', slow, async () => {
@@ -168,10 +170,10 @@ describe('matmul kernel', () => {
       await check({ m: 8, n: 12, k: 4, transA, transB, offsetA: 64, offsetB: 4, offsetC: 3, tile: '64x64/k8', label: `bound and kept offsets ${transA} ${transB}` });
     }
     for (const [transA, transB] of TRANS) {
-      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideA: 0, tile: 'panels/k32' });
-      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideB: 0, tile: 'panels/k32' });
-      await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, tile: 'panels/k32' });
-      await check({ m: 8, n: 12, k: 36, batch: 2, transA, transB, offsetA: 8, offsetB: 4, offsetC: 12, strideC: 100, tile: 'panels/k32' });
+      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideA: 0, tile: PANEL_TILE, panelK: 32 });
+      await check({ m: 9, n: 6, k: 37, batch: 3, transA, transB, strideB: 0, tile: PANEL_TILE, panelK: 32 });
+      await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB, offsetA: 3, offsetB: 7, offsetC: 5, tile: PANEL_TILE, panelK: 32 });
+      await check({ m: 8, n: 12, k: 36, batch: 2, transA, transB, offsetA: 8, offsetB: 4, offsetC: 12, strideC: 100, tile: PANEL_TILE, panelK: 32 });
     }
   });
 
@@ -187,18 +189,18 @@ describe('matmul kernel', () => {
     await check({ m: 19, n: 304, k: 20, bias: true, act: 'relu', transB: true, tile: '128x256/k16' });
     // Uniform panels split K into chunks of 32: partial sums go through C, the last
     // chunk applies bias and activation.
-    const tile = 'panels/k32';
+    const chunks = { tile: PANEL_TILE, panelK: 32 } as const;
     for (const act of ['none', 'silu', 'gelu', 'relu'] as const) {
-      await check({ m: 19, n: 13, k: 70, act, bias: true, tile });
-      await check({ m: 19, n: 16, k: 70, act, bias: true, transB: true, tile });
-      await check({ m: 10, n: 13, k: 60, act, bias: true, init: true, accumulate: true, tile });
+      await check({ m: 19, n: 13, k: 70, act, bias: true, ...chunks });
+      await check({ m: 19, n: 16, k: 70, act, bias: true, transB: true, ...chunks });
+      await check({ m: 10, n: 13, k: 60, act, bias: true, init: true, accumulate: true, ...chunks });
     }
-    await check({ m: 10, n: 13, k: 70, bias: true, init: true, accumulate: true, tile, label: 'panels accumulate over K chunks' });
-    await check({ m: 19, n: 16, k: 70, batch: 2, bias: true, init: true, accumulate: true, transA: true, tile, label: 'panels accumulate, batched' });
+    await check({ m: 10, n: 13, k: 70, bias: true, init: true, accumulate: true, ...chunks, label: 'panels accumulate over K chunks' });
+    await check({ m: 19, n: 16, k: 70, batch: 2, bias: true, init: true, accumulate: true, transA: true, ...chunks, label: 'panels accumulate, batched' });
   });
 
   test('skinny products (a few rows by a [N, K] weight) match the reference: row blocks, partial column groups, epilogues', slow, async () => {
-    const tile = mk.SKINNY_TILE;
+    const tile = SKINNY_TILE;
     for (const m of [1, 2, 3, 5, 8, 9, 17]) await check({ m, n: 13, k: 36, transB: true, tile });
     await check({ m: 4, n: 1, k: 4, transB: true, tile });
     await check({ m: 3, n: 70, k: 260, transB: true, tile, label: 'K longer than one pass of the 32 lanes' });
@@ -208,24 +210,24 @@ describe('matmul kernel', () => {
   });
 
   test('a real GPU takes the skinny path for few rows when it can; other products and the software GPU keep theirs', async () => {
-    assert.equal(mk.skinnyFits({ k: 896, transB: true }), true);
-    assert.equal(mk.skinnyFits({ k: 896, transB: false }), false);
-    assert.equal(mk.skinnyFits({ k: 896, transB: true, transA: true }), false);
-    assert.equal(mk.skinnyFits({ k: 30, transB: true }), false);
-    assert.equal(mk.skinnyFits({ k: 896, transB: true, offsetA: 2 }), false);
-    assert.equal(mk.skinnyFits({ k: 896, transB: true, batch: 2 }), false);
+    assert.equal(skinnyFits({ k: 896, transB: true }), true);
+    assert.equal(skinnyFits({ k: 896, transB: false }), false);
+    assert.equal(skinnyFits({ k: 896, transB: true, transA: true }), false);
+    assert.equal(skinnyFits({ k: 30, transB: true }), false);
+    assert.equal(skinnyFits({ k: 896, transB: true, offsetA: 2 }), false);
+    assert.equal(skinnyFits({ k: 896, transB: true, batch: 2 }), false);
     const rt = await gpu();
-    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false } } as unknown as typeof rt;
-    const decode = (m: number, n: number) => mk.autoTile(hardware, { m, n, k: 896, transB: true });
-    assert.equal(decode(1, 151936), mk.SKINNY_TILE);
-    assert.equal(decode(32, 151936), mk.SKINNY_TILE);
-    assert.notEqual(decode(33, 151936), mk.SKINNY_TILE, 'the LM head at more rows goes back to the tiles');
-    assert.equal(decode(64, 4864), mk.SKINNY_TILE);
-    assert.notEqual(decode(65, 4864), mk.SKINNY_TILE);
-    if (rt.caps.compatibility) assert.notEqual(mk.autoTile(rt, { m: 1, n: 4864, k: 896, transB: true }), mk.SKINNY_TILE, 'the software GPU keeps its panels');
+    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false }, policy: rt.policy } as unknown as typeof rt;
+    const decode = (m: number, n: number) => autoTile(hardware, { m, n, k: 896, transB: true });
+    assert.equal(decode(1, 151936), SKINNY_TILE);
+    assert.equal(decode(32, 151936), SKINNY_TILE);
+    assert.notEqual(decode(33, 151936), SKINNY_TILE, 'the LM head at more rows goes back to the tiles');
+    assert.equal(decode(64, 4864), SKINNY_TILE);
+    assert.notEqual(decode(65, 4864), SKINNY_TILE);
+    if (rt.caps.compatibility) assert.notEqual(autoTile(rt, { m: 1, n: 4864, k: 896, transB: true }), SKINNY_TILE, 'the software GPU keeps its panels');
     await scopeAsync(async () => {
       const t = zeros([64]);
-      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, m: 2, n: 2, k: 3, transB: true, tile: mk.SKINNY_TILE }),
+      assert.throws(() => matmulKernel(rt, { a: t.buffer, b: zeros([64]).buffer, out: zeros([64]).buffer, m: 2, n: 2, k: 3, transB: true, tile: SKINNY_TILE }),
         /the skinny tile needs transB without transA, batch 1, and k, offsetA, offsetB multiples of 4/);
     });
   });
@@ -233,33 +235,36 @@ describe('matmul kernel', () => {
   test('the software GPU picks uniform panels for large products; other adapters keep the workgroup tiles', async () => {
     const rt = await gpu();
     if (rt.caps.compatibility) {
-      assert.equal(mk.chooseTile(rt, 1600, 768, 1, 256), 'panels/k128');
-      assert.notEqual(mk.chooseTile(rt, 9, 6, 3, 5), 'panels/k128', 'tiny products are not worth the packing dispatches');
+      assert.equal(chooseTile(rt, 1600, 768, 1, 256), 'panels/k128');
+      assert.notEqual(chooseTile(rt, 9, 6, 3, 5), 'panels/k128', 'tiny products are not worth the packing dispatches');
     }
-    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false } } as unknown as typeof rt;
-    assert.equal(mk.chooseTile(hardware, 1600, 768, 1, 256), '128x128/t16');
-    assert.equal(mk.chooseTile(hardware, 100, 100, 1, 256), '64x64/k8');
+    const hardware = { gpu: rt.gpu, caps: { ...rt.caps, compatibility: false }, policy: rt.policy } as unknown as typeof rt;
+    assert.equal(chooseTile(hardware, 1600, 768, 1, 256), '128x128/t16');
+    assert.equal(chooseTile(hardware, 100, 100, 1, 256), '64x64/k8');
     // The 128x256 tile for the layouts that run it fastest, on grids of enough of them.
-    assert.equal(mk.chooseTile(hardware, 4096, 1024, 1, 4864, 'nn'), '128x256/k16');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x128/t16', '896 columns are 3.5 wide tiles but 7 whole 128x128 ones');
-    assert.equal(mk.chooseTile(hardware, 4000, 900, 1, 4864, 'nn'), '128x256/k16', 'neither tile divides the output: the wide one');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nn', false), '128x128/t16', 'an epilogue takes main and its 128x128 tile');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/t16', 'B transposed on a small output');
-    assert.equal(mk.chooseTile(hardware, 4096, 4864, 1, 896, 'nt'), '128x128/t16', 'B transposed on a large output: not the wide tile');
-    assert.equal(mk.chooseTile(hardware, 4096, 896, 1, 4864, 'tn'), '128x128/t16');
-    assert.equal(mk.chooseTile(hardware, 1024, 1024, 1, 1024, 'nn'), '128x128/t16', 'a grid of 32 128x256 tiles is too few');
-    assert.equal(mk.chooseTile(hardware, 2048, 896, 1, 30464, 'nn'), '128x128/t16', 'a small plain output goes to main, cut along k');
+    assert.equal(chooseTile(hardware, 4096, 1024, 1, 4864, 'nn'), '128x256/k16');
+    assert.equal(chooseTile(hardware, 4096, 896, 1, 4864, 'nn'), '128x128/t16', '896 columns are 3.5 wide tiles but 7 whole 128x128 ones');
+    assert.equal(chooseTile(hardware, 4000, 900, 1, 4864, 'nn'), '128x256/k16', 'neither tile divides the output: the wide one');
+    assert.equal(chooseTile(hardware, 4096, 896, 1, 4864, 'nn', false), '128x128/t16', 'an epilogue takes main and its 128x128 tile');
+    assert.equal(chooseTile(hardware, 4096, 896, 1, 4864, 'nt'), '128x128/t16', 'B transposed on a small output');
+    assert.equal(chooseTile(hardware, 4096, 4864, 1, 896, 'nt'), '128x128/t16', 'B transposed on a large output: not the wide tile');
+    assert.equal(chooseTile(hardware, 4096, 896, 1, 4864, 'tn'), '128x128/t16');
+    assert.equal(chooseTile(hardware, 1024, 1024, 1, 1024, 'nn'), '128x128/t16', 'a grid of 32 128x256 tiles is too few');
+    assert.equal(chooseTile(hardware, 2048, 896, 1, 30464, 'nn'), '128x128/t16', 'a small plain output goes to main, cut along k');
   });
 
   test('launcher errors name the problem', slow, async () => {
     const rt = await gpu();
     await scopeAsync(async () => {
       const t = zeros([64]);
-      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 100, n: 1, k: 1 }), /matmul: A needs 400 bytes/);
-      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: t.buffer, m: 1, n: 1, k: 1 }), /output buffer is also an input/);
-      assert.throws(() => mk.matmul(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 2, n: 2, k: 1, batch: 2, strideC: 1 }), /overlap/);
-      assert.throws(() => mk.matmul(rt, { a: zeros([128]).buffer, b: zeros([128]).buffer, out: zeros([128]).buffer, m: 1, n: 1, k: 70, act: 'silu', accumulate: true, tile: 'panels/k32' }),
-        /matmul: tile panels\/k32 cannot split k = 70 over 2 dispatches under an accumulated activation/);
+      assert.throws(() => matmulKernel(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 100, n: 1, k: 1 }), /matmul: A needs 400 bytes/);
+      assert.throws(() => matmulKernel(rt, { a: t.buffer, b: t.buffer, out: t.buffer, m: 1, n: 1, k: 1 }), /output buffer is also an input/);
+      assert.throws(() => matmulKernel(rt, { a: t.buffer, b: t.buffer, out: zeros([64]).buffer, m: 2, n: 2, k: 1, batch: 2, strideC: 1 }), /overlap/);
+      assert.throws(() => matmulKernel(rt, { a: zeros([128]).buffer, b: zeros([128]).buffer, out: zeros([128]).buffer, m: 1, n: 1, k: 70, act: 'silu', accumulate: true, tile: PANEL_TILE, panelK: 32 }),
+        /matmul: tile panels\/k128 cannot split k = 70 over 2 dispatches \(panels of 32 k\) under an accumulated activation/);
+      const small = { a: zeros([128]).buffer, b: zeros([128]).buffer, out: zeros([128]).buffer, m: 1, n: 1, k: 8 };
+      assert.throws(() => matmulKernel(rt, { ...small, tile: '64x64/k8', panelK: 32 }), /matmul: panelK is for the panel tile, not 64x64\/k8/);
+      assert.throws(() => matmulKernel(rt, { ...small, tile: PANEL_TILE, panelK: 48 }), /matmul: panelK = 48 must be a power of two from 4 to 128/);
     });
   });
 });

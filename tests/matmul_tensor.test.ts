@@ -1,22 +1,22 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
 import type { Runtime } from '../src/gpu/runtime.ts';
 import { shaderSource } from '../src/gpu/shader_source.ts';
-import * as kt from '../src/kernels/matmul_tensor.ts';
+import * as kt from '../src/kernels/matmul/tensor.ts';
 import { f16ToF32, f32ToF16 } from '../src/models/half.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { gradScale as gradScaleRef } from '../src/reference/grad_scale.ts';
 import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundScaledToF16, roundToF16 } from '../src/reference/matmul_f16.ts';
-import { randn, rng } from '../src/reference/random.ts';
+import { randn, rng } from '../src/tensor/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
-import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCoreNote, tensorCorePolicy, usesTensorCores } from '../src/kernels/matmul_precision.ts';
+import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCoreNote, usesTensorCores } from '../src/kernels/matmul/precision.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { mul, sum } from '../src/tensor/ops/index.ts';
-import { naiveSgmCase } from '../src/bench/naive_sgm.ts';
-import { assertClose, gpu, read } from './support/gpu.ts';
+import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';
 
 // The GPU tests need f16 subgroup matrices, which neither the software GPU nor an
 // NVIDIA GPU without Dawn's unsafe toggles offers (on the H200: WEBGPU_TOGGLES=
@@ -161,7 +161,7 @@ describe('f16-rounded matmul reference (CPU)', () => {
   });
 });
 
-describe('matmul_tensor.wgsl on Dawn\'s null backend (validation only, nothing runs)', () => {
+describe('matmul/tensor.wgsl on Dawn\'s null backend (validation only, nothing runs)', () => {
   // Dawn's null backend offers every feature and runs no shader, but compiles each
   // pipeline through Tint (parsing, uniformity, override substitution) and validates
   // bind groups, so the WGSL of every variant is checked on machines without the GPU.
@@ -191,7 +191,7 @@ describe('matmul_tensor.wgsl on Dawn\'s null backend (validation only, nothing r
   test('every entry point and variant compiles; `main` needs a C binding of one 16x16 f32 block', { timeout: 300_000 }, async (t) => {
     const device = await nullDevice();
     if (typeof device === 'string') return t.skip(device);
-    const module = device.createShaderModule({ code: shaderSource('matmul_tensor') });
+    const module = device.createShaderModule({ code: shaderSource('matmul/tensor') });
     const info = await module.getCompilationInfo();
     assert.deepEqual(info.messages.filter((m) => m.type !== 'info').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`), []);
     for (const tile of SHRUNK) {
@@ -278,8 +278,8 @@ async function check(c: Case): Promise<Float32Array> {
 describe('routing forward products to tensor cores', () => {
   test('only large forward products without an epilogue activation, on devices that have f16 subgroup matrices', () => {
     const caps = { f16: true, subgroups: true, subgroupMatrix: true, subgroupMatrixF16F32: true, subgroupMatrixConfigs: [], subgroupMinSize: 32, subgroupMaxSize: 32 };
-    const h200 = { caps, gpu: { description: 'H200' } } as unknown as Runtime;
-    const without = { caps: { ...caps, subgroupMatrix: false }, gpu: { description: 'no tensor cores' } } as unknown as Runtime;
+    const h200 = { caps, gpu: { description: 'H200' }, policy: kernelPolicy() } as unknown as Runtime;
+    const without = { caps: { ...caps, subgroupMatrix: false }, gpu: { description: 'no tensor cores' }, policy: kernelPolicy() } as unknown as Runtime;
     const big = { a: null, b: null, out: null, m: 4096, n: 4864, k: 896, transB: true } as unknown as Parameters<typeof usesTensorCores>[1];
     assert.equal(usesTensorCores(h200, big), true);
     assert.equal(usesTensorCores(without, big), false);
@@ -290,75 +290,55 @@ describe('routing forward products to tensor cores', () => {
     assert.equal(usesTensorCores(h200, { ...big, n: 64, k: 64 }), false, 'too small to gain');
     assert.equal(usesTensorCores(h200, { ...big, act: 'silu' }), false);
     assert.equal(usesTensorCores(h200, { ...big, tile: '128x128/k8' }), false, 'a forced f32 tile stays');
-    tensorCorePolicy.enabled = false;
-    try {
-      assert.equal(usesTensorCores(h200, big), false);
-    } finally {
-      tensorCorePolicy.enabled = true;
-    }
+    h200.policy.tensorCores.enabled = false;
+    assert.equal(usesTensorCores(h200, big), false);
   });
 
-  test('--tensor-cores auto, forward and off set the policy; anything else is refused', () => {
-    try {
-      gpuOptions({ 'tensor-cores': 'forward' });
-      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [true, false]);
-      gpuOptions({ 'tensor-cores': 'off' });
-      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [false, false]);
-      gpuOptions({});
-      assert.deepEqual([tensorCorePolicy.enabled, tensorCorePolicy.gradients], [true, true]);
-      assert.throws(() => gpuOptions({ 'tensor-cores': 'all' }), /--tensor-cores must be auto, forward or off, got "all"/);
-    } finally {
-      tensorCorePolicy.enabled = true;
-      tensorCorePolicy.gradients = true;
-    }
+  test('--tensor-cores auto, forward and off set the runtime\'s policy; anything else is refused', () => {
+    const tensorCores = (mode?: string) => {
+      const { enabled, gradients } = kernelPolicy(gpuOptions({ 'tensor-cores': mode }).policy).tensorCores;
+      return [enabled, gradients];
+    };
+    assert.deepEqual(tensorCores('forward'), [true, false]);
+    assert.deepEqual(tensorCores('off'), [false, false]);
+    assert.deepEqual(tensorCores(), [true, true]);
+    assert.throws(() => gpuOptions({ 'tensor-cores': 'all' }), /--tensor-cores must be auto, forward or off, got "all"/);
   });
 
   test('gradient products take tensor cores only when the policy routes gradients, and then scaled', async () => {
-    const savedMacs = tensorCorePolicy.minMacs;
     const caps = { f16: true, subgroups: true, subgroupMatrix: true, subgroupMatrixF16F32: true, subgroupMatrixConfigs: [], subgroupMinSize: 32, subgroupMaxSize: 32 };
-    const h200 = { caps, gpu: { description: 'H200' } } as unknown as Runtime;
+    const h200 = { caps, gpu: { description: 'H200' }, policy: kernelPolicy() } as unknown as Runtime;
     const dw = { a: null, b: null, out: null, m: 4864, n: 896, k: 4096, transA: true } as unknown as Parameters<typeof usesTensorCores>[1];
-    tensorCorePolicy.gradients = false;
+    h200.policy.tensorCores.gradients = false;
     assert.equal(gradientUsesTensorCores(h200, dw), false, 'gradients stay f32 under --tensor-cores forward');
-    tensorCorePolicy.gradients = true;
-    try {
-      assert.equal(gradientUsesTensorCores(h200, dw), true);
-      assert.equal(gradientUsesTensorCores(h200, { ...dw, m: 16, n: 16 }), false, 'too small to gain');
-      tensorCorePolicy.enabled = false;
-      assert.equal(gradientUsesTensorCores(h200, dw), false, '--tensor-cores off turns both off');
-      // Where the device has no tensor cores the products run on the f32 kernels, exactly.
-      const [m, n, k] = [33, 21, 50];
-      const g = randn(m * n, 21);
-      const w = randn(n * k, 22);
-      const x = randn(m * k, 23);
-      tensorCorePolicy.enabled = true;
-      tensorCorePolicy.minMacs = 0;
-      const local = await gpu();
-      if (kt.tensorMatmulAvailable(local)) return;
-      await scopeAsync(async () => {
-        const gT = tensor(g);
-        const dx = zeros([m * k]);
-        const dwOut = zeros([n * k]);
-        gradientMatmuls(local, gT.buffer, m * n, [
-          { a: gT.buffer, b: tensor(w).buffer, out: dx.buffer, m, n: k, k: n },
-          { a: gT.buffer, b: tensor(x).buffer, out: dwOut.buffer, m: n, n: k, k: m, transA: true },
-        ]);
-        assertClose(await read(dx), ref.matmul({ a: g, b: w, m, n: k, k: n }), { atol: 1e-5, rtol: 1e-5, label: 'dx' });
-        assertClose(await read(dwOut), ref.matmul({ a: g, b: x, m: n, n: k, k: m, transA: true }), { atol: 1e-5, rtol: 1e-5, label: 'dw' });
-        assert.throws(() => gradientMatmuls(local, gT.buffer, m * n, [{ a: dx.buffer, b: gT.buffer, out: dwOut.buffer, m: 1, n: 1, k: 1 }]), /gradient as A/);
-      });
-    } finally {
-      tensorCorePolicy.gradients = true;
-      tensorCorePolicy.enabled = true;
-      tensorCorePolicy.minMacs = savedMacs;
-    }
+    h200.policy.tensorCores.gradients = true;
+    assert.equal(gradientUsesTensorCores(h200, dw), true);
+    assert.equal(gradientUsesTensorCores(h200, { ...dw, m: 16, n: 16 }), false, 'too small to gain');
+    h200.policy.tensorCores.enabled = false;
+    assert.equal(gradientUsesTensorCores(h200, dw), false, '--tensor-cores off turns both off');
+    // Where the device has no tensor cores the products run on the f32 kernels, exactly.
+    const [m, n, k] = [33, 21, 50];
+    const g = randn(m * n, 21);
+    const w = randn(n * k, 22);
+    const x = randn(m * k, 23);
+    const local = await gpu();
+    if (kt.tensorMatmulAvailable(local)) return;
+    await withPolicy(local, { tensorCores: { minMacs: 0 } }, () => scopeAsync(async () => {
+      const gT = tensor(g);
+      const dx = zeros([m * k]);
+      const dwOut = zeros([n * k]);
+      gradientMatmuls(local, gT.buffer, m * n, [
+        { a: gT.buffer, b: tensor(w).buffer, out: dx.buffer, m, n: k, k: n },
+        { a: gT.buffer, b: tensor(x).buffer, out: dwOut.buffer, m: n, n: k, k: m, transA: true },
+      ]);
+      assertClose(await read(dx), ref.matmul({ a: g, b: w, m, n: k, k: n }), { atol: 1e-5, rtol: 1e-5, label: 'dx' });
+      assertClose(await read(dwOut), ref.matmul({ a: g, b: x, m: n, n: k, k: m, transA: true }), { atol: 1e-5, rtol: 1e-5, label: 'dw' });
+      assert.throws(() => gradientMatmuls(local, gT.buffer, m * n, [{ a: dx.buffer, b: gT.buffer, out: dwOut.buffer, m: 1, n: 1, k: 1 }]), /gradient as A/);
+    }));
   });
 
   test('linear under --tensor-cores forward: the forward runs on tensor cores (f16-rounded operands), the gradients on the f32 kernels', onDevice, async () => {
-    const saved = tensorCorePolicy.minMacs;
-    tensorCorePolicy.minMacs = 0;
-    tensorCorePolicy.gradients = false;
-    try {
+    await withPolicy(rt, { tensorCores: { minMacs: 0, gradients: false } }, async () => {
       const [rows, inF, outF] = [130, 200, 70];
       const x = randn(rows * inF, 901);
       const w = randn(outF * inF, 902);
@@ -381,10 +361,7 @@ describe('routing forward products to tensor cores', () => {
         forwardMatmul(rt, { a: tensor(x).buffer, b: tensor(w).buffer, out: out.buffer, m: rows, n: outF, k: inF, transB: true, act: 'silu' });
         assertClose(await read(out), ref.matmul({ a: x, b: w, m: rows, n: outF, k: inF, transB: true, act: 'silu' }), { atol: 1e-4, rtol: 1e-4, label: 'an epilogue activation stays f32' });
       });
-    } finally {
-      tensorCorePolicy.minMacs = saved;
-      tensorCorePolicy.gradients = true;
-    }
+    });
   });
 });
 
@@ -451,10 +428,7 @@ describe('tensor-core matmul kernel', () => {
   });
 
   test('linear under --tensor-cores auto: dX and dW on tensor cores from the scaled gradient', onDevice, async () => {
-    const savedMacs = tensorCorePolicy.minMacs;
-    tensorCorePolicy.gradients = true;
-    tensorCorePolicy.minMacs = 0;
-    try {
+    await withPolicy(rt, { tensorCores: { minMacs: 0, gradients: true } }, async () => {
       const [rows, inF, outF] = [130, 200, 70];
       const x = randn(rows * inF, 911);
       const w = randn(outF * inF, 912);
@@ -472,10 +446,7 @@ describe('tensor-core matmul kernel', () => {
         within(await read(xt.grad!), { a: g, b: w, m: rows, n: inF, k: outF }, 'dx');
         within(await read(wt.grad!), { a: g, b: x, m: outF, n: inF, k: rows, transA: true }, 'dw');
       });
-    } finally {
-      tensorCorePolicy.gradients = true;
-      tensorCorePolicy.minMacs = savedMacs;
-    }
+    });
   });
 
   test('a grid spread over several dispatches gives the same bits as one dispatch', onDevice, async () => {
@@ -513,26 +484,14 @@ describe('tensor-core matmul kernel', () => {
     if (!rt.caps.subgroupMatrix) assert.match(missing!, /chromium-experimental-subgroup-matrix/);
   });
 
-  test('the naive kernel of the crash report (fragments straight from storage) matches f64 sums of its f16 operands', onDevice, async () => {
-    const rt = await gpu();
-    for (const [size, bands] of [[64, 1], [256, 3]]) {
-      const r = await naiveSgmCase(rt, size, bands);
-      assert.ok(r.ok, `${size} in ${bands} dispatches: relErr ${r.relErr}`);
-    }
-    await assert.rejects(naiveSgmCase(rt, 48, 1), /size 48 is not a positive multiple of 32/);
-  });
-
   test('the run log notes a hardware adapter without tensor cores, naming the NVIDIA toggles; not the software GPU', () => {
     const caps = { f16: false, subgroups: true, subgroupMatrix: false, subgroupMatrixConfigs: [], subgroupMatrixF16F32: false, subgroupMinSize: 32, subgroupMaxSize: 32 };
-    const fake = (compatibility: boolean, extra: object = {}) => ({ caps: { ...caps, compatibility, ...extra }, gpu: { description: 'nvidia h200' } }) as unknown as Runtime;
+    const fake = (compatibility: boolean, extra: object = {}) => ({ caps: { ...caps, compatibility, ...extra }, gpu: { description: 'nvidia h200' }, policy: kernelPolicy() }) as unknown as Runtime;
     assert.match(tensorCoreNote(fake(false))!, /^tensor cores: not used; .*shader-f16.*allow_unsafe_apis,vulkan_enable_f16_on_nvidia/);
     assert.equal(tensorCoreNote(fake(true)), null);
     assert.equal(tensorCoreNote(fake(false, { f16: true, subgroupMatrix: true, subgroupMatrixF16F32: true })), null);
-    tensorCorePolicy.enabled = false;
-    try {
-      assert.equal(tensorCoreNote(fake(false)), null);
-    } finally {
-      tensorCorePolicy.enabled = true;
-    }
+    const off = fake(false);
+    off.policy.tensorCores.enabled = false;
+    assert.equal(tensorCoreNote(off), null);
   });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdamW } from '../src/optim/adamw.ts';
 import { clipGradNorm } from '../src/optim/clip.ts';
-import { randn, rng } from '../src/reference/random.ts';
+import { randn, rng } from '../src/tensor/random.ts';
 import { backward, requireGrad, zeroGrad } from '../src/tensor/autograd.ts';
 import { add, mean, square, sub } from '../src/tensor/ops/index.ts';
 import { embedding } from '../src/tensor/ops/embedding.ts';

@@ -4,7 +4,10 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { pacedWait, pacerStats, pacing } from '../src/gpu/paced_wait.ts';
+import { kernelPolicy, type Pacing } from '../src/gpu/kernel_policy.ts';
+import { pacedWait, pacerStats } from '../src/gpu/paced_wait.ts';
+
+const pacing = kernelPolicy().pacing;
 
 const later = <T>(ms: number, value: T) => new Promise<T>((resolve) => setTimeout(() => resolve(value), ms));
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -31,7 +34,7 @@ describe('paced wait', () => {
     const skipMs = 2 * pacing.spinMs;
     const waitMs = skipMs + 40;
     let value = '';
-    const turns = await turnsDuring(pacedWait(later(waitMs, 'done')).then((v) => { value = v; }), skipMs);
+    const turns = await turnsDuring(pacedWait(later(waitMs, 'done'), pacing).then((v) => { value = v; }), skipMs);
     assert.equal(value, 'done');
     // Spinning, the loop turns thousands of times in 40 ms; napping, at most once a nap.
     const most = (waitMs - skipMs) / pacing.napMs;
@@ -41,7 +44,7 @@ describe('paced wait', () => {
 
   test('a wait that ends at once does not nap, and the pacer stops after it', async () => {
     const naps = pacerStats.naps;
-    assert.equal(await pacedWait(Promise.resolve(7)), 7);
+    assert.equal(await pacedWait(Promise.resolve(7), pacing), 7);
     await turn();
     await turn();
     const turns = pacerStats.turns;
@@ -52,7 +55,7 @@ describe('paced wait', () => {
   });
 
   test('a failed wait rethrows its error and releases the pacer', async () => {
-    await assert.rejects(pacedWait(Promise.reject(new Error('device lost'))), /device lost/);
+    await assert.rejects(pacedWait(Promise.reject(new Error('device lost')), pacing), /device lost/);
     await turn();
     await turn();
     const turns = pacerStats.turns;
@@ -63,37 +66,29 @@ describe('paced wait', () => {
 
   // The rules, not the constants: a long spin keeps a descheduled test process from
   // aging a fresh wait past it.
-  const withSpin = async (ms: number, body: () => Promise<void>) => {
-    const kept = pacing.spinMs;
-    pacing.spinMs = ms;
-    try {
-      await body();
-    } finally {
-      pacing.spinMs = kept;
-    }
-  };
+  const withSpin = (ms: number, body: (slow: Pacing) => Promise<void>) => body({ ...pacing, spinMs: ms });
 
   test('a new wait after a long one spins again before napping', () =>
-    withSpin(20, async () => {
+    withSpin(20, async (slow) => {
       const before = pacerStats.naps;
-      await pacedWait(later(2 * pacing.spinMs, null));
+      await pacedWait(later(2 * slow.spinMs, null), slow);
       assert.ok(pacerStats.naps > before, 'the long wait never napped');
       const naps = pacerStats.naps;
-      await pacedWait(turn());
+      await pacedWait(turn(), slow);
       assert.equal(pacerStats.naps, naps, 'a short wait right after a long one napped');
     }));
 
   test('a new wait beside one still pending spins: only the newest wait\'s age counts', () =>
-    withSpin(20, async () => {
+    withSpin(20, async (slow) => {
       const before = pacerStats.naps;
       let oldDone = false;
-      const old = pacedWait(later(10 * pacing.spinMs, null)).then(() => {
+      const old = pacedWait(later(10 * slow.spinMs, null), slow).then(() => {
         oldDone = true;
       });
       while (pacerStats.naps === before && !oldDone) await turn();
       assert.ok(!oldDone, 'the old wait ended without ever napping');
       const naps = pacerStats.naps;
-      await pacedWait(turn());
+      await pacedWait(turn(), slow);
       assert.equal(pacerStats.naps, naps, 'a short wait beside an old one napped');
       await old;
     }));

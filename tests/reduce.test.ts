@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
 import * as rk from '../src/kernels/reduce.ts';
 import * as ref from '../src/reference/reduce.ts';
-import { randn } from '../src/reference/random.ts';
+import { randn } from '../src/tensor/random.ts';
 import { max, mean, sum } from '../src/tensor/ops/reduce.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';
@@ -43,14 +44,15 @@ describe('reduce kernels', () => {
   });
 
   test('R is cut only where reduce_cols would have too few workgroups and enough rows per part', () => {
+    const policy = kernelPolicy().reduce;
     // A [32768, 256] bias gradient: 8 workgroups whole, 32 parts of 1,024 rows cut.
-    assert.equal(rk.reduceColsParts(1, 32768, 256), 32);
+    assert.equal(rk.reduceColsParts(1, 32768, 256, policy), 32);
     // Qwen2.5-0.5B's [4096, 896] bias gradient: 28 workgroups, 8 parts of 512 rows.
-    assert.equal(rk.reduceColsParts(1, 4096, 896), 8);
-    assert.equal(rk.reduceColsParts(1, 32768, 4864), 1);
-    assert.equal(rk.reduceColsParts(1, 700, 64), 1);
+    assert.equal(rk.reduceColsParts(1, 4096, 896, policy), 8);
+    assert.equal(rk.reduceColsParts(1, 32768, 4864, policy), 1);
+    assert.equal(rk.reduceColsParts(1, 700, 64, policy), 1);
     // No part shorter than minSpan: 1,000 rows make 3 parts of at least 300.
-    assert.equal(rk.reduceColsParts(1, 1000, 64, { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 300 }), 3);
+    assert.equal(rk.reduceColsParts(1, 1000, 64, { ...policy, minSpan: 300 }), 3);
   });
 
   test('sum, mean and max over axes pass finite differences', async () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as sk from '../src/kernels/sampling.ts';
 import * as ref from '../src/reference/sampling.ts';
-import { randn } from '../src/reference/random.ts';
+import { randn } from '../src/tensor/random.ts';
 import { deriveSeed, uniformAt } from '../src/rollout/rng.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
 import { readTokenRanks, sampleNext, tokenRanks, type RowSampling } from '../src/tensor/ops/sampling.ts';
@@ -36,7 +36,7 @@ describe('sampling kernel', () => {
       for (let i = 0; i < 40; i++) rows.push({ ...settings[i % settings.length], u: uniformAt(vocab, i) });
       const logits = logitsFor(rows.length, vocab, vocab);
       const got = await scopeAsync(() => sampleNext(tensor(logits, [rows.length, vocab]), rows));
-      const want = ref.sample(logits, vocab, rows);
+      const want = ref.sample(logits, vocab, rows, sk.GREEDY_BELOW);
       let compared = 0;
       want.forEach((w, i) => {
         const where = `vocab ${vocab} row ${i} ${JSON.stringify(rows[i])}`;
@@ -65,7 +65,7 @@ describe('sampling kernel', () => {
     const got = await scopeAsync(() => sampleNext(tensor(logits, [2, 7]), rows));
     assert.equal(got.thresholds[0], ref.floatKey(2));
     assert.equal(got.ids[0], 5, 'u = 0.99 lands on the last of the three tied maxima');
-    assertClose([got.logprobs[0]], [ref.sampleRow(x, rows[0]).logprob]);
+    assertClose([got.logprobs[0]], [ref.sampleRow(x, rows[0], sk.GREEDY_BELOW).logprob]);
     assert.equal(got.ids[1], 1);
   });
 
@@ -78,7 +78,7 @@ describe('sampling kernel', () => {
       const logits = new Float32Array(n * 7);
       for (let i = 0; i < n; i++) logits.set(x, i * 7);
       const got = await scopeAsync(() => sampleNext(tensor(logits, [n, 7]), rows));
-      const probs = ref.sampleRow(x, { ...s, u: 0 }).probs;
+      const probs = ref.sampleRow(x, { ...s, u: 0 }, sk.GREEDY_BELOW).probs;
       const counts = new Array(7).fill(0);
       for (const id of got.ids) counts[id]++;
       let chi2 = 0;
@@ -140,7 +140,7 @@ describe('sampling kernel', () => {
       logits[0] = logits[top];
       const got = await scopeAsync(() => sampleNext(tensor(logits, [rows.length, vocab]), rows));
       assert.equal(got.topN, Math.min(20, vocab));
-      ref.sample(logits, vocab, rows).forEach((w, r) => {
+      ref.sample(logits, vocab, rows, sk.GREEDY_BELOW).forEach((w, r) => {
         const n = Math.min(rows[r].topN ?? 0, vocab);
         const where = `vocab ${vocab} row ${r} ${JSON.stringify(rows[r])}`;
         assert.deepEqual([...got.topIds.subarray(r * got.topN, r * got.topN + n)], w.top.map((t) => t.id), `${where}: top ids`);

@@ -13,7 +13,7 @@ import { loadModel } from '../src/models/load.ts';
 import { attachLora, loraParameters } from '../src/models/lora.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { AdamW } from '../src/optim/adamw.ts';
-import { randn } from '../src/reference/random.ts';
+import { randn } from '../src/tensor/random.ts';
 import {
   assertResumable, findLatestCheckpoint, LATEST_FILE, listCheckpoints, loadCheckpoint, restoreModel, saveCheckpoint, type CheckpointIO, type TrainerState,
 } from '../src/trainer/checkpoint.ts';

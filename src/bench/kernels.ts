@@ -3,9 +3,10 @@
 // and the loss kernel's at Qwen2.5-0.5B's (vocab 151,936).
 
 import type { Runtime } from '../gpu/runtime.ts';
-import { randn } from '../reference/random.ts';
+import { randn } from '../tensor/random.ts';
 import { backward, requireGrad } from '../tensor/autograd.ts';
-import { attentionPolicy, blockedFits, type AttentionPath } from '../kernels/attention.ts';
+import type { AttentionPath } from '../gpu/kernel_policy.ts';
+import { blockedFits } from '../kernels/attention.ts';
 import { attention, mean, mul, sum, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import { tensor } from '../tensor/tensor.ts';
@@ -40,7 +41,7 @@ function attentionPaths(rt: Runtime, D: number): AttentionPath[] {
  */
 export async function benchAttention(rt: Runtime, shapes: AttentionShape[] = ATTENTION_SHAPES, paths?: AttentionPath[]): Promise<object[]> {
   const rows: object[] = [];
-  const policy = attentionPolicy.path;
+  const policy = rt.policy.attention.path;
   try {
     for (const { name, B, T, Hq, Hkv, D } of shapes) {
       const q = requireGrad(tensor(tiled(B * Hq * T * D, 1, 1), [B, Hq, T, D]));
@@ -49,7 +50,7 @@ export async function benchAttention(rt: Runtime, shapes: AttentionShape[] = ATT
       const flops = 4 * B * Hq * T * T * D / 2;
       let first: Float32Array[] | null = null;
       for (const path of paths ?? attentionPaths(rt, D)) {
-        attentionPolicy.path = path;
+        rt.policy.attention.path = path;
         const fwd = await timeGpu(rt, () => scopeAsync(async () => void attention(q, k, v)));
         const both = await timeGpu(rt, () => scopeAsync(async () => {
           backward(sum(attention(q, k, v)));
@@ -75,7 +76,7 @@ export async function benchAttention(rt: Runtime, shapes: AttentionShape[] = ATT
       for (const t of [q, k, v]) t.dispose();
     }
   } finally {
-    attentionPolicy.path = policy;
+    rt.policy.attention.path = policy;
   }
   return rows;
 }

@@ -15,10 +15,13 @@
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { sizeClass } from '../gpu/buffer_pool.ts';
-import * as mk from '../kernels/matmul.ts';
-import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
+import { matmul } from '../kernels/matmul/matmul.ts';
+import { autoTile } from '../kernels/matmul/select.ts';
+import { skinnyFits } from '../kernels/matmul/skinny.ts';
+import { MATMUL_TILES, SKINNY_TILE, tileFits, type MatmulTile } from '../kernels/matmul/tiles.ts';
+import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul/tensor.ts';
 import { defaultChunk } from '../tensor/ops/logprob.ts';
-import { rng } from '../reference/random.ts';
+import { rng } from '../tensor/random.ts';
 import { median, timePrimed } from './timing.ts';
 
 export interface MatmulShape {
@@ -38,7 +41,7 @@ export interface MatmulShape {
 export interface MatmulBenchOptions {
   /** Shapes besides the squares; default the Qwen2.5-0.5B ones. */
   shapes?: MatmulShape[];
-  tiles?: mk.MatmulTile[];
+  tiles?: MatmulTile[];
   /** Timed samples per row (the median is reported). */
   iters?: number;
   /** Shortest sample, in ms (default 100). */
@@ -134,7 +137,7 @@ async function sampledError(rt: Runtime, s: MatmulShape, rows: number, out: GPUB
 
 /** The f16 tensor-core kernel (its own tile choice), benchmarked beside the f32 tiles. */
 const TENSOR = 'tensor cores';
-type BenchKernel = mk.MatmulTile | typeof TENSOR;
+type BenchKernel = MatmulTile | typeof TENSOR;
 
 // Sampled outputs must stay this close (relative to the dot product's magnitude): f32
 // rounding stays far below 1e-3; f16 operands move a product by about 2^-11 each.
@@ -180,13 +183,13 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
   const b = operand('B', k * n);
   const c = operand('C', rows * n);
   try {
-    const auto = mk.autoTile(rt, { m: rows, n, k, transA, transB });
+    const auto = autoTile(rt, { m: rows, n, k, transA, transB });
     const candidates: Candidate[] = [];
-    for (const tile of tiles.filter((t) => t !== mk.SKINNY_TILE || mk.skinnyFits({ k, transA, transB }))) {
+    for (const tile of tiles.filter((t) => t !== SKINNY_TILE || skinnyFits({ k, transA, transB }))) {
       const product = (chunk: number) => {
         const args = { a, b, out: c, m: chunk, n, k, transA, transB };
         if (tile === TENSOR) matmulTensor(rt, args);
-        else mk.matmul(rt, { ...args, tile });
+        else matmul(rt, { ...args, tile });
       };
       // Checked after the first chunk alone: later (shorter) chunks overwrite its rows.
       product(Math.min(rows, m));
@@ -283,7 +286,7 @@ async function trainedCandidate(rt: Runtime, s: MatmulShape, opts: MatmulBenchOp
   const a = operand('A', first.m * first.k);
   const b = operand('B', first.k * first.n);
   const c = operand('C', first.m * first.n);
-  const product = (i: number) => mk.matmul(rt, { a, b, out: c, ...part(i), transA, transB, accumulate: axis === 'k' && i > 0 });
+  const product = (i: number) => matmul(rt, { a, b, out: c, ...part(i), transA, transB, accumulate: axis === 'k' && i > 0 });
   const cut = product(0);
   const err = await sampledError(rt, { ...s, ...first }, first.m, c, pa, pb);
   return {
@@ -302,7 +305,7 @@ async function trainedCandidate(rt: Runtime, s: MatmulShape, opts: MatmulBenchOp
  * and, where the device has them, the tensor cores.
  */
 export async function benchDecodeMatmul(rt: Runtime, rowCounts: number[] = [1, 8, 32, 64], opts: MatmulBenchOptions = {}): Promise<object[]> {
-  const tiles: BenchKernel[] = ([...Object.keys(mk.MATMUL_TILES), mk.SKINNY_TILE] as mk.MatmulTile[]).filter((t) => t !== '128x128/k16' && mk.tileFits(rt, t));
+  const tiles: BenchKernel[] = ([...Object.keys(MATMUL_TILES), SKINNY_TILE] as MatmulTile[]).filter((t) => t !== '128x128/k16' && tileFits(rt, t));
   if (tensorMatmulAvailable(rt)) tiles.push(TENSOR);
   const rows: object[] = [];
   for (const m of rowCounts) for (const s of decodeMatmulShapes(m)) rows.push(...(await benchShape(rt, s, tiles, opts)));
@@ -311,7 +314,7 @@ export async function benchDecodeMatmul(rt: Runtime, rowCounts: number[] = [1, 8
 
 /** One row per (shape, tile): square `sizes`, then `opts.shapes` (default Qwen2.5-0.5B). */
 export async function benchMatmul(rt: Runtime, sizes: number[] = [1024, 2048, 4096, 8192], opts: MatmulBenchOptions = {}): Promise<object[]> {
-  const tiles = (opts.tiles ?? (Object.keys(mk.MATMUL_TILES) as mk.MatmulTile[])).filter((t) => mk.tileFits(rt, t));
+  const tiles = (opts.tiles ?? (Object.keys(MATMUL_TILES) as MatmulTile[])).filter((t) => tileFits(rt, t));
   const shapes: MatmulShape[] = [
     ...sizes.map((s) => ({ name: `square ${s}`, m: s, n: s, k: s })),
     ...(opts.shapes ?? qwenMatmulShapes()),

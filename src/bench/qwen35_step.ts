@@ -1,14 +1,14 @@
 // Forward + backward of the next-token loss through Qwen3.5's hybrid decoder (Gated
 // DeltaNet + gated full attention), random weights, no optimizer step: the figure
-// bench/torch_qwen35.py measures for transformers' Qwen3_5ForCausalLM in the same run.
+// dev/torch_qwen35.py measures for transformers' Qwen3_5ForCausalLM in the same run.
 // Both scripts carry the same shapes; each prints its config so a run shows they agree.
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { parseConfig, type ModelConfig } from '../models/config.ts';
 import { expectedShapes } from '../models/checkpoint.ts';
-import type { ParamMap } from '../models/qwen.ts';
+import type { ParamMap } from '../models/causal_lm.ts';
 import { Qwen35Model } from '../models/qwen35.ts';
-import { randn, uniform } from '../reference/random.ts';
+import { randn, uniform } from '../tensor/random.ts';
 import { backward, requireGrad, zeroGrad } from '../tensor/autograd.ts';
 import { mean, neg, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { keep, scopeAsync } from '../tensor/scope.ts';
@@ -16,14 +16,14 @@ import { tensor } from '../tensor/tensor.ts';
 import { randomIds } from './train_step.ts';
 
 interface BenchShape {
-  /** config.json fields (model_type qwen3_5_text), as bench/torch_qwen35.py passes them to Qwen3_5TextConfig. */
+  /** config.json fields (model_type qwen3_5_text), as dev/torch_qwen35.py passes them to Qwen3_5TextConfig. */
   config: Record<string, unknown>;
   source: string;
   batch: number;
   seq: number;
 }
 
-/** The shapes bench/torch_qwen35.py names; keep the two in step. */
+/** The shapes dev/torch_qwen35.py names; keep the two in step. */
 export const QWEN35_BENCH_SHAPES: Record<string, BenchShape> = {
   '2b': {
     config: {

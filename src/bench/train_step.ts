@@ -7,10 +7,9 @@ import type { Runtime } from '../gpu/runtime.ts';
 import { randomModel } from '../models/load.ts';
 import { configFromPreset } from '../models/presets.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
-import { tensorCorePolicy } from '../kernels/matmul_precision.ts';
-import { tensorMatmulAvailable } from '../kernels/matmul_tensor.ts';
+import { tensorMatmulAvailable } from '../kernels/matmul/tensor.ts';
 import { AdamW } from '../optim/adamw.ts';
-import { rng } from '../reference/random.ts';
+import { rng } from '../tensor/random.ts';
 import { backward, zeroGrad } from '../tensor/autograd.ts';
 import { mean, neg, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
@@ -79,7 +78,7 @@ export async function benchTrainStep(rt: Runtime, preset: string, opts: { batch?
     tokens_per_s: Math.round((B * T) / (ms / 1000)), tflops_6nd: +((6 * nparam * B * T) / (ms / 1000) / 1e12).toFixed(2),
     peak_gib: +(rt.pool.stats.peakAllocated / 2 ** 30).toFixed(2), peak_in_use_gib: +(rt.pool.stats.peakInUse / 2 ** 30).toFixed(2),
     dispatches: rt.dispatchCount,
-    tensor_cores: !tensorCorePolicy.enabled || !tensorMatmulAvailable(rt) ? 'none' : tensorCorePolicy.gradients ? 'forward and gradients' : 'forward',
+    tensor_cores: !rt.policy.tensorCores.enabled || !tensorMatmulAvailable(rt) ? 'none' : rt.policy.tensorCores.gradients ? 'forward and gradients' : 'forward',
   };
   dispose();
   return [row];

@@ -8,7 +8,6 @@ import { benchRollout } from '../bench/rollout.ts';
 import { benchQwen35 } from '../bench/qwen35_step.ts';
 import { benchTrainStep } from '../bench/train_step.ts';
 import { destroyRuntime, initRuntime, type Runtime } from '../gpu/runtime.ts';
-import { decodePolicy } from '../models/qwen_decode.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
 type Suite = (rt: Runtime, args: Record<string, unknown>) => Promise<object[]>;
@@ -61,7 +60,7 @@ export const benchCommand = defineCommand({
     const fused = args['decode-fused'];
     if (fused !== undefined) {
       if (fused !== 'auto' && fused !== 'never' && fused !== 'always') throw new Error(`bench: --decode-fused must be auto, never or always, got ${fused}`);
-      decodePolicy.fused = fused;
+      rt.policy.decode.fused = fused;
     }
     console.log(JSON.stringify({ kind: 'device', adapter: rt.gpu.description, runtime: rt.gpu.runtime, caps: rt.gpu.caps }));
     for (const n of names) {

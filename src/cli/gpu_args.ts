@@ -1,9 +1,8 @@
 // Command-line options shared by every command that touches the GPU.
 
 import type { ArgsDef } from 'citty';
-import { type Backend, type GpuOptions, isRobustness } from '../gpu/device.ts';
-import { attentionPolicy } from '../kernels/attention.ts';
-import { tensorCorePolicy } from '../kernels/matmul_precision.ts';
+import { type Backend, isRobustness } from '../gpu/device.ts';
+import type { RuntimeOptions } from '../gpu/runtime.ts';
 
 export const gpuArgs = {
   backend: { type: 'string', description: 'GPU backend: auto, vulkan, metal, d3d12, opengl (env WEBGPU_BACKEND)' },
@@ -17,26 +16,31 @@ export const gpuArgs = {
     type: 'string',
     description: 'auto (default): large forward and gradient products on f16 tensor cores when the adapter offers them (each gradient scaled by a power of two first); forward: forward products only; off: f32 kernels only',
   },
+  'matmul-tiles': {
+    type: 'string',
+    description: 'rules (default): the f32 matmul tile chosen by rules measured on the H200; autotune: every tile that fits is timed once per product shape on this GPU (at its first sync or readback) and the fastest kept',
+  },
   attention: {
     type: 'string',
     description: 'auto (default): uniform-buffer kernels on the software GPU, elsewhere blocked where its tiles fit workgroup memory, else tiled; blocked: flash attention with a block of scores and outputs per invocation (head dim 64, or 128 with 64 KiB of workgroup memory); tiled: one score and one output element per invocation; uniform: the software GPU\'s kernels',
   },
 } as const satisfies ArgsDef;
 
-/** The adapter options these arguments ask for (--robustness included); also applies --tensor-cores and --attention. */
-export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; attention?: string }): GpuOptions {
+/** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention). */
+export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; 'matmul-tiles'?: string; attention?: string }): RuntimeOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
+  const tiles = args['matmul-tiles'] ?? 'rules';
+  if (tiles !== 'rules' && tiles !== 'autotune') throw new Error(`--matmul-tiles must be rules or autotune, got "${tiles}"`);
   const attention = args.attention ?? 'auto';
   if (attention !== 'auto' && attention !== 'tiled' && attention !== 'blocked' && attention !== 'uniform') {
     throw new Error(`--attention must be auto, tiled, blocked or uniform, got "${attention}"`);
   }
   const robustness = args.robustness;
   if (robustness !== undefined && !isRobustness(robustness)) throw new Error(`--robustness must be auto, on or off, got "${robustness}"`);
-  attentionPolicy.path = attention;
-  tensorCorePolicy.enabled = mode !== 'off';
-  tensorCorePolicy.gradients = mode === 'auto';
-  const opts: GpuOptions = {};
+  const opts: RuntimeOptions = {
+    policy: { attention: { path: attention }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' }, matmul: { tiles } },
+  };
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;
   if (robustness) opts.robustness = robustness;

@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
-import { tensorCoreNote } from '../kernels/matmul_precision.ts';
+import { tensorCoreNote } from '../kernels/matmul/precision.ts';
 import { findLatestCheckpoint } from '../trainer/checkpoint.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRecord } from '../trainer/default_run.ts';
 import { describeConfig, loadConfig, runDir, type TrainConfig } from '../trainer/config.ts';

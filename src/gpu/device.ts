@@ -63,7 +63,7 @@ export interface GpuCapabilities {
   subgroupMatrixConfigs: SubgroupMatrixConfig[];
   /**
    * 16x16x16 subgroup matrices with f16 inputs and f32 results, usable here (shader-f16
-   * and subgroups enabled too): the tensor-core matmul (shaders/matmul_tensor.wgsl).
+   * and subgroups enabled too): the tensor-core matmul (shaders/matmul/tensor.wgsl).
    */
   subgroupMatrixF16F32: boolean;
   timestampQuery: boolean;

@@ -12,21 +12,17 @@
 // was under Node; under Bun the stall did not occur in 80 such waits (twentieth
 // session), and the pacing still keeps a long wait from burning a core.
 //
-// While paced waits are pending and even the newest has lasted `spinMs`, each
-// event-loop turn sleeps `napMs` (Atomics.wait), so the binding polls about ten
-// thousand times a second instead of hundreds of thousands. Shorter waits spin as
+// While paced waits are pending and even the newest has lasted its `spinMs`, each
+// event-loop turn sleeps its `napMs` (Atomics.wait; both from the runtime's
+// policy.pacing), so the binding polls about ten thousand times a second instead of
+// hundreds of thousands. Shorter waits spin as
 // before: a decoding loop reads step t back while step t + 1's readback is already
 // pending; napping whenever the older of the two had lasted 1 ms took batch-1 decoding
 // from 345 to 175-220 tokens/s on the H200.
 // A finished wait is seen at most one nap late. Where there is no setImmediate
 // (browsers, Deno's own WebGPU) or the thread may not block, it is a plain await.
 
-export const pacing = {
-  /** Waits shorter than this spin. */
-  spinMs: 3,
-  /** Sleep per event-loop turn after that (Atomics.wait's 0.05 ms lasts about 0.1 ms). */
-  napMs: 0.05,
-};
+import type { Pacing } from './kernel_policy.ts';
 
 type Immediate = (fn: () => void) => unknown;
 
@@ -48,18 +44,23 @@ function nap(ms: number): boolean {
   return true;
 }
 
-/** Start times of the paced waits now pending. */
-const pending = new Set<{ since: number }>();
+interface Wait {
+  since: number;
+  pacing: Pacing;
+}
+
+/** The paced waits now pending. */
+const pending = new Set<Wait>();
 let pacerRunning = false;
 
 /** Counts of what the pacer did, for tests and profiling. */
 export const pacerStats = { turns: 0, naps: 0 };
 
-/** How long the most recently started pending wait has lasted. */
-function newestAge(now: number): number {
-  let newest = -Infinity;
-  for (const w of pending) newest = Math.max(newest, w.since);
-  return now - newest;
+/** The most recently started pending wait (pending is not empty). */
+function newestWait(): Wait {
+  let newest: Wait | undefined;
+  for (const w of pending) if (!newest || w.since > newest.since) newest = w;
+  return newest!;
 }
 
 function startPacer(): void {
@@ -71,15 +72,16 @@ function startPacer(): void {
       return;
     }
     pacerStats.turns++;
-    if (newestAge(performance.now()) >= pacing.spinMs && nap(pacing.napMs)) pacerStats.naps++;
+    const newest = newestWait();
+    if (performance.now() - newest.since >= newest.pacing.spinMs && nap(newest.pacing.napMs)) pacerStats.naps++;
     setImmediateFn(turn);
   };
   setImmediateFn(turn);
 }
 
-/** Awaits `p`, a promise settled by the GPU, pacing the event loop while it is pending. */
-export async function pacedWait<T>(p: Promise<T>): Promise<T> {
-  const wait = { since: performance.now() };
+/** Awaits `p`, a promise settled by the GPU, pacing the event loop by `pacing` while it is pending. */
+export async function pacedWait<T>(p: Promise<T>, pacing: Pacing): Promise<T> {
+  const wait = { since: performance.now(), pacing };
   pending.add(wait);
   startPacer();
   try {

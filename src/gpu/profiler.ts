@@ -10,7 +10,7 @@ import { GpuError } from './errors.ts';
 export const PROFILE_PASSES = 2048;
 
 export interface KernelTime {
-  /** Kernel family and entry point, e.g. `matmul.main` (override constants dropped). */
+  /** Kernel family and entry point, e.g. `matmul/tiled.main` (override constants dropped). */
   kernel: string;
   dispatches: number;
   ms: number;
@@ -21,7 +21,7 @@ interface Pending {
   buffer: GPUBuffer;
 }
 
-/** Kernel label without its override constants: `matmul.skinny<SKINNY_ROWS=1,...>` -> `matmul.skinny`. */
+/** Kernel label without its override constants: `matmul/skinny.skinny<SKINNY_ROWS=1,...>` -> `matmul/skinny.skinny`. */
 export function kernelFamily(label: string): string {
   const at = label.indexOf('<');
   return at < 0 ? label : label.slice(0, at);

@@ -10,15 +10,18 @@
 // Validation errors are captured with an error scope around each batch and thrown at
 // the next sync point with the labels (kernel names) Dawn puts in its messages.
 // Syncs and readbacks wait for the GPU through paced_wait.ts, which keeps a long wait
-// from spinning the event loop.
+// from spinning the event loop. The runtime also holds the kernel choices launchers
+// read (policy, kernel_policy.ts) and those measured on this device (autotune.ts).
 
 import { Arena } from './arena.ts';
+import { Autotune } from './autotune.ts';
 import { BufferPool } from './buffer_pool.ts';
 import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
 import { DeviceLostError, GpuError } from './errors.ts';
+import { kernelPolicy, type KernelPolicy, type KernelPolicyChanges } from './kernel_policy.ts';
 import { pacedWait } from './paced_wait.ts';
 import { KernelProfiler, type KernelTime } from './profiler.ts';
-import { shaderSource } from './shader_source.ts';
+import { shaderText } from './shader_source.ts';
 
 const UNIFORM_SLOT = 256;
 const UNIFORM_CHUNK = 256 * UNIFORM_SLOT;
@@ -45,12 +48,19 @@ export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: n
 
 export type WorkgroupCount = readonly [number, number?, number?];
 
+/** The adapter to acquire and the kernel policy's changes from its defaults. */
+export interface RuntimeOptions extends GpuOptions {
+  policy?: KernelPolicyChanges;
+}
+
 export class Runtime {
   readonly device: GPUDevice;
   readonly pool: BufferPool;
   /** Dispatches recorded since the runtime started (benchmarks read this). */
   dispatchCount = 0;
   submitCount = 0;
+  /** Kernel choices measured on this device (policy values `autotune`); run when the GPU runs dry. */
+  readonly autotune = new Autotune();
   // Measured on the H200 (Qwen2.5-0.5B shapes, 128 sampled tokens): submitting every
   // 64 dispatches let the GPU start while the host records the rest of a step, batch 1
   // decoding 61 -> 98 tokens/s and batch 32 1,526 -> 2,776; every 16 was slower again.
@@ -85,7 +95,11 @@ export class Runtime {
   private profiler: KernelProfiler | null = null;
   private passPipeline: GPUComputePipeline | null = null;
 
-  constructor(readonly gpu: Gpu) {
+  /**
+   * @param policy the kernel choices of this runtime (gpu/kernel_policy.ts); launchers
+   *   read it at every call, so changes take effect from the next dispatch.
+   */
+  constructor(readonly gpu: Gpu, readonly policy: KernelPolicy = kernelPolicy()) {
     this.device = gpu.device;
     this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize, gpu.limits.maxStorageBufferBindingSize);
     this.params = new Arena(this.device, UNIFORM_CHUNK, GPUBufferUsage.UNIFORM, 'kernel params');
@@ -117,7 +131,8 @@ export class Runtime {
       ? `${family}.${entry}<${Object.entries(constants).map(([a, b]) => `${a}=${b}`).join(',')}>`
       : `${family}.${entry}`;
     this.device.pushErrorScope('validation');
-    const module = this.device.createShaderModule({ code: shaderSource(family), label: family });
+    const text = shaderText(family);
+    const module = this.device.createShaderModule({ code: text.code, label: family });
     const pipeline = this.device.createComputePipeline({
       label: name,
       layout: 'auto',
@@ -127,7 +142,7 @@ export class Runtime {
       this.device.popErrorScope().then(async (err) => {
         if (!err) return;
         const info = await module.getCompilationInfo().catch(() => null);
-        const detail = info?.messages.filter((m) => m.type === 'error').map((m) => `  ${family}.wgsl:${m.lineNum}:${m.linePos} ${m.message}`).join('\n');
+        const detail = info?.messages.filter((m) => m.type === 'error').map((m) => `  ${text.origin(m.lineNum)}:${m.linePos} ${m.message}`).join('\n');
         throw new GpuError(`kernel ${name} failed to compile: ${err.message}${detail ? `\n${detail}` : ''}`);
       }),
     );
@@ -308,12 +323,16 @@ export class Runtime {
     this.errorChecks.push(check);
   }
 
-  /** Waits for the GPU to finish everything submitted and throws any error it reported. */
+  /**
+   * Waits for the GPU to finish everything submitted and throws any error it reported;
+   * then runs queued autotune measurements (this.autotune).
+   */
   async sync(): Promise<void> {
     this.flush();
-    await pacedWait(this.device.queue.onSubmittedWorkDone());
+    await pacedWait(this.device.queue.onSubmittedWorkDone(), this.policy.pacing);
     this.rampStep = 0;
     await this.checkErrors();
+    if (this.autotune.pending) await this.autotune.runQueued();
   }
 
   /** Throws the errors of `checks` (default: every submission so far) and any uncaptured error. */
@@ -326,7 +345,7 @@ export class Runtime {
     this.checkAlive();
   }
 
-  /** Reads `bytes` from `src` at `offset` back to the CPU. */
+  /** Reads `bytes` from `src` at `offset` back to the CPU (then runs queued autotune measurements). */
   async read(src: GPUBuffer, offset: number, bytes: number): Promise<ArrayBuffer> {
     this.checkAlive();
     if (bytes === 0) {
@@ -344,7 +363,7 @@ export class Runtime {
     const checks = this.errorChecks.splice(0);
     const submits = this.submitCount;
     try {
-      await pacedWait(staging.mapAsync(GPUMapMode.READ, 0, size));
+      await pacedWait(staging.mapAsync(GPUMapMode.READ, 0, size), this.policy.pacing);
     } catch (e) {
       await this.checkErrors(checks);
       throw new GpuError(`readback failed: ${(e as Error).message}`);
@@ -356,6 +375,7 @@ export class Runtime {
     staging.unmap();
     if (small && this.readbacks.length < READBACKS_KEPT) this.readbacks.push(staging);
     else staging.destroy();
+    if (this.autotune.pending) await this.autotune.runQueued();
     return out;
   }
 
@@ -409,9 +429,11 @@ let current: Runtime | null = null;
 let starting: Promise<Runtime> | null = null;
 
 /** Starts (once) and returns the process-wide runtime. */
-export function initRuntime(options?: GpuOptions): Promise<Runtime> {
+export function initRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
   if (current) return Promise.resolve(current);
-  starting ??= acquireGpu(options).then((gpu) => (current = new Runtime(gpu)));
+  // Checked before the adapter is acquired, so a bad policy fails fast.
+  const policy = kernelPolicy(options.policy);
+  starting ??= acquireGpu(options).then((gpu) => (current = new Runtime(gpu, policy)));
   return starting;
 }
 

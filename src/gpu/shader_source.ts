@@ -1,14 +1,31 @@
 // WGSL lives in the top-level shaders/ folder and is read at run time. The folder is
 // found by walking up from this module, so the same code works from src/ (Bun, Deno)
-// and from the compiled dist/src/ (Node).
+// and from the compiled dist/src/ (Node), which reads the same shaders/.
+//
+// A shader file may include another with a line of its own
+//   // #include "common/name.wgsl"
+// (the path relative to shaders/), replaced by that file's text, itself expanded in
+// turn. A file already included in a shader is left out when asked for again, so
+// shared pieces include what they use and kernels include what they need without
+// declaring anything twice. The line is a comment to WGSL, so a file reads as WGSL
+// before expansion too.
 
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GpuError } from './errors.ts';
 
+/** A shader's expanded source and where each of its lines came from. */
+export interface ShaderText {
+  code: string;
+  /** `file:line` (relative to shaders/) of line `line` (1-based) of `code`. */
+  origin(line: number): string;
+}
+
+const INCLUDE = /^\s*\/\/\s*#include\s+"([^"]*)"\s*$/;
+
 let shaderDir: string | null = null;
-const cache = new Map<string, string>();
+const cache = new Map<string, ShaderText>();
 
 function findShaderDir(): string {
   if (shaderDir) return shaderDir;
@@ -21,14 +38,47 @@ function findShaderDir(): string {
   throw new GpuError(`cannot find the shaders/ folder above ${fileURLToPath(import.meta.url)}`);
 }
 
-/** Source of shaders/<family>.wgsl. */
+/**
+ * shaders/<family>.wgsl under `root` with its includes expanded. Throws naming the
+ * file and line of an include that names a missing file or a path outside `root`.
+ */
+export function expandShader(root: string, family: string): ShaderText {
+  const lines: string[] = [];
+  const origins: string[] = [];
+  const seen = new Set<string>();
+  const visit = (file: string, from: string | null) => {
+    seen.add(file);
+    const path = join(root, file);
+    if (!existsSync(path)) {
+      throw new GpuError(from ? `${from}: #include "${file}": no file ${path}` : `no shader file ${path} for kernel family "${family}"`);
+    }
+    readFileSync(path, 'utf8').split('\n').forEach((line, i) => {
+      const at = `${file}:${i + 1}`;
+      const m = INCLUDE.exec(line);
+      if (!m) {
+        lines.push(line);
+        origins.push(at);
+        return;
+      }
+      const target = normalize(m[1]);
+      if (!target.endsWith('.wgsl') || target.startsWith('..') || target.startsWith(sep)) {
+        throw new GpuError(`${at}: #include "${m[1]}" must name a .wgsl file inside shaders/`);
+      }
+      if (!seen.has(target)) visit(target, at);
+    });
+  };
+  visit(`${family}.wgsl`, null);
+  return { code: lines.join('\n'), origin: (line) => origins[line - 1] ?? `${family}.wgsl (expanded):${line}` };
+}
+
+/** shaders/<family>.wgsl with its includes expanded (read once per process). */
+export function shaderText(family: string): ShaderText {
+  let text = cache.get(family);
+  if (!text) cache.set(family, (text = expandShader(findShaderDir(), family)));
+  return text;
+}
+
+/** Source of shaders/<family>.wgsl, includes expanded. */
 export function shaderSource(family: string): string {
-  let src = cache.get(family);
-  if (src === undefined) {
-    const path = join(findShaderDir(), `${family}.wgsl`);
-    if (!existsSync(path)) throw new GpuError(`no shader file ${path} for kernel family "${family}"`);
-    src = readFileSync(path, 'utf8');
-    cache.set(family, src);
-  }
-  return src;
+  return shaderText(family).code;
 }

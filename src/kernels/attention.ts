@@ -1,6 +1,7 @@
 // Launchers for shaders/attention.wgsl: tile sizes chosen per head dim and adapter,
 // the forward pass, and the three backward passes.
 
+import type { AttentionPath } from '../gpu/kernel_policy.ts';
 import type { Runtime } from '../gpu/runtime.ts';
 import { grid1d, uniforms } from './launch.ts';
 
@@ -92,23 +93,6 @@ function tilesOrThrow(rt: Runtime, pass: 'forward' | 'backward', d: AttentionDim
 
 const constants = (d: AttentionDims, t: AttentionTiles) => ({ HD: d.hd, BR: t.br, BC: t.bc, WG: t.wg });
 
-/**
- * `tiled`: the flash kernels with tiles in workgroup memory (real GPUs). `blocked`: the
- * same tiles with a block of scores and outputs per invocation (head dims that are
- * multiples of 64). `uniform`: the software GPU's kernels, which read keys and values
- * (queries and dO in the dK/dV pass) from 64 KiB uniform-buffer windows; see
- * shaders/attention.wgsl.
- */
-export type AttentionPath = 'tiled' | 'blocked' | 'uniform';
-
-/**
- * The path every attention call takes unless its launch names one (`--attention`).
- * `auto`: uniform on the software GPU where the head dim allows; elsewhere blocked where
- * its tiles fit, else tiled. On the H200 blocked took 0.54x tiled's time for forward and
- * backward at the bundled model's shapes and 0.61x at Qwen2.5-0.5B's (docs/RESULTS.md).
- */
-export const attentionPolicy: { path: 'auto' | AttentionPath } = { path: 'auto' };
-
 /** Invocations of a blocked workgroup (BT in the shader). */
 const BLOCKED_WG = 128;
 /** Query rows and key rows of each blocked pass's tiles (BR, BC in the shader). */
@@ -181,8 +165,10 @@ export function attentionPath(rt: Runtime, d: AttentionDims, launch: AttentionLa
   return path;
 }
 
+/** The path of rt.policy.attention for head dim `hd`. */
 function defaultPath(rt: Runtime, hd: number): AttentionPath {
-  if (attentionPolicy.path !== 'auto') return attentionPolicy.path;
+  const path = rt.policy.attention.path;
+  if (path !== 'auto') return path;
   if (rt.caps.compatibility && uniformFits(rt, hd)) return 'uniform';
   return blockedFits(rt.gpu.limits, hd) ? 'blocked' : 'tiled';
 }

@@ -1,23 +1,14 @@
 // Launchers for shaders/reduce.wgsl: reduce the middle axis of [outer, r, inner].
 
+import type { ReducePolicy } from '../gpu/kernel_policy.ts';
 import type { Runtime } from '../gpu/runtime.ts';
 import { grid1d, gridRows, uniforms } from './launch.ts';
 
 export const REDUCE_OPS = { sum: 0, max: 1, mean: 2 } as const;
 export type ReduceOp = keyof typeof REDUCE_OPS;
 
-/** When reduce_cols cuts R into parts (see the shader's header). */
-export const reducePolicy = {
-  /** reduce_cols workgroups below which a real GPU is starved (an H200 has 132 multiprocessors). */
-  minWorkgroups: 128,
-  /** Workgroups to aim for once cut. */
-  targetWorkgroups: 256,
-  /** Fewest rows per part. */
-  minSpan: 512,
-};
-
-/** Parts of R for a reduce_cols over [outer, r, inner] on a real GPU (1: not cut). */
-export function reduceColsParts(outer: number, r: number, inner: number, policy = reducePolicy): number {
+/** Parts of R for a reduce_cols over [outer, r, inner] on a real GPU under `policy` (1: not cut). */
+export function reduceColsParts(outer: number, r: number, inner: number, policy: ReducePolicy): number {
   const blocks = outer * Math.ceil(inner / 32);
   if (blocks >= policy.minWorkgroups) return 1;
   const parts = Math.min(Math.ceil(policy.targetWorkgroups / blocks), Math.floor(r / policy.minSpan));
@@ -29,7 +20,7 @@ export function reduce(rt: Runtime, op: ReduceOp, x: GPUBuffer, y: GPUBuffer, ou
     rt.dispatch(rt.kernel('reduce', 'reduce_rows', { OP: REDUCE_OPS[op] }), [x, y], params(outer, r, 1, r), gridRows(outer));
     return;
   }
-  const parts = rt.caps.compatibility ? 1 : reduceColsParts(outer, r, inner);
+  const parts = rt.caps.compatibility ? 1 : reduceColsParts(outer, r, inner, rt.policy.reduce);
   if (parts === 1) reduceCols(rt, op, x, y, outer, r, inner, 1);
   else reduceColsInParts(rt, op, x, y, outer, r, inner, parts);
 }

@@ -3,9 +3,11 @@
 
 import type { ModelConfig } from './config.ts';
 import type { LoraConfig } from './peft.ts';
-import type { ParamMap, TokenBatch } from './qwen.ts';
+import type { TokenBatch } from './token_batch.ts';
 import type { LoraBranch } from '../nn/linear.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+
+export type ParamMap = Map<string, Tensor>;
 
 /** Per-sequence inference state (KV cache, recurrent state) that grows by `length` tokens per call. */
 export interface ModelCache {

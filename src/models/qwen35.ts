@@ -12,11 +12,11 @@
 // Every RMSNorm except the gated one scales by (1 + weight): the weights are stored
 // zero-centred.
 
-import type { CausalLM, ModelCache } from './causal_lm.ts';
+import type { CausalLM, ModelCache, ParamMap } from './causal_lm.ts';
 import type { ModelConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
 import type { LoraConfig } from './peft.ts';
-import { checkTokenBatch, positionIds, type ParamMap, type TokenBatch } from './qwen.ts';
+import { checkTokenBatch, positionIds, type TokenBatch } from './token_batch.ts';
 import { RecurrentCache } from './recurrent_cache.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
 import { attention } from '../tensor/ops/attention.ts';

@@ -13,8 +13,8 @@
 // itself: free for a few rows, but at 32 (four 8-row blocks per column group) it
 // re-read the activations once per column group, and batch-32 decoding of the
 // Qwen2.5-0.5B shapes fell from 4,423 to 4,053 tokens/s on the H200. So the norms
-// fold only up to foldNormMaxRows rows and run as their own dispatches above (8 a
-// layer).
+// fold only up to the runtime's policy.decode.foldNormMaxRows rows and run as their
+// own dispatches above (8 a layer).
 //
 // The results equal the op-by-op layer's up to float rounding. The fused ops record
 // no gradient and run on the skinny matmul kernels, so a step takes them only under
@@ -22,9 +22,12 @@
 // the skinny path for these products anyway (real GPUs, a few dozen rows); a block
 // with a LoRA-adapted projection keeps the op-by-op form.
 
+import type { CausalLM } from './causal_lm.ts';
 import type { KVCache } from './kv_cache.ts';
-import type { LayerStep, QwenModel } from './qwen.ts';
-import { autoTile, SKINNY_TILE, skinnyConcatTakesNorm } from '../kernels/matmul.ts';
+import type { LayerStep } from './token_batch.ts';
+import { autoTile } from '../kernels/matmul/select.ts';
+import { skinnyConcatTakesNorm } from '../kernels/matmul/skinny.ts';
+import { SKINNY_TILE } from '../kernels/matmul/tiles.ts';
 import { isGradEnabled } from '../tensor/autograd.ts';
 import { attention } from '../tensor/ops/attention.ts';
 import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../tensor/ops/decode.ts';
@@ -32,24 +35,19 @@ import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { permute, reshape } from '../tensor/ops/shape_ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
-/**
- * When decode steps fuse: 'auto' where the skinny path would be taken (see above),
- * 'always' also on the software GPU (tests), 'never' keeps the op-by-op layer.
- */
-export const decodePolicy: { fused: 'auto' | 'always' | 'never'; foldNormMaxRows: number } = { fused: 'auto', foldNormMaxRows: 8 };
-
-/** Whether a step of `rows` tokens folds its RMSNorms into the products that follow. */
-const foldsNorm = (rows: number) => rows <= decodePolicy.foldNormMaxRows;
+/** Whether a step of `rows` tokens (of x) folds its RMSNorms into the products that follow (rt.policy.decode). */
+const foldsNorm = (x: Tensor, rows: number) => rows <= x.storage.rt.policy.decode.foldNormMaxRows;
 
 /** Whether a step of `seq` new tokens for `batch` sequences takes the fused layers. */
-export function fusesStep(model: QwenModel, batch: number, seq: number, cache: KVCache | null): boolean {
-  if (!cache || seq !== 1 || isGradEnabled() || decodePolicy.fused === 'never') return false;
+export function fusesStep(model: CausalLM, batch: number, seq: number, cache: KVCache | null): boolean {
+  const rt = model.lmHead().storage.rt;
+  const { fused } = rt.policy.decode;
+  if (!cache || seq !== 1 || isGradEnabled() || fused === 'never') return false;
   const cfg = model.config;
   // The K of each product: hidden (q|k|v, gate|up), q heads (o_proj), intermediate (down_proj).
   const ks = [cfg.hidden, cfg.heads * cfg.headDim, cfg.intermediate];
   if (ks.some((k) => k % 4 !== 0)) return false;
-  if (decodePolicy.fused === 'always') return true;
-  const rt = model.lmHead().storage.rt;
+  if (fused === 'always') return true;
   return ks.every((k) => autoTile(rt, { m: batch, n: 1, k, transB: true }) === SKINNY_TILE);
 }
 
@@ -57,13 +55,13 @@ const ATTENTION_PROJECTIONS = ['self_attn.q_proj', 'self_attn.k_proj', 'self_att
 const MLP_PROJECTIONS = ['mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'];
 
 /** Whether layer l's attention (or MLP) block has no LoRA branch, which the fused kernels leave out. */
-export function fusable(model: QwenModel, l: number, block: 'attention' | 'mlp'): boolean {
+export function fusable(model: CausalLM, l: number, block: 'attention' | 'mlp'): boolean {
   const pre = `${model.config.weightPrefix}layers.${l}`;
   return (block === 'attention' ? ATTENTION_PROJECTIONS : MLP_PROJECTIONS).every((p) => !model.lora.has(`${pre}.${p}.weight`));
 }
 
 /** x + o_proj(attention(...)) of layer l, appending this step's keys and values to the cache. */
-export function fusedAttention(model: QwenModel, x: Tensor, l: number, step: LayerStep, cache: KVCache): Tensor {
+export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: LayerStep, cache: KVCache): Tensor {
   const cfg = model.config;
   const pre = `${cfg.weightPrefix}layers.${l}`;
   const { batch: B, seq: T, offset } = step;
@@ -72,7 +70,7 @@ export function fusedAttention(model: QwenModel, x: Tensor, l: number, step: Lay
   const biases = cfg.attentionBias ? names.map((n) => model.param(`${pre}.self_attn.${n}_proj.bias`)) : null;
   const norm = { weight: model.param(`${pre}.input_layernorm.weight`), eps: cfg.rmsEps };
   // The norm folds into the projections where the device has the binding that takes.
-  const qkv = foldsNorm(B * T) && skinnyConcatTakesNorm(x.storage.rt)
+  const qkv = foldsNorm(x, B * T) && skinnyConcatTakesNorm(x.storage.rt)
     ? linearConcat(x, weights, biases, norm)
     : linearConcat(rmsNorm(x, norm.weight, norm.eps), weights, biases);
   const q = ropeQkvCache(qkv, step.positions, cache.keys[l], cache.values[l], offset, {
@@ -86,12 +84,12 @@ export function fusedAttention(model: QwenModel, x: Tensor, l: number, step: Lay
 }
 
 /** x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l. */
-export function fusedMlp(model: QwenModel, x: Tensor, l: number): Tensor {
+export function fusedMlp(model: CausalLM, x: Tensor, l: number): Tensor {
   const cfg = model.config;
   const pre = `${cfg.weightPrefix}layers.${l}`;
   const norm = { weight: model.param(`${pre}.post_attention_layernorm.weight`), eps: cfg.rmsEps };
   const gate = model.param(`${pre}.mlp.gate_proj.weight`);
   const up = model.param(`${pre}.mlp.up_proj.weight`);
-  const act = foldsNorm(x.size / cfg.hidden) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
+  const act = foldsNorm(x, x.size / cfg.hidden) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
   return linearResidual(act, model.param(`${pre}.mlp.down_proj.weight`), null, x);
 }

@@ -1,4 +1,4 @@
-// CPU reference for shaders/matmul.wgsl: plain loops, f64 accumulation.
+// CPU reference for the f32 kernels of shaders/matmul/: plain loops, f64 accumulation.
 
 export type ActName = 'none' | 'silu' | 'gelu' | 'relu';
 

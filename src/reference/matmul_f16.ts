@@ -1,4 +1,4 @@
-// CPU reference for shaders/matmul_tensor.wgsl: the f32 reference (matmul.ts) applied
+// CPU reference for shaders/matmul/tensor.wgsl: the f32 reference (matmul.ts) applied
 // to operands rounded to f16 first, as the kernel rounds them when it stages them,
 // and a per-element bound on how far the kernel's f32 accumulation may stray from
 // that exact (f64) sum. Rounding is IEEE round to nearest, ties to even, computed

@@ -1,8 +1,18 @@
 // CPU references for shaders/sampling.wgsl (f64 math on f32 inputs): which tokens are
 // candidates after temperature / top-k / top-p, the inverse-CDF draw, the top-n list,
-// and per-target log-prob + rank.
+// and per-target log-prob + rank. The kernel's launcher owns the settings' meaning
+// (kernels/sampling.ts: RowSampling, GREEDY_BELOW); a reference imports nothing from
+// the kernels, so callers pass the greedy threshold in.
 
-import { GREEDY_BELOW, type RowSampling } from '../kernels/sampling.ts';
+/** One row's settings, as the kernel's RowSampling. */
+export interface SamplingRow {
+  temperature: number;
+  topP: number;
+  topK: number;
+  u: number;
+  /** How many of the largest logits to list with their log-probs (0 or absent: none). */
+  topN?: number;
+}
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
@@ -44,11 +54,11 @@ function topList(x: Float32Array, n: number, t: number): { id: number; logprob: 
   return order.slice(0, Math.min(n, x.length)).map((id) => ({ id, logprob: x[id] / t - lse }));
 }
 
-/** One row of `sample`: x the row's logits. */
-export function sampleRow(x: Float32Array, r: RowSampling): ReferenceSample {
+/** One row of `sample`: x the row's logits; temperatures below `greedyBelow` are greedy. */
+export function sampleRow(x: Float32Array, r: SamplingRow, greedyBelow: number): ReferenceSample {
   const V = x.length;
   const keys = Array.from(x, floatKey);
-  if (!(r.temperature >= GREEDY_BELOW)) {
+  if (!(r.temperature >= greedyBelow)) {
     let id = 0;
     for (let i = 1; i < V; i++) if (x[i] > x[id]) id = i;
     const probs = new Float64Array(V);
@@ -105,8 +115,8 @@ export function sampleRow(x: Float32Array, r: RowSampling): ReferenceSample {
 }
 
 /** `sample` over rows of logits [rows, vocab]. */
-export function sample(logits: Float32Array, vocab: number, rows: readonly RowSampling[]): ReferenceSample[] {
-  return rows.map((r, i) => sampleRow(logits.subarray(i * vocab, (i + 1) * vocab), r));
+export function sample(logits: Float32Array, vocab: number, rows: readonly SamplingRow[], greedyBelow: number): ReferenceSample[] {
+  return rows.map((r, i) => sampleRow(logits.subarray(i * vocab, (i + 1) * vocab), r, greedyBelow));
 }
 
 /** `token_stats`: log-prob under softmax(x / T) and rank (1 + strictly larger logits) of each row's target. */

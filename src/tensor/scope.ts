@@ -3,25 +3,29 @@
 // returns (they move to the enclosing scope) and those passed to `keep`. Tensors made
 // outside any scope (parameters, optimizer state) live until disposed explicitly.
 
-import type { Tensor } from './tensor.ts';
+/** What a scope holds: a Tensor (tensor.ts tracks each one it makes). */
+export interface Scoped {
+  readonly isTensor: true;
+  dispose(): void;
+}
 
-const stack: Set<Tensor>[] = [];
+const stack: Set<Scoped>[] = [];
 
-export function track(t: Tensor): void {
+export function track(t: Scoped): void {
   stack[stack.length - 1]?.add(t);
 }
 
 /** Takes a tensor out of every scope: it lives until `dispose()`. */
-export function keep<T extends Tensor>(t: T): T {
+export function keep<T extends Scoped>(t: T): T {
   for (const s of stack) s.delete(t);
   return t;
 }
 
-function collect(value: unknown, into: Set<Tensor>, seen = new Set<unknown>()): void {
+function collect(value: unknown, into: Set<Scoped>, seen = new Set<unknown>()): void {
   if (value === null || typeof value !== 'object' || seen.has(value)) return;
   seen.add(value);
   if ((value as { isTensor?: boolean }).isTensor === true) {
-    into.add(value as Tensor);
+    into.add(value as Scoped);
     return;
   }
   if (Array.isArray(value)) {
@@ -33,8 +37,8 @@ function collect(value: unknown, into: Set<Tensor>, seen = new Set<unknown>()): 
   }
 }
 
-function close(frame: Set<Tensor>, result: unknown): void {
-  const survivors = new Set<Tensor>();
+function close(frame: Set<Scoped>, result: unknown): void {
+  const survivors = new Set<Scoped>();
   collect(result, survivors);
   stack.pop();
   const parent = stack[stack.length - 1];
@@ -46,7 +50,7 @@ function close(frame: Set<Tensor>, result: unknown): void {
 
 /** Runs fn; disposes every tensor it made except what it returns. */
 export function scope<T>(fn: () => T): T {
-  const frame = new Set<Tensor>();
+  const frame = new Set<Scoped>();
   stack.push(frame);
   let result: T;
   try {
@@ -68,7 +72,7 @@ export function scope<T>(fn: () => T): T {
  * training step at a time).
  */
 export async function scopeAsync<T>(fn: () => Promise<T>): Promise<T> {
-  const frame = new Set<Tensor>();
+  const frame = new Set<Scoped>();
   stack.push(frame);
   let result: T;
   try {

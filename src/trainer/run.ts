@@ -19,6 +19,24 @@ import { MetricsLogger, rolloutMetrics, type Metrics } from './metrics.ts';
 import { Progress } from './progress.ts';
 import { writeReport } from './report.ts';
 
+export interface TrainOptions {
+  /** Continue the run in the output directory from its latest checkpoint. */
+  resume?: boolean;
+  /** Replace an existing run's metrics instead of refusing. */
+  overwrite?: boolean;
+  /** Stop after this many iterations in this invocation (time-boxed jobs); `resume` continues. */
+  stopAfter?: number;
+  /** Stop (with a checkpoint) before an iteration that would likely end after this many seconds from the start; `resume` continues. */
+  timeLimitSeconds?: number;
+  log?: (line: string) => void;
+}
+
+export interface TrainResult {
+  runDir: string;
+  iterations: number;
+  lastMetrics: Metrics;
+}
+
 export interface RunOptions {
   resume?: boolean;
   overwrite?: boolean;

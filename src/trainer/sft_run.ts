@@ -28,11 +28,10 @@ import { ConfigError, warmupIterations, type TrainConfig } from './config.ts';
 import { encodeSample } from './default_model.ts';
 import { summaryLine, type Metrics } from './metrics.ts';
 import { Rng } from './rng.ts';
-import { Run } from './run.ts';
+import { Run, type TrainOptions, type TrainResult } from './run.ts';
 import { expertSamples, readSftRecords, selectTurns, type TurnSelection } from './sft_data.ts';
 import { formatSftStep, trainSft, type SftSample, type SftStepStats } from './sft.ts';
 import { trainableParams } from './trainable.ts';
-import type { TrainOptions, TrainResult } from './train.ts';
 
 /** Refusals that need no GPU: settings SFT cannot honour, a missing model, an unreadable data file. */
 function checkSftInputs(cfg: TrainConfig): void {

@@ -29,30 +29,13 @@ import { trainingIteration, type Reference } from './iteration.ts';
 import { runMethod } from './methods.ts';
 import { rolloutMetrics, summaryLine, type Metrics } from './metrics.ts';
 import { Rng } from './rng.ts';
-import { Run } from './run.ts';
+import { Run, type TrainOptions, type TrainResult } from './run.ts';
+
 import { runSft } from './sft_run.ts';
 import { isTeacherDir, loadTeacher, type TeacherSource } from './teacher.ts';
 import { trainableParams } from './trainable.ts';
 import { scoringTemperature } from './update.ts';
 import { RemoteWeights } from './weight_sync.ts';
-
-export interface TrainOptions {
-  /** Continue the run in the output directory from its latest checkpoint. */
-  resume?: boolean;
-  /** Replace an existing run's metrics instead of refusing. */
-  overwrite?: boolean;
-  /** Stop after this many iterations in this invocation (time-boxed jobs); `resume` continues. */
-  stopAfter?: number;
-  /** Stop (with a checkpoint) before an iteration that would likely end after this many seconds from the start; `resume` continues. */
-  timeLimitSeconds?: number;
-  log?: (line: string) => void;
-}
-
-export interface TrainResult {
-  runDir: string;
-  iterations: number;
-  lastMetrics: Metrics;
-}
 
 /** The seeds of the task splits are drawn in [0, 1e9) (the environments' seed range). */
 const SEED_RANGE = 1_000_000_000;

@@ -2,8 +2,9 @@
 // finite-difference gradient check that evaluates the loss in float64 on the CPU.
 
 import assert from 'node:assert/strict';
+import { applyPolicy, type KernelPolicyChanges } from '../../src/gpu/kernel_policy.ts';
 import { initRuntime, type Runtime } from '../../src/gpu/runtime.ts';
-import { randn } from '../../src/reference/random.ts';
+import { randn } from '../../src/tensor/random.ts';
 import { backward, noGrad, requireGrad } from '../../src/tensor/autograd.ts';
 import { scopeAsync } from '../../src/tensor/scope.ts';
 import { tensor, type Tensor } from '../../src/tensor/tensor.ts';
@@ -15,6 +16,16 @@ let rtPromise: Promise<Runtime> | null = null;
 export function gpu(): Promise<Runtime> {
   rtPromise ??= initRuntime();
   return rtPromise;
+}
+
+/** Runs `body` with `changes` made to rt.policy, then puts back what they replaced. */
+export async function withPolicy<T>(rt: Runtime, changes: KernelPolicyChanges, body: () => T | Promise<T>): Promise<T> {
+  const undo = applyPolicy(rt.policy, changes);
+  try {
+    return await body();
+  } finally {
+    applyPolicy(rt.policy, undo);
+  }
 }
 
 export function assertClose(

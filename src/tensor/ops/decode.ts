@@ -5,7 +5,9 @@
 // products run on the skinny matmul kernels, which read K as vec4s: K must be a
 // multiple of 4.
 
-import * as mk from '../../kernels/matmul.ts';
+import { matmul } from '../../kernels/matmul/matmul.ts';
+import { matmulSkinnyConcat, matmulSkinnySwiglu } from '../../kernels/matmul/skinny.ts';
+import { SKINNY_TILE } from '../../kernels/matmul/tiles.ts';
 import * as rk from '../../kernels/rope.ts';
 import { isGradEnabled } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
@@ -47,7 +49,7 @@ function checkNorm(op: string, x: Tensor, norm: FoldedNorm | undefined): void {
 /**
  * h @ [W_0; W_1; ...]^T + [b_0; b_1; ...]: up to three projections (a layer's q, k,
  * v) side by side in the last dim, [..., sum out_i], in one dispatch. h is x, or with
- * `norm` rmsNorm(x, ...) (needs mk.skinnyConcatTakesNorm). Biases come for all
+ * `norm` rmsNorm(x, ...) (needs kernels/matmul/skinny.ts skinnyConcatTakesNorm). Biases come for all
  * weights or none.
  */
 export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: readonly Tensor[] | null = null, norm?: FoldedNorm): Tensor {
@@ -62,7 +64,7 @@ export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: read
   }
   const rt = x.storage.rt;
   const y = empty([...x.shape.slice(0, -1), ns.reduce((s, n) => s + n, 0)], 'f32', rt);
-  mk.matmulSkinnyConcat(rt, {
+  matmulSkinnyConcat(rt, {
     a: x.buffer, weights: weights.map((w) => w.buffer), ns, biases: biases?.map((b) => b.buffer), out: y.buffer, m: rows, k: x.shape[x.rank - 1],
     norm: norm && { weight: norm.weight.buffer, eps: norm.eps },
   });
@@ -83,7 +85,7 @@ export function linearSwiglu(x: Tensor, gate: Tensor, up: Tensor, norm?: FoldedN
   const rt = x.storage.rt;
   const n = gate.shape[0];
   const y = empty([...x.shape.slice(0, -1), n], 'f32', rt);
-  mk.matmulSkinnySwiglu(rt, {
+  matmulSkinnySwiglu(rt, {
     a: x.buffer, gate: gate.buffer, up: up.buffer, out: y.buffer, m: rows, n, k, norm: norm && { weight: norm.weight.buffer, eps: norm.eps },
   });
   return y;
@@ -99,9 +101,9 @@ export function linearResidual(x: Tensor, weight: Tensor, bias: Tensor | null, r
   if (bias && (bias.rank !== 1 || bias.shape[0] !== weight.shape[0])) throw new ShapeError(`${op}: bias ${fmt(bias.shape)} must be [${weight.shape[0]}]`);
   const rt = x.storage.rt;
   const y = empty(shape, 'f32', rt);
-  mk.matmul(rt, {
+  matmul(rt, {
     a: x.buffer, b: weight.buffer, bias: bias?.buffer, residual: residual.buffer, out: y.buffer,
-    m: rows, n: weight.shape[0], k: x.shape[x.rank - 1], transB: true, tile: mk.SKINNY_TILE,
+    m: rows, n: weight.shape[0], k: x.shape[x.rank - 1], transB: true, tile: SKINNY_TILE,
   });
   return y;
 }

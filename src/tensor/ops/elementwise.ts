@@ -5,7 +5,7 @@ import { record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { broadcastShapes, sameShape, stridesOf, type Shape } from '../shape.ts';
 import { empty, type Tensor } from '../tensor.ts';
-import { reduceAxes } from './reduce.ts';
+import { reduceAxes } from './reduce_axes.ts';
 
 function unaryOp(op: ew.UnaryOp, x: Tensor, alpha = 0, beta = 0): Tensor {
   expectDType(op, 'input', x.dtype, 'f32');

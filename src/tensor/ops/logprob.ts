@@ -3,7 +3,7 @@
 // or from hidden states and the LM head one vocabulary chunk at a time.
 
 import * as lk from '../../kernels/logprob.ts';
-import { forwardMatmul, gradientMatmuls } from '../../kernels/matmul_precision.ts';
+import { forwardMatmul, gradientMatmuls } from '../../kernels/matmul/precision.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';

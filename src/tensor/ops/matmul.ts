@@ -4,14 +4,15 @@
 // transposes; a weight shared across the batch gets its gradient from one matmul
 // over the flattened rows.
 
-import * as mk from '../../kernels/matmul.ts';
-import { forwardMatmul, gradientMatmuls } from '../../kernels/matmul_precision.ts';
+import type { MatmulArgs } from '../../kernels/matmul/args.ts';
+import { matmul as matmulKernel } from '../../kernels/matmul/matmul.ts';
+import { forwardMatmul, gradientMatmuls } from '../../kernels/matmul/precision.ts';
 import { record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { broadcastShapes, fmt, numel, sameShape, type Shape } from '../shape.ts';
 import { empty, type Tensor } from '../tensor.ts';
-import { reduceAxes } from './reduce.ts';
+import { reduceAxes } from './reduce_axes.ts';
 
 export interface MatmulOptions {
   /** a holds [..., k, m] and is used transposed. */
@@ -67,7 +68,7 @@ function product(a: Tensor, b: Tensor, transA: boolean, transB: boolean, pl = pl
   const rt = a.storage.rt;
   const out = empty([...pl.lead, pl.m, pl.n], 'f32', rt);
   const fold = foldsBatch(pl, transA);
-  mk.matmul(rt, {
+  matmulKernel(rt, {
     a: a.buffer, b: b.buffer, out: out.buffer, transA, transB,
     m: fold ? pl.batch * pl.m : pl.m, n: pl.n, k: pl.k,
     batch: fold ? 1 : pl.batch, strideA: pl.strideA, strideB: pl.strideB, strideC: pl.m * pl.n,
@@ -152,7 +153,7 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor): Tensor {
     let dx: Tensor | null = null;
     let dw: Tensor | null = null;
     let db: Tensor | null = null;
-    const products: mk.MatmulArgs[] = [];
+    const products: MatmulArgs[] = [];
     if (x.requiresGrad) {
       dx = empty(x.shape, 'f32', rt);
       products.push({ a: g.buffer, b: weight.buffer, out: dx.buffer, m: rows, n: inF, k: outF });

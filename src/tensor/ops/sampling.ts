@@ -3,7 +3,7 @@
 // and optionally the row's top-n tokens), and the log-prob and rank of given target
 // tokens (vLLM's prompt_logprobs). They record no gradient.
 
-import { forwardMatmul } from '../../kernels/matmul_precision.ts';
+import { forwardMatmul } from '../../kernels/matmul/precision.ts';
 import * as sk from '../../kernels/sampling.ts';
 import type { RowSampling } from '../../kernels/sampling.ts';
 import { expectDType } from '../dtype.ts';

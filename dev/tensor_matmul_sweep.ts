@@ -1,11 +1,11 @@
-// Tensor-core matmul sweep (src/kernels/matmul_tensor.ts) beside the f32 path, each
+// Tensor-core matmul sweep (src/kernels/matmul/tensor.ts) beside the f32 path, each
 // (configuration, shape) in a child process of its own with a time limit, so a crash
 // (docs/PERFORMANCE.md: a naive subgroup-matrix kernel brought the process down at 2048^3)
 // is reported as a row and the sweep goes on. Prints JSON lines (also appended to
 // --out when given).
 //
-//   npx bun bench/tensor_matmul_sweep.ts [options]
-//   npm run build && node dist/bench/tensor_matmul_sweep.js [options]   # Node
+//   npx bun dev/tensor_matmul_sweep.ts [options]
+//   npm run build && node dist/dev/tensor_matmul_sweep.js [options]   # Node
 // With WEBGPU_TOGGLES=allow_unsafe_apis,vulkan_enable_f16_on_nvidia on NVIDIA.
 //
 // Options (all optional):
@@ -43,10 +43,10 @@ import { chunkRows, fill, type MatmulShape, pattern, PERIOD, qwenMatmulShapes } 
 import { timeGpu } from '../src/bench/timing.ts';
 import { sizeClass } from '../src/gpu/buffer_pool.ts';
 import { initRuntime, type Runtime } from '../src/gpu/runtime.ts';
-import { matmul } from '../src/kernels/matmul.ts';
-import { matmulTensor, TENSOR_TILES, tensorMatmulMissing, tensorTileGeometry, type TensorTile } from '../src/kernels/matmul_tensor.ts';
+import { matmul } from '../src/kernels/matmul/matmul.ts';
+import { matmulTensor, TENSOR_TILES, tensorMatmulMissing, tensorTileGeometry, type TensorTile } from '../src/kernels/matmul/tensor.ts';
 import { roundToF16 } from '../src/reference/matmul_f16.ts';
-import { rng } from '../src/reference/random.ts';
+import { rng } from '../src/tensor/random.ts';
 
 interface Case {
   config: TensorTile | 'f32';
@@ -136,7 +136,7 @@ async function runCase(c: Case): Promise<object> {
     try {
       once();
       const times = await rt.profile();
-      const gpuMs = times.filter((t) => t.kernel.startsWith(c.config === 'f32' ? 'matmul.' : 'matmul_tensor.')).reduce((s, t) => s + t.ms, 0);
+      const gpuMs = times.filter((t) => t.kernel.startsWith(c.config === 'f32' ? 'matmul/' : 'matmul/tensor.')).reduce((s, t) => s + t.ms, 0);
       gpu = { gpu_ms: +gpuMs.toFixed(4), gpu_tflops: +(flops / (gpuMs * 1e9)).toPrecision(4) };
     } finally {
       await rt.stopProfiling();

@@ -1,11 +1,11 @@
-// Launcher for shaders/matmul_tensor.wgsl: batched C = op(A) @ op(B) + bias (+= C) on
+// Launcher for shaders/matmul/tensor.wgsl: batched C = op(A) @ op(B) + bias (+= C) on
 // tensor cores, f32 operands rounded to f16, f32 accumulation.
 
-import { bufferSize } from '../gpu/buffer_pool.ts';
-import { GpuError } from '../gpu/errors.ts';
-import type { Runtime } from '../gpu/runtime.ts';
-import { grid1d, uniforms } from './launch.ts';
-import { matmulLayout, type MatmulArgs } from './matmul.ts';
+import { bufferSize } from '../../gpu/buffer_pool.ts';
+import { GpuError } from '../../gpu/errors.ts';
+import type { Runtime } from '../../gpu/runtime.ts';
+import { grid1d, uniforms } from '../launch.ts';
+import { matmulLayout, type MatmulArgs } from './args.ts';
 
 /**
  * Tile configurations: SG_M x SG_N subgroups of 32 per workgroup, each owning FM x FN
@@ -180,7 +180,7 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   // hold at least one 16x16 f32 block. Everything else goes through scratch, as does a
   // scaled product (its results are unscaled one by one there).
   const direct = !bias && !scaleA && aligned(n, offsetC, strideC) && bufferSize(out) >= DIRECT_C_MIN_BYTES;
-  const kernel = rt.kernel('matmul_tensor', direct ? 'main' : 'main_staged', {
+  const kernel = rt.kernel('matmul/tensor', direct ? 'main' : 'main_staged', {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
     VEC_A: Number(aligned(transA ? m : k, offsetA, strideA)),
@@ -206,8 +206,8 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   for (let base = 0; base < batch; base += maxZ) {
     for (let first = 0; first < tiles; first += per) {
       const end = Math.min(first + per, tiles);
-      const p = uniforms(14);
-      p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offsetA, offsetB, offsetC, first, end]);
+      const p = uniforms(15);
+      p.u.set([m, n, k, base, strideA, strideB, strideC, tilesM, tilesN, offsetA, offsetB, offsetC, 0, first, end - first]);
       const [gx, gy] = grid1d(end - first, 1);
       rt.dispatch(kernel, buffers, p.u, [gx, gy, Math.min(maxZ, batch - base)]);
     }

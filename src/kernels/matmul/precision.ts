@@ -1,5 +1,5 @@
 // Which kernel a product runs on. Products of activations by weights (a Linear layer's
-// forward, the LM head's logits) take the tensor-core kernel (matmul_tensor.ts:
+// forward, the LM head's logits) take the tensor-core kernel (tensor.ts:
 // operands rounded to f16, f32 accumulation) when the device has f16 subgroup
 // matrices and the product is large enough to gain from it. So do gradient products (a
 // gradient as A: a layer's dX and dW), unless the policy keeps them on the f32 kernels
@@ -11,30 +11,12 @@
 // training step from 620 to 478 ms (docs/RESULTS.md). Masters, optimizer state,
 // softmax and every reduction stay f32 either way.
 
-import type { Runtime } from '../gpu/runtime.ts';
-import { gradScale } from './grad_scale.ts';
-import * as mk from './matmul.ts';
-import { matmulSplitKWhereItApplies } from './matmul_split_k.ts';
-import { matmulTensor, tensorMatmulAvailable, tensorMatmulMissing } from './matmul_tensor.ts';
-
-/** The choices benchmarks and `--tensor-cores` vary. */
-export const tensorCorePolicy = {
-  /** Route forward products to tensor cores when the device has them. */
-  enabled: true,
-  /** Route gradient products there too (scaled), when `enabled`. */
-  gradients: true,
-  /** Smallest product (m * n * k * batch multiply-adds) worth the tensor-core kernel. */
-  minMacs: 2 ** 30,
-  /** Row counts up to this take the f32 skinny path (decode steps) whatever the size... */
-  maxSkinnyRows: 64,
-  /**
-   * ...except products wider than matmulPolicy.narrowMaxColumns (an LM head), which take
-   * tensor cores from this many rows: at 32 rows the Qwen2.5-0.5B LM head (151,936
-   * columns) took 0.73 ms there on the H200 against 1.03 ms on the skinny path and
-   * 1.17 on the 128x128 f32 tile (bench decode-matmul, 2026-12-01).
-   */
-  wideMinRows: 32,
-};
+import type { Runtime } from '../../gpu/runtime.ts';
+import { gradScale } from '../grad_scale.ts';
+import type { MatmulArgs } from './args.ts';
+import { matmul } from './matmul.ts';
+import { matmulSplitKWhereItApplies } from './split_k.ts';
+import { matmulTensor, tensorMatmulAvailable, tensorMatmulMissing } from './tensor.ts';
 
 /**
  * A line for the run's log when a hardware adapter cannot take tensor cores that the
@@ -42,44 +24,44 @@ export const tensorCorePolicy = {
  * software GPU never has them, so it gets no line.
  */
 export function tensorCoreNote(rt: Runtime): string | null {
-  if (rt.caps.compatibility || !tensorCorePolicy.enabled) return null;
+  if (rt.caps.compatibility || !rt.policy.tensorCores.enabled) return null;
   const missing = tensorMatmulMissing(rt);
   return missing ? `tensor cores: not used; ${missing}` : null;
 }
 
 /** Whether `args` (a forward product) would run on the tensor-core kernel on this device. */
-export function usesTensorCores(rt: Runtime, args: mk.MatmulArgs): boolean {
-  const p = tensorCorePolicy;
-  const rows = args.m > p.maxSkinnyRows || (args.n > mk.matmulPolicy.narrowMaxColumns && args.m >= p.wideMinRows);
+export function usesTensorCores(rt: Runtime, args: MatmulArgs): boolean {
+  const p = rt.policy.tensorCores;
+  const rows = args.m > p.maxSkinnyRows || (args.n > rt.policy.matmul.narrowMaxColumns && args.m >= p.wideMinRows);
   return p.enabled && args.tile === undefined && (args.act ?? 'none') === 'none' && !args.residual && rows &&
     args.m * args.n * args.k * (args.batch ?? 1) >= p.minMacs && tensorMatmulAvailable(rt);
 }
 
-/** A product of activations by weights: on tensor cores when usesTensorCores says so, else mk.matmul. */
-export function forwardMatmul(rt: Runtime, args: mk.MatmulArgs): void {
+/** A product of activations by weights: on tensor cores when usesTensorCores says so, else matmul(). */
+export function forwardMatmul(rt: Runtime, args: MatmulArgs): void {
   if (usesTensorCores(rt, args)) onTensorCores(rt, args);
-  else mk.matmul(rt, args);
+  else matmul(rt, args);
 }
 
 /** `args` on the tensor-core kernel, which has none of the f32 kernels' epilogues or tiles. */
-function onTensorCores(rt: Runtime, args: mk.MatmulArgs, scaleA?: GPUBuffer): void {
+function onTensorCores(rt: Runtime, args: MatmulArgs, scaleA?: GPUBuffer): void {
   const { act: _act, residual: _residual, tile: _tile, ...rest } = args;
   matmulTensor(rt, { ...rest, scaleA });
 }
 
 /** Whether a gradient product (A the gradient) would run on the tensor-core kernel. */
-export function gradientUsesTensorCores(rt: Runtime, args: mk.MatmulArgs): boolean {
-  return tensorCorePolicy.gradients && usesTensorCores(rt, args);
+export function gradientUsesTensorCores(rt: Runtime, args: MatmulArgs): boolean {
+  return rt.policy.tensorCores.gradients && usesTensorCores(rt, args);
 }
 
 /**
  * Records `products`, in order, each with the gradient `grad` (its first `n` f32
  * values) as A. Those that take tensor cores share one scale of the gradient; the
  * others run on the f32 kernels unchanged. Weight gradients too small an output for
- * the GPU are cut along k (matmul_split_k.ts) on either kernel: here for the tensor
- * cores, inside mk.matmul for the f32 kernel.
+ * the GPU are cut along k (split_k.ts) on either kernel: here for the tensor
+ * cores, inside matmul() for the f32 kernel.
  */
-export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, products: readonly mk.MatmulArgs[]): void {
+export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, products: readonly MatmulArgs[]): void {
   if (products.some((args) => args.a !== grad)) throw new Error('gradientMatmuls: every product must take the gradient as A');
   const tensor = products.map((args) => gradientUsesTensorCores(rt, args));
   let work: GPUBuffer | null = null;
@@ -91,7 +73,7 @@ export function gradientMatmuls(rt: Runtime, grad: GPUBuffer, n: number, product
   }
   products.forEach((args, i) => {
     if (tensor[i]) matmulSplitKWhereItApplies(rt, args, (a) => onTensorCores(rt, a, scale!));
-    else mk.matmul(rt, args);
+    else matmul(rt, args);
   });
   if (work) rt.pool.release(work);
   if (scale) rt.pool.release(scale);

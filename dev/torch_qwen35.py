@@ -3,7 +3,7 @@ transformers' Qwen3.5 text model (Qwen3_5ForCausalLM), random weights, fp32 with
 optimizer step. Prints one JSON line with the fields src/bench/qwen35_step.ts prints, plus which
 implementation of the gated delta rule and of the causal conv1d transformers picked: the
 flash-linear-attention / causal-conv1d kernels when those packages import, else its torch fallback.
-python3 bench/torch_qwen35.py [--preset 2b|small] [--batch N] [--seq N] [--warmup N] [--iters N] [--device cuda|cpu]"""
+python3 dev/torch_qwen35.py [--preset 2b|small] [--batch N] [--seq N] [--warmup N] [--iters N] [--device cuda|cpu]"""
 import argparse, importlib, importlib.util, json, statistics, time
 import torch
 import transformers

@@ -1,4 +1,7 @@
-/** Small seeded generator (mulberry32) so tests and CPU references agree across runtimes. */
+// Seeded host-side samples for initial weights, benchmarks and tests: the same numbers
+// in every runtime, so tests and CPU references agree.
+
+/** Small seeded generator (mulberry32). */
 export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {

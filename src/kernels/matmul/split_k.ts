@@ -6,11 +6,11 @@
 // runs whose partial sums [runs, m, n] are added up afterwards.
 //
 // Three forms:
-// - Stream-K, on the f32 tiled kernel (STREAM in shaders/matmul.wgsl): where whole
+// - Stream-K, on the f32 tiled kernel (STREAM in shaders/matmul/tiled.wgsl): where whole
 //   tiles would leave much of the GPU idle (fewer tiles than it runs at once, or a
 //   mostly empty last round), those tiles' K slices are laid end to end and shared
 //   evenly between one round of workgroups; `stream_k_sum` adds each tile's partial
-//   tiles and applies the epilogue. The launcher (matmul.ts) takes it where planStreamK
+//   tiles and applies the epilogue. The launcher (tiled.ts) takes it where planStreamK
 //   says, on real GPUs.
 // - Runs, on the same kernel (SPLIT_K): workgroup z of one dispatch walks run z of k,
 //   addressed through the operands' full row lengths, so every layout splits, and
@@ -22,80 +22,10 @@
 //   contiguous run of rows of both operands, addressed with an offset and a stride),
 //   then one column reduction adds them into the output (matmulSplitK).
 
-import type { Runtime } from '../gpu/runtime.ts';
-import type { MatmulArgs } from './matmul.ts';
-import { reduce } from './reduce.ts';
-
-export const splitKPolicy = {
-  /**
-   * The f32 kernel cuts k into this many runs (more for outputs too small to reach
-   * targetWorkgroups, fewer where a run would be shorter than minChunk). H200, k = 4096
-   * (bench/lab, 2026-12-01): the MLP's dW (266 tiles of 128x128) ran 25.2 TFLOP/s whole,
-   * 34.9 in 4 runs, 36.2-36.6 in 8-12 (the batched form in 4 chunks: 30.0); the
-   * LM head's dW per 8,192-row vocabulary chunk 35.1 whole, 38.1 in 8. The MLP's
-   * forward down projection (k = 4,864, B stored [N, K]) 35.0 whole, 37.4 in 8.
-   */
-  runs: 8,
-  /**
-   * Outputs of this many 128x128 tiles or more stay whole on the f32 kernel: about four
-   * per multiprocessor of an H200 (132), where the last round's idle share is small and
-   * shorter runs only add partial sums (4096^3 in 8 runs: 39.6 against 43.8 whole on
-   * the wide tile).
-   */
-  maxTiles: 512,
-  /**
-   * Workgroups (tiles times runs) the f32 kernel's runs aim for on tiny outputs (the
-   * bundled model's four tiles take 64 runs): eight per multiprocessor of an H200.
-   * WebGPU does not say how many multiprocessors a device has; on a smaller GPU the
-   * extra runs only add partial sums, a small fraction of the product's traffic.
-   */
-  targetWorkgroups: 1024,
-  /**
-   * The same for products on the tensor-core kernel, where the H200's Qwen2.5-0.5B
-   * training step took 241 ms at 1024 and 233 at 256.
-   */
-  tensorTargetWorkgroups: 256,
-  /** Fewest k per run or chunk, so each workgroup still streams a long run of k. */
-  minChunk: 512,
-  maxChunks: 64,
-};
-
-export const streamKPolicy = {
-  /**
-   * Multiprocessors the GPU runs workgroups on: the H200's 132. WebGPU does not say how
-   * many a device has; elsewhere the shares only run in more rounds, each still even.
-   */
-  multiprocessors: 132,
-  /**
-   * Outputs whose whole tiles would leave less than this share of the GPU's time idle
-   * (in the last round of workgroups) stay whole. H200, f32 (lab, 2026-12-01): 4096^3
-   * on the wide tile, 3.9 rounds, 47.6 TFLOP/s whole against 46.6 streamed; an 8,192-row
-   * LM-head chunk's forward, 7.8 rounds, 43.3 against 42.3; the MLP's up projection,
-   * 4.6 rounds, 40.7 against 42.4.
-   */
-  minIdle: 0.05,
-  /** Fewest K slices per share, so a share's partial tile is not most of its traffic. */
-  minShareSlices: 16,
-  /**
-   * What streaming costs beyond the work itself (a second dispatch, each share's start
-   * and partial tiles, the sum), in K slices of one workgroup's time per workgroup
-   * resident on a multiprocessor: outputs stream only where their shares end the last
-   * round at least this much sooner than whole tiles would. Fitted to the H200 (lab,
-   * 2026-12-02, TFLOP/s whole against streamed, three passes): the MLP's up projection
-   * on 128x128/t16, two per multiprocessor, 1,216 tiles of 56 slices, shares of 34, 42.5 /
-   * 42.8 / 42.3 against 41.9 / 41.9 / 41.2; the same product with B as stored on the
-   * 128x256 tile, one per multiprocessor, 608 tiles, shares of 34 again, 42.1 / 43.5
-   * against 44.3 / 44.8; an LM-head dW chunk on 128x128/t16, shares of 80
-   * where whole tiles take 256, 44.2 / 44.2 / 44.1 against 48.0 / 47.8 / 47.5.
-   */
-  shareCostSlices: 16,
-};
-
-/** Tiles of an output streamed over `shares` workgroups (stream-K); the rest run whole. */
-export interface StreamKPlan {
-  tiles: number;
-  shares: number;
-}
+import type { SplitKPolicy, StreamKPolicy } from '../../gpu/kernel_policy.ts';
+import type { Runtime } from '../../gpu/runtime.ts';
+import { reduce } from '../reduce.ts';
+import type { MatmulArgs, StreamKPlan } from './args.ts';
 
 /**
  * Stream-K for an output of `tiles` tiles of `slices` K slices each on a tile that runs
@@ -104,14 +34,14 @@ export interface StreamKPlan {
  * their slices and shared evenly between up to one round of workgroups, each share at
  * most one tile long (so it touches at most two tiles); the rest run whole. Undefined
  * where whole tiles fill the GPU well enough, or where the shares would not be short
- * enough against a whole tile to pay for themselves (streamKPolicy.shareCostSlices).
+ * enough against a whole tile to pay for themselves (StreamKPolicy.shareCostSlices).
  * H200, f32 (lab, 2026-12-01), 4096 x 896 outputs (0.85 of a round of 128x128 tiles)
  * against their best split into runs: the MLP's forward down projection 42.4 against
  * 40.0 TFLOP/s, its dX 43.3 against 42.3, the LM head's dX per 8,192-row chunk 45.1
  * against 44.5; weight gradients of 266 and 448 tiles (a round and 2 or 184 tiles)
  * 41.6-45.0 against 37.9-42.2 in 8 runs.
  */
-export function planStreamK(tiles: number, slices: number, resident: number, policy = streamKPolicy): StreamKPlan | undefined {
+export function planStreamK(tiles: number, slices: number, resident: number, policy: StreamKPolicy): StreamKPlan | undefined {
   const round = policy.multiprocessors * resident;
   const rounds = tiles / round;
   const rest = tiles % round;
@@ -139,16 +69,17 @@ export interface SplitKPlan {
   rest: number;
 }
 
-type SplitKTargets = Pick<typeof splitKPolicy, 'targetWorkgroups' | 'minChunk' | 'maxChunks'>;
+type SplitKTargets = Pick<SplitKPolicy, 'targetWorkgroups' | 'minChunk' | 'maxChunks'>;
 
-/** splitKPolicy's targets for the tensor-core kernel's batched chunks. */
-export const tensorSplitTargets: SplitKTargets = { ...splitKPolicy, targetWorkgroups: splitKPolicy.tensorTargetWorkgroups };
+/** A split-K policy's targets for the tensor-core kernel's batched chunks. */
+export function tensorSplitTargets(policy: SplitKPolicy): SplitKTargets {
+  return { ...policy, targetWorkgroups: policy.tensorTargetWorkgroups };
+}
 
 const tilesOf = (m: number, n: number) => Math.ceil(m / TILE_EDGE) * Math.ceil(n / TILE_EDGE);
 
-/** Runs of k the f32 kernel cuts an m x n (x k) product into under splitKPolicy (1: whole). */
-export function splitRuns(m: number, n: number, k: number): number {
-  const policy = splitKPolicy;
+/** Runs of k the f32 kernel cuts an m x n (x k) product into under `policy` (1: whole). */
+export function splitRuns(m: number, n: number, k: number, policy: SplitKPolicy): number {
   const tiles = tilesOf(m, n);
   if (tiles >= policy.maxTiles) return 1;
   const runs = Math.min(Math.max(policy.runs, Math.ceil(policy.targetWorkgroups / Math.max(tiles, 1))), Math.floor(k / policy.minChunk), policy.maxChunks);
@@ -156,7 +87,7 @@ export function splitRuns(m: number, n: number, k: number): number {
 }
 
 /** How to cut k for an m x n output into batched chunks (the tensor-core kernel; chunks 1: no split). */
-export function planSplitK(m: number, n: number, k: number, policy: SplitKTargets = tensorSplitTargets): SplitKPlan {
+export function planSplitK(m: number, n: number, k: number, policy: SplitKTargets): SplitKPlan {
   const tiles = tilesOf(m, n);
   const wanted = Math.min(Math.ceil(policy.targetWorkgroups / Math.max(tiles, 1)), Math.floor(k / policy.minChunk), policy.maxChunks);
   if (wanted < 2) return { chunks: 1, kc: k, full: 1, rest: 0 };
@@ -204,5 +135,5 @@ export function matmulSplitK(rt: Runtime, args: MatmulArgs, plan: SplitKPlan, ru
  * splitKApplies, whole otherwise.
  */
 export function matmulSplitKWhereItApplies(rt: Runtime, args: MatmulArgs, run: (args: MatmulArgs) => void): void {
-  matmulSplitK(rt, args, splitKApplies(rt, args) ? planSplitK(args.m, args.n, args.k) : { chunks: 1, kc: args.k, full: 1, rest: 0 }, run);
+  matmulSplitK(rt, args, splitKApplies(rt, args) ? planSplitK(args.m, args.n, args.k, tensorSplitTargets(rt.policy.splitK)) : { chunks: 1, kc: args.k, full: 1, rest: 0 }, run);
 }

@@ -1,5 +1,5 @@
 // The naive tensor-core matmul that docs/PERFORMANCE.md reports crashing at 2048^3, rebuilt
-// to find out why (bench/naive_sgm_repro.ts runs it; no training path uses it):
+// to find out why (dev/naive_sgm/repro.ts runs it; no training path uses it):
 //   C = A @ B, A f16 [M, K], B f16 [K, N], C f32 [M, N], row-major and contiguous.
 // No workgroup memory: one subgroup per workgroup owns a 32x32 block of C as 2x2
 // 16x16 f32 accumulators and loads its f16 fragments straight from the storage

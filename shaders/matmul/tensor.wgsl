@@ -1,10 +1,6 @@
 // Batched matrix multiply on tensor cores: f16 subgroup matrices, f32 accumulation.
 //   C[b] = op(A[b]) @ op(B[b]) + bias            (C[b] += ... with ACCUM)
-// Layouts as in matmul.wgsl: op(A) is A stored [M, K] or, with TRANS_A, A stored
-// [K, M] and read transposed; op(B) is B stored [K, N] or, with TRANS_B, B stored
-// [N, K]. A, B, C and bias are f32, row-major and contiguous; batch b starts
-// offset_a + stride_a * b elements into A (likewise B, C), so a stride of 0
-// broadcasts an operand. bias is [N], added to every row.
+// Layouts and sizes as in common/matmul_params.wgsl; A, B, C and bias are f32.
 //
 // Precision: A and B are rounded to f16 as they are staged into workgroup memory
 // (WGSL lets an implementation pick either neighbour; NVIDIA's conversion rounds to
@@ -21,7 +17,7 @@
 //
 // Needs `shader-f16`, `subgroups` and `chromium-experimental-subgroup-matrix` with a
 // 16x16x16 f16 -> f32 configuration, and subgroups of exactly 32 invocations, which
-// the launcher (src/kernels/matmul_tensor.ts) checks: the workgroup is 32 * SG_M *
+// the launcher (src/kernels/matmul/tensor.ts) checks: the workgroup is 32 * SG_M *
 // SG_N invocations and must be exactly SG_M * SG_N subgroups.
 //
 // Tiling: a workgroup owns a BM x BN tile of C (BM = 16 FM SG_M, BN = 16 FN SG_N).
@@ -58,13 +54,17 @@
 // constants, workgroup_id and the uniform parameters, and the fragment offsets on
 // subgroup_id (Dawn's subgroup_uniformity analysis accepts that).
 //
-// Workgroups walk output tiles in groups of GROUP_M tile rows (as in matmul.wgsl), so
-// those running at once share A and B panels in L2. One dispatch covers tiles
-// tile_base .. tile_end - 1, so the launcher can spread a grid over several.
+// Workgroups walk output tiles in groups of GROUP_M tile rows (as in tiled.wgsl), so
+// those running at once share A and B panels in L2. One dispatch covers tile_count
+// tiles from tile_base on, so the launcher can spread a grid over several. The loads
+// keep their own form here (early returns): the one-return form of tiled.wgsl was
+// measured on the f32 kernel only.
 
 enable f16;
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;
+
+// #include "common/matmul_params.wgsl"
 
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
@@ -83,7 +83,6 @@ override BK: u32 = 32u;          // K slice per stage (a multiple of 16)
 const SUBGROUP = 32u;
 const PAD = 8u;
 const FRAG = 256u;               // elements of a 16x16 fragment
-const GROUP_M = 8u;
 
 override SUBGROUPS = SG_M * SG_N;
 override THREADS = SUBGROUP * SUBGROUPS;
@@ -105,26 +104,6 @@ override B_Q = B_COLS / 4u;
 override LOADS_A = A_ROWS * A_Q / THREADS;   // vec4 loads per invocation per slice (1-8)
 override LOADS_B = B_ROWS * B_Q / THREADS;
 
-struct Params {
-  m: u32,
-  n: u32,
-  k: u32,
-  batch_base: u32,       // batch index of workgroup z = 0
-  stride_a: u32,
-  stride_b: u32,
-  stride_c: u32,
-  tiles_m: u32,
-  tiles_n: u32,
-  offset_a: u32,
-  offset_b: u32,
-  offset_c: u32,
-  tile_base: u32,        // first tile of this dispatch
-  tile_end: u32,         // one past its last
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<vec4f>;
-@group(0) @binding(2) var<storage, read> b: array<vec4f>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> c: array<f32>;
 // [A's scale, the result's] under SCALE_A; any buffer otherwise.
@@ -160,8 +139,9 @@ struct Staged {
 
 // The tile of this workgroup, or false when the folded grid's workgroup has none.
 fn place(wid: vec3u, nwg: vec3u, at: ptr<function, Place>) -> bool {
-  let tile = p.tile_base + wid.y * nwg.x + wid.x;
-  if (tile >= p.tile_end) { return false; }
+  let i = wid.y * nwg.x + wid.x;
+  if (i >= p.tile_count) { return false; }
+  let tile = p.tile_base + i;
   let per_group = GROUP_M * p.tiles_n;
   let first_m = (tile / per_group) * GROUP_M;
   let group_m = min(p.tiles_m - first_m, GROUP_M);

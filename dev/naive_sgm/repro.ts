@@ -1,12 +1,12 @@
 // Reproduction of the crash docs/PERFORMANCE.md records: a naive f16 subgroup-matrix matmul
-// (shaders/matmul_naive_sgm.wgsl: 32x32 per subgroup, fragments loaded straight from
+// (dev/naive_sgm/matmul_naive_sgm.wgsl: 32x32 per subgroup, fragments loaded straight from
 // storage, no workgroup memory) gave correct results at 256 and 1024 and brought the
 // process down at 2048. Each case (size, Dawn robustness on or off, the grid in one
 // dispatch or in bands of block rows) runs in a child process of its own with a time
 // limit, so a crash becomes a row naming the phase it reached (init, compile,
 // first-dispatch, check, timing) and the child's stderr; the sweep goes on.
 //
-//   npm run build && node dist/bench/naive_sgm_repro.js [--sizes 256,1024,2048] [--bands 1,8] [--robustness on,off]
+//   npm run build && node dist/dev/naive_sgm/repro.js [--sizes 256,1024,2048] [--bands 1,8] [--robustness on,off]
 // With WEBGPU_TOGGLES=allow_unsafe_apis,vulkan_enable_f16_on_nvidia on NVIDIA.
 //
 // Rows: {"kind":"naive-sgm", size, robustness, bands, ms, tflops, relErr (sampled
@@ -15,11 +15,11 @@
 // for a child that died, {crashed: true, ..., code, signal, phase, stderr}.
 
 import { fileURLToPath } from 'node:url';
-import { childToggles, crashRow, lastPhase, phase, runChild } from './child_case.ts';
-import { naiveSgmCase } from '../src/bench/naive_sgm.ts';
-import { isRobustness, type Robustness } from '../src/gpu/device.ts';
-import { initRuntime } from '../src/gpu/runtime.ts';
-import { tensorMatmulMissing } from '../src/kernels/matmul_tensor.ts';
+import { childToggles, crashRow, lastPhase, phase, runChild } from '../child_case.ts';
+import { naiveSgmCase } from './naive_sgm.ts';
+import { isRobustness, type Robustness } from '../../src/gpu/device.ts';
+import { initRuntime } from '../../src/gpu/runtime.ts';
+import { tensorMatmulMissing } from '../../src/kernels/matmul/tensor.ts';
 
 interface Case {
   size: number;

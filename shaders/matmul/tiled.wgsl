@@ -1,23 +1,10 @@
-// Batched matrix multiply, f32:
-//   C[b] = act(op(A[b]) @ op(B[b]) + bias)            (C[b] += ... with ACCUM)
-// op(A) is A stored [M, K] or, with TRANS_A, A stored [K, M] and read transposed;
-// op(B) is B stored [K, N] or, with TRANS_B, B stored [N, K]. All row-major and
-// contiguous; batch b starts offset_a + stride_a * b elements into A (likewise B,
-// C), so a stride of 0 broadcasts an operand. bias is [N], added to every row. Sizes and
-// strides come in the uniform; the variants below are override constants.
-//
-// Entry points: `main`, the tiled product (below; VEC_C: C stored as vec4s, else
+// The tiled f32 matmul (layouts and sizes: common/matmul_params.wgsl), the real GPUs'
+// path. Entry points: `main`, the tiled product (VEC_C: C stored as vec4s, else
 // element by element; SPLIT_K: workgroup z sums only its run of k, into batch z of C,
 // for `split_k_sum` to add up; STREAM: stream-K, each workgroup an even share of the
 // K slices of several tiles, into partial tiles for `stream_k_sum`), and
-// `main_origins`, the same product in the form the
-// plain layout runs fastest in (after it); `skinny` for products of a few rows by a weight stored [N, K]
-// (decoding, at the end; with `skinny_concat` and `skinny_swiglu`, which fold a decode
-// step's neighbouring operations into it); `pack` and `panels` for the software GPU
-// (after the tiled kernel). Storage is bound as vec4 arrays either way: VEC_A and
-// VEC_B say whether that operand's rows, offset and batch stride are multiples of 4, so a
-// 4-element run along a row is one aligned vec4 load; otherwise the 4 elements are
-// read one by one.
+// `main_origins`, the same product in the form the plain layout runs fastest in.
+// A and B are read through common/matmul_loads.wgsl.
 //
 // Tiling: a workgroup of WG_X * WG_Y threads owns a BM x BN = 8*WG_Y x TN*WG_X tile
 // of C, each thread an 8 x TN register block (TN 8 or 16) made of two groups of 4
@@ -34,17 +21,14 @@
 // a loop, the same kernel ran 8-12% slower on the H200. Workgroups walk output tiles in
 // groups of GROUP_M tile rows, so those running at once share A and B panels in L2.
 
+// #include "common/matmul_loads.wgsl"
+// #include "common/matmul_epilogue.wgsl"
+
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
-override VEC_A: bool = false;
-override VEC_B: bool = false;
-override BIAS: bool = false;
-override ACT: u32 = 0u;          // 0 none, 1 silu, 2 gelu (tanh form), 3 relu
-override ACCUM: bool = false;
 override VEC_C: bool = false;    // C's row length, offset and batch stride are multiples of 4
 override BASED: bool = true;     // false: one batch, every operand at offset 0
 override SPLIT_K: bool = false;  // workgroup z sums its own run of k into batch z of C
-override WHOLE: bool = false;    // M, N and every run of k are multiples of BM, BN, BK: no load bounds checks
 override STREAM: bool = false;   // stream-K: workgroup w sums its share of the stream's slices into partial tiles
 override WG_X: u32 = 16u;        // threads along N (a multiple of 8)
 override WG_Y: u32 = 16u;        // threads along M (a multiple of 4)
@@ -65,71 +49,10 @@ override WB = select(BV4, KQ, TRANS_B);
 override A_KROW = select(0u, 1u, TRANS_A);   // 1: k moves along A's stored rows; 0: its columns
 override B_KROW = select(1u, 0u, TRANS_B);
 
-const GROUP_M = 8u;
-
-struct Params {
-  m: u32,
-  n: u32,
-  k: u32,
-  batch_base: u32,       // batch index of workgroup z = 0
-  stride_a: u32,
-  stride_b: u32,
-  stride_c: u32,
-  tiles_m: u32,
-  tiles_n: u32,
-  offset_a: u32,
-  offset_b: u32,
-  offset_c: u32,
-  k_split: u32,          // SPLIT_K: k per workgroup z, a multiple of BK; STREAM: K slices per workgroup
-  tile_base: u32,        // index (in the walk below) of this dispatch's first tile
-  stream_tiles: u32,     // STREAM: tiles the stream covers, from tile_base on
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<vec4f>;
-@group(0) @binding(2) var<storage, read> b: array<vec4f>;
-@group(0) @binding(3) var<storage, read> bias: array<vec4f>;
-@group(0) @binding(4) var<storage, read_write> c: array<f32>;
-
 // [k][m / 4] and [k][n / 4], flattened (WGSL sizes only the outermost array of a
 // workgroup variable by override constants), plus room for the skew of the last k-rows.
 var<workgroup> tile_a: array<vec4f, BK * AV4 + 8u>;
 var<workgroup> tile_b: array<vec4f, BK * BV4 + 8u>;
-
-// C for the tiled kernel: vec4 stores with VEC_C, single components otherwise.
-@group(0) @binding(4) var<storage, read_write> c4: array<vec4f>;
-
-fn element_a(i: u32) -> f32 { return a[i / 4u][i % 4u]; }
-fn element_b(i: u32) -> f32 { return b[i / 4u][i % 4u]; }
-
-// Elements (row, col..col+3) of the row-major [rows, cols] matrix at `base` in A,
-// zero outside it. With VEC_A, base and cols are multiples of 4 and so is col, so the
-// run is one vec4 whose index is linear in col. One return at the end: with early
-// returns and the index as (base + row * cols + col) / 4, a stripped copy of this
-// kernel's 128x256 tile ran at 31.8 TFLOP/s on the H200 instead of 44.5.
-fn fetch_a(base: u32, row: u32, col: u32, rows: u32, cols: u32) -> vec4f {
-  var v = vec4f(0.0);
-  if (VEC_A) {
-    if (WHOLE || (row < rows && col < cols)) { v = a[base / 4u + row * (cols / 4u) + col / 4u]; }
-  } else {
-    for (var j = 0u; j < 4u; j++) {
-      if (WHOLE || (row < rows && col + j < cols)) { v[j] = element_a(base + row * cols + col + j); }
-    }
-  }
-  return v;
-}
-
-fn fetch_b(base: u32, row: u32, col: u32, rows: u32, cols: u32) -> vec4f {
-  var v = vec4f(0.0);
-  if (VEC_B) {
-    if (WHOLE || (row < rows && col < cols)) { v = b[base / 4u + row * (cols / 4u) + col / 4u]; }
-  } else {
-    for (var j = 0u; j < 4u; j++) {
-      if (WHOLE || (row < rows && col + j < cols)) { v[j] = element_b(base + row * cols + col + j); }
-    }
-  }
-  return v;
-}
 
 // Vec4 u of the A slice starting at k0 in the tile at (m0, n0): 4 elements along a
 // stored row, consecutive threads taking consecutive vec4s of a row.
@@ -266,20 +189,6 @@ fn multiply(tx: u32, ty: u32, acc: ptr<function, array<vec4f, 32>>) {
   }
 }
 
-fn activate(x: vec4f) -> vec4f { return activate_by(x, ACT); }
-
-fn activate_by(x: vec4f, act: u32) -> vec4f {
-  switch act {
-    case 1u: { return x / (1.0 + exp(-x)); }
-    case 2u: {
-      // tanh saturates long before |u| = 10; the clamp keeps an exp-based tanh finite.
-      let u = clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), vec4f(-10.0), vec4f(10.0));
-      return 0.5 * x * (1.0 + tanh(u));
-    }
-    case 3u: { return max(x, vec4f(0.0)); }
-    default: { return x; }
-  }
-}
 
 // Row `row`, columns col..col+3 of C: bias, activation, then stored or added (one
 // vec4 when VEC_C, element by element otherwise).
@@ -394,7 +303,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   let share = tile_index(wid, nwg);
   let slices = (p.k + BK - 1u) / BK;
   var at = share * p.k_split;
-  let stop = min(at + p.k_split, p.stream_tiles * slices);
+  let stop = min(at + p.k_split, p.tile_count * slices);
   var acc: array<vec4f, 32>;
 
   for (var segment = 0u; segment < select(1u, 2u, STREAM); segment++) {
@@ -485,7 +394,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
 // alone moved the plain layout (38.1 either way), and the same code behind constant
 // branches inside `main` did not either: the driver's compiler makes different
 // machine code of equal programs, so each layout takes the entry point that measured
-// faster (matmul.ts). Through store_c, accumulating products ran slower here than in
+// faster (kernels/matmul/select.ts). Through store_c, accumulating products ran slower here than in
 // `main` (the LM head's dX chunk, 4096 x 896 x 8192: 34.2 against 38.3), and so did
 // SPLIT_K (4096^3 at 128x128 in two runs:
 // 37.7 against 40.0).
@@ -607,7 +516,7 @@ fn split_k_sum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
 fn stream_k_sum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
   let per_tile = BM * BV4;
   let i = (wid.y * nwg.x + wid.x) * 256u + li;
-  if (i >= p.stream_tiles * per_tile) { return; }
+  if (i >= p.tile_count * per_tile) { return; }
   let t = i / per_tile;
   let e = i % per_tile;
   let slices = (p.k + BK - 1u) / BK;
@@ -626,534 +535,4 @@ fn stream_k_sum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
   let m0 = (first_m + in_group % group_m) * BM;
   let n0 = (in_group / group_m) * BN;
   store_c(p.offset_c, m0 + e / BV4, n0 + (e % BV4) * 4u, sum);
-}
-
-// ---- Uniform panels: the software GPU's path ----
-//
-// llvmpipe (Mesa's CPU rasteriser, what compatibility mode runs on) executes 8
-// invocations as SIMD lanes. A load from a storage or workgroup array assembles its
-// vector one lane at a time through the stack, a store-forwarding stall per float
-// (measured on Mesa 22.3: 118 ns per 8-lane vec4 load), while a load from a uniform
-// buffer is a register gather (10 ns). The tiled kernel above is bound by such loads
-// whatever its tile (1.3 GFLOP/s for every tile on 1600x256x768). Here `pack` first
-// copies each operand, once, into 64 KiB panels of pr rows (of C's rows for A, of
-// C's columns for B) by kc consecutive k, zero-padded, and `panels` multiplies an A
-// panel by a B panel, both bound as uniform-buffer windows, each invocation
-// accumulating an 8x16 block of C in registers (8-10 GFLOP/s on the same shape; 8x8
-// blocks were no faster, 16x16 slower). The launcher dispatches `panels` per (A panel,
-// B panel, two K chunks); chunks after those add to the partial sums in C, and the
-// last applies bias and activation.
-
-const PANEL_V4 = 4096u;                  // 64 KiB, the uniform binding limit
-const PANEL_WG = 32u;
-
-// Panel geometry is in the parameters, not override constants, so that every K
-// compiles to the same pipeline: `pr` rows of `kc` = 4 * `kq` consecutive k, with
-// pr * kc = 16384 floats (64 KiB).
-struct PackParams {
-  rows: u32,        // rows of the operand as packed (M for A, N for B)
-  k: u32,
-  base: u32,        // element offset of this batch's operand
-  k_chunks: u32,
-  total: u32,       // vec4s written: rows * k_chunks * kq
-  pr: u32,
-  kq: u32,
-}
-
-@group(0) @binding(0) var<uniform> pk: PackParams;
-@group(0) @binding(2) var<storage, read_write> packed: array<vec4f>;
-
-// Vec4 kq of k chunk `chunk` of operand row `row`, written where it sits in the packed
-// layout: panel-major blocks of [pr rows][kc k], so the block of (panel, k chunk) is
-// one 64 KiB window. K past the end is zero-filled; rows past the end are not written
-// (they only reach outputs that are never stored). TRANS_A: the source is stored
-// [k][rows].
-@compute @workgroup_size(64)
-fn pack(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
-  let i = (wid.y * nwg.x + wid.x) * 64u + li;
-  if (i >= pk.total) { return; }
-  let kq = i % pk.kq;
-  let chunk = (i / pk.kq) % pk.k_chunks;
-  let row = i / (pk.kq * pk.k_chunks);
-  let col = (chunk * pk.kq + kq) * 4u;
-  let at = (((row / pk.pr) * pk.k_chunks + chunk) * pk.pr + row % pk.pr) * pk.kq + kq;
-  if (!TRANS_A) {
-    packed[at] = fetch_a(pk.base, row, col, pk.rows, pk.k);
-    return;
-  }
-  var v = vec4f(0.0);
-  for (var j = 0u; j < 4u; j++) {
-    if (col + j < pk.k) { v[j] = element_a(pk.base + (col + j) * pk.rows + row); }
-  }
-  packed[at] = v;
-}
-
-struct PanelParams {
-  m: u32,
-  n: u32,
-  m0: u32,          // origin in C of this dispatch's panels
-  n0: u32,
-  base_c: u32,      // element offset of this batch's C
-  flags: u32,       // P_* below
-  pr: u32,
-  kq: u32,
-}
-
-@group(0) @binding(0) var<uniform> pp: PanelParams;
-@group(0) @binding(1) var<uniform> panel_a: array<vec4f, PANEL_V4>;
-@group(0) @binding(2) var<uniform> panel_b: array<vec4f, PANEL_V4>;
-// The next K chunk's pair (P_SECOND), so one dispatch covers two.
-@group(0) @binding(5) var<uniform> panel_a2: array<vec4f, PANEL_V4>;
-@group(0) @binding(6) var<uniform> panel_b2: array<vec4f, PANEL_V4>;
-
-// Four consecutive columns of B at the 4 k of one step, transposed so a row's update
-// is four vec4 multiply-adds.
-struct Cols { x: vec4f, y: vec4f, z: vec4f, w: vec4f }
-
-fn cols(b0: vec4f, b1: vec4f, b2: vec4f, b3: vec4f) -> Cols {
-  return Cols(vec4f(b0.x, b1.x, b2.x, b3.x), vec4f(b0.y, b1.y, b2.y, b3.y), vec4f(b0.z, b1.z, b2.z, b3.z), vec4f(b0.w, b1.w, b2.w, b3.w));
-}
-
-fn rank4(a: vec4f, t: Cols) -> vec4f {
-  return a.x * t.x + a.y * t.y + a.z * t.z + a.w * t.w;
-}
-
-// The epilogue is chosen by flags rather than override constants: it runs once per
-// output, and each override combination would cost a pipeline compile of seconds.
-const P_FIRST = 1u;       // the dispatch with the first K chunk
-const P_LAST = 2u;        // the dispatch with the last K chunk
-const P_BIAS = 4u;
-const P_ACCUM = 8u;       // C += result
-const P_ACT_SHIFT = 4u;   // activation (MATMUL_ACTS) in bits 4-5
-const P_SECOND = 64u;     // a second K chunk in panel_a2, panel_b2
-
-fn has(flag: u32) -> bool { return (pp.flags & flag) != 0u; }
-
-fn panel_act() -> u32 { return (pp.flags >> P_ACT_SHIFT) & 3u; }
-
-// C's value from this dispatch's sums `acc`, `prior` (the partial sums of earlier
-// dispatches, or C itself when accumulating; read only when needed) and the bias `bv`.
-fn panel_value(acc: vec4f, prior: vec4f, bv: vec4f) -> vec4f {
-  if (panel_act() == 0u) {
-    // Linear: the bias and any accumulated C enter once, with the first dispatch.
-    var v = acc + prior;
-    if (has(P_BIAS) && has(P_FIRST)) { v += bv; }
-    return v;
-  }
-  // The launcher never splits K over dispatches for an accumulating activation, so
-  // `prior` is either the partial sum (later dispatches) or, with one dispatch and
-  // P_ACCUM, C to add to.
-  var v = acc;
-  if (!has(P_FIRST)) { v += prior; }
-  if (!has(P_LAST)) { return v; }
-  if (has(P_BIAS)) { v += bv; }
-  v = activate_by(v, panel_act());
-  if (has(P_ACCUM)) { v += prior; }
-  return v;
-}
-
-fn needs_prior() -> bool { return !has(P_FIRST) || has(P_ACCUM); }
-
-fn needs_bias() -> bool { return has(P_BIAS) && select(has(P_LAST), has(P_FIRST), panel_act() == 0u); }
-
-// Element by element, for C rows that are not whole vec4s.
-fn panel_emit(row: u32, col: u32, acc: vec4f) {
-  if (row >= pp.m || col >= pp.n) { return; }
-  let at = pp.base_c + row * pp.n + col;
-  var prior = vec4f(0.0);
-  var bv = vec4f(0.0);
-  for (var j = 0u; j < 4u; j++) {
-    if (col + j < pp.n) {
-      if (needs_prior()) { prior[j] = c[at + j]; }
-      if (needs_bias()) { bv[j] = bias[(col + j) / 4u][(col + j) % 4u]; }
-    }
-  }
-  let v = panel_value(acc, prior, bv);
-  for (var j = 0u; j < 4u; j++) {
-    if (col + j < pp.n) { c[at + j] = v[j]; }
-  }
-}
-
-fn panel_emit_vec4(row: u32, col: u32, acc: vec4f) {
-  if (row >= pp.m || col >= pp.n) { return; }
-  let at = (pp.base_c + row * pp.n + col) / 4u;
-  var prior = vec4f(0.0);
-  var bv = vec4f(0.0);
-  if (needs_prior()) { prior = c4[at]; }
-  if (needs_bias()) { bv = bias[col / 4u]; }
-  c4[at] = panel_value(acc, prior, bv);
-}
-
-fn update_row(acc: ptr<function, array<vec4f, 32>>, at: u32, a: vec4f, t0: Cols, t1: Cols, t2: Cols, t3: Cols) {
-  (*acc)[at] += rank4(a, t0);
-  (*acc)[at + 1u] += rank4(a, t1);
-  (*acc)[at + 2u] += rank4(a, t2);
-  (*acc)[at + 3u] += rank4(a, t3);
-}
-
-// One K chunk: the rows of A at `ra` and of B at `rb` of a pair of panels. Written out
-// (no loops over the block) so every index is a constant and the block stays in
-// registers. Two copies, one per pair of panels: a pointer to a uniform as a function
-// parameter needs WGSL's unrestricted_pointer_parameters, which wgpu's naga (Deno) lacks.
-fn panel_chunk_first(acc: ptr<function, array<vec4f, 32>>, ra: u32, rb: u32) {
-  let q = pp.kq;
-  for (var kq = 0u; kq < q; kq++) {
-    let t0 = cols(panel_b[rb + kq], panel_b[rb + q + kq], panel_b[rb + 2u * q + kq], panel_b[rb + 3u * q + kq]);
-    let t1 = cols(panel_b[rb + 4u * q + kq], panel_b[rb + 5u * q + kq], panel_b[rb + 6u * q + kq], panel_b[rb + 7u * q + kq]);
-    let t2 = cols(panel_b[rb + 8u * q + kq], panel_b[rb + 9u * q + kq], panel_b[rb + 10u * q + kq], panel_b[rb + 11u * q + kq]);
-    let t3 = cols(panel_b[rb + 12u * q + kq], panel_b[rb + 13u * q + kq], panel_b[rb + 14u * q + kq], panel_b[rb + 15u * q + kq]);
-    update_row(acc, 0u, panel_a[ra + kq], t0, t1, t2, t3);
-    update_row(acc, 4u, panel_a[ra + q + kq], t0, t1, t2, t3);
-    update_row(acc, 8u, panel_a[ra + 2u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 12u, panel_a[ra + 3u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 16u, panel_a[ra + 4u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 20u, panel_a[ra + 5u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 24u, panel_a[ra + 6u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 28u, panel_a[ra + 7u * q + kq], t0, t1, t2, t3);
-  }
-}
-
-fn panel_chunk_second(acc: ptr<function, array<vec4f, 32>>, ra: u32, rb: u32) {
-  let q = pp.kq;
-  for (var kq = 0u; kq < q; kq++) {
-    let t0 = cols(panel_b2[rb + kq], panel_b2[rb + q + kq], panel_b2[rb + 2u * q + kq], panel_b2[rb + 3u * q + kq]);
-    let t1 = cols(panel_b2[rb + 4u * q + kq], panel_b2[rb + 5u * q + kq], panel_b2[rb + 6u * q + kq], panel_b2[rb + 7u * q + kq]);
-    let t2 = cols(panel_b2[rb + 8u * q + kq], panel_b2[rb + 9u * q + kq], panel_b2[rb + 10u * q + kq], panel_b2[rb + 11u * q + kq]);
-    let t3 = cols(panel_b2[rb + 12u * q + kq], panel_b2[rb + 13u * q + kq], panel_b2[rb + 14u * q + kq], panel_b2[rb + 15u * q + kq]);
-    update_row(acc, 0u, panel_a2[ra + kq], t0, t1, t2, t3);
-    update_row(acc, 4u, panel_a2[ra + q + kq], t0, t1, t2, t3);
-    update_row(acc, 8u, panel_a2[ra + 2u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 12u, panel_a2[ra + 3u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 16u, panel_a2[ra + 4u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 20u, panel_a2[ra + 5u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 24u, panel_a2[ra + 6u * q + kq], t0, t1, t2, t3);
-    update_row(acc, 28u, panel_a2[ra + 7u * q + kq], t0, t1, t2, t3);
-  }
-}
-
-// This invocation's block of the panel product, 8 rows by 16 columns: its first row
-// and column in C, or false when the invocation has no block. acc[4 * r + g] is row r,
-// columns 4g..4g+3.
-fn panel_product(wid: vec3u, li: u32, origin: ptr<function, vec2u>, acc: ptr<function, array<vec4f, 32>>) -> bool {
-  let lanes_n = (min(pp.pr, pp.n - pp.n0) + 15u) / 16u;
-  let lanes_m = (min(pp.pr, pp.m - pp.m0) + 7u) / 8u;
-  let id = wid.x * PANEL_WG + li;
-  if (id >= lanes_m * lanes_n) { return false; }
-  let bm = id / lanes_n;
-  let bn = id % lanes_n;
-  let ra = bm * 8u * pp.kq;
-  let rb = bn * 16u * pp.kq;
-  panel_chunk_first(acc, ra, rb);
-  if (has(P_SECOND)) { panel_chunk_second(acc, ra, rb); }
-  *origin = vec2u(pp.m0 + bm * 8u, pp.n0 + bn * 16u);
-  return true;
-}
-
-@compute @workgroup_size(PANEL_WG)
-fn panels(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  var o: vec2u;
-  var acc: array<vec4f, 32>;
-  if (!panel_product(wid, li, &o, &acc)) { return; }
-  // Constant indices, so the accumulators never leave registers.
-  panel_emit(o.x, o.y, acc[0]); panel_emit(o.x, o.y + 4u, acc[1]); panel_emit(o.x, o.y + 8u, acc[2]); panel_emit(o.x, o.y + 12u, acc[3]);
-  panel_emit(o.x + 1u, o.y, acc[4]); panel_emit(o.x + 1u, o.y + 4u, acc[5]); panel_emit(o.x + 1u, o.y + 8u, acc[6]); panel_emit(o.x + 1u, o.y + 12u, acc[7]);
-  panel_emit(o.x + 2u, o.y, acc[8]); panel_emit(o.x + 2u, o.y + 4u, acc[9]); panel_emit(o.x + 2u, o.y + 8u, acc[10]); panel_emit(o.x + 2u, o.y + 12u, acc[11]);
-  panel_emit(o.x + 3u, o.y, acc[12]); panel_emit(o.x + 3u, o.y + 4u, acc[13]); panel_emit(o.x + 3u, o.y + 8u, acc[14]); panel_emit(o.x + 3u, o.y + 12u, acc[15]);
-  panel_emit(o.x + 4u, o.y, acc[16]); panel_emit(o.x + 4u, o.y + 4u, acc[17]); panel_emit(o.x + 4u, o.y + 8u, acc[18]); panel_emit(o.x + 4u, o.y + 12u, acc[19]);
-  panel_emit(o.x + 5u, o.y, acc[20]); panel_emit(o.x + 5u, o.y + 4u, acc[21]); panel_emit(o.x + 5u, o.y + 8u, acc[22]); panel_emit(o.x + 5u, o.y + 12u, acc[23]);
-  panel_emit(o.x + 6u, o.y, acc[24]); panel_emit(o.x + 6u, o.y + 4u, acc[25]); panel_emit(o.x + 6u, o.y + 8u, acc[26]); panel_emit(o.x + 6u, o.y + 12u, acc[27]);
-  panel_emit(o.x + 7u, o.y, acc[28]); panel_emit(o.x + 7u, o.y + 4u, acc[29]); panel_emit(o.x + 7u, o.y + 8u, acc[30]); panel_emit(o.x + 7u, o.y + 12u, acc[31]);
-}
-
-@compute @workgroup_size(PANEL_WG)
-fn panels_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  var o: vec2u;
-  var acc: array<vec4f, 32>;
-  if (!panel_product(wid, li, &o, &acc)) { return; }
-  // Constant indices, so the accumulators never leave registers.
-  panel_emit_vec4(o.x, o.y, acc[0]); panel_emit_vec4(o.x, o.y + 4u, acc[1]); panel_emit_vec4(o.x, o.y + 8u, acc[2]); panel_emit_vec4(o.x, o.y + 12u, acc[3]);
-  panel_emit_vec4(o.x + 1u, o.y, acc[4]); panel_emit_vec4(o.x + 1u, o.y + 4u, acc[5]); panel_emit_vec4(o.x + 1u, o.y + 8u, acc[6]); panel_emit_vec4(o.x + 1u, o.y + 12u, acc[7]);
-  panel_emit_vec4(o.x + 2u, o.y, acc[8]); panel_emit_vec4(o.x + 2u, o.y + 4u, acc[9]); panel_emit_vec4(o.x + 2u, o.y + 8u, acc[10]); panel_emit_vec4(o.x + 2u, o.y + 12u, acc[11]);
-  panel_emit_vec4(o.x + 3u, o.y, acc[12]); panel_emit_vec4(o.x + 3u, o.y + 4u, acc[13]); panel_emit_vec4(o.x + 3u, o.y + 8u, acc[14]); panel_emit_vec4(o.x + 3u, o.y + 12u, acc[15]);
-  panel_emit_vec4(o.x + 4u, o.y, acc[16]); panel_emit_vec4(o.x + 4u, o.y + 4u, acc[17]); panel_emit_vec4(o.x + 4u, o.y + 8u, acc[18]); panel_emit_vec4(o.x + 4u, o.y + 12u, acc[19]);
-  panel_emit_vec4(o.x + 5u, o.y, acc[20]); panel_emit_vec4(o.x + 5u, o.y + 4u, acc[21]); panel_emit_vec4(o.x + 5u, o.y + 8u, acc[22]); panel_emit_vec4(o.x + 5u, o.y + 12u, acc[23]);
-  panel_emit_vec4(o.x + 6u, o.y, acc[24]); panel_emit_vec4(o.x + 6u, o.y + 4u, acc[25]); panel_emit_vec4(o.x + 6u, o.y + 8u, acc[26]); panel_emit_vec4(o.x + 6u, o.y + 12u, acc[27]);
-  panel_emit_vec4(o.x + 7u, o.y, acc[28]); panel_emit_vec4(o.x + 7u, o.y + 4u, acc[29]); panel_emit_vec4(o.x + 7u, o.y + 8u, acc[30]); panel_emit_vec4(o.x + 7u, o.y + 12u, acc[31]);
-}
-
-// ---- Skinny products: a few rows by a weight, for decoding ----
-//
-// C = act(A @ B^T + bias) (C += ... with ACCUM) for A of M rows [M, K] and B stored
-// [N, K] (a Linear layer's weight), K a multiple of 4, offset_a and offset_b too;
-// batch 1. A decode step multiplies one to a few dozen rows by every weight; the tiled
-// kernel would give that product one row of output tiles, a few dozen workgroups each
-// streaming a long strip of B through one SM, so the weight (the whole cost) is read
-// at a small fraction of the memory bandwidth. Here each output column is a dot
-// product of one row of B with the rows of A: the 32 lanes of a column read that row
-// as consecutive vec4s (coalesced), each keeping SKINNY_ROWS partial sums, and a
-// workgroup-memory tree adds up the lanes. A workgroup of 256 serves 8 columns
-// (x and y of the grid, folded past 65535); workgroup z takes rows
-// [z * SKINNY_ROWS, z * SKINNY_ROWS + SKINNY_ROWS), so B is read once per that many
-// rows. tiles_n carries the grid's x extent.
-//
-// A decode step is bound by its dispatches more than by its arithmetic, so three
-// variants fold the neighbours of a projection into it:
-// - `skinny` with RESID adds `resid` (laid out like C) last: the residual connection
-//   after o_proj and down_proj, without mutating the residual stream in place.
-// - `skinny_concat` multiplies A by up to three weights in one dispatch (q, k and v):
-//   C's columns are weight 0's n0, then weight 1's n1, then weight 2's, each with its
-//   own bias, i.e. the product with the weights stacked. Its 8 storage bindings are
-//   the least any WebGPU device offers (maxStorageBuffersPerShaderStage);
-//   `skinny_concat_norm` takes the attention's RMSNorm too, as skinny_swiglu's NORM_A
-//   does, with its weight as a ninth.
-// - `skinny_swiglu` keeps two dot products per column, against the gate and the up
-//   weight (two planes of partial sums), and writes silu(gate) * up. With NORM_A it
-//   takes the MLP's RMSNorm too: A's rows are normalised on the way in, which saves
-//   the norm's own dispatch. Each workgroup first sums its rows' squares (all 256
-//   lanes over K, a tree in the partial-sum memory), then folds the norm weight into
-//   the weight vec4s it reads and the rows' 1/rms into the two totals.
-
-override SKINNY_ROWS: u32 = 1u;    // 1..SKINNY_MAX_ROWS
-const SKINNY_MAX_ROWS = 8u;
-override SKINNY_PLANES: u32 = 1u;  // dot products per column: 2 in skinny_swiglu
-override RESID: bool = false;
-override NORM_A: bool = false;     // skinny_swiglu: RMSNorm A's rows first
-const SKINNY_LANES = 32u;
-const SKINNY_COLS = 8u;
-const SKINNY_WG = 256u;
-
-var<workgroup> skinny_sum: array<f32, SKINNY_PLANES * SKINNY_ROWS * SKINNY_WG>;
-var<workgroup> skinny_inv_rms: array<f32, SKINNY_MAX_ROWS>;
-
-@group(0) @binding(5) var<storage, read> resid: array<f32>;
-
-// Where a lane works: the output column its group of 32 serves, its lane in that
-// group, and the rows of A of its workgroup.
-struct SkinnyAt {
-  col: u32,
-  lane: u32,
-  row0: u32,
-  rows: u32,
-}
-
-// Row blocks vary fastest (workgroup x), column groups over y and z (a folded 1-D
-// grid of tiles_n per z): the workgroups that read the same weight rows are
-// dispatched together, so past the first row block they find them in L2 rather than
-// streaming the weights once per row block.
-fn skinny_at(wid: vec3u, li: u32, tiles_n: u32, m: u32) -> SkinnyAt {
-  let row0 = wid.x * SKINNY_ROWS;
-  return SkinnyAt((wid.z * tiles_n + wid.y) * SKINNY_COLS + li / SKINNY_LANES, li % SKINNY_LANES, row0, min(SKINNY_ROWS, m - row0));
-}
-
-fn skinny_store(plane: u32, li: u32, acc: array<f32, SKINNY_MAX_ROWS>) {
-  for (var r = 0u; r < SKINNY_ROWS; r++) { skinny_sum[(plane * SKINNY_ROWS + r) * SKINNY_WG + li] = acc[r]; }
-}
-
-// Adds up the 32 lanes of every column, in every plane and row.
-fn skinny_tree(lane: u32, li: u32) {
-  workgroupBarrier();
-  for (var s = SKINNY_LANES / 2u; s > 0u; s >>= 1u) {
-    if (lane < s) {
-      for (var i = 0u; i < SKINNY_PLANES * SKINNY_ROWS; i++) { skinny_sum[i * SKINNY_WG + li] += skinny_sum[i * SKINNY_WG + li + s]; }
-    }
-    workgroupBarrier();
-  }
-}
-
-// After skinny_tree, lane r of a column reads row row0 + r of a plane.
-fn skinny_total(at: SkinnyAt, li: u32, plane: u32) -> f32 {
-  return skinny_sum[(plane * SKINNY_ROWS + at.lane) * SKINNY_WG + li - at.lane];
-}
-
-// 1 / rms (with eps) of each of the workgroup's `rows` rows of A, which start at vec4
-// ab, k4 vec4s each, into skinny_inv_rms. Every invocation must call it (barriers);
-// it leaves skinny_sum free again.
-fn skinny_row_scales(ab: u32, rows: u32, k4: u32, li: u32, eps: f32) {
-  for (var r = 0u; r < SKINNY_ROWS; r++) {
-    var ss = 0.0;
-    if (r < rows) {
-      for (var q = li; q < k4; q += SKINNY_WG) {
-        let v = a[ab + r * k4 + q];
-        ss += dot(v, v);
-      }
-    }
-    skinny_sum[r * SKINNY_WG + li] = ss;
-  }
-  workgroupBarrier();
-  for (var s = SKINNY_WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      for (var r = 0u; r < SKINNY_ROWS; r++) { skinny_sum[r * SKINNY_WG + li] += skinny_sum[r * SKINNY_WG + li + s]; }
-    }
-    workgroupBarrier();
-  }
-  if (li < SKINNY_ROWS) { skinny_inv_rms[li] = inverseSqrt(skinny_sum[li * SKINNY_WG] / f32(k4 * 4u) + eps); }
-  workgroupBarrier();
-}
-
-@compute @workgroup_size(SKINNY_WG)
-fn skinny(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  let at = skinny_at(wid, li, p.tiles_n, p.m);
-  let k4 = p.k / 4u;
-  var acc: array<f32, SKINNY_MAX_ROWS>;
-  if (at.col < p.n) {
-    let wb = p.offset_b / 4u + at.col * k4;
-    let ab = p.offset_a / 4u + at.row0 * k4;
-    for (var q = at.lane; q < k4; q += SKINNY_LANES) {
-      let w = b[wb + q];
-      for (var r = 0u; r < SKINNY_ROWS; r++) {
-        if (r < at.rows) { acc[r] += dot(a[ab + r * k4 + q], w); }
-      }
-    }
-  }
-  skinny_store(0u, li, acc);
-  skinny_tree(at.lane, li);
-  if (at.col >= p.n || at.lane >= at.rows) { return; }
-  var v = skinny_total(at, li, 0u);
-  if (BIAS) { v += bias[at.col / 4u][at.col % 4u]; }
-  let i = p.offset_c + (at.row0 + at.lane) * p.n + at.col;
-  v = activate(vec4f(v)).x;
-  if (RESID) { v += resid[i]; }
-  if (ACCUM) { v += c[i]; }
-  c[i] = v;
-}
-
-struct SkinnyParams {
-  m: u32,
-  n: u32,           // columns of C: all weights' together
-  k: u32,
-  tiles_n: u32,
-  n0: u32,          // columns from weight 0 (skinny_concat)
-  n1: u32,          // from weight 1; the rest from weight 2
-  eps: f32,         // RMSNorm epsilon (NORM_A)
-}
-
-@group(0) @binding(0) var<uniform> ps: SkinnyParams;
-// Weight 0 is `b` (binding 2); A is `a` (binding 1), both at offset 0.
-@group(0) @binding(3) var<storage, read> b1: array<vec4f>;
-@group(0) @binding(4) var<storage, read> b2: array<vec4f>;
-@group(0) @binding(5) var<storage, read> bias0: array<f32>;
-@group(0) @binding(6) var<storage, read> bias1: array<f32>;
-@group(0) @binding(7) var<storage, read> bias2: array<f32>;
-@group(0) @binding(8) var<storage, read_write> c_concat: array<f32>;
-
-fn concat_weight(w: u32, i: u32) -> vec4f {
-  switch w {
-    case 0u: { return b[i]; }
-    case 1u: { return b1[i]; }
-    default: { return b2[i]; }
-  }
-}
-
-fn concat_bias(w: u32, j: u32) -> f32 {
-  switch w {
-    case 0u: { return bias0[j]; }
-    case 1u: { return bias1[j]; }
-    default: { return bias2[j]; }
-  }
-}
-
-// Which weight column `col` comes from, and its row there. The 32 lanes of a column
-// agree, so the choice never diverges within a warp.
-fn concat_source(col: u32) -> vec2u {
-  let w = select(select(2u, 1u, col < ps.n0 + ps.n1), 0u, col < ps.n0);
-  return vec2u(w, col - select(select(ps.n0 + ps.n1, ps.n0, w == 1u), 0u, w == 0u));
-}
-
-// Sums the lanes' partial dot products and writes each row's total (times the row's
-// 1/rms when `normed`), plus the bias.
-fn concat_finish(at: SkinnyAt, li: u32, src: vec2u, acc: array<f32, SKINNY_MAX_ROWS>, normed: bool) {
-  skinny_store(0u, li, acc);
-  skinny_tree(at.lane, li);
-  if (at.col >= ps.n || at.lane >= at.rows) { return; }
-  var v = skinny_total(at, li, 0u);
-  if (normed) { v *= skinny_inv_rms[at.lane]; }
-  if (BIAS) { v += concat_bias(src.x, src.y); }
-  c_concat[(at.row0 + at.lane) * ps.n + at.col] = v;
-}
-
-@compute @workgroup_size(SKINNY_WG)
-fn skinny_concat(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  let at = skinny_at(wid, li, ps.tiles_n, ps.m);
-  let k4 = ps.k / 4u;
-  let src = concat_source(at.col);
-  var acc: array<f32, SKINNY_MAX_ROWS>;
-  if (at.col < ps.n) {
-    let ab = at.row0 * k4;
-    for (var q = at.lane; q < k4; q += SKINNY_LANES) {
-      let x = concat_weight(src.x, src.y * k4 + q);
-      for (var r = 0u; r < SKINNY_ROWS; r++) {
-        if (r < at.rows) { acc[r] += dot(a[ab + r * k4 + q], x); }
-      }
-    }
-  }
-  concat_finish(at, li, src, acc, false);
-}
-
-// The attention block's RMSNorm weight [k] for skinny_concat_norm: a ninth storage
-// binding, which devices offering only WebGPU's minimum of 8 lack (the launcher
-// checks), hence an entry point of its own rather than a NORM_A branch.
-@group(0) @binding(9) var<storage, read> concat_norm: array<vec4f>;
-
-// skinny_concat of rmsNorm(A) (eps ps.eps), the norm folded in as in skinny_swiglu.
-@compute @workgroup_size(SKINNY_WG)
-fn skinny_concat_norm(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  let at = skinny_at(wid, li, ps.tiles_n, ps.m);
-  let k4 = ps.k / 4u;
-  skinny_row_scales(at.row0 * k4, at.rows, k4, li, ps.eps);
-  let src = concat_source(at.col);
-  var acc: array<f32, SKINNY_MAX_ROWS>;
-  if (at.col < ps.n) {
-    let ab = at.row0 * k4;
-    for (var q = at.lane; q < k4; q += SKINNY_LANES) {
-      let x = concat_weight(src.x, src.y * k4 + q) * concat_norm[q];
-      for (var r = 0u; r < SKINNY_ROWS; r++) {
-        if (r < at.rows) { acc[r] += dot(a[ab + r * k4 + q], x); }
-      }
-    }
-  }
-  concat_finish(at, li, src, acc, true);
-}
-
-// The RMSNorm weight [k] under NORM_A (any buffer otherwise).
-@group(0) @binding(5) var<storage, read> swiglu_norm: array<vec4f>;
-
-// Gate weight `b`, up weight `b1`, output `c` (binding 4).
-@compute @workgroup_size(SKINNY_WG)
-fn skinny_swiglu(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32) {
-  let at = skinny_at(wid, li, ps.tiles_n, ps.m);
-  let k4 = ps.k / 4u;
-  if (NORM_A) { skinny_row_scales(at.row0 * k4, at.rows, k4, li, ps.eps); }
-  var gate: array<f32, SKINNY_MAX_ROWS>;
-  var up: array<f32, SKINNY_MAX_ROWS>;
-  if (at.col < ps.n) {
-    let wb = at.col * k4;
-    let ab = at.row0 * k4;
-    for (var q = at.lane; q < k4; q += SKINNY_LANES) {
-      var wg = b[wb + q];
-      var wu = b1[wb + q];
-      if (NORM_A) {
-        let nw = swiglu_norm[q];
-        wg *= nw;
-        wu *= nw;
-      }
-      for (var r = 0u; r < SKINNY_ROWS; r++) {
-        if (r < at.rows) {
-          let x = a[ab + r * k4 + q];
-          gate[r] += dot(x, wg);
-          up[r] += dot(x, wu);
-        }
-      }
-    }
-  }
-  skinny_store(0u, li, gate);
-  skinny_store(1u, li, up);
-  skinny_tree(at.lane, li);
-  if (at.col >= ps.n || at.lane >= at.rows) { return; }
-  var g = skinny_total(at, li, 0u);
-  var u = skinny_total(at, li, 1u);
-  if (NORM_A) {
-    g *= skinny_inv_rms[at.lane];
-    u *= skinny_inv_rms[at.lane];
-  }
-  c[(at.row0 + at.lane) * ps.n + at.col] = g / (1.0 + exp(-g)) * u;
 }

@@ -1,13 +1,34 @@
-// The naive subgroup-matrix matmul (shaders/matmul_naive_sgm.wgsl) on one size: its
-// time and its distance from f64 dot products of the f16 operands. bench/naive_sgm_repro.ts
-// runs it size by size in child processes (the crash docs/PERFORMANCE.md records);
-// tests/matmul_tensor.test.ts checks it on devices with f16 subgroup matrices.
+// The naive subgroup-matrix matmul (matmul_naive_sgm.wgsl beside this file) on one size:
+// its time and its distance from f64 dot products of the f16 operands. repro.ts runs it
+// size by size in child processes (the crash docs/PERFORMANCE.md records); naive_sgm.test.ts
+// checks it on devices with f16 subgroup matrices. Research only: the shader is not in
+// shaders/, so this module compiles it itself.
 
-import type { Runtime } from '../gpu/runtime.ts';
-import { uniforms } from '../kernels/launch.ts';
-import { f16ToF32, f32ToF16 } from '../models/half.ts';
-import { pattern, PERIOD } from './matmul.ts';
-import { timeGpu } from './timing.ts';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pattern, PERIOD } from '../../src/bench/matmul.ts';
+import { timeGpu } from '../../src/bench/timing.ts';
+import type { Kernel, Runtime } from '../../src/gpu/runtime.ts';
+import { uniforms } from '../../src/kernels/launch.ts';
+import { f16ToF32, f32ToF16 } from '../../src/models/half.ts';
+
+const SHADER = join('dev', 'naive_sgm', 'matmul_naive_sgm.wgsl');
+
+/** The shader's source, found by walking up from this module (src/ under Bun, dist/ under Node). */
+function shaderText(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++, dir = dirname(dir)) {
+    if (existsSync(join(dir, SHADER))) return readFileSync(join(dir, SHADER), 'utf8');
+  }
+  throw new Error(`cannot find ${SHADER} above ${fileURLToPath(import.meta.url)}`);
+}
+
+function naiveKernel(rt: Runtime): Kernel {
+  const module = rt.device.createShaderModule({ code: shaderText(), label: 'matmul_naive_sgm' });
+  const pipeline = rt.device.createComputePipeline({ label: 'matmul_naive_sgm.main', layout: 'auto', compute: { module, entryPoint: 'main' } });
+  return { name: 'matmul_naive_sgm.main', pipeline, layout: pipeline.getBindGroupLayout(0) };
+}
 
 export interface NaiveSgmResult {
   ms: number;
@@ -39,7 +60,7 @@ export async function naiveSgmCase(rt: Runtime, size: number, bands: number, pha
   const out = rt.pool.acquire(n * n * 4, 'naive sgm C');
   try {
     phase('compile');
-    const kernel = rt.kernel('matmul_naive_sgm', 'main');
+    const kernel = naiveKernel(rt);
     const blockRows = n / 32;
     const perBand = Math.ceil(blockRows / bands);
     const record = () => {

@@ -1,5 +1,5 @@
 """PyTorch fp32 (no TF32) matmul TFLOP/s on the shapes `bun run bench --only matmul` times,
-for side-by-side ratios in one device run: python3 bench/torch_matmul.py"""
+for side-by-side ratios in one device run: python3 dev/torch_matmul.py"""
 import json, time, torch
 
 torch.backends.cuda.matmul.allow_tf32 = False

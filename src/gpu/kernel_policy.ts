@@ -1,0 +1,254 @@
+// The kernel choices one runtime makes (rt.policy): which matmul tile and cut of k, when
+// products go to tensor cores, which attention kernels, when reductions and decode
+// steps take their other forms, and how waits for the GPU pace the event loop. One
+// object per Runtime, set from the command line (src/cli/gpu_args.ts) and changed by
+// benchmarks and tests on the runtime they hold; the launchers read it at each call.
+// The defaults are what measured fastest on the H200 (docs/RESULTS.md); WebGPU does
+// not say how many multiprocessors a device has, so the figures fitted to it are
+// guesses elsewhere, where `matmul.tiles: 'autotune'` measures the tiles instead.
+
+import { GpuError } from './errors.ts';
+
+/** A matmul's operand layout, A then B (n: as stored, t: transposed). */
+export type MatmulLayoutName = 'nn' | 'nt' | 'tn' | 'tt';
+
+/**
+ * `tiled`: the flash kernels with tiles in workgroup memory (real GPUs). `blocked`: the
+ * same tiles with a block of scores and outputs per invocation (head dims that are
+ * multiples of 64). `uniform`: the software GPU's kernels, which read keys and values
+ * (queries and dO in the dK/dV pass) from 64 KiB uniform-buffer windows; see
+ * shaders/attention.wgsl.
+ */
+export type AttentionPath = 'tiled' | 'blocked' | 'uniform';
+
+/** The f32 matmul launcher's choices (kernels/matmul/select.ts). */
+export interface MatmulPolicy {
+  /** Rows of A up to which a real GPU takes the skinny path (0: never). */
+  skinnyMaxRows: number;
+  /**
+   * The same for products of at most narrowMaxColumns columns. On the H200 (bench
+   * decode-matmul) 64 rows still ran 2-9x faster on the skinny path than on the tiles
+   * for the Qwen2.5-0.5B projections (mlp down 83 us against 774), but the LM head
+   * (151,936 columns) took 2.0 ms against the 128x128 tile's 1.2.
+   */
+  skinnyMaxRowsNarrow: number;
+  narrowMaxColumns: number;
+  /**
+   * Layouts (A then B, n: as stored, t: transposed) whose plain outputs (plainOutput) on
+   * the 128x256 tile run `main_origins` rather than `main`. H200, f32 lab at 4096^3: the
+   * plain layout ran 44.7 TFLOP/s there against 39.6 on `main`'s 128x128; B transposed
+   * ran 35.0 there against 42.7 in `main`, A transposed 40.0 against 41.4 (see the
+   * shader). On 128x128 the plain layout ran faster in `main` (40.0 against 37.7), and
+   * `main_origins` never cuts k, so every other tile takes `main`.
+   */
+  originLayouts: MatmulLayoutName[];
+  /**
+   * Layouts whose plain outputs take the 128x256 tile when its grid has at least
+   * wideMinWorkgroups workgroups. Not B transposed since its tiles' k-rows are skewed
+   * rather than XOR-swizzled (shaders/matmul/tiled.wgsl): H200, 2026-12-02, lab, two passes,
+   * TFLOP/s on 128x128/t16 against 128x256: the MLP's up projection 4096 x 4,864 x 896
+   * whole 43.5, 43.5 against 40.9, 41.6 (43.5, 42.7 streamed), an LM-head vocabulary
+   * chunk 4096 x 30,464 x 896 47.4, 47.3 against 45.9, 45.7. Smaller grids of the
+   * plain layout go to `main`, cut along k where splitRuns says (H200, 2026-12-01,
+   * whole on `main_origins` -> in runs on `main`: 2048 x 896 x 30,464 27.2 ->
+   * 34.5-38.9, 1024 x 896 x 30,464 14.2 -> 34.3, 2048 x 896 x 4,864 26.8 -> 32.0-34.7,
+   * 1024^3 17.1 -> 30.4); at 128 workgroups the wide tile whole still leads (the MLP's
+   * dX, 4096 x 896 x 4,864: 37.2 against 35.2 in 8 runs).
+   */
+  wideLayouts: MatmulLayoutName[];
+  wideMinWorkgroups: number;
+  /**
+   * `rules`: the tile the fields above choose. `autotune`: every tile that fits the
+   * device and computes a product is timed once per class of product on this GPU and
+   * the fastest kept on the runtime (kernels/matmul/autotune.ts); until its class is
+   * measured a product runs on the rules' tile. Products with forced runs, shares or
+   * panel depth keep the rules' tile.
+   */
+  tiles: 'rules' | 'autotune';
+}
+
+/** When products run on the tensor-core kernel (kernels/matmul/precision.ts; `--tensor-cores`). */
+export interface TensorCorePolicy {
+  /** Route forward products to tensor cores when the device has them. */
+  enabled: boolean;
+  /** Route gradient products there too (scaled), when `enabled`. */
+  gradients: boolean;
+  /** Smallest product (m * n * k * batch multiply-adds) worth the tensor-core kernel. */
+  minMacs: number;
+  /** Row counts up to this take the f32 skinny path (decode steps) whatever the size... */
+  maxSkinnyRows: number;
+  /**
+   * ...except products wider than matmul.narrowMaxColumns (an LM head), which take
+   * tensor cores from this many rows: at 32 rows the Qwen2.5-0.5B LM head (151,936
+   * columns) took 0.73 ms there on the H200 against 1.03 ms on the skinny path and
+   * 1.17 on the 128x128 f32 tile (bench decode-matmul, 2026-12-01).
+   */
+  wideMinRows: number;
+
+}
+
+/** When the f32 kernel cuts k into runs and the tensor-core kernel into batched chunks (kernels/matmul/split_k.ts). */
+export interface SplitKPolicy {
+  /**
+   * The f32 kernel cuts k into this many runs (more for outputs too small to reach
+   * targetWorkgroups, fewer where a run would be shorter than minChunk). H200, k = 4096
+   * (bench/lab, 2026-12-01): the MLP's dW (266 tiles of 128x128) ran 25.2 TFLOP/s whole,
+   * 34.9 in 4 runs, 36.2-36.6 in 8-12 (the batched form in 4 chunks: 30.0); the
+   * LM head's dW per 8,192-row vocabulary chunk 35.1 whole, 38.1 in 8. The MLP's
+   * forward down projection (k = 4,864, B stored [N, K]) 35.0 whole, 37.4 in 8.
+   */
+  runs: number;
+  /**
+   * Outputs of this many 128x128 tiles or more stay whole on the f32 kernel: about four
+   * per multiprocessor of an H200 (132), where the last round's idle share is small and
+   * shorter runs only add partial sums (4096^3 in 8 runs: 39.6 against 43.8 whole on
+   * the wide tile).
+   */
+  maxTiles: number;
+  /**
+   * Workgroups (tiles times runs) the f32 kernel's runs aim for on tiny outputs (the
+   * bundled model's four tiles take 64 runs): eight per multiprocessor of an H200.
+   * WebGPU does not say how many multiprocessors a device has; on a smaller GPU the
+   * extra runs only add partial sums, a small fraction of the product's traffic.
+   */
+  targetWorkgroups: number;
+  /**
+   * The same for products on the tensor-core kernel, where the H200's Qwen2.5-0.5B
+   * training step took 241 ms at 1024 and 233 at 256.
+   */
+  tensorTargetWorkgroups: number;
+  /** Fewest k per run or chunk, so each workgroup still streams a long run of k. */
+  minChunk: number;
+  maxChunks: number;
+}
+
+/** When the f32 kernel streams its last round of tiles (stream-K, kernels/matmul/split_k.ts). */
+export interface StreamKPolicy {
+  /**
+   * Multiprocessors the GPU runs workgroups on: the H200's 132. WebGPU does not say how
+   * many a device has; elsewhere the shares only run in more rounds, each still even.
+   */
+  multiprocessors: number;
+  /**
+   * Outputs whose whole tiles would leave less than this share of the GPU's time idle
+   * (in the last round of workgroups) stay whole. H200, f32 (lab, 2026-12-01): 4096^3
+   * on the wide tile, 3.9 rounds, 47.6 TFLOP/s whole against 46.6 streamed; an 8,192-row
+   * LM-head chunk's forward, 7.8 rounds, 43.3 against 42.3; the MLP's up projection,
+   * 4.6 rounds, 40.7 against 42.4.
+   */
+  minIdle: number;
+  /** Fewest K slices per share, so a share's partial tile is not most of its traffic. */
+  minShareSlices: number;
+  /**
+   * What streaming costs beyond the work itself (a second dispatch, each share's start
+   * and partial tiles, the sum), in K slices of one workgroup's time per workgroup
+   * resident on a multiprocessor: outputs stream only where their shares end the last
+   * round at least this much sooner than whole tiles would. Fitted to the H200 (lab,
+   * 2026-12-02, TFLOP/s whole against streamed, three passes): the MLP's up projection
+   * on 128x128/t16, two per multiprocessor, 1,216 tiles of 56 slices, shares of 34, 42.5 /
+   * 42.8 / 42.3 against 41.9 / 41.9 / 41.2; the same product with B as stored on the
+   * 128x256 tile, one per multiprocessor, 608 tiles, shares of 34 again, 42.1 / 43.5
+   * against 44.3 / 44.8; an LM-head dW chunk on 128x128/t16, shares of 80
+   * where whole tiles take 256, 44.2 / 44.2 / 44.1 against 48.0 / 47.8 / 47.5.
+   */
+  shareCostSlices: number;
+}
+
+/** Which attention kernels run (kernels/attention.ts; `--attention`). */
+export interface AttentionPolicy {
+  /**
+   * The path every attention call takes unless its launch names one. `auto`: uniform
+   * on the software GPU where the head dim allows; elsewhere blocked where its tiles
+   * fit, else tiled. On the H200 blocked took 0.54x tiled's time for forward and
+   * backward at the bundled model's shapes and 0.61x at Qwen2.5-0.5B's
+   * (docs/RESULTS.md).
+   */
+  path: 'auto' | AttentionPath;
+}
+
+/** When reduce_cols cuts R into parts (kernels/reduce.ts; see the shader's header). */
+export interface ReducePolicy {
+  /** reduce_cols workgroups below which a real GPU is starved (an H200 has 132 multiprocessors). */
+  minWorkgroups: number;
+  /** Workgroups to aim for once cut. */
+  targetWorkgroups: number;
+  /** Fewest rows per part. */
+  minSpan: number;
+}
+
+/** When Qwen decode steps take the fused layers (models/qwen_decode.ts; bench `--decode-fused`). */
+export interface DecodePolicy {
+  /**
+   * 'auto' where the skinny path would be taken, 'always' also on the software GPU
+   * (tests), 'never' keeps the op-by-op layer.
+   */
+  fused: 'auto' | 'always' | 'never';
+  /** Steps of up to this many rows fold their RMSNorms into the products that follow. */
+  foldNormMaxRows: number;
+}
+
+/** How a long wait for the GPU paces the event loop (gpu/paced_wait.ts). */
+export interface Pacing {
+  /** Waits shorter than this spin. */
+  spinMs: number;
+  /** Sleep per event-loop turn after that (Atomics.wait's 0.05 ms lasts about 0.1 ms). */
+  napMs: number;
+}
+
+export interface KernelPolicy {
+  matmul: MatmulPolicy;
+  tensorCores: TensorCorePolicy;
+  splitK: SplitKPolicy;
+  streamK: StreamKPolicy;
+  attention: AttentionPolicy;
+  reduce: ReducePolicy;
+  decode: DecodePolicy;
+  pacing: Pacing;
+}
+
+/** Fields of a policy to change, section by section. */
+export type KernelPolicyChanges = { [S in keyof KernelPolicy]?: Partial<KernelPolicy[S]> };
+
+/** The defaults the comments above give the reasons for. */
+function defaults(): KernelPolicy {
+  return {
+    matmul: { skinnyMaxRows: 32, skinnyMaxRowsNarrow: 64, narrowMaxColumns: 16384, originLayouts: ['nn'], wideLayouts: ['nn'], wideMinWorkgroups: 96, tiles: 'rules' },
+    tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
+    splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
+    streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
+    attention: { path: 'auto' },
+    reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
+    decode: { fused: 'auto', foldNormMaxRows: 8 },
+    pacing: { spinMs: 3, napMs: 0.05 },
+  };
+}
+
+/**
+ * A fresh policy: the defaults with `changes` applied. Throws, naming it, on a section
+ * or field that does not exist or a value of another type than the default's.
+ */
+export function kernelPolicy(changes: KernelPolicyChanges = {}): KernelPolicy {
+  const policy = defaults();
+  applyPolicy(policy, changes);
+  return policy;
+}
+
+/** Applies `changes` to `policy` in place (checked as kernelPolicy checks them); returns what they replaced. */
+export function applyPolicy(policy: KernelPolicy, changes: KernelPolicyChanges): KernelPolicyChanges {
+  const sections = policy as unknown as Record<string, Record<string, unknown>>;
+  const replaced: Record<string, Record<string, unknown>> = {};
+  for (const [name, fields] of Object.entries(changes)) {
+    const section = sections[name];
+    if (!section) throw new GpuError(`kernel policy: no section "${name}" (have ${Object.keys(sections).join(', ')})`);
+    for (const [field, value] of Object.entries(fields ?? {})) {
+      if (!(field in section)) throw new GpuError(`kernel policy: ${name} has no field "${field}" (have ${Object.keys(section).join(', ')})`);
+      const kind = Array.isArray(section[field]) ? 'array' : typeof section[field];
+      if ((Array.isArray(value) ? 'array' : typeof value) !== kind) {
+        throw new GpuError(`kernel policy: ${name}.${field} must be ${kind === 'array' ? 'an' : 'a'} ${kind}, got ${JSON.stringify(value)}`);
+      }
+      (replaced[name] ??= {})[field] = section[field];
+      section[field] = value;
+    }
+  }
+  return replaced as KernelPolicyChanges;
+}

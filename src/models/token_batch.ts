@@ -1,0 +1,52 @@
+// A forward pass's input (token ids in batch rows, left padding), checked and turned
+// into positions alike by every model class, and what the layers of one Qwen2/Qwen3
+// pass share (qwen.ts and its fused decode layers, qwen_decode.ts).
+
+import type { KVCache } from './kv_cache.ts';
+import { ShapeError } from '../tensor/errors.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+export interface TokenBatch {
+  /**
+   * Token ids, row-major [batch, seq]; left padding holds any valid id. A decoding
+   * step may pass the sampler's i32 ids still on the GPU (no gradient then).
+   */
+  ids: Int32Array | Tensor;
+  batch: number;
+  seq: number;
+  /** Left-padding length per row (positions and attention skip the padding). */
+  padLeft?: Int32Array;
+}
+
+/** What every layer of one forward pass shares. */
+export interface LayerStep {
+  batch: number;
+  seq: number;
+  /** Position ids [batch, seq] (i32). */
+  positions: Tensor;
+  /** Left padding [batch] (i32), when rows are padded. */
+  pad?: Tensor;
+  cache: KVCache | null;
+  /** Tokens already in the cache (0 without one). */
+  offset: number;
+}
+
+/** Checks a token batch continuing `past` cached tokens: the id count and the left padding. */
+export function checkTokenBatch(b: TokenBatch, past: number): void {
+  const count = b.ids instanceof Int32Array ? b.ids.length : b.ids.size;
+  if (count !== b.batch * b.seq) throw new ShapeError(`forward: ${count} ids for batch ${b.batch} x seq ${b.seq}`);
+  if (b.padLeft && b.padLeft.length !== b.batch) throw new ShapeError(`forward: padLeft has ${b.padLeft.length} rows, batch is ${b.batch}`);
+  b.padLeft?.forEach((p, i) => {
+    if (p < 0 || p >= past + b.seq) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${past + b.seq})`);
+  });
+}
+
+/** Position ids as HF computes them from a left-padded mask: cumsum(mask) - 1, clamped at 0. */
+export function positionIds(batch: number, seq: number, padLeft?: Int32Array, offset = 0): Int32Array {
+  const pos = new Int32Array(batch * seq);
+  for (let b = 0; b < batch; b++) {
+    const pad = padLeft?.[b] ?? 0;
+    for (let t = 0; t < seq; t++) pos[b * seq + t] = Math.max(0, offset + t - pad);
+  }
+  return pos;
+}
