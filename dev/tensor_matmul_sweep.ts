@@ -46,7 +46,7 @@ import { initRuntime, type Runtime } from '../src/gpu/runtime.ts';
 import { matmul } from '../src/kernels/matmul/matmul.ts';
 import { matmulTensor, TENSOR_TILES, tensorMatmulMissing, tensorTileGeometry, type TensorTile } from '../src/kernels/matmul/tensor.ts';
 import { roundToF16 } from '../src/reference/matmul_f16.ts';
-import { rng } from '../src/tensor/random.ts';
+import { mulberry32 } from '../src/util/random.ts';
 
 interface Case {
   config: TensorTile | 'f32';
@@ -155,7 +155,7 @@ async function runCase(c: Case): Promise<object> {
  */
 async function sampledErrors(rt: Runtime, s: MatmulShape, rows: number, out: GPUBuffer, ref: GPUBuffer, pa: Float32Array, pb: Float32Array, f16: boolean) {
   const { n, k } = s;
-  const r = rng(5);
+  const r = mulberry32(5);
   const ha = pa.map(roundToF16);
   const hb = pb.map(roundToF16);
   const picks = [0, rows - 1, ...Array.from({ length: 6 }, () => Math.floor(r() * rows))];

@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import { gatedTerm, sdarGate, sdarTerm, skillSdTerm, type DistillInputs } from '../src/algos/distill_loss.ts';
 import { pcsdGate, pcsdTerm } from '../src/algos/methods/pcsd.ts';
 import { pcsdTermRef, sdarTermRef, skillSdTermRef } from '../src/reference/distill.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { ShapeError } from '../src/tensor/errors.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';

@@ -4,7 +4,7 @@ import * as ref from '../src/reference/attention.ts';
 import {
   attentionBackward, attentionForward, attentionPath, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
 } from '../src/kernels/attention.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { ShapeError } from '../src/tensor/errors.ts';
 import { attention, type AttentionOptions } from '../src/tensor/ops/attention.ts';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { finalValidationWins, summarizeMethod } from '../src/trainer/compare.ts';
-import type { RunData } from '../src/trainer/report.ts';
+import type { RunData } from '../src/report/report.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'wgt-compare-stats-'));
 after(() => rmSync(root, { recursive: true, force: true }));

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ref from '../src/reference/conv1d.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { causalConv1d } from '../src/tensor/ops/conv1d.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';

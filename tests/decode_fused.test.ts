@@ -14,7 +14,7 @@ import { configFromPreset } from '../src/models/presets.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { fusable, fusesStep } from '../src/models/qwen_decode.ts';
 import * as ref from '../src/reference/matmul.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { qkvCache } from '../src/reference/rope.ts';
 import { rmsNormForward } from '../src/reference/rmsnorm.ts';
 import { swigluForward } from '../src/reference/swiglu.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ref from '../src/reference/delta_rule.ts';
-import { randn, uniform } from '../src/tensor/random.ts';
+import { randn, uniform } from '../src/util/random.ts';
 import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { deltaDecay, gatedDeltaRule, type GatedDeltaRuleOptions } from '../src/tensor/ops/delta_rule.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ref from '../src/reference/elementwise.ts';
-import { randn, uniform } from '../src/tensor/random.ts';
+import { randn, uniform } from '../src/util/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
 import * as F from '../src/tensor/ops/index.ts';

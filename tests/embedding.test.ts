@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { planByToken } from '../src/kernels/embedding.ts';
 import * as ref from '../src/reference/embedding.ts';
-import { randn, rng } from '../src/tensor/random.ts';
+import { randn, mulberry32 } from '../src/util/random.ts';
 import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { embedding } from '../src/tensor/ops/embedding.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
@@ -10,7 +10,7 @@ import { tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
 
 function randomIds(n: number, vocab: number, seed: number): Int32Array {
-  const r = rng(seed);
+  const r = mulberry32(seed);
   return Int32Array.from({ length: n }, () => Math.floor(r() * vocab));
 }
 

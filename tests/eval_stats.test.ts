@@ -2,7 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { formatMeanStd, meanStd, passAtK, stability, summarizeEval, type EpisodeOutcome } from '../src/trainer/eval_stats.ts';
+import { formatMeanStd, meanStd, passAtK, stability, summarizeEval, type EpisodeOutcome } from '../src/report/eval_stats.ts';
 
 const close = (a: number, b: number, tol = 1e-12) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
 

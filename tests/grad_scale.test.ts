@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { gradScale } from '../src/kernels/grad_scale.ts';
 import * as ref from '../src/reference/grad_scale.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';
 import { gpu, read } from './support/gpu.ts';

@@ -21,7 +21,7 @@ import { encodeTurnPrompt } from '../src/rollout/tokenize_turn.ts';
 import { loadConfig } from '../src/trainer/config.ts';
 import { trainingIteration } from '../src/trainer/iteration.ts';
 import { runMethod } from '../src/trainer/methods.ts';
-import { Rng } from '../src/trainer/rng.ts';
+import { Rng } from '../src/util/random.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 
 const slow = { timeout: 600_000 };

@@ -8,7 +8,8 @@
 // the envs layer with src/envs/ (the protocol they implement). net/ (HTTP helpers for
 // the env and rollout servers) and reference/ (CPU references of the kernels) are
 // leaves: net imports nothing from src/, reference only tensor's shape, dtype and
-// error definitions, and only tests and bench import reference.
+// error definitions, and only tests and bench import reference. util/ (the seeded
+// generators, atomic file writes) is the bottom layer, which every other may use.
 
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -16,7 +17,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 
-const LAYERS = ['cli', 'bench', 'trainer', 'algos', 'rollout', 'envs', 'models', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'net'];
+const LAYERS = ['cli', 'bench', 'trainer', 'report', 'algos', 'rollout', 'envs', 'models', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'net', 'util'];
 /** What reference/ may import besides itself. */
 const REFERENCE_MAY_IMPORT = ['src/tensor/shape.ts', 'src/tensor/dtype.ts', 'src/tensor/errors.ts'];
 

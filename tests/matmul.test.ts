@@ -7,7 +7,7 @@ import { autoTile, chooseTile } from '../src/kernels/matmul/select.ts';
 import { skinnyFits } from '../src/kernels/matmul/skinny.ts';
 import { MATMUL_TILES, PANEL_TILE, SKINNY_TILE, type MatmulTile } from '../src/kernels/matmul/tiles.ts';
 import * as ref from '../src/reference/matmul.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { linear, matmul } from '../src/tensor/ops/matmul.ts';

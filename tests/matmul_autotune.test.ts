@@ -12,7 +12,7 @@ import { matmul } from '../src/kernels/matmul/matmul.ts';
 import { autoTile } from '../src/kernels/matmul/select.ts';
 import { SKINNY_TILE } from '../src/kernels/matmul/tiles.ts';
 import * as ref from '../src/reference/matmul.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';

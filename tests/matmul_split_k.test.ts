@@ -8,7 +8,7 @@ import { MATMUL_TILES } from '../src/kernels/matmul/tiles.ts';
 import { gradientMatmuls } from '../src/kernels/matmul/precision.ts';
 import { matmulSplitK, planSplitK, planStreamK, splitKApplies, splitRuns, tensorSplitTargets } from '../src/kernels/matmul/split_k.ts';
 import * as ref from '../src/reference/matmul.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';

@@ -8,7 +8,7 @@ import { f16ToF32, f32ToF16 } from '../src/models/half.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { gradScale as gradScaleRef } from '../src/reference/grad_scale.ts';
 import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundScaledToF16, roundToF16 } from '../src/reference/matmul_f16.ts';
-import { randn, rng } from '../src/tensor/random.ts';
+import { randn, mulberry32 } from '../src/util/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCoreNote, usesTensorCores } from '../src/kernels/matmul/precision.ts';
@@ -64,7 +64,7 @@ describe('f16-rounded matmul reference (CPU)', () => {
   });
 
   test('roundToF16 on random f32 values of every magnitude, and the edges of the range', () => {
-    const r = rng(11);
+    const r = mulberry32(11);
     for (let i = 0; i < 200_000; i++) {
       const x = Math.fround((r() < 0.5 ? -1 : 1) * r() * 2 ** Math.floor(r() * 60 - 40));
       assert.equal(roundToF16(x), f16Bits(x), `rounding ${x}`);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdamW } from '../src/optim/adamw.ts';
 import { clipGradNorm } from '../src/optim/clip.ts';
-import { randn, rng } from '../src/tensor/random.ts';
+import { randn, mulberry32 } from '../src/util/random.ts';
 import { backward, requireGrad, zeroGrad } from '../src/tensor/autograd.ts';
 import { add, mean, square, sub } from '../src/tensor/ops/index.ts';
 import { embedding } from '../src/tensor/ops/embedding.ts';
@@ -53,7 +53,7 @@ describe('GPU memory over training steps', () => {
     const params = [emb, ...layers.flatMap((l) => [l.norm, l.gate, l.up, l.down])];
     const opt = new AdamW(params, { lr: 1e-2 });
     const table = randn(VOCAB * HIDDEN, 99);
-    const pick = rng(5);
+    const pick = mulberry32(5);
 
     const losses: number[] = [];
     const snapshots = new Map<number, string>();

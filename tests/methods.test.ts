@@ -11,7 +11,7 @@ import { describe, test } from 'node:test';
 import { METHODS } from '../src/trainer/config_schema.ts';
 import { loadConfig } from '../src/trainer/config.ts';
 import { comparePlan, runComparison, writeComparison } from '../src/trainer/compare.ts';
-import { readMetrics } from '../src/trainer/metrics.ts';
+import { readMetrics } from '../src/report/metrics.ts';
 import { runMethod } from '../src/trainer/methods.ts';
 import { METHOD_DEFINITIONS } from '../src/algos/methods/index.ts';
 import { retirementDue, type RetireState } from '../src/algos/methods/retire_opd.ts';

@@ -9,10 +9,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadConfig, writeRunConfig } from '../src/trainer/config.ts';
-import { METRICS_FILE, MetricsLogger, readMetrics, rolloutMetrics, summaryLine } from '../src/trainer/metrics.ts';
-import { REPORT_FILE, renderReport, summarizeRun, writeComparisonReport, writeReport } from '../src/trainer/report.ts';
-import { niceTicks } from '../src/trainer/svg_chart.ts';
-import { crc32c, encodeEvent, frameRecord, maskedCrc32c } from '../src/trainer/tensorboard.ts';
+import { MetricsLogger, readMetrics, rolloutMetrics, summaryLine } from '../src/report/metrics.ts';
+import { renderReport, summarizeRun, writeComparisonReport, writeReport } from '../src/report/report.ts';
+import { niceTicks } from '../src/report/svg_chart.ts';
+import { crc32c, encodeEvent, frameRecord, maskedCrc32c } from '../src/report/tensorboard.ts';
+import { METRICS_FILE, REPORT_FILE } from '../src/report/run_files.ts';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'trainer-metrics-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));

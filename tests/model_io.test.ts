@@ -14,7 +14,7 @@ import { attachLora, loadLora, loraParameters, mergeLora, saveLora } from '../sr
 import type { QwenModel } from '../src/models/qwen.ts';
 import { scoreSequences } from '../src/models/score.ts';
 import { SafetensorsFile } from '../src/models/safetensors.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { noGrad } from '../src/tensor/autograd.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { assertClose, gpu, read } from './support/gpu.ts';

@@ -4,7 +4,7 @@ import { AdamW } from '../src/optim/adamw.ts';
 import { clipGradNorm, globalGradNorm } from '../src/optim/clip.ts';
 import { lrAt } from '../src/optim/schedule.ts';
 import { adamwStep, globalNorm } from '../src/reference/adamw.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { requireGrad, zeroGrad } from '../src/tensor/autograd.ts';
 import { keep } from '../src/tensor/scope.ts';
 import { numel } from '../src/tensor/shape.ts';

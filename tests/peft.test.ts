@@ -8,7 +8,7 @@ import { parseConfig } from '../src/models/config.ts';
 import { loraScale, loraTargets, peftTensorName, readPeftAdapter, writePeftAdapter, type LoraConfig, type LoraWeights } from '../src/models/peft.ts';
 import { SafetensorsFile } from '../src/models/safetensors.ts';
 import { writeSafetensors } from '../src/models/safetensors_writer.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'peft-test-'));

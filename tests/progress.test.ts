@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { PLAIN_EVERY_MS, Progress, type Ticker } from '../src/trainer/progress.ts';
+import { PLAIN_EVERY_MS, Progress, type Ticker } from '../src/report/progress.ts';
 
 const sink = (isTTY: boolean) => {
   const writes: string[] = [];

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
 import * as rk from '../src/kernels/reduce.ts';
 import * as ref from '../src/reference/reduce.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { max, mean, sum } from '../src/tensor/ops/reduce.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { randn, uniform } from '../src/tensor/random.ts';
+import { randn, uniform } from '../src/util/random.ts';
 import * as ref from '../src/reference/rmsnorm.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { rmsNorm } from '../src/tensor/ops/rmsnorm.ts';

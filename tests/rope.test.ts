@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ropeInvFreq } from '../src/kernels/rope.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import * as ref from '../src/reference/rope.ts';
 import { DTypeError, ShapeError } from '../src/tensor/errors.ts';
 import { rope } from '../src/tensor/ops/rope.ts';

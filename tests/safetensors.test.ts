@@ -8,7 +8,7 @@ import { SafetensorsError } from '../src/models/errors.ts';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../src/models/half.ts';
 import { SafetensorsFile, SafetensorsReader } from '../src/models/safetensors.ts';
 import { SafetensorsWriter, writeSafetensors, type TensorEntry } from '../src/models/safetensors_writer.ts';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'safetensors-test-'));

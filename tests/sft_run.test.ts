@@ -17,7 +17,7 @@ import { runRollout } from '../src/rollout/agent_loop.ts';
 import { ExpertEngine } from '../src/rollout/expert_engine.ts';
 import { findLatestCheckpoint, loadCheckpoint, restoreModel } from '../src/trainer/checkpoint.ts';
 import { loadConfig } from '../src/trainer/config.ts';
-import { readMetrics } from '../src/trainer/metrics.ts';
+import { readMetrics } from '../src/report/metrics.ts';
 import { runSft } from '../src/trainer/sft_run.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 

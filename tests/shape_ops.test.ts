@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import { permute, slice } from '../src/tensor/ops/shape_ops.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';

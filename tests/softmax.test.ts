@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import * as ref from '../src/reference/softmax.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { logSoftmax, softmax } from '../src/tensor/ops/softmax.ts';

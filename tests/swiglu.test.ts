@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { randn } from '../src/tensor/random.ts';
+import { randn } from '../src/util/random.ts';
 import * as ref from '../src/reference/swiglu.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { swiglu } from '../src/tensor/ops/swiglu.ts';

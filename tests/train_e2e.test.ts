@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { openCheckpoint } from '../src/models/checkpoint.ts';
 import { loadConfig } from '../src/trainer/config.ts';
-import { readMetrics } from '../src/trainer/metrics.ts';
+import { readMetrics } from '../src/report/metrics.ts';
 import { Run } from '../src/trainer/run.ts';
 import { train } from '../src/trainer/train.ts';
 import { gpu } from './support/gpu.ts';

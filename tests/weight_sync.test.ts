@@ -14,7 +14,7 @@ import { HttpEngine } from '../src/rollout/http_engine.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { startServer } from '../src/rollout/server.ts';
 import { loadConfig } from '../src/trainer/config.ts';
-import { readMetrics } from '../src/trainer/metrics.ts';
+import { readMetrics } from '../src/report/metrics.ts';
 import { train } from '../src/trainer/train.ts';
 import { gpu } from './support/gpu.ts';
 import { tinyHouseholdModel } from './support/tiny_household.ts';

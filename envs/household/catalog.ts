@@ -3,7 +3,7 @@
 // each split draws from. Names are ALFWorld's lower-cased class names.
 
 import type { Split } from '../../src/envs/types.ts';
-import { hash32 } from '../prng.ts';
+import { hash32 } from '../../src/util/random.ts';
 
 export type TaskType =
   | 'pick_and_place'

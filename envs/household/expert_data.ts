@@ -12,7 +12,7 @@
 
 import { SPLITS } from '../../src/envs/types.ts';
 import type { ExpertDataOptions, ExpertTurn } from '../../src/envs/plugin.ts';
-import { Prng } from '../prng.ts';
+import { Prng } from '../../src/util/random.ts';
 import { householdAgent } from './agent.ts';
 import { transformOf } from './catalog.ts';
 import { usualPlaces } from './conventions.ts';

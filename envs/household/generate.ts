@@ -4,7 +4,7 @@
 
 import { SPLITS, type Split } from '../../src/envs/types.ts';
 import { EnvInputError } from '../errors.ts';
-import { Prng } from '../prng.ts';
+import { Prng } from '../../src/util/random.ts';
 import {
   COMBOS, LAMP_ROOMS, LAMPS, layoutFits, layoutTypes, OBJECTS, OPENABLE, splitCombos, splitLayouts, startPlaces, TASK_TYPES,
   type Combo, type TaskType,

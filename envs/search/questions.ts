@@ -5,7 +5,7 @@
 // no question is shared between splits.
 
 import type { Split } from '../../src/envs/types.ts';
-import { hash32, Prng } from '../prng.ts';
+import { hash32, Prng } from '../../src/util/random.ts';
 import type { QaExample } from './jsonl.ts';
 import type { World } from './world.ts';
 

@@ -3,7 +3,7 @@
 // word across entities (people may share a first name, as real people do), so a
 // question's entity is findable by name and nothing in a real corpus leaks in.
 
-import { Prng } from '../prng.ts';
+import { Prng } from '../../src/util/random.ts';
 
 export interface Country { name: string; capital: string; language: string; cities: string[] }
 export interface City { name: string; country: string; river: string; population: number }

@@ -1,7 +1,7 @@
 // The generated product catalogue. One fixed seed builds the same products on every
 // machine, so task seeds, expert plans and scores are reproducible everywhere.
 
-import { Prng } from '../prng.ts';
+import { Prng } from '../../src/util/random.ts';
 import { BENEFITS, CATEGORIES, DESCRIPTION_LINES, REVIEWS, type ProductType } from './vocabulary.ts';
 
 export interface Product {

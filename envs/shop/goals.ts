@@ -6,7 +6,7 @@
 // other types, and train gets the rest.
 
 import type { Split } from '../../src/envs/types.ts';
-import { Prng } from '../prng.ts';
+import { Prng } from '../../src/util/random.ts';
 import { catalogue, type Product } from './catalogue.ts';
 import type { ShopGoal } from './reward.ts';
 

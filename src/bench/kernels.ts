@@ -3,7 +3,7 @@
 // and the loss kernel's at Qwen2.5-0.5B's (vocab 151,936).
 
 import type { Runtime } from '../gpu/runtime.ts';
-import { randn } from '../tensor/random.ts';
+import { randn } from '../util/random.ts';
 import { backward, requireGrad } from '../tensor/autograd.ts';
 import type { AttentionPath } from '../gpu/kernel_policy.ts';
 import { blockedFits } from '../kernels/attention.ts';

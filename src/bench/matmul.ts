@@ -21,7 +21,7 @@ import { skinnyFits } from '../kernels/matmul/skinny.ts';
 import { MATMUL_TILES, SKINNY_TILE, tileFits, type MatmulTile } from '../kernels/matmul/tiles.ts';
 import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul/tensor.ts';
 import { defaultChunk } from '../tensor/ops/logprob.ts';
-import { rng } from '../tensor/random.ts';
+import { mulberry32 } from '../util/random.ts';
 import { median, timePrimed } from './timing.ts';
 
 export interface MatmulShape {
@@ -85,7 +85,7 @@ export const PERIOD = 65521;
 const BLOCK = PERIOD * 256;
 
 export function pattern(seed: number): Float32Array {
-  const r = rng(seed);
+  const r = mulberry32(seed);
   const p = new Float32Array(PERIOD);
   for (let i = 0; i < PERIOD; i++) p[i] = r() * 2 - 1;
   return p;
@@ -114,7 +114,7 @@ export function chunkRows(rt: Runtime, s: MatmulShape): number {
 // (the bound f32 rounding of a K-term dot product scales with).
 async function sampledError(rt: Runtime, s: MatmulShape, rows: number, out: GPUBuffer, pa: Float32Array, pb: Float32Array): Promise<number> {
   const { n, k } = s;
-  const r = rng(5);
+  const r = mulberry32(5);
   let worst = 0;
   for (let t = 0; t < 4; t++) {
     const i = Math.floor(r() * rows);

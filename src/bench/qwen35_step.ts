@@ -8,7 +8,7 @@ import { parseConfig, type ModelConfig } from '../models/config.ts';
 import { expectedShapes } from '../models/checkpoint.ts';
 import type { ParamMap } from '../models/causal_lm.ts';
 import { Qwen35Model } from '../models/qwen35.ts';
-import { randn, uniform } from '../tensor/random.ts';
+import { randn, uniform } from '../util/random.ts';
 import { backward, requireGrad, zeroGrad } from '../tensor/autograd.ts';
 import { mean, neg, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { keep, scopeAsync } from '../tensor/scope.ts';

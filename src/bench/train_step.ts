@@ -9,7 +9,7 @@ import { configFromPreset } from '../models/presets.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { tensorMatmulAvailable } from '../kernels/matmul/tensor.ts';
 import { AdamW } from '../optim/adamw.ts';
-import { rng } from '../tensor/random.ts';
+import { mulberry32 } from '../util/random.ts';
 import { backward, zeroGrad } from '../tensor/autograd.ts';
 import { mean, neg, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
@@ -28,7 +28,7 @@ export function benchModel(preset: string): CausalLM {
 }
 
 export function randomIds(n: number, vocab: number, seed: number): Int32Array {
-  const r = rng(seed);
+  const r = mulberry32(seed);
   return Int32Array.from({ length: n }, () => Math.floor(r() * vocab));
 }
 

@@ -4,7 +4,7 @@ import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import type { Split } from '../envs/types.ts';
 import { ENV_NAMES, type EnvName } from '../trainer/config.ts';
 import { readScaleRecord, type ScaleRecord } from '../trainer/default_run.ts';
-import { formatMeanStd, type GroupStats } from '../trainer/eval_stats.ts';
+import { formatMeanStd, type GroupStats } from '../report/eval_stats.ts';
 import { EVAL_DEFAULTS, evaluate, type EvalReport } from '../trainer/evaluate.ts';
 import { resolveModelSource, type ModelSource } from '../trainer/model_source.ts';
 import { CliError, intArg, numberArg } from './args.ts';

@@ -5,7 +5,7 @@ import { tensorCoreNote } from '../kernels/matmul/precision.ts';
 import { findLatestCheckpoint } from '../trainer/checkpoint.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRecord } from '../trainer/default_run.ts';
 import { describeConfig, loadConfig, runDir, type TrainConfig } from '../trainer/config.ts';
-import { assertNewRun } from '../trainer/metrics.ts';
+import { assertNewRun } from '../report/metrics.ts';
 import { checkRunInputs, firstRunConfig, train } from '../trainer/train.ts';
 import { CliError, configWords, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';

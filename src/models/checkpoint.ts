@@ -8,7 +8,7 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { replaceDirAtomic, writeFileAtomic } from './atomic.ts';
+import { replaceDirAtomic, writeFileAtomic } from '../util/atomic_file.ts';
 import { parseConfig, toHfConfig, type ModelConfig } from './config.ts';
 import { CheckpointError, ConfigError } from './errors.ts';
 import { SafetensorsReader, type TensorInfo } from './safetensors.ts';

@@ -10,7 +10,7 @@ import type { ParamMap } from './causal_lm.ts';
 import { QwenModel } from './qwen.ts';
 import { Qwen35Model } from './qwen35.ts';
 import { SafetensorsReader } from './safetensors.ts';
-import { randn } from '../tensor/random.ts';
+import { randn } from '../util/random.ts';
 import { requireGrad } from '../tensor/autograd.ts';
 import { keep } from '../tensor/scope.ts';
 import { tensor } from '../tensor/tensor.ts';

@@ -4,7 +4,7 @@
 
 import type { CausalLM } from './causal_lm.ts';
 import { loraScale, loraTargets, readPeftAdapter, writePeftAdapter, type LoraConfig, type LoraWeights } from './peft.ts';
-import { uniform } from '../tensor/random.ts';
+import { uniform } from '../util/random.ts';
 import { noGrad, requireGrad } from '../tensor/autograd.ts';
 import { axpyInPlace, matmul } from '../tensor/ops/index.ts';
 import { keep, scope } from '../tensor/scope.ts';

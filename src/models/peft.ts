@@ -6,7 +6,7 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { replaceDirAtomic, writeFileAtomic } from './atomic.ts';
+import { replaceDirAtomic, writeFileAtomic } from '../util/atomic_file.ts';
 import { expectedShapes, hfJson, readJson } from './checkpoint.ts';
 import type { ModelConfig } from './config.ts';
 import { CheckpointError } from './errors.ts';

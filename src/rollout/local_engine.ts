@@ -22,7 +22,7 @@ import { Tensor } from '../tensor/tensor.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
 import { EngineRequestError } from './errors.ts';
 import { promptTokenStats, type PromptTokenStats } from './prompt_logprobs.ts';
-import { randomSeed, uniformAt } from './rng.ts';
+import { randomSeed, uniformAt } from '../util/random.ts';
 import { ServedModels } from './served_models.ts';
 import { StopStringWatcher } from './stop_strings.ts';
 

@@ -3,7 +3,7 @@
 
 import type { Tokenizer } from '../models/tokenizer.ts';
 import type { GenerationRequest } from './engine.ts';
-import { deriveSeed } from './rng.ts';
+import { deriveSeed } from '../util/random.ts';
 import { boolField, intField, neutralOnly, numberField, stringList, tokenIds, type Body } from './server_fields.ts';
 import { ApiError } from './server_http.ts';
 

@@ -24,7 +24,7 @@ import { readPeftAdapter } from '../models/peft.ts';
 import type { QwenModel } from '../models/qwen.ts';
 import { SafetensorsReader } from '../models/safetensors.ts';
 import { writeSafetensors } from '../models/safetensors_writer.ts';
-import type { RngState } from './rng.ts';
+import type { RngState } from '../util/random.ts';
 
 export const CHECKPOINT_FORMAT = 'wgt-checkpoint';
 export const CHECKPOINT_VERSION = 1;

@@ -9,9 +9,9 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { readTrajectoryLog } from '../rollout/trajectory_log.ts';
-import { formatMeanStd, meanStd, passAtK, type MeanStd } from './eval_stats.ts';
-import { metricTotal, readRun, summarizeRun, writeComparisonReport, type RunData } from './report.ts';
-import { writeFileAtomic } from './atomic_write.ts';
+import { formatMeanStd, meanStd, passAtK, type MeanStd } from '../report/eval_stats.ts';
+import { metricTotal, readRun, summarizeRun, writeComparisonReport, type RunData } from '../report/report.ts';
+import { writeFileAtomic } from '../util/atomic_file.ts';
 
 export const COMPARE_FILE = 'compare.json';
 export const COMPARE_TABLE = 'compare.md';

@@ -10,8 +10,9 @@ import * as path from 'node:path';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, stringify, type Document } from 'yaml';
 import type { z } from 'zod';
 import { resolveConfig, TrainConfigSchema, type Method, type TrainConfig } from './config_schema.ts';
-import { writeFileAtomic } from './atomic_write.ts';
+import { writeFileAtomic } from '../util/atomic_file.ts';
 import { runMethod } from './methods.ts';
+import { RUN_CONFIG_FILE } from '../report/run_files.ts';
 
 export * from './config_schema.ts';
 
@@ -273,7 +274,6 @@ export function runDir(cfg: TrainConfig): string {
 }
 
 /** The resolved configuration in a run directory. */
-export const RUN_CONFIG_FILE = 'config.json';
 
 /** Records the resolved configuration in the run directory; validateConfig reads it back unchanged. */
 export function writeRunConfig(dir: string, cfg: TrainConfig): string {

@@ -11,7 +11,7 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { writeFileAtomic } from './atomic_write.ts';
+import { writeFileAtomic } from '../util/atomic_file.ts';
 import { validateConfig, type TrainConfig } from './config.ts';
 
 /** The embedded default's settings, as overrides of the schema's defaults (the user's own overrides come after). */

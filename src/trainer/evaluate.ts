@@ -19,10 +19,10 @@ import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { envPlugin } from '../../envs/registry.ts';
 import { ENV_NAMES, validateConfig, type EnvName, type TrainConfig } from './config.ts';
 import { makeEnvironment, taskPanel } from './environment.ts';
-import { summarizeEval, type EpisodeOutcome, type EvalSummary } from './eval_stats.ts';
+import { summarizeEval, type EpisodeOutcome, type EvalSummary } from '../report/eval_stats.ts';
 import { loadModelSource, resolveModelSource } from './model_source.ts';
-import { Progress, type ProgressMode } from './progress.ts';
-import { writeFileAtomic } from './atomic_write.ts';
+import { Progress, type ProgressMode } from '../report/progress.ts';
+import { writeFileAtomic } from '../util/atomic_file.ts';
 
 export const EVAL_DEFAULTS = { seeds: 8, temperature: 0.4, ks: [1, 2, 4, 8] } as const;
 

@@ -10,9 +10,9 @@ import { groupAdvantages } from '../algos/advantage.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { runRollout, type RolloutOptions, type RolloutResult } from '../rollout/agent_loop.ts';
 import type { StepSample } from '../rollout/sample.ts';
-import type { Metrics } from './metrics.ts';
+import type { Metrics } from '../report/metrics.ts';
 import type { IterationPlan } from '../algos/plan.ts';
-import type { Phase } from './progress.ts';
+import type { Phase } from '../report/progress.ts';
 import { teacherLogprobs, type TeacherSource } from './teacher.ts';
 import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 

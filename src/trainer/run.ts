@@ -15,9 +15,9 @@ import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from './checkpoint.ts';
 import { configHash, runDir, writeRunConfig, type TrainConfig } from './config.ts';
 import { makeEnvironment, taskPanel } from './environment.ts';
-import { MetricsLogger, rolloutMetrics, type Metrics } from './metrics.ts';
-import { Progress } from './progress.ts';
-import { writeReport } from './report.ts';
+import { MetricsLogger, rolloutMetrics, type Metrics } from '../report/metrics.ts';
+import { Progress } from '../report/progress.ts';
+import { writeReport } from '../report/report.ts';
 
 export interface TrainOptions {
   /** Continue the run in the output directory from its latest checkpoint. */

@@ -11,7 +11,7 @@
 import { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import { lrAt } from '../optim/schedule.ts';
-import { Prng } from '../../envs/prng.ts';
+import { Prng } from '../util/random.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { packedLogprobs, packLeft, responsePositions } from '../models/score.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';

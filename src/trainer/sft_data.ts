@@ -20,7 +20,7 @@ import type { TrainConfig } from './config_schema.ts';
 import { makeEnvironment } from './environment.ts';
 import { envPlugin } from '../../envs/registry.ts';
 import type { ExpertTurn } from '../envs/plugin.ts';
-import type { Rng } from './rng.ts';
+import type { Rng } from '../util/random.ts';
 
 /** A data file that is not JSONL of trajectory records; the message names the file and line. */
 export class SftDataError extends Error {

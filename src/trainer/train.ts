@@ -27,8 +27,8 @@ import { findLatestCheckpoint, loadCheckpoint } from './checkpoint.ts';
 import { assertImplemented, METHODS, runDir as runDirOf, warmupIterations, type TrainConfig } from './config.ts';
 import { trainingIteration, type Reference } from './iteration.ts';
 import { runMethod } from './methods.ts';
-import { rolloutMetrics, summaryLine, type Metrics } from './metrics.ts';
-import { Rng } from './rng.ts';
+import { rolloutMetrics, summaryLine, type Metrics } from '../report/metrics.ts';
+import { Rng } from '../util/random.ts';
 import { Run, type TrainOptions, type TrainResult } from './run.ts';
 
 import { runSft } from './sft_run.ts';

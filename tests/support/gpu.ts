@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { applyPolicy, type KernelPolicyChanges } from '../../src/gpu/kernel_policy.ts';
 import { initRuntime, type Runtime } from '../../src/gpu/runtime.ts';
-import { randn } from '../../src/tensor/random.ts';
+import { randn } from '../../src/util/random.ts';
 import { backward, noGrad, requireGrad } from '../../src/tensor/autograd.ts';
 import { scopeAsync } from '../../src/tensor/scope.ts';
 import { tensor, type Tensor } from '../../src/tensor/tensor.ts';

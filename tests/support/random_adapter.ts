@@ -2,7 +2,7 @@
 
 import type { QwenModel } from '../../src/models/qwen.ts';
 import { loraTargets, writePeftAdapter, type LoraConfig, type LoraWeights } from '../../src/models/peft.ts';
-import { randn } from '../../src/tensor/random.ts';
+import { randn } from '../../src/util/random.ts';
 
 /** Writes an adapter on the q/v/down projections of `model` to `dir`. */
 export async function writeRandomAdapter(model: QwenModel, dir: string, seed: number): Promise<void> {

@@ -1,9 +1,10 @@
-// The trainer's PRNG: xoshiro128** against the reference C implementation's outputs,
-// serialisable state that resumes the exact stream, and unbiased helpers.
+// The trainer's generator (src/util/random.ts Rng): xoshiro128** against the reference
+// C implementation's outputs, serialisable state that resumes the exact stream, and
+// unbiased helpers.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Rng } from '../src/trainer/rng.ts';
+import { Rng } from '../src/util/random.ts';
 
 describe('Rng', () => {
   test('xoshiro128** matches the reference implementation', () => {

@@ -13,14 +13,14 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { RolloutStats } from '../rollout/agent_loop.ts';
 import { TensorBoardWriter } from './tensorboard.ts';
-import { writeFileAtomic } from './atomic_write.ts';
+import { writeFileAtomic } from '../util/atomic_file.ts';
+import { METRICS_FILE } from './run_files.ts';
 
 export type Metrics = Record<string, number>;
 
 /** A row read back from metrics.jsonl: null where the value was not finite. */
 export type MetricsRow = Record<string, number | null>;
 
-export const METRICS_FILE = 'metrics.jsonl';
 
 /** Rollout statistics under `prefix` ('rollout' for training rollouts, 'val' for validation, 'val_noskills' for a skills method's validation without them). */
 export function rolloutMetrics(stats: RolloutStats, prefix: 'rollout' | 'val' | 'val_noskills'): Metrics {

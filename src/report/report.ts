@@ -5,13 +5,12 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { RUN_CONFIG_FILE } from './config.ts';
 import { stability } from './eval_stats.ts';
-import { METRICS_FILE, readMetrics, type MetricsRow } from './metrics.ts';
+import { readMetrics, type MetricsRow } from './metrics.ts';
 import { escapeXml, lineChart, type Series } from './svg_chart.ts';
-import { writeFileAtomic } from './atomic_write.ts';
+import { writeFileAtomic } from '../util/atomic_file.ts';
+import { METRICS_FILE, REPORT_FILE, RUN_CONFIG_FILE } from './run_files.ts';
 
-export const REPORT_FILE = 'report.html';
 
 export interface RunData {
   name: string;

@@ -14,8 +14,9 @@ export function writeFully(fd: number, bytes: Uint8Array, position: number): voi
   while (done < bytes.length) done += fs.writeSync(fd, bytes, done, bytes.length - done, position + done);
 }
 
-/** Writes a whole file under a temporary name, syncs it, and renames it into place. */
+/** Writes a whole file (creating its folder) under a temporary name, syncs it, and renames it into place. */
 export function writeFileAtomic(file: string, contents: string | Uint8Array): void {
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
   const temp = tempPath(file);
   try {
     const fd = fs.openSync(temp, 'w');
