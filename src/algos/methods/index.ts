@@ -4,6 +4,7 @@
 import type { AnyMethod } from '../method.ts';
 import { adrs } from './adrs.ts';
 import { agentOpsd } from './agent_opsd.ts';
+import { drGrpo } from './dr_grpo.ts';
 import { gigpo } from './gigpo.ts';
 import { grpo } from './grpo.ts';
 import { grpoOpsd } from './grpo_opsd.ts';
@@ -29,6 +30,7 @@ export const METHOD_DEFINITIONS = {
   adrs,
   pcsd,
   gigpo,
+  dr_grpo: drGrpo,
   sft,
 } as const;
 
