@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { adrsActive, adrsAdvantages, adrsEntropyCoef } from '../src/algos/methods/adrs.ts';
 import { agentOpsdAdvantages } from '../src/algos/methods/agent_opsd.ts';
+import { drGrpo } from '../src/algos/methods/dr_grpo.ts';
 import { gigpoAdvantages } from '../src/algos/methods/gigpo.ts';
 import { DEFAULT_POLICY_LOSS, policyLoss } from '../src/algos/policy_loss.ts';
 import { rlsdAdvantages, rlsdLambda } from '../src/algos/methods/rlsd.ts';
@@ -385,6 +386,22 @@ describe('GiGPO', () => {
     assert.throws(() => gigpoAdvantages(samples, adv.subarray(0, 6), cfg), /gigpoAdvantages: 6 advantages for 7 samples/);
     const dup = samples.map((s, i) => (i === 3 ? { ...s, turn: 0 } : s));
     assert.throws(() => gigpoAdvantages(dup, adv, cfg), /gigpoAdvantages: sample \d: trajectory "a" has turns 0, 0, 2/);
+  });
+});
+
+describe('Dr. GRPO', () => {
+  test('A = score − group mean with no standard-deviation division; a group of one keeps its score', () => {
+    const samples = [
+      { groupId: 'g', score: 10, responseIds: ids(2) },
+      { groupId: 'h', score: 10, responseIds: ids(1) },
+      { groupId: 'g', score: 0, responseIds: ids(3) },
+      { groupId: 'g', score: 9.9, responseIds: ids(1) },
+    ];
+    const plan = drGrpo.plan!({ iteration: 1, options: {}, entropyCoef: 0, env: { name: 'household', successReturn: 10 }, state: null });
+    assert.deepEqual([plan.teacher, plan.policyGradient, plan.skills], [false, true, 'none']);
+    const mean = 19.9 / 3;
+    const r = plan.transform!({ samples: samples as never, advantages: new Float64Array(4), teacher: null, old: [] });
+    close(r.advantages, [[10 - mean, 10 - mean], [10], [-mean, -mean, -mean], [9.9 - mean]], 'dr_grpo');
   });
 });
 
