@@ -8,15 +8,14 @@
 // malloc merges them all (malloc_consolidate): on the H200 host, a 6-16 ms stall inside
 // the first beginComputePass after about one 100 ms wait in four, all of it in that
 // libc routine by V8's tick profiler, and none with the fast bins turned off
-// (GLIBC_TUNABLES=glibc.malloc.mxfast=0). docs/RESULTS.md, nineteenth session. That
-// was under Node; under Bun the stall did not occur in 80 such waits (twentieth
-// session), and the pacing still keeps a long wait from burning a core.
+// (GLIBC_TUNABLES=glibc.malloc.mxfast=0; docs/PERFORMANCE.md section 3). That was
+// under Node; under Bun the stall did not occur in 80 such waits, and the pacing
+// still keeps a long wait from burning a core.
 //
 // While paced waits are pending and even the newest has lasted its `spinMs`, each
 // event-loop turn sleeps its `napMs` (Atomics.wait; both from the runtime's
 // policy.pacing), so the binding polls about ten thousand times a second instead of
-// hundreds of thousands. Shorter waits spin as
-// before: a decoding loop reads step t back while step t + 1's readback is already
+// hundreds of thousands. Shorter waits spin: a decoding loop reads step t back while step t + 1's readback is already
 // pending; napping whenever the older of the two had lasted 1 ms took batch-1 decoding
 // from 345 to 175-220 tokens/s on the H200.
 // A finished wait is seen at most one nap late. Where there is no setImmediate
