@@ -158,7 +158,7 @@ describe('training config', () => {
   test('assertImplemented refuses other methods, listing the implemented ones', () => {
     assertImplemented('grpo', ['grpo', 'sft']);
     refused(() => assertImplemented('sdar', ['grpo', 'sft']), 'method: "sdar" is not implemented yet; implemented: grpo, sft');
-    assert.ok(METHODS.includes('gigpo') && METHODS.includes('sft') && METHODS.length === 13);
+    assert.ok(METHODS.includes('gigpo') && METHODS.includes('sft') && METHODS.length === 14);
   });
 
   test('config hash ignores run length, checkpointing and output; the resolved config round-trips', () => {
