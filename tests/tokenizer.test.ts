@@ -41,6 +41,12 @@ describe('Qwen3 tokenizer', () => {
     assert.ok(tok.vocabSize > 151668 && tok.vocabSize <= 151936, `vocab ${tok.vocabSize}`);
   });
 
+  test('ids past the tokenizer (padding rows of the embedding) decode to nothing', async () => {
+    const tok = await qwen3();
+    assert.equal(tok.decode([9707, 151935, 1879, 200_000]), 'Hello world');
+    assert.equal(tok.decode([151935]), '');
+  });
+
   test('chat template renders ChatML with the generation prompt and enable_thinking', async () => {
     const tok = await qwen3();
     const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }];

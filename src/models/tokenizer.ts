@@ -100,8 +100,9 @@ export async function loadTokenizer(dir: string): Promise<Tokenizer> {
   const eosId = idOf(eosToken);
   const eos = [...(eosId === null ? [] : [eosId]), ...(fs.existsSync(genFile) ? ids(readJsonFile(genFile).eos_token_id) : [])];
   const vocab = tok.get_vocab();
+  const known = new Set(vocab.values());
   let maxId = -1;
-  for (const id of vocab.values()) maxId = Math.max(maxId, id);
+  for (const id of known) maxId = Math.max(maxId, id);
 
   const render = (messages: readonly ChatMessage[], opts: ChatOptions): string => {
     const name = opts.tools && 'tool_use' in templates ? 'tool_use' : 'default';
@@ -127,7 +128,13 @@ export async function loadTokenizer(dir: string): Promise<Tokenizer> {
 
   return {
     encode: (text, opts = {}) => encode(text, opts.addSpecialTokens ?? true),
-    decode: (list, opts = {}) => (list.length === 0 ? '' : tok.decode([...list], { skip_special_tokens: opts.skipSpecialTokens ?? false })),
+    // A model's embedding may have more rows than the tokenizer has tokens (Qwen2.5:
+    // 151,936 against 151,665). An id without a token, which an untrained or freshly
+    // initialised model can sample, decodes to nothing, as vLLM's detokenizer does.
+    decode: (list, opts = {}) => {
+      const valid = list.filter((id) => known.has(id));
+      return valid.length === 0 ? '' : tok.decode(valid, { skip_special_tokens: opts.skipSpecialTokens ?? false });
+    },
     applyChatTemplate: ((messages: readonly ChatMessage[], opts: ChatOptions & { tokenize?: boolean } = {}) => {
       const text = render(messages, opts);
       return opts.tokenize ? encode(text, false) : text;
