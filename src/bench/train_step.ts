@@ -18,7 +18,7 @@ import { scopeAsync } from '../tensor/scope.ts';
 export const BENCH_MODELS: Record<string, Record<string, unknown>> = {
   qwen05b: {},
   small: { vocab_size: 8192, hidden_size: 384, intermediate_size: 1024, num_hidden_layers: 6, num_attention_heads: 6, num_key_value_heads: 2 },
-  household: { vocab_size: 780, hidden_size: 256, intermediate_size: 768, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2 },
+  household: { vocab_size: 709, hidden_size: 256, intermediate_size: 768, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2 },
 };
 
 export function benchModel(preset: string): CausalLM {

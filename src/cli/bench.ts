@@ -4,6 +4,7 @@ import { benchGenerate } from '../bench/generate.ts';
 import { benchAttention, benchLoss } from '../bench/kernels.ts';
 import { benchDecodeMatmul, benchMatmul } from '../bench/matmul.ts';
 import { benchProfile } from '../bench/profile.ts';
+import { benchRlIteration } from '../bench/rl_iteration.ts';
 import { benchRollout } from '../bench/rollout.ts';
 import { benchQwen35 } from '../bench/qwen35_step.ts';
 import { benchTrainStep } from '../bench/train_step.ts';
@@ -26,30 +27,41 @@ const suites: Record<string, Suite> = {
   generate: (rt, args) => benchGenerate(rt, presetOf(args)),
   profile: (rt, args) => benchProfile(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
   rollout: (rt, args) => benchRollout(rt, { model: args.model as string | undefined }),
+  'rl-iteration': (rt, args) => benchRlIteration(rt, {
+    preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
+    maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']),
+  }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
   }),
 };
 
+/** Suites that run only when --only names them (minutes each at full size). */
+const OPT_IN = new Set(['rl-iteration']);
+
 export const benchCommand = defineCommand({
   meta: { name: 'bench', description: 'Benchmark kernels and steps on this GPU; prints JSON lines' },
   args: {
     ...gpuArgs,
-    only: { type: 'string', description: `comma-separated suites (${Object.keys(suites).join(', ')})` },
+    only: { type: 'string', description: `comma-separated suites (${Object.keys(suites).join(', ')}); without it, all but ${[...OPT_IN].join(', ')}` },
     batch: { type: 'string', description: 'batch size for train and profile (default 8) and qwen35 (default 4)' },
     seq: { type: 'string', description: 'sequence length for train and profile (default 512) and qwen35 (default 1024)' },
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
     iters: { type: 'string', description: 'qwen35 timed steps (default 3)' },
+    tasks: { type: 'string', description: 'rl-iteration: tasks an iteration (default 16)' },
+    'group-size': { type: 'string', description: 'rl-iteration: runs of each task (default 8)' },
+    'max-turns': { type: 'string', description: 'rl-iteration: the turn limit (default 20)' },
+    'max-response-tokens': { type: 'string', description: 'rl-iteration: tokens a turn (default 64)' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit once the GPU is busy (the runtime default is 64; the first submits after it runs dry take 4, 8, 16, ...)' },
     'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default), never, always (models/qwen_decode.ts)' },
     preset: {
       type: 'string',
-      description: 'model shapes: train/generate/profile qwen05b (Qwen2.5-0.5B, default), small (12.6M) or household (the bundled model\'s shapes); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
+      description: 'model shapes: train/generate/profile/rl-iteration qwen05b (Qwen2.5-0.5B, default), small (12.6M) or household (the bundled model\'s shapes); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
     },
   },
   async run({ args }) {
-    const names = args.only ? args.only.split(',').map((s) => s.trim()) : Object.keys(suites);
+    const names = args.only ? args.only.split(',').map((s) => s.trim()) : Object.keys(suites).filter((n) => !OPT_IN.has(n));
     for (const n of names) if (!suites[n]) throw new Error(`bench: unknown suite "${n}" (have ${Object.keys(suites).join(', ')})`);
     const rt = await initRuntime(gpuOptions(args));
     const flushEvery = numberOf(args['flush-every']);

@@ -1,0 +1,155 @@
+// A whole RL iteration as `train` runs it, at the shapes of a real model: household
+// episodes (16 tasks x 8 runs, up to the turn limit, the prompt carrying the history),
+// then old log-probs, reference log-probs and the update, with the embedded default's
+// recipe. The weights are random, so the policy never finishes a task: every episode
+// runs to the turn limit with full-length turns, the heaviest an iteration of that
+// recipe gets, and the prompts grow to 1-2K tokens. The tokenizer is the bundled
+// model's, widened to the model's vocabulary with filler words, so every id the random
+// policy samples decodes to a word that tokenizes back to one token. Beside it, the
+// same iteration of the bundled model itself (what `bun run train` trains).
+// The first iteration compiles pipelines and fills the buffer pool; the last is reported.
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { Runtime } from '../gpu/runtime.ts';
+import { randomModel, saveModel } from '../models/load.ts';
+import { configFromPreset } from '../models/presets.ts';
+import { METRICS_FILE } from '../report/run_files.ts';
+import { readMetrics, type MetricsRow } from '../report/metrics.ts';
+import { loadConfig, runDir } from '../trainer/config.ts';
+import { EMBEDDED_RECIPE } from '../trainer/default_run.ts';
+import { train } from '../trainer/train.ts';
+import { BENCH_MODELS } from './train_step.ts';
+
+export const BUNDLED_MODEL = 'models/household-tiny';
+
+export interface RlIterationOptions {
+  /** Model shapes (train_step.ts BENCH_MODELS); default qwen05b. */
+  preset?: string;
+  /** Default 16 tasks x 8 runs, up to 20 turns of 64 tokens (the embedded default). */
+  tasks?: number;
+  groupSize?: number;
+  maxTurns?: number;
+  maxResponseTokens?: number;
+  /** Iterations run (default 2); the last one is reported. */
+  iterations?: number;
+  /** The model directory timed beside the bench model (default the bundled one); null: none. */
+  bundled?: string | null;
+}
+
+/** Letters-only words with a leading space, one pre-token each under the word tokenizer, that the vocabulary does not hold. */
+export function fillerWords(count: number, taken: ReadonlySet<string>): string[] {
+  const words: string[] = [];
+  for (let i = 0; words.length < count; i++) {
+    let s = '';
+    let n = i;
+    do {
+      s = String.fromCharCode(97 + (n % 26)) + s;
+      n = Math.floor(n / 26);
+    } while (n > 0);
+    const word = ` q${s}`;
+    if (!taken.has(word)) words.push(word);
+  }
+  return words;
+}
+
+/**
+ * Copies a word tokenizer (tokenizer.json, tokenizer_config.json) from `from` to `to`
+ * with filler words appended until it has `vocabSize` ids. Returns the special ids the
+ * model's config must name.
+ */
+export function widenTokenizer(from: string, to: string, vocabSize: number): { bos: number; eos: number; pad: number } {
+  const json = JSON.parse(fs.readFileSync(path.join(from, 'tokenizer.json'), 'utf8'));
+  const config = JSON.parse(fs.readFileSync(path.join(from, 'tokenizer_config.json'), 'utf8'));
+  const vocab = json.model?.vocab as Record<string, number> | undefined;
+  if (!vocab || json.model.type !== 'BPE') throw new Error(`${from}/tokenizer.json: expected a BPE vocabulary (the bundled model's word tokenizer)`);
+  const added = json.added_tokens as { id: number; content: string }[];
+  const ids = [...Object.values(vocab), ...added.map((t) => t.id)];
+  const size = Math.max(...ids) + 1;
+  if (vocabSize < size) throw new Error(`widenTokenizer: the model's vocabulary (${vocabSize}) is smaller than the tokenizer's (${size})`);
+  fillerWords(vocabSize - size, new Set(Object.keys(vocab))).forEach((word, i) => {
+    vocab[word] = size + i;
+  });
+  fs.mkdirSync(to, { recursive: true });
+  fs.writeFileSync(path.join(to, 'tokenizer.json'), JSON.stringify(json));
+  fs.writeFileSync(path.join(to, 'tokenizer_config.json'), JSON.stringify(config, null, 2));
+  const id = (token: string) => {
+    const t = added.find((a) => a.content === token);
+    if (!t) throw new Error(`${from}: no special token ${token}`);
+    return t.id;
+  };
+  // Qwen's configs name <|endoftext|> as both bos and pad.
+  const pad = id(config.pad_token);
+  return { bos: pad, eos: id(config.eos_token), pad };
+}
+
+/** A random model of the preset's shapes with the widened bundled tokenizer, written to `dir`. */
+async function writeBenchModel(rt: Runtime, preset: string, tokenizerFrom: string, dir: string, work: string): Promise<number> {
+  const shapes = BENCH_MODELS[preset];
+  if (!shapes) throw new Error(`unknown bench model "${preset}" (have ${Object.keys(BENCH_MODELS).join(', ')})`);
+  const vocab = configFromPreset('qwen2.5-0.5b', shapes).vocabSize;
+  const tokenizerDir = path.join(work, 'tokenizer');
+  const special = widenTokenizer(tokenizerFrom, tokenizerDir, vocab);
+  const config = configFromPreset('qwen2.5-0.5b', { ...shapes, bos_token_id: special.bos, eos_token_id: special.eos, pad_token_id: special.pad });
+  const model = randomModel(config, 0, { fast: true, trainable: false });
+  try {
+    await saveModel(model, dir, { tokenizerDir });
+    return model.parameters().reduce((s, p) => s + p.size, 0);
+  } finally {
+    for (const p of model.parameters()) p.dispose();
+    rt.pool.trim();
+  }
+}
+
+const round = (x: number, digits = 2) => +x.toFixed(digits);
+
+/** The report row of the last iteration of a run's metrics. */
+export function iterationRow(label: string, rows: readonly MetricsRow[]): object {
+  const m = rows[rows.length - 1] as unknown as Record<string, number>;
+  if (!m || m['time/step'] === undefined) throw new Error(`rl-iteration: the ${label} run logged no iteration`);
+  const scoring = m['time/old_logprobs'] + m['time/reference'] + m['time/teacher'];
+  const step = m['time/step'];
+  return {
+    kind: 'rl_iteration', model: label, iteration: m.iteration,
+    episodes: m['rollout/trajectories'], turns: m['rollout/samples'], turns_per_episode: round(m['rollout/episode_len'], 1),
+    prompt_tokens_mean: Math.round(m['tokens/prompt'] / Math.max(m['rollout/samples'], 1)),
+    generated_tokens: m['tokens/generated'], trained_tokens: m['tokens/trained'],
+    step_s: round(step), rollout_s: round(m['time/rollout']), rollout_engine_s: round(m['time/rollout_generate']),
+    scoring_s: round(scoring), update_s: round(m['time/update']),
+    rollout_share: round(m['time/rollout'] / step, 3), scoring_share: round(scoring / step, 3), update_share: round(m['time/update'] / step, 3),
+    tokens_per_s: Math.round(m['throughput/tokens_per_s']),
+  };
+}
+
+export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {}): Promise<object[]> {
+  const preset = opts.preset ?? 'qwen05b';
+  const bundled = opts.bundled === undefined ? BUNDLED_MODEL : opts.bundled;
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-iteration-'));
+  const overrides = [
+    `iterations=${opts.iterations ?? 2}`,
+    `rollout.tasksPerIteration=${opts.tasks ?? 16}`,
+    `rollout.groupSize=${opts.groupSize ?? 8}`,
+    `rollout.maxTurns=${opts.maxTurns ?? 20}`,
+    `rollout.maxResponseTokens=${opts.maxResponseTokens ?? 64}`,
+    // One validation episode and one checkpoint at the end are what a run always does; neither is timed.
+    'validation.atStart=false', 'validation.every=0', 'validation.tasks=1', 'validation.runs=1', 'checkpoint.every=0', 'checkpoint.keepLast=1',
+    `output.dir=${work}`, 'output.tensorboard=false', 'output.trajectories=false', 'output.progress=none',
+  ];
+  const time = async (label: string, modelPath: string, extra: object): Promise<object> => {
+    const cfg = loadConfig(undefined, [...EMBEDDED_RECIPE, ...overrides, `model.path=${modelPath}`, `output.runName=${label}`]);
+    await train(cfg, { log: () => {} });
+    rt.pool.trim();
+    return { ...iterationRow(label, readMetrics(path.join(runDir(cfg), METRICS_FILE))), ...extra };
+  };
+  try {
+    const rows: object[] = [];
+    const modelDir = path.join(work, 'model');
+    const nparam = await writeBenchModel(rt, preset, bundled ?? BUNDLED_MODEL, modelDir, work);
+    rows.push(await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1) }));
+    if (bundled) rows.push(await time('bundled', bundled, { path: bundled }));
+    return rows;
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,64 @@
+// The RL-iteration bench: its widened tokenizer (filler words that round-trip as one
+// token each, the bundled ids untouched) and a tiny iteration of a random model and of
+// the bundled one through `train`, whose phase times must add up.
+
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import { benchRlIteration, BUNDLED_MODEL, fillerWords, widenTokenizer } from '../src/bench/rl_iteration.ts';
+import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { gpu } from './support/gpu.ts';
+
+describe('rl-iteration bench', () => {
+  test('filler words are new, distinct, and skip what the vocabulary holds', () => {
+    const words = fillerWords(30, new Set([' qa', ' qc']));
+    assert.equal(words.length, 30);
+    assert.equal(new Set(words).size, 30);
+    assert.deepEqual(words.slice(0, 3), [' qb', ' qd', ' qe']);
+    assert.ok(words.includes(' qba'), 'two letters after z');
+  });
+
+  test('the widened tokenizer keeps the bundled ids and adds words that decode and encode as one token', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'widen-'));
+    try {
+      const bundled = await loadTokenizer(BUNDLED_MODEL);
+      const special = widenTokenizer(BUNDLED_MODEL, dir, bundled.vocabSize + 500);
+      const wide = await loadTokenizer(dir);
+      assert.equal(wide.vocabSize, bundled.vocabSize + 500);
+      assert.deepEqual(wide.eosTokenIds, [special.eos]);
+      assert.equal(special.eos, bundled.eosTokenIds[0]);
+      assert.equal(special.pad, bundled.padTokenId);
+      const text = 'You are in the middle of a room. > go to cabinet 1';
+      assert.deepEqual(wide.encode(text), bundled.encode(text));
+      const ids = [bundled.vocabSize, bundled.vocabSize + 7, bundled.vocabSize + 499];
+      const decoded = wide.decode(ids);
+      assert.match(decoded, /^( q[a-z]+){3}$/);
+      assert.deepEqual(wide.encode(decoded), ids);
+      assert.throws(() => widenTokenizer(BUNDLED_MODEL, dir, 10), /the model's vocabulary \(10\) is smaller than the tokenizer's/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a random model and the bundled one each run an iteration; rollout, scoring and update add up to the step', { timeout: 600_000 }, async () => {
+    const rt = await gpu();
+    const rows = (await benchRlIteration(rt, { preset: 'household', tasks: 1, groupSize: 2, maxTurns: 2, maxResponseTokens: 8, iterations: 1 })) as Record<string, number | string>[];
+    assert.deepEqual(rows.map((r) => r.model), ['random-household', 'bundled']);
+    for (const r of rows as Record<string, number>[]) {
+      assert.equal(r.episodes, 2);
+      assert.ok(r.turns >= 2 && r.turns <= 4, `turns ${r.turns}`);
+      assert.ok(Math.abs(r.rollout_s + r.scoring_s + r.update_s - r.step_s) < 0.02, `${r.rollout_s} + ${r.scoring_s} + ${r.update_s} vs ${r.step_s}`);
+      assert.ok(Math.abs(r.rollout_share + r.scoring_share + r.update_share - 1) < 0.005);
+      assert.ok(r.rollout_engine_s > 0 && r.rollout_engine_s <= r.rollout_s);
+      assert.ok(r.prompt_tokens_mean > 100, `prompt ${r.prompt_tokens_mean}`);
+      assert.ok(r.trained_tokens > 0 && r.generated_tokens > 0);
+    }
+    // The random policy never finishes a task: every episode runs to the turn limit.
+    const random = rows[0] as Record<string, number>;
+    assert.equal(random.turns, 4);
+    assert.equal(random.turns_per_episode, 2);
+    assert.equal(random.params_m, 3.3);
+  });
+});
