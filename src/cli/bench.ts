@@ -29,7 +29,7 @@ const suites: Record<string, Suite> = {
   rollout: (rt, args) => benchRollout(rt, { model: args.model as string | undefined }),
   'rl-iteration': (rt, args) => benchRlIteration(rt, {
     preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
-    maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']),
+    maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']), iterations: numberOf(args.iters),
   }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
@@ -47,7 +47,7 @@ export const benchCommand = defineCommand({
     batch: { type: 'string', description: 'batch size for train and profile (default 8) and qwen35 (default 4)' },
     seq: { type: 'string', description: 'sequence length for train and profile (default 512) and qwen35 (default 1024)' },
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
-    iters: { type: 'string', description: 'qwen35 timed steps (default 3)' },
+    iters: { type: 'string', description: 'qwen35 timed steps (default 3); rl-iteration iterations, the last reported (default 1)' },
     tasks: { type: 'string', description: 'rl-iteration: tasks an iteration (default 16)' },
     'group-size': { type: 'string', description: 'rl-iteration: runs of each task (default 8)' },
     'max-turns': { type: 'string', description: 'rl-iteration: the turn limit (default 20)' },
