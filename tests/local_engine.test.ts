@@ -95,6 +95,30 @@ describe('LocalEngine', () => {
     assert.ok(others.some((o) => o.tokenIds.join() !== alone.tokenIds.join()), 'different seeds gave identical samples');
   });
 
+  test('finished rows leave the batch once half are done: the same tokens and log-probs as a batch that keeps them, fewer row-steps', slow, async () => {
+    const qwen35 = loadCausalLM(fixture('qwen35-tiny'), { trainable: false });
+    try {
+      for (const [name, m] of [['qwen3-tiny', model], ['qwen35-tiny', qwen35]] as const) {
+        const prompts = [prompt, prompt.slice(0, 3), prompt.slice(1), [7, 3, 250], prompt.slice(2), [5, 9]];
+        const requests = prompts.map((p, i) => req(p, { maxTokens: i < 2 ? 12 : 3, temperature: i % 2 ? 0 : 1, topK: 50, seed: 10 + i }));
+        const compacting = new LocalEngine(m);
+        const keeping = new LocalEngine(m, { compactBelow: 0 });
+        const a = await compacting.generate(requests);
+        const b = await keeping.generate(requests);
+        a.forEach((r, i) => {
+          assert.deepEqual(r.tokenIds, b[i].tokenIds, `${name} request ${i}`);
+          assertClose(r.logprobs, b[i].logprobs, { atol: 1e-4, label: `${name} request ${i} log-probs` });
+        });
+        assert.deepEqual(a.map((r) => r.tokenIds.length), [12, 12, 3, 3, 3, 3]);
+        assert.ok(compacting.usage.rowSteps < keeping.usage.rowSteps, `${name}: ${compacting.usage.rowSteps} row-steps against ${keeping.usage.rowSteps}`);
+        assert.equal(compacting.usage.decodeSteps, keeping.usage.decodeSteps);
+      }
+    } finally {
+      for (const t of qwen35.parameters()) t.dispose();
+    }
+    assert.throws(() => new LocalEngine(model, { compactBelow: 1 }), /compactBelow must be in \[0, 1\), got 1/);
+  });
+
   test('top log-probs list each step\'s most likely tokens with their scored log-probs; onToken follows every row', slow, async () => {
     const cases: Partial<SamplingParams>[] = [{ temperature: 0, logprobs: 3 }, { temperature: 0.8, topK: 20, seed: 4, logprobs: 2 }, { temperature: 1 }];
     const prompts = [prompt, prompt.slice(0, 3), prompt.slice(1)];

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { randn } from '../src/util/random.ts';
+import { takeRows } from '../src/tensor/ops/create.ts';
 import { permute, slice } from '../src/tensor/ops/shape_ops.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
@@ -64,5 +65,19 @@ describe('shape ops', () => {
     });
     await gradCheck((t) => slice(t, 1, 1, 4), [{ data: x, shape: [2, 5, 3] }], { label: 'slice grad' });
     await gradCheck((t) => slice(t, 2, 0, 3), [{ data: x, shape: [2, 5, 3] }], { label: 'full slice grad' });
+  });
+
+  test('takeRows copies rows of the first axis in the order asked, runs and repeats alike; bad rows are named', async () => {
+    await gpu();
+    const shape = [5, 2, 3];
+    const x = randn(size(shape), 9);
+    await scopeAsync(async () => {
+      const rows = [4, 1, 2, 3, 1];
+      const got = await read(takeRows(tensor(x, shape), rows));
+      const want = Float32Array.from(rows.flatMap((r) => [...x.subarray(r * 6, r * 6 + 6)]));
+      assert.deepEqual([...got], [...want]);
+      assert.deepEqual(takeRows(tensor(x, shape), [0, 2]).shape, [2, 2, 3]);
+      assert.throws(() => takeRows(tensor(x, shape), [0, 5]), /takeRows: rows\[1\] = 5 is not a row of \[5, 2, 3\]/);
+    });
   });
 });

@@ -18,6 +18,8 @@ export interface ModelCache {
   length: number;
   /** Left padding of each row, fixed when the cache is made. */
   readonly padLeft: Int32Array | undefined;
+  /** A cache of rows `rows` of this one, in that order, at the same length (this one is left as it was). */
+  takeRows(rows: readonly number[]): ModelCache;
   dispose(): void;
 }
 

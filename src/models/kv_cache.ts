@@ -3,6 +3,7 @@
 // a batch are padded on the left to a common prompt length.
 
 import type { ModelConfig } from './config.ts';
+import { takeRows } from '../tensor/ops/create.ts';
 import { keep } from '../tensor/scope.ts';
 import { zeros, type Tensor } from '../tensor/tensor.ts';
 
@@ -21,6 +22,13 @@ export class KVCache {
     const shape = [batch, cfg.kvHeads, capacity, cfg.headDim];
     const make = () => Array.from({ length: cfg.layers }, () => keep(zeros(shape)));
     return new KVCache(batch, capacity, make(), make(), padLeft);
+  }
+
+  takeRows(rows: readonly number[]): KVCache {
+    const take = (ts: Tensor[]) => ts.map((t) => keep(takeRows(t, rows)));
+    const cache = new KVCache(rows.length, this.capacity, take(this.keys), take(this.values), this.padLeft && Int32Array.from(rows, (r) => this.padLeft![r]));
+    cache.length = this.length;
+    return cache;
   }
 
   dispose(): void {

@@ -7,6 +7,7 @@
 import type { ModelCache } from './causal_lm.ts';
 import type { ModelConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
+import { takeRows } from '../tensor/ops/create.ts';
 import { keep } from '../tensor/scope.ts';
 import { zeros, type Tensor } from '../tensor/tensor.ts';
 
@@ -50,6 +51,18 @@ export class RecurrentCache implements ModelCache {
       };
     });
     return new RecurrentCache(batch, capacity, attention, linear, padLeft);
+  }
+
+  takeRows(rows: readonly number[]): RecurrentCache {
+    const take = (t: Tensor) => keep(takeRows(t, rows));
+    const cache = new RecurrentCache(
+      rows.length, this.capacity,
+      this.attention.map((a) => a && { keys: take(a.keys), values: take(a.values) }),
+      this.linear.map((l) => l && { conv: take(l.conv), recurrent: take(l.recurrent) }),
+      this.padLeft && Int32Array.from(rows, (r) => this.padLeft![r]),
+    );
+    cache.length = this.length;
+    return cache;
   }
 
   dispose(): void {

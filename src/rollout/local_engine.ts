@@ -4,7 +4,9 @@
 // A request list is sorted by prompt length and cut into batches of at most maxBatch
 // rows. Each batch is left-padded into one prefill, then decodes one token per step for
 // all rows at once; rows that finished keep stepping (greedily, their tokens dropped)
-// until every row is done. Per step, the last position's logits are sampled on the GPU
+// until at most half the batch is still generating, when the finished rows leave it:
+// the cache keeps only the live rows, so a few long answers do not cost a full batch
+// each step. Per step, the last position's logits are sampled on the GPU
 // (the sampleTokens op) and only [batch] ids and log-probs come back; the next step
 // reads the sampled ids on the GPU, so it is recorded while they travel. The draw for a
 // request's t-th token uses the uniform hash(seed, t), so a seed reproduces its tokens
@@ -37,6 +39,11 @@ export interface LocalEngineOptions {
   maxBatch?: number;
   /** Tokens per scoring forward batch (default 8192). */
   scoreBatchTokens?: number;
+  /**
+   * Once this share of a batch's rows or fewer are still generating, the finished rows
+   * are dropped from it (default 0.5; 0 keeps every row to the end).
+   */
+  compactBelow?: number;
 }
 
 /** A token as the engine accepts it; the request's last token also carries its result. */
@@ -97,6 +104,7 @@ export class LocalEngine implements Engine, WeightSync {
   readonly tokenizer: Tokenizer | null;
   readonly maxBatch: number;
   private readonly scoreBatchTokens: number;
+  private readonly compactBelow: number;
   // GPU work runs one call at a time: tensor scopes are a stack and must not interleave.
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -106,6 +114,8 @@ export class LocalEngine implements Engine, WeightSync {
     this.tokenizer = opts.tokenizer ?? null;
     this.maxBatch = opts.maxBatch ?? 64;
     this.scoreBatchTokens = opts.scoreBatchTokens ?? 8192;
+    this.compactBelow = opts.compactBelow ?? 0.5;
+    if (!(this.compactBelow >= 0 && this.compactBelow < 1)) throw new RangeError(`LocalEngine: compactBelow must be in [0, 1), got ${opts.compactBelow}`);
     if (!Number.isInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`LocalEngine: maxBatch must be a positive integer, got ${opts.maxBatch}`);
   }
 
@@ -175,13 +185,14 @@ export class LocalEngine implements Engine, WeightSync {
   }
 
   private async runBatch(model: CausalLM, rows: Row[], onToken: GenerateOptions['onToken']): Promise<void> {
-    const B = rows.length;
     const P = Math.max(...rows.map((r) => r.req.promptIds.length));
     const steps = Math.max(...rows.map((r) => r.req.params.maxTokens));
     const padLeft = Int32Array.from(rows, (r) => P - r.req.promptIds.length);
-    const prompt = new Int32Array(B * P);
+    const prompt = new Int32Array(rows.length * P);
     rows.forEach((r, b) => prompt.set(r.req.promptIds, b * P + padLeft[b]));
-    const cache = model.newCache(B, P + steps - 1, padLeft);
+    let cache = model.newCache(rows.length, P + steps - 1, padLeft);
+    // The rows the cache holds, in its order.
+    let batch = rows;
     // One step of look-ahead: step t + 1 is recorded from the ids step t left on the GPU
     // before step t's tokens come back, so the GPU does not idle through each readback
     // and the host's recording. Done flags lag a step: a row that finished at step t
@@ -190,8 +201,9 @@ export class LocalEngine implements Engine, WeightSync {
     let inFlight: Promise<SampledTokens> | null = null;
     try {
       this.usage.batches++;
-      for (let t = 0; t < steps && rows.some((r) => !r.done); t++) {
-        const settings = rows.map((r) => (r.done ? IDLE_ROW : { ...this.rowSampling(r.req.params), u: uniformAt(r.seed, t) }));
+      for (let t = 0; t < steps && batch.some((r) => !r.done); t++) {
+        const B = batch.length;
+        const settings = batch.map((r) => (r.done ? IDLE_ROW : { ...this.rowSampling(r.req.params), u: uniformAt(r.seed, t) }));
         if (t > 0) this.usage.decodeSteps++;
         this.usage.rowSteps += B;
         const input = ids;
@@ -205,9 +217,24 @@ export class LocalEngine implements Engine, WeightSync {
         ids = step.next;
         const previous = inFlight;
         inFlight = step.read;
-        if (previous) this.acceptStep(rows, await previous, onToken);
+        if (previous) this.acceptStep(batch, await previous, onToken);
+        const live = batch.filter((r) => !r.done).length;
+        if (live > 0 && live <= B * this.compactBelow && t + 1 < steps) {
+          // The kept rows' next ids are this step's: take it now (one step without look-ahead).
+          const out = await inFlight;
+          inFlight = null;
+          this.acceptStep(batch, out, onToken);
+          const kept = batch.flatMap((r, b) => (r.done ? [] : [b]));
+          if (kept.length === 0) break;
+          const smaller = cache.takeRows(kept);
+          cache.dispose();
+          cache = smaller;
+          ids.dispose();
+          ids = Int32Array.from(kept, (b) => out.ids[b]);
+          batch = kept.map((b) => batch[b]);
+        }
       }
-      if (inFlight) this.acceptStep(rows, await inFlight, onToken);
+      if (inFlight) this.acceptStep(batch, await inFlight, onToken);
       inFlight = null;
     } finally {
       // A step abandoned by an error still has its readback pending; let it settle.
