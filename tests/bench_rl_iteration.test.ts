@@ -54,6 +54,8 @@ describe('rl-iteration bench', () => {
       assert.ok(r.rollout_engine_s > 0 && r.rollout_engine_s <= r.rollout_s);
       assert.ok(r.prompt_tokens_mean > 100, `prompt ${r.prompt_tokens_mean}`);
       assert.ok(r.trained_tokens > 0 && r.generated_tokens > 0);
+      assert.equal(r.truncated_prompts, 0);
+      assert.ok(r.peak_gib > 0, `peak ${r.peak_gib} GiB`);
     }
     // The random policy never finishes a task: every episode runs to the turn limit.
     const random = rows[0] as Record<string, number>;

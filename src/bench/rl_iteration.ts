@@ -114,7 +114,7 @@ export function iterationRow(label: string, rows: readonly MetricsRow[]): object
   return {
     kind: 'rl_iteration', model: label, iteration: m.iteration,
     episodes: m['rollout/trajectories'], turns: m['rollout/samples'], turns_per_episode: round(m['rollout/episode_len'], 1),
-    prompt_tokens_mean: Math.round(m['tokens/prompt'] / Math.max(m['rollout/samples'], 1)),
+    prompt_tokens_mean: Math.round(m['tokens/prompt'] / Math.max(m['rollout/samples'], 1)), truncated_prompts: m['rollout/truncated_prompts'],
     generated_tokens: m['tokens/generated'], trained_tokens: m['tokens/trained'],
     step_s: round(step), rollout_s: round(m['time/rollout']), rollout_engine_s: round(m['time/rollout_generate']),
     scoring_s: round(scoring), update_s: round(m['time/update']),
@@ -139,9 +139,11 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
   ];
   const time = async (label: string, modelPath: string, extra: object): Promise<object> => {
     const cfg = loadConfig(undefined, [...EMBEDDED_RECIPE, ...overrides, `model.path=${modelPath}`, `output.runName=${label}`]);
+    rt.pool.resetPeaks();
     await train(cfg, { log: () => {} });
+    const peak = rt.pool.stats.peakAllocated;
     rt.pool.trim();
-    return { ...iterationRow(label, readMetrics(path.join(runDir(cfg), METRICS_FILE))), ...extra };
+    return { ...iterationRow(label, readMetrics(path.join(runDir(cfg), METRICS_FILE))), peak_gib: round(peak / 2 ** 30), ...extra };
   };
   try {
     const rows: object[] = [];
