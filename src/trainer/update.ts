@@ -8,6 +8,7 @@ import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, packedLogprobs, responsePositions, type PackedBatch } from '../models/score.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
+import type { AuxLoss } from '../algos/plan.ts';
 import { policyLoss, tokenMean, type PolicyLossConfig, type PolicyLossTerms } from '../algos/policy_loss.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
 import { scope, scopeAsync } from '../tensor/scope.ts';
@@ -104,21 +105,6 @@ export interface UpdateMetrics {
   /** The auxiliary term's statistics, averaged over optimizer steps like the losses. */
   aux: Record<string, number>;
 }
-
-/** What an auxiliary term sees of one micro-batch: tensors over its response tokens, sample after sample. */
-export interface AuxInputs {
-  /** lθ, differentiable. */
-  logprobs: Tensor;
-  teacherLogprobs: Tensor;
-  oldLogprobs: Tensor;
-  /** The micro-batch's share of the mini-batch token mean: 1/(response tokens of the mini-batch) on every token. */
-  weights: Tensor;
-  /** Where each sample's response sits in the arrays. */
-  segments: { start: number; length: number }[];
-}
-
-/** An auxiliary loss term added to the policy loss (already scaled by its coefficient), with named scalar statistics. */
-export type AuxLoss = (inputs: AuxInputs) => Promise<{ loss: Tensor; stats: Record<string, Tensor> }>;
 
 export interface UpdateContext {
   model: CausalLM;
