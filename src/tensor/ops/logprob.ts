@@ -52,6 +52,15 @@ export function targetIds(op: string, targets: Targets, n: number, vocab: number
   return tensor(Int32Array.from(targets), [n], 'i32', rt);
 }
 
+/** Hidden states [tokens, hidden] and an LM head [vocab, hidden], both f32, or an error naming the op. */
+export function checkHeadInputs(op: string, hidden: Tensor, weight: Tensor): void {
+  expectDType(op, 'hidden', hidden.dtype, 'f32');
+  expectDType(op, 'weight', weight.dtype, 'f32');
+  if (hidden.rank !== 2 || weight.rank !== 2 || hidden.shape[1] !== weight.shape[1] || weight.shape[0] === 0) {
+    throw new ShapeError(`${op}: hidden ${fmt(hidden.shape)} and weight ${fmt(weight.shape)} are not [tokens, hidden] and [vocab, hidden]`);
+  }
+}
+
 export function inverseTemperature(op: string, temperature = 1): number {
   if (!(temperature > 0) || !Number.isFinite(temperature)) throw new RangeError(`${op}: temperature must be a positive finite number, got ${temperature}`);
   return 1 / temperature;
@@ -142,11 +151,7 @@ function vocabChunks(vocab: number, chunk: number): Chunk[] {
  */
 export function tokenLogprobs(hidden: Tensor, weight: Tensor, targets: Targets, options: ChunkedLogprobOptions = {}): TokenLogprobs {
   const op = 'tokenLogprobs';
-  expectDType(op, 'hidden', hidden.dtype, 'f32');
-  expectDType(op, 'weight', weight.dtype, 'f32');
-  if (hidden.rank !== 2 || weight.rank !== 2 || hidden.shape[1] !== weight.shape[1] || weight.shape[0] === 0) {
-    throw new ShapeError(`${op}: hidden ${fmt(hidden.shape)} and weight ${fmt(weight.shape)} are not [tokens, hidden] and [vocab, hidden]`);
-  }
+  checkHeadInputs(op, hidden, weight);
   const [n, h] = hidden.shape;
   const vocab = weight.shape[0];
   const rt = hidden.storage.rt;

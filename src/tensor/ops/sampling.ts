@@ -10,7 +10,7 @@ import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { fmt } from '../shape.ts';
 import { empty, tensor, type Tensor } from '../tensor.ts';
-import { inverseTemperature, targetIds, type Targets } from './logprob.ts';
+import { checkHeadInputs, inverseTemperature, targetIds, type Targets } from './logprob.ts';
 
 export { GREEDY_BELOW, type RowSampling } from '../../kernels/sampling.ts';
 
@@ -110,11 +110,7 @@ export interface TokenRankOptions {
  */
 export function tokenRanks(hidden: Tensor, weight: Tensor, targets: Targets, opts: TokenRankOptions = {}): Tensor {
   const op = 'tokenRanks';
-  expectDType(op, 'hidden', hidden.dtype, 'f32');
-  expectDType(op, 'weight', weight.dtype, 'f32');
-  if (hidden.rank !== 2 || weight.rank !== 2 || hidden.shape[1] !== weight.shape[1] || weight.shape[0] === 0) {
-    throw new ShapeError(`${op}: hidden ${fmt(hidden.shape)} and weight ${fmt(weight.shape)} are not [tokens, hidden] and [vocab, hidden]`);
-  }
+  checkHeadInputs(op, hidden, weight);
   const [n, h] = hidden.shape;
   const vocab = weight.shape[0];
   const rt = hidden.storage.rt;
