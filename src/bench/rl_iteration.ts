@@ -15,13 +15,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Runtime } from '../gpu/runtime.ts';
 import { randomModel, saveModel } from '../models/load.ts';
-import { configFromPreset } from '../models/presets.ts';
 import { METRICS_FILE } from '../report/run_files.ts';
 import { readMetrics, type MetricsRow } from '../report/metrics.ts';
 import { loadConfig, runDir } from '../trainer/config.ts';
 import { EMBEDDED_RECIPE } from '../trainer/default_run.ts';
 import { train } from '../trainer/train.ts';
-import { BENCH_MODELS } from './train_step.ts';
+import { benchConfig } from './train_step.ts';
 
 export const BUNDLED_MODEL = 'models/household-tiny';
 
@@ -87,12 +86,9 @@ export function widenTokenizer(from: string, to: string, vocabSize: number): { b
 
 /** A random model of the preset's shapes with the widened bundled tokenizer, written to `dir`. */
 async function writeBenchModel(rt: Runtime, preset: string, tokenizerFrom: string, dir: string, work: string): Promise<number> {
-  const shapes = BENCH_MODELS[preset];
-  if (!shapes) throw new Error(`unknown bench model "${preset}" (have ${Object.keys(BENCH_MODELS).join(', ')})`);
-  const vocab = configFromPreset('qwen2.5-0.5b', shapes).vocabSize;
   const tokenizerDir = path.join(work, 'tokenizer');
-  const special = widenTokenizer(tokenizerFrom, tokenizerDir, vocab);
-  const config = configFromPreset('qwen2.5-0.5b', { ...shapes, bos_token_id: special.bos, eos_token_id: special.eos, pad_token_id: special.pad });
+  const special = widenTokenizer(tokenizerFrom, tokenizerDir, benchConfig(preset).vocabSize);
+  const config = benchConfig(preset, { bos_token_id: special.bos, eos_token_id: special.eos, pad_token_id: special.pad });
   const model = randomModel(config, 0, { fast: true, trainable: false });
   try {
     await saveModel(model, dir, { tokenizerDir });

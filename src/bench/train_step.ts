@@ -7,6 +7,7 @@ import type { Runtime } from '../gpu/runtime.ts';
 import { randomModel } from '../models/load.ts';
 import { configFromPreset } from '../models/presets.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
+import type { ModelConfig } from '../models/config.ts';
 import { tensorMatmulAvailable } from '../kernels/matmul/tensor.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { mulberry32 } from '../util/random.ts';
@@ -21,10 +22,15 @@ export const BENCH_MODELS: Record<string, Record<string, unknown>> = {
   household: { vocab_size: 709, hidden_size: 256, intermediate_size: 768, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2 },
 };
 
+/** The config of a bench preset, with `overrides` (HF keys) on top. */
+export function benchConfig(preset: string, overrides: Record<string, unknown> = {}): ModelConfig {
+  const shapes = BENCH_MODELS[preset];
+  if (!shapes) throw new Error(`unknown bench model "${preset}" (have ${Object.keys(BENCH_MODELS).join(', ')})`);
+  return configFromPreset('qwen2.5-0.5b', { ...shapes, ...overrides });
+}
+
 export function benchModel(preset: string): CausalLM {
-  const overrides = BENCH_MODELS[preset];
-  if (!overrides) throw new Error(`unknown bench model "${preset}" (have ${Object.keys(BENCH_MODELS).join(', ')})`);
-  return randomModel(configFromPreset('qwen2.5-0.5b', overrides), 0, { fast: true });
+  return randomModel(benchConfig(preset), 0, { fast: true });
 }
 
 export function randomIds(n: number, vocab: number, seed: number): Int32Array {
