@@ -14,7 +14,7 @@ import { rlsdAdvantages, rlsdLambda } from '../src/algos/methods/rlsd.ts';
 import { ShapeError } from '../src/tensor/errors.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
-import { resolveConfig, TrainConfigSchema } from '../src/trainer/config_schema.ts';
+import { resolveConfig, TrainConfigSchema } from '../src/config/config_schema.ts';
 import { assertClose, gpu, read } from './support/gpu.ts';
 
 const DEFAULTS = resolveConfig(TrainConfigSchema.parse({})).algorithm;

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { finalValidationWins, summarizeMethod } from '../src/trainer/compare.ts';
+import { finalValidationWins, summarizeMethod } from '../src/compare/compare.ts';
 import type { RunData } from '../src/report/report.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'wgt-compare-stats-'));

@@ -3,8 +3,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { loadConfig } from '../src/trainer/config.ts';
-import { applySoftwareGpuScale, EMBEDDED_RECIPE, SOFTWARE_GPU_SCALE } from '../src/trainer/default_run.ts';
+import { loadConfig } from '../src/config/config.ts';
+import { applySoftwareGpuScale, EMBEDDED_RECIPE, SOFTWARE_GPU_SCALE } from '../src/config/default_run.ts';
 
 describe('the embedded default', () => {
   test('is GRPO on household from the bundled model, 150 iterations of 16 tasks x 8 with the bundled model\'s settings', () => {

@@ -12,9 +12,9 @@ import { after, describe, test } from 'node:test';
 import { loadModel } from '../src/models/load.ts';
 import { attachLora } from '../src/models/lora.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
-import { saveCheckpoint } from '../src/trainer/checkpoint.ts';
-import { validateConfig, writeRunConfig } from '../src/trainer/config.ts';
-import { evaluate, type EvalOptions, type EvalReport } from '../src/trainer/evaluate.ts';
+import { saveCheckpoint } from '../src/checkpoint/checkpoint.ts';
+import { validateConfig, writeRunConfig } from '../src/config/config.ts';
+import { evaluate, type EvalOptions, type EvalReport } from '../src/eval/evaluate.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 
 // The software GPU is slow and shared: GPU tests get minutes, not bun's default 5 s.

@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { scaledRunNote } from '../src/cli/eval.ts';
-import { SCALE_RECORD_FILE } from '../src/trainer/default_run.ts';
+import { SCALE_RECORD_FILE } from '../src/config/default_run.ts';
 
 const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 /** Packages the trainer must start without. */

@@ -18,9 +18,9 @@ import { AdamW } from '../src/optim/adamw.ts';
 import type { AgentSpec } from '../src/envs/agent_spec.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { encodeTurnPrompt } from '../src/rollout/tokenize_turn.ts';
-import { loadConfig } from '../src/trainer/config.ts';
+import { loadConfig } from '../src/config/config.ts';
 import { trainingIteration } from '../src/trainer/iteration.ts';
-import { runMethod } from '../src/trainer/methods.ts';
+import { runMethod } from '../src/config/methods.ts';
 import { Rng } from '../src/util/random.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 

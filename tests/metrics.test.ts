@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { loadConfig, writeRunConfig } from '../src/trainer/config.ts';
+import { loadConfig, writeRunConfig } from '../src/config/config.ts';
 import { MetricsLogger, readMetrics, rolloutMetrics, summaryLine } from '../src/report/metrics.ts';
 import { renderReport, summarizeRun, writeComparisonReport, writeReport } from '../src/report/report.ts';
 import { niceTicks } from '../src/report/svg_chart.ts';

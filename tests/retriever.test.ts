@@ -6,8 +6,8 @@ import { startRetrieverServer, type RetrieverServer } from '../envs/retriever_se
 import { builtInSearchData, SearchEnvironment } from '../envs/search/env.ts';
 import { HttpRetriever } from '../envs/search/http_retriever.ts';
 import { Bm25Retriever } from '../envs/search/retriever.ts';
-import { loadConfig } from '../src/trainer/config.ts';
-import { makeEnvironment } from '../src/trainer/environment.ts';
+import { loadConfig } from '../src/config/config.ts';
+import { makeEnvironment } from '../src/eval/environment.ts';
 
 const corpus = [
   { id: 'd0', contents: '"Velmora"\nVelmora is a city in Quenthia on the Aster river.' },

@@ -19,7 +19,7 @@ import type { GenerationRequest, SamplingParams } from '../src/rollout/engine.ts
 import { HttpEngine } from '../src/rollout/http_engine.ts';
 import { EngineHttpError } from '../src/rollout/http_request.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
-import { startServer, type ServerHandle } from '../src/rollout/server.ts';
+import { startServer, type ServerHandle } from '../src/serve/server.ts';
 import { assertClose, gpu } from './support/gpu.ts';
 import { writeRandomAdapter } from './support/random_adapter.ts';
 import { tinyTokenizer } from './support/tiny_tokenizer.ts';

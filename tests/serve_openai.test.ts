@@ -15,7 +15,7 @@ import type { Tokenizer } from '../src/models/tokenizer.ts';
 import type { GenerationResult, SamplingParams } from '../src/rollout/engine.ts';
 import { HttpEngine } from '../src/rollout/http_engine.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
-import { startServer, type ServerHandle } from '../src/rollout/server.ts';
+import { startServer, type ServerHandle } from '../src/serve/server.ts';
 import { assertClose, gpu } from './support/gpu.ts';
 import { tinyTokenizer } from './support/tiny_tokenizer.ts';
 

@@ -16,9 +16,9 @@ import { packLeft, responsePositions } from '../src/models/score.ts';
 import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
 import { buildWordTokenizer, byteToken, IM_END, preTokenize, writeTokenizerFiles } from '../src/models/word_tokenizer.ts';
 import { turnPromptText } from '../src/rollout/tokenize_turn.ts';
-import { encodeSample, qwen2Config } from '../src/trainer/default_model.ts';
+import { encodeSample, qwen2Config } from '../src/sft/default_model.ts';
 import { expertThought, householdCorpus, householdExpertSamples } from '../envs/household/expert_data.ts';
-import { microBatches, sampleIds, sftLoss, trainSft, type SftSample } from '../src/trainer/sft.ts';
+import { microBatches, sampleIds, sftLoss, trainSft, type SftSample } from '../src/sft/sft.ts';
 import { gpu } from './support/gpu.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'wgt-sft-'));

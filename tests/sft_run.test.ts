@@ -15,10 +15,10 @@ import { openCheckpoint } from '../src/models/checkpoint.ts';
 import { loadTokenizer } from '../src/models/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import { ExpertEngine } from '../src/rollout/expert_engine.ts';
-import { findLatestCheckpoint, loadCheckpoint, restoreModel } from '../src/trainer/checkpoint.ts';
-import { loadConfig } from '../src/trainer/config.ts';
+import { findLatestCheckpoint, loadCheckpoint, restoreModel } from '../src/checkpoint/checkpoint.ts';
+import { loadConfig } from '../src/config/config.ts';
 import { readMetrics } from '../src/report/metrics.ts';
-import { runSft } from '../src/trainer/sft_run.ts';
+import { runSft } from '../src/sft/sft_run.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 
 // The software GPU is slow and shared: GPU tests get minutes, not bun's default 5 s.

@@ -16,7 +16,7 @@ import { AdamW } from '../src/optim/adamw.ts';
 import { randn } from '../src/util/random.ts';
 import {
   assertResumable, findLatestCheckpoint, LATEST_FILE, listCheckpoints, loadCheckpoint, restoreModel, saveCheckpoint, type CheckpointIO, type TrainerState,
-} from '../src/trainer/checkpoint.ts';
+} from '../src/checkpoint/checkpoint.ts';
 import { Rng } from '../src/util/random.ts';
 import type { Tensor } from '../src/tensor/tensor.ts';
 import { gpu, read } from './support/gpu.ts';

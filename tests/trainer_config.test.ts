@@ -10,8 +10,8 @@ import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CliError, configWords } from '../src/cli/args.ts';
 import { envPlugin } from '../envs/registry.ts';
-import { EMBEDDED_RECIPE } from '../src/trainer/default_run.ts';
-import { assertImplemented, ConfigError, configHash, describeConfig, ENV_NAMES, loadConfig, METHODS, validateConfig, warmupIterations, writeRunConfig } from '../src/trainer/config.ts';
+import { EMBEDDED_RECIPE } from '../src/config/default_run.ts';
+import { assertImplemented, ConfigError, configHash, describeConfig, ENV_NAMES, loadConfig, METHODS, validateConfig, warmupIterations, writeRunConfig } from '../src/config/config.ts';
 import { RUN_CONFIG_FILE } from '../src/report/run_files.ts';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');

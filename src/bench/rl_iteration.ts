@@ -17,8 +17,8 @@ import type { Runtime } from '../gpu/runtime.ts';
 import { randomModel, saveModel } from '../models/load.ts';
 import { METRICS_FILE } from '../report/run_files.ts';
 import { readMetrics, type MetricsRow } from '../report/metrics.ts';
-import { loadConfig, runDir } from '../trainer/config.ts';
-import { EMBEDDED_RECIPE } from '../trainer/default_run.ts';
+import { loadConfig, runDir } from '../config/config.ts';
+import { EMBEDDED_RECIPE } from '../config/default_run.ts';
 import { train } from '../trainer/train.ts';
 import { benchConfig } from './train_step.ts';
 

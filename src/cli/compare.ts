@@ -1,8 +1,8 @@
 import * as path from 'node:path';
 import { defineCommand } from 'citty';
-import { METHODS } from '../trainer/config_schema.ts';
-import { loadConfig } from '../trainer/config.ts';
-import { comparePlan, runComparison, writeComparison } from '../trainer/compare.ts';
+import { METHODS } from '../config/config_schema.ts';
+import { loadConfig } from '../config/config.ts';
+import { comparePlan, runComparison, writeComparison } from '../compare/compare.ts';
 import { checkRunInputs } from '../trainer/train.ts';
 import { CliError, configWords, intArg } from './args.ts';
 import { gpuArgs } from './gpu_args.ts';

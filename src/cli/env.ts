@@ -3,8 +3,8 @@ import { environmentNames, getEnvironment } from '../../envs/registry.ts';
 import { serveEnvironment } from '../../envs/server.ts';
 import type { Environment } from '../envs/types.ts';
 import { SPLITS, type Split } from '../envs/types.ts';
-import { loadConfig } from '../trainer/config.ts';
-import { makeEnvironment } from '../trainer/environment.ts';
+import { loadConfig } from '../config/config.ts';
+import { makeEnvironment } from '../eval/environment.ts';
 import { CliError, intArg } from './args.ts';
 
 /** The in-process environment `name` with its settings given as key=value words (its env.<name> block of a config). */

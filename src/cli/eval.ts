@@ -2,11 +2,11 @@ import * as path from 'node:path';
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import type { Split } from '../envs/types.ts';
-import { ENV_NAMES, type EnvName } from '../trainer/config.ts';
-import { readScaleRecord, type ScaleRecord } from '../trainer/default_run.ts';
+import { ENV_NAMES, type EnvName } from '../config/config.ts';
+import { readScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 import { formatMeanStd, type GroupStats } from '../report/eval_stats.ts';
-import { EVAL_DEFAULTS, evaluate, type EvalReport } from '../trainer/evaluate.ts';
-import { resolveModelSource, type ModelSource } from '../trainer/model_source.ts';
+import { EVAL_DEFAULTS, evaluate, type EvalReport } from '../eval/evaluate.ts';
+import { resolveModelSource, type ModelSource } from '../checkpoint/model_source.ts';
 import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 

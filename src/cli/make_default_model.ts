@@ -1,6 +1,6 @@
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
-import { makeDefaultModel } from '../trainer/default_model.ts';
+import { makeDefaultModel } from '../sft/default_model.ts';
 import { envPlugin } from '../../envs/registry.ts';
 import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';

@@ -5,7 +5,7 @@ import { initRuntime } from '../gpu/runtime.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
-import { SERVER_DEFAULTS, startServer } from '../rollout/server.ts';
+import { SERVER_DEFAULTS, startServer } from '../serve/server.ts';
 import { CliError, intArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 

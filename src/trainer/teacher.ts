@@ -11,7 +11,7 @@ import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
 import type { Engine } from '../rollout/engine.ts';
 import type { StepSample } from '../rollout/sample.ts';
-import { loadCheckpoint, restoreModel } from './checkpoint.ts';
+import { loadCheckpoint, restoreModel } from '../checkpoint/checkpoint.ts';
 import { responseLogprobs, splitMicroBatches } from './update.ts';
 
 export type TeacherSource =

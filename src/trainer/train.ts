@@ -23,17 +23,17 @@ import type { Engine } from '../rollout/engine.ts';
 import { HttpEngine } from '../rollout/http_engine.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
-import { findLatestCheckpoint, loadCheckpoint } from './checkpoint.ts';
-import { assertImplemented, METHODS, runDir as runDirOf, warmupIterations, type TrainConfig } from './config.ts';
+import { findLatestCheckpoint, loadCheckpoint } from '../checkpoint/checkpoint.ts';
+import { assertImplemented, METHODS, runDir as runDirOf, warmupIterations, type TrainConfig } from '../config/config.ts';
 import { trainingIteration, type Reference } from './iteration.ts';
-import { runMethod } from './methods.ts';
+import { runMethod } from '../config/methods.ts';
 import { rolloutMetrics, summaryLine, type Metrics } from '../report/metrics.ts';
 import { Rng } from '../util/random.ts';
-import { Run, type TrainOptions, type TrainResult } from './run.ts';
+import { Run, type TrainOptions, type TrainResult } from '../run/run.ts';
 
-import { runSft } from './sft_run.ts';
+import { runSft } from '../sft/sft_run.ts';
 import { isTeacherDir, loadTeacher, type TeacherSource } from './teacher.ts';
-import { trainableParams } from './trainable.ts';
+import { trainableParams } from '../run/trainable.ts';
 import { scoringTemperature } from './update.ts';
 import { RemoteWeights } from './weight_sync.ts';
 

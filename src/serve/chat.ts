@@ -4,11 +4,11 @@
 // refused rather than silently ignored.
 
 import type { ChatMessage, Tokenizer } from '../models/tokenizer.ts';
-import type { GenerationResult } from './engine.ts';
-import { boolField, neutralOnly, stringField, type Body } from './server_fields.ts';
-import { ApiError } from './server_http.ts';
-import { logprobsCount, needTokenizer, readSampling, type RequestLimits, type SamplingRequest } from './server_sampling.ts';
-import { chatLogprobContent, choiceText, scoredTokens, type ScoredToken, type TokenNaming } from './server_text.ts';
+import type { GenerationResult } from '../rollout/engine.ts';
+import { boolField, neutralOnly, stringField, type Body } from './fields.ts';
+import { ApiError } from './http.ts';
+import { logprobsCount, needTokenizer, readSampling, type RequestLimits, type SamplingRequest } from './sampling.ts';
+import { chatLogprobContent, choiceText, scoredTokens, type ScoredToken, type TokenNaming } from './text.ts';
 
 export interface ChatRequest extends SamplingRequest {
   model: string | undefined;

@@ -8,7 +8,7 @@ import { AgentGymEnvironment } from '../envs/agentgym.ts';
 import { RemoteEnvironment } from '../envs/client.ts';
 import type { Environment, Split } from '../envs/types.ts';
 import type { RolloutTask } from '../rollout/agent_loop.ts';
-import { envOptionsOf, type TrainConfig } from './config_schema.ts';
+import { envOptionsOf, type TrainConfig } from '../config/config_schema.ts';
 
 export function makeEnvironment(cfg: Pick<TrainConfig, 'env' | 'rollout'>): Environment {
   const plugin = envPlugin(cfg.env.name);

@@ -2,10 +2,10 @@
 // section 5), read into one engine request per choice, and the streaming options.
 
 import type { Tokenizer } from '../models/tokenizer.ts';
-import type { GenerationRequest } from './engine.ts';
+import type { GenerationRequest } from '../rollout/engine.ts';
 import { deriveSeed } from '../util/random.ts';
-import { boolField, intField, neutralOnly, numberField, stringList, tokenIds, type Body } from './server_fields.ts';
-import { ApiError } from './server_http.ts';
+import { boolField, intField, neutralOnly, numberField, stringList, tokenIds, type Body } from './fields.ts';
+import { ApiError } from './http.ts';
 
 export interface RequestLimits {
   vocab: number;

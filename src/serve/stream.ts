@@ -6,13 +6,13 @@
 
 import type { ServerResponse } from 'node:http';
 import type { Tokenizer } from '../models/tokenizer.ts';
-import { IncrementalDetokenizer } from './detokenizer.ts';
-import type { GenerationRequest, GenerationResult } from './engine.ts';
-import type { TokenEvent } from './local_engine.ts';
-import type { PromptTokenStats } from './prompt_logprobs.ts';
-import type { ApiError } from './server_http.ts';
-import type { StreamOptions } from './server_sampling.ts';
-import type { ScoredToken } from './server_text.ts';
+import { IncrementalDetokenizer } from '../rollout/detokenizer.ts';
+import type { GenerationRequest, GenerationResult } from '../rollout/engine.ts';
+import type { TokenEvent } from '../rollout/local_engine.ts';
+import type { PromptTokenStats } from '../rollout/prompt_logprobs.ts';
+import type { ApiError } from './http.ts';
+import type { StreamOptions } from './sampling.ts';
+import type { ScoredToken } from './text.ts';
 
 export class SseWriter {
   private closed = false;

@@ -10,7 +10,7 @@ import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { loadLora } from '../models/lora.ts';
 import { findLatestCheckpoint, loadCheckpoint, type CheckpointModel } from './checkpoint.ts';
-import { validateConfig, type TrainConfig } from './config.ts';
+import { validateConfig, type TrainConfig } from '../config/config.ts';
 import { RUN_CONFIG_FILE } from '../report/run_files.ts';
 
 /** A model path that names nothing loadable; the message names the option and the path. */

@@ -24,14 +24,14 @@ import { methodDefinition } from '../algos/methods/index.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { ConfigError, warmupIterations, type TrainConfig } from './config.ts';
+import { ConfigError, warmupIterations, type TrainConfig } from '../config/config.ts';
 import { encodeSample } from './default_model.ts';
 import { summaryLine, type Metrics } from '../report/metrics.ts';
 import { Rng } from '../util/random.ts';
-import { Run, type TrainOptions, type TrainResult } from './run.ts';
+import { Run, type TrainOptions, type TrainResult } from '../run/run.ts';
 import { expertSamples, readSftRecords, selectTurns, type TurnSelection } from './sft_data.ts';
 import { formatSftStep, trainSft, type SftSample, type SftStepStats } from './sft.ts';
-import { trainableParams } from './trainable.ts';
+import { trainableParams } from '../run/trainable.ts';
 
 /** Refusals that need no GPU: settings SFT cannot honour, a missing model, an unreadable data file. */
 function checkSftInputs(cfg: TrainConfig): void {

@@ -4,7 +4,7 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ApiError } from './server_http.ts';
+import { ApiError } from './http.ts';
 
 function inside(root: string, p: string): boolean {
   return p === root || p.startsWith(root.endsWith(path.sep) ? root : root + path.sep);

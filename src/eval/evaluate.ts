@@ -17,10 +17,10 @@ import { runRollout } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { envPlugin } from '../../envs/registry.ts';
-import { ENV_NAMES, validateConfig, type EnvName, type TrainConfig } from './config.ts';
+import { ENV_NAMES, validateConfig, type EnvName, type TrainConfig } from '../config/config.ts';
 import { makeEnvironment, taskPanel } from './environment.ts';
 import { summarizeEval, type EpisodeOutcome, type EvalSummary } from '../report/eval_stats.ts';
-import { loadModelSource, resolveModelSource } from './model_source.ts';
+import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
 import { Progress, type ProgressMode } from '../report/progress.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
 

@@ -1,7 +1,7 @@
 // Typed reads of request body fields: a missing field takes its default, a field of the
 // wrong type or range is a 400 that names it.
 
-import { ApiError } from './server_http.ts';
+import { ApiError } from './http.ts';
 
 export type Body = Record<string, unknown>;
 

@@ -4,8 +4,8 @@
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loraParameters } from '../models/lora.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { ConfigError } from './config.ts';
-import type { TrainConfig } from './config_schema.ts';
+import { ConfigError } from '../config/config.ts';
+import type { TrainConfig } from '../config/config_schema.ts';
 
 export function trainableParams(model: CausalLM, cfg: TrainConfig): Tensor[] {
   if (cfg.model.lora) return loraParameters(model);

@@ -3,12 +3,12 @@
 
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { GREEDY_BELOW } from '../tensor/ops/sampling.ts';
-import type { GenerationResult } from './engine.ts';
-import type { PromptTokenStats } from './prompt_logprobs.ts';
-import { boolField, intField, neutralOnly, stringField, tokenIds, type Body } from './server_fields.ts';
-import { ApiError } from './server_http.ts';
-import { logprobsCount, needTokenizer, readSampling, type RequestLimits, type SamplingRequest } from './server_sampling.ts';
-import { choiceText, completionLogprobs, scoredTokens, tokenName, type ScoredToken, type TokenNaming } from './server_text.ts';
+import type { GenerationResult } from '../rollout/engine.ts';
+import type { PromptTokenStats } from '../rollout/prompt_logprobs.ts';
+import { boolField, intField, neutralOnly, stringField, tokenIds, type Body } from './fields.ts';
+import { ApiError } from './http.ts';
+import { logprobsCount, needTokenizer, readSampling, type RequestLimits, type SamplingRequest } from './sampling.ts';
+import { choiceText, completionLogprobs, scoredTokens, tokenName, type ScoredToken, type TokenNaming } from './text.ts';
 
 export interface CompletionRequest extends SamplingRequest {
   model: string | undefined;

@@ -5,7 +5,7 @@
 //   /v1/unload_lora_adapter, and of vLLM's development endpoints the ones a trainer's
 //   weight sync uses: POST /collective_rpc (method "reload_weights") and
 //   /reset_prefix_cache.
-// One GPU, so work goes through one queue (server_scheduler.ts) that merges concurrent
+// One GPU, so work goes through one queue (scheduler.ts) that merges concurrent
 // generation requests into shared batches. Bound to 127.0.0.1 unless told otherwise;
 // an optional bearer token guards everything but /health; paths in requests must lie
 // under --allowed-root. Bad input gets a 4xx in vLLM's error shape and never takes the
@@ -16,17 +16,17 @@ import { timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { CheckpointError, ConfigError, SafetensorsError } from '../models/errors.ts';
-import { EngineRequestError } from './errors.ts';
-import type { LocalEngine } from './local_engine.ts';
-import type { PromptTokenStats } from './prompt_logprobs.ts';
-import { chatResponse, ChatChunks, parseChat } from './server_chat.ts';
-import { CompletionChunks, completionResponse, parseCompletion } from './server_completions.ts';
-import { boolField, requiredString, stringField, tokenIds, type Body } from './server_fields.ts';
-import { ApiError, readJsonObject, sendJson, sendText } from './server_http.ts';
-import { allowedDir } from './server_paths.ts';
-import type { RequestLimits, SamplingRequest } from './server_sampling.ts';
-import { BatchScheduler } from './server_scheduler.ts';
-import { ChoiceText, streamChoices, type ChunkFormat } from './server_stream.ts';
+import { EngineRequestError } from '../rollout/errors.ts';
+import type { LocalEngine } from '../rollout/local_engine.ts';
+import type { PromptTokenStats } from '../rollout/prompt_logprobs.ts';
+import { chatResponse, ChatChunks, parseChat } from './chat.ts';
+import { CompletionChunks, completionResponse, parseCompletion } from './completions.ts';
+import { boolField, requiredString, stringField, tokenIds, type Body } from './fields.ts';
+import { ApiError, readJsonObject, sendJson, sendText } from './http.ts';
+import { allowedDir } from './paths.ts';
+import type { RequestLimits, SamplingRequest } from './sampling.ts';
+import { BatchScheduler } from './scheduler.ts';
+import { ChoiceText, streamChoices, type ChunkFormat } from './stream.ts';
 
 export interface ServerOptions {
   host?: string;
