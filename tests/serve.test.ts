@@ -17,7 +17,7 @@ import { SafetensorsFile } from '../src/models/safetensors.ts';
 import type { Tokenizer } from '../src/models/tokenizer.ts';
 import type { GenerationRequest, SamplingParams } from '../src/rollout/engine.ts';
 import { HttpEngine } from '../src/rollout/http_engine.ts';
-import { EngineHttpError } from '../src/rollout/http_request.ts';
+import { EngineHttpError } from '../src/net/http_call.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { startServer, type ServerHandle } from '../src/serve/server.ts';
 import { assertClose, gpu } from './support/gpu.ts';

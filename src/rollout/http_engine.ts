@@ -9,7 +9,7 @@
 // its development RPC endpoint (the server started with VLLM_SERVER_DEV_MODE=1).
 
 import type { Engine, GenerationRequest, GenerationResult, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
-import { callServer, EngineHttpError, type RetryOptions } from './http_request.ts';
+import { callServer, EngineHttpError, type RetryOptions } from '../net/http_call.ts';
 
 export interface HttpEngineOptions {
   /** Server address, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted). */

@@ -1,4 +1,4 @@
-// One JSON request to a generation server with a deadline and bounded retries:
+// One JSON request to a server (generation, retrieval) with a deadline and bounded retries:
 // connection failures and 5xx answers are retried with exponential backoff, 4xx
 // answers never (the request itself is wrong), and every error names the URL and
 // what went wrong.
