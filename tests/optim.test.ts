@@ -187,10 +187,16 @@ describe('lrAt', () => {
   test('warmup, then constant, cosine or linear decay', () => {
     const base = 1e-3;
     assert.equal(lrAt(0, { base }), base);
-    assert.equal(lrAt(0, { base, warmupSteps: 4 }), base / 4);
-    assert.equal(lrAt(3, { base, warmupSteps: 4 }), base);
+    // verl's warmup factor step / W: iteration i (step i - 1) trains at (i - 1) / W.
+    assert.equal(lrAt(0, { base, warmupSteps: 4 }), 0);
+    assert.equal(lrAt(1, { base, warmupSteps: 4 }), base / 4);
+    assert.equal(lrAt(3, { base, warmupSteps: 4 }), (3 * base) / 4);
+    assert.equal(lrAt(4, { base, warmupSteps: 4 }), base);
     assert.equal(lrAt(100, { base, warmupSteps: 4 }), base);
     const cos = { base, warmupSteps: 2, kind: 'cosine' as const, totalSteps: 12, minLr: 1e-4 };
+    // Cosine warms up from minLr as verl's min_lr_ratio + (1 - min_lr_ratio) * step / W.
+    assert.equal(lrAt(0, cos), 1e-4);
+    assert.ok(Math.abs(lrAt(1, cos) - 5.5e-4) < 1e-15);
     assert.equal(lrAt(2, cos), base);
     assert.ok(Math.abs(lrAt(7, cos) - (1e-4 + 0.9e-3 / 2)) < 1e-15);
     assert.equal(lrAt(12, cos), 1e-4);
