@@ -5,7 +5,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { adrsActive, adrsAdvantages, adrsEntropyCoef } from '../src/algos/methods/adrs.ts';
+import { adrsActive, adrsAdvantages, adrsEntropyCoef, groupSpread } from '../src/algos/methods/adrs.ts';
+import { lowerMedian } from '../src/algos/token_stats.ts';
 import { agentOpsdAdvantages } from '../src/algos/methods/agent_opsd.ts';
 import { drGrpo } from '../src/algos/methods/dr_grpo.ts';
 import { gigpoAdvantages } from '../src/algos/methods/gigpo.ts';
@@ -292,6 +293,28 @@ describe('ADRS', () => {
     close(flat.advantages, [
       [-0.3, -0.7], [0.3, 0.7], [-0.3, -0.7], [0.7, 0.3], [-0.7, -0.3], [0.7, 0.3], [0, 0], [0, 0],
     ], 'adrs clipped without the adaptive bound');
+  });
+
+  test('an even number of groups with spread: the lower middle σ (torch.median), σ = √(var + 1e-8)', () => {
+    // Returns (0, 1), (0, 2), (0, 4), (0, 8): unbiased variances 0.5, 2, 8, 32; σ = √(v + 1e-8).
+    // The lower middle of the four is √(2 + 1e-8) (the mean of the two middle ones
+    // would be (√2 + √8)/2 and give g0 a bound of 0.0667, g1 0.1333).
+    const s = [[0, 1], [0, 2], [0, 4], [0, 8]].flatMap(([ra, rb], g) => [
+      { groupId: `g${g}`, score: ra, responseIds: ids(2) },
+      { groupId: `g${g}`, score: rb, responseIds: ids(2) },
+    ]);
+    const a = Float64Array.from([-0.5, 0.5, -0.5, 0.5, -0.5, 0.5, -0.5, 0.5]);
+    const lt = f32([[-1, -2], [-1, -2], [-1, -2], [-1, -2], [-1, -2], [-1, -2], [-1, -2], [-1, -2]]);
+    const r = adrsAdvantages(s, a, lt, 30, { ...cfg, eta: 10 });
+    const b0 = 0.2 * Math.sqrt(0.5 + 1e-8) / Math.sqrt(2 + 1e-8);
+    close(r.advantages, [
+      [-0.5 + b0, -0.5 - b0], [0.5 + b0, 0.5 - b0],
+      [-0.3, -0.7], [0.7, 0.3], [-0.3, -0.7], [0.7, 0.3], [-0.3, -0.7], [0.7, 0.3],
+    ], 'adrs lower median');
+    assert.equal(lowerMedian([4, 1, 3, 2]), 2);
+    assert.equal(lowerMedian([3, 1, 2]), 2);
+    assert.equal(groupSpread([5, 5, 5]), 0, 'equal returns: no spread');
+    assert.equal(groupSpread([1, 3]), Math.sqrt(2 + 1e-8));
   });
 
   test('spread and TVA read the penalised row score: one episode\'s invalid turn spreads a group', () => {

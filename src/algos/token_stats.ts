@@ -54,12 +54,11 @@ export function zScores(xs: ArrayLike<number>): Float64Array {
   return out;
 }
 
-/** Middle value; the mean of the two middle values for an even count. */
-export function median(xs: readonly number[]): number {
-  if (xs.length === 0) throw new Error('median: no values');
+/** Middle value; the lower of the two middle values for an even count, as torch.median. */
+export function lowerMedian(xs: readonly number[]): number {
+  if (xs.length === 0) throw new Error('lowerMedian: no values');
   const s = [...xs].sort((a, b) => a - b);
-  const h = s.length >> 1;
-  return s.length % 2 === 1 ? s[h] : (s[h - 1] + s[h]) / 2;
+  return s[(s.length - 1) >> 1];
 }
 
 /** Indices of the items sharing each key, in first-seen order. */

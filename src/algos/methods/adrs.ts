@@ -15,10 +15,11 @@
 //
 // Choices the text leaves open, made by this project:
 // - Every z-score/standardisation uses the population std (divisor n) + 1e-6, as
-//   AgentOPSD's does; σ_group, a spread of returns over samples, uses the unbiased
-//   std like the backbone's advantage (a group of one has no spread).
+//   AgentOPSD's does; σ_group, a spread of returns over samples, is the reference's
+//   √(unbiased variance + 1e-8); a group whose returns are all equal (or a group of
+//   one) has no spread and gets no bonus.
 // - The median σ_group is over this batch's groups with spread; for an even count it
-//   is the mean of the two middle values.
+//   is the lower middle value, as torch.median gives it.
 // - A TVA side with an empty sum (Σα = 0 or Σ(1−α) = 0, only when α saturates to 0
 //   or 1 for every response of the group) gives TVA = 0: no contrast is measurable.
 // - Responses with no tokens have no τ̄: they take no part in the batch mean of τ̄ nor
@@ -32,7 +33,7 @@ import type { StepSample } from '../../rollout/sample.ts';
 import { defineMethod } from '../method.ts';
 import { nonNegNum, posInt } from '../options.ts';
 import { grpoPlan } from '../plan.ts';
-import { checkTransformInputs, clip, groupIndices, meanOf, median, sigmoid, unbiasedStd, zScores } from '../token_stats.ts';
+import { checkTransformInputs, clip, groupIndices, lowerMedian, meanOf, sigmoid, zScores } from '../token_stats.ts';
 
 const options = z.strictObject({
   /** r' = shapingCoef·m·r. */
@@ -59,6 +60,15 @@ export type AdrsConfig = Omit<z.output<typeof options>, 'adaptiveClip' | 'active
 const WITHOUT_SWITCHES: ReadonlySet<string> = new Set(['shop']);
 
 export type AdrsSample = Pick<StepSample, 'groupId' | 'responseIds' | 'score'>;
+
+/** The reference's σ_group: √(unbiased variance + 1e-8); 0 when the returns do not differ (no spread). */
+export function groupSpread(returns: readonly number[]): number {
+  if (returns.length < 2) return 0;
+  const m = meanOf(returns);
+  let s = 0;
+  for (const r of returns) s += (r - m) ** 2;
+  return s > 0 ? Math.sqrt(s / (returns.length - 1) + 1e-8) : 0;
+}
 
 /** Whether shaping is on at a 1-based iteration. */
 export function adrsActive(iteration: number, cfg: AdrsConfig): boolean {
@@ -90,12 +100,9 @@ export function adrsAdvantages(
   const alpha = tauBar.map((tau, i) => (scored[i] ? sigmoid(tau - batchTau) : 0));
 
   const groups = [...groupIndices(samples, (s) => s.groupId).values()];
-  const spread = groups.map((idx) => {
-    const r = idx.map((i) => samples[i].score);
-    return unbiasedStd(r, meanOf(r));
-  });
+  const spread = groups.map((idx) => groupSpread(idx.map((i) => samples[i].score)));
   const spreadOnes = spread.filter((s) => s > 0);
-  const medianSpread = spreadOnes.length > 0 ? median(spreadOnes) : 0;
+  const medianSpread = spreadOnes.length > 0 ? lowerMedian(spreadOnes) : 0;
 
   const advantages = samples.map((s, i) => new Float32Array(s.responseIds.length).fill(adv[i]));
   const gates: number[] = [];
