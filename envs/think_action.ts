@@ -8,44 +8,51 @@ import type { AgentSpec } from '../src/envs/agent_spec.ts';
 export type InvalidReason = 'missing_action_tags' | 'missing_think_tags' | 'cjk';
 
 export interface ParsedAction {
-  /** What to send to the environment: the action when valid, the no-op "" when not. */
+  /** What to send to the environment: the reference's projection, whether or not the turn is valid. */
   action: string;
-  /** The text between the first <action> and the next </action>, lower-cased and trimmed; null when absent. */
+  /** The text between the first <action> and the first </action>, lower-cased and trimmed; null when either tag is absent. */
   extracted: string | null;
   valid: boolean;
   reason: InvalidReason | null;
 }
 
-/** Han, kana, hangul and their compatibility blocks. */
-const CJK = /[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]/;
+/** Han ideographs, the only script the reference's projection checks for. */
+const CJK = /[\u4e00-\u9fff]/;
 
-function between(text: string, open: string, close: string): string | null {
-  const start = text.indexOf(open);
-  if (start < 0) return null;
-  const end = text.indexOf(close, start + open.length);
-  return end < 0 ? null : text.slice(start + open.length, end);
-}
-
-export function parseAction(response: string): ParsedAction {
-  const inner = between(response, '<action>', '</action>');
-  const extracted = inner === null ? null : inner.trim().toLowerCase();
+/**
+ * The reference's projection (verl-agent's alfworld_projection and webshop_projection):
+ * the response is lower-cased and the text between the first `<action>` and the first
+ * `</action>` is the action, sent even when the turn is invalid for a missing
+ * `<think>…</think>` or a Han character. Without both action tags the turn is invalid
+ * and the environment still receives the response's last `tailChars` characters
+ * (30 for ALFWorld, 20 for WebShop), which it answers as an unknown command. A
+ * `</action>` before the first `<action>` gives the empty action, as Python's slice does.
+ */
+export function parseAction(response: string, tailChars = 30): ParsedAction {
+  const lower = response.toLowerCase();
+  const start = lower.indexOf('<action>');
+  const end = lower.indexOf('</action>');
+  if (start < 0 || end < 0) return { action: lower.slice(-tailChars), extracted: null, valid: false, reason: 'missing_action_tags' };
+  const extracted = lower.slice(start + '<action>'.length, end).trim();
   let reason: InvalidReason | null = null;
-  if (extracted === null) reason = 'missing_action_tags';
-  else if (between(response, '<think>', '</think>') === null) reason = 'missing_think_tags';
+  if (!response.includes('<think>') || !response.includes('</think>')) reason = 'missing_think_tags';
   else if (CJK.test(response)) reason = 'cjk';
-  return { action: reason === null ? extracted! : '', extracted, valid: reason === null, reason };
+  return { action: extracted, extracted, valid: reason === null, reason };
 }
 
-/** The turn contract of a <think>/<action> environment: an invalid turn sends the no-op "" ("Nothing happens."). */
-export function thinkActionSpec(base: Pick<AgentSpec, 'env' | 'historyLength' | 'maxTurns' | 'renderPrompt' | 'skills'>): AgentSpec {
+/**
+ * The turn contract of a <think>/<action> environment: every turn sends the projected
+ * action (an invalid one too, as the reference does); the invalid flag carries the
+ * penalty. `tailChars` is how much of an untagged response is sent.
+ */
+export function thinkActionSpec(base: Pick<AgentSpec, 'env' | 'historyLength' | 'maxTurns' | 'renderPrompt' | 'skills'>, tailChars: number): AgentSpec {
   return {
     ...base,
     noop: '',
     cutResponse: (response) => response,
     parse: (response) => {
-      const p = parseAction(response);
-      const send = p.valid ? p.action : '';
-      return { send, historyAction: send, valid: p.valid };
+      const p = parseAction(response, tailChars);
+      return { send: p.action, historyAction: p.action, valid: p.valid };
     },
     formatResponse: (thought, action) => `<think>\n${thought}\n</think>\n<action>${action}</action>`,
   };

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { EnvInputError, EpisodeDoneError } from '../envs/errors.ts';
-import { parseAction } from '../envs/think_action.ts';
+import { parseAction, type ParsedAction } from '../envs/think_action.ts';
 import { COMBOS, LAYOUTS, TASK_TYPES, splitCombos, type TaskType } from '../envs/household/catalog.ts';
 import { admissibleCommands } from '../envs/household/commands.ts';
 import { HouseholdEnvironment, type HouseholdInfo, type HouseholdSession } from '../envs/household/env.ts';
@@ -332,22 +332,24 @@ describe('household dialects', () => {
 });
 
 describe('household agent turn format', () => {
-  test('actions come from the first <action> pair, lower-cased; missing tags or CJK make the turn invalid', () => {
+  const pick = (p: ParsedAction) => [p.action, p.valid, p.reason];
+  test('the reference projection: the first <action> pair lower-cased, sent even when invalid; untagged turns send their last 30 characters', () => {
     assert.deepEqual(parseAction('<think>the cabinet</think> <action> Go To Cabinet 1 </action>'), {
       action: 'go to cabinet 1', extracted: 'go to cabinet 1', valid: true, reason: null,
     });
     assert.equal(parseAction('<think>x</think><action>open drawer 1</action><action>look</action>').action, 'open drawer 1');
-    assert.equal(parseAction('</action><think>x</think><action>look</action>').action, 'look');
-    const noAction = parseAction('<think>hmm</think> go to cabinet 1');
-    assert.deepEqual([noAction.valid, noAction.reason, noAction.action, noAction.extracted], [false, 'missing_action_tags', '', null]);
-    assert.equal(parseAction('<think>x</think><action>look').reason, 'missing_action_tags');
-    const noThink = parseAction('<action>look</action>');
-    assert.deepEqual([noThink.valid, noThink.reason, noThink.action, noThink.extracted], [false, 'missing_think_tags', '', 'look']);
-    assert.equal(parseAction('<think>x<action>look</action>').reason, 'missing_think_tags');
-    for (const cjk of ['我要去柜子', 'キャビネット', '캐비닛']) {
-      const r = parseAction(`<think>${cjk}</think><action>look</action>`);
-      assert.deepEqual([r.valid, r.reason, r.action], [false, 'cjk', ''], cjk);
-    }
+    assert.equal(parseAction('<think>x</think><ACTION>Look</ACTION>').action, 'look', 'tags are found in the lower-cased text');
+    // The first </action> comes before the first <action>: Python's slice is empty, and the turn is valid.
+    assert.deepEqual(pick(parseAction('</action><think>x</think><action>look</action>')), ['', true, null]);
+    const untagged = '<think>hmm, the cabinet</think> I will go to cabinet 1';
+    assert.deepEqual(pick(parseAction(untagged)), [untagged.toLowerCase().slice(-30), false, 'missing_action_tags']);
+    assert.equal(parseAction(untagged).action, 'net</think> i will go to cabinet 1'.slice(-30));
+    assert.deepEqual(pick(parseAction('<think>x</think><action>look')), ['<think>x</think><action>look', false, 'missing_action_tags']);
+    assert.deepEqual(pick(parseAction('<action>look</action>')), ['look', false, 'missing_think_tags']);
+    assert.deepEqual(pick(parseAction('<think>x<action>look</action>')), ['look', false, 'missing_think_tags']);
+    assert.deepEqual(pick(parseAction('<think>我要去柜子</think><action>look</action>')), ['look', false, 'cjk']);
+    // Only Han ideographs (U+4E00-U+9FFF) count, as in the reference's regular expression.
+    for (const other of ['キャビネット', '캐비닛']) assert.deepEqual(pick(parseAction(`<think>${other}</think><action>look</action>`)), ['look', true, null], other);
   });
 
   test('the prompt shows the task, the step count, the last K turns, the observation and the admissible actions', () => {

@@ -319,10 +319,20 @@ describe('shop prompt, parser and skills', () => {
     assert.equal(ok.action, 'click[buy now]');
     assert.equal(ok.valid, true);
     assert.equal(parseShopAction('<think>a</think> <action> search[red shoes] </action> <action>click[x]</action>').action, 'search[red shoes]');
-    for (const bad of ['<action>click[x]</action>', '<think>a</think>click[x]', '<think>a</think><action>click[x]', '<think>a</think></action>click[x]<action>', '<think>买</think><action>click[x]</action>', '']) {
-      const p = parseShopAction(bad);
-      assert.equal(p.valid, false, bad);
-      assert.equal(p.action, '', bad);
+    // As webshop_projection: the action is sent whatever the validity; without both
+    // action tags the last 20 characters of the lower-cased response go instead.
+    const cases: [string, string, boolean][] = [
+      ['<action>click[x]</action>', 'click[x]', false],
+      ['<think>a</think>Click[Item Number 4]', 'k>click[item number 4]'.slice(-20), false],
+      ['<think>a</think><action>click[x]', '</think><action>click[x]'.slice(-20), false],
+      ['<think>a</think></action>click[x]<action>', '', true],
+      ['<think>买</think><action>click[x]</action>', 'click[x]', false],
+      ['<think>カート</think><action>click[x]</action>', 'click[x]', true],
+      ['', '', false],
+    ];
+    for (const [text, action, valid] of cases) {
+      const p = parseShopAction(text);
+      assert.deepEqual([p.action, p.valid], [action, valid], text);
     }
   });
 });

@@ -8,6 +8,9 @@ import { HOUSEHOLD_MAX_STEPS } from './env.ts';
 import { HOUSEHOLD_HISTORY_LENGTH, renderHouseholdPrompt } from './prompt.ts';
 import { householdSkillCard, householdSkills } from './skills.ts';
 
+/** What the reference sends ALFWorld for a response without action tags: its last 30 characters. */
+const HOUSEHOLD_UNTAGGED_TAIL = 30;
+
 export const householdAgent: AgentSpec = thinkActionSpec({
   env: 'household',
   historyLength: HOUSEHOLD_HISTORY_LENGTH,
@@ -15,4 +18,4 @@ export const householdAgent: AgentSpec = thinkActionSpec({
   renderPrompt: (input) => renderHouseholdPrompt({ ...input, historyLength: HOUSEHOLD_HISTORY_LENGTH }),
   // A task type the cards do not know (an ALFWorld server's path label) gets the general card.
   skills: (taskType) => ((TASK_TYPES as readonly string[]).includes(taskType) ? householdSkills(taskType) : householdSkillCard('general')),
-});
+}, HOUSEHOLD_UNTAGGED_TAIL);

@@ -4,7 +4,7 @@
 import type { AgentSpec } from '../../src/envs/agent_spec.ts';
 import { thinkActionSpec } from '../think_action.ts';
 import { SHOP_MAX_STEPS } from './env.ts';
-import { renderShopPrompt, SHOP_HISTORY_LENGTH } from './prompt.ts';
+import { renderShopPrompt, SHOP_HISTORY_LENGTH, SHOP_UNTAGGED_TAIL } from './prompt.ts';
 import { shopSkill } from './skills.ts';
 
 export const shopAgent: AgentSpec = thinkActionSpec({
@@ -13,4 +13,4 @@ export const shopAgent: AgentSpec = thinkActionSpec({
   maxTurns: SHOP_MAX_STEPS,
   renderPrompt: (input) => renderShopPrompt({ ...input, historyLength: SHOP_HISTORY_LENGTH }),
   skills: shopSkill,
-});
+}, SHOP_UNTAGGED_TAIL);

@@ -6,7 +6,15 @@
 
 import { skillBlock } from '../../src/envs/skills_block.ts';
 
-export { parseAction as parseShopAction, type ParsedAction } from '../think_action.ts';
+import { parseAction, type ParsedAction } from '../think_action.ts';
+
+export type { ParsedAction };
+
+/** What the reference sends WebShop for a response without action tags: its last 20 characters. */
+export const SHOP_UNTAGGED_TAIL = 20;
+
+/** The reference's WebShop projection (webshop_projection). */
+export const parseShopAction = (response: string): ParsedAction => parseAction(response, SHOP_UNTAGGED_TAIL);
 
 export const SHOP_HISTORY_LENGTH = 2;
 
