@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { HouseholdEnvironment, householdSkills } from '../envs/household/index.ts';
+import { HouseholdEnvironment, householdKeywordSkills, householdSkills } from '../envs/household/index.ts';
 import { SearchEnvironment } from '../envs/search/index.ts';
 import { serveEnvironment } from '../envs/server.ts';
 import { ShopEnvironment } from '../envs/shop/index.ts';
@@ -211,7 +211,7 @@ describe('agent loop over the household expert', () => {
 
   test('skills: a teacher prompt beside the policy prompt, or in the policy prompt', async () => {
     const tokenizer = await qwen3();
-    const teacher = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, withSkills: 'teacher' });
+    const teacher = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, withSkills: 'teacher', teacherSkillsPlacement: 'user_message' });
     const skills = householdSkills(teacher.trajectories[0].taskType);
     for (const s of teacher.samples) {
       const policyText = tokenizer.decode(s.promptIds);
@@ -222,15 +222,18 @@ describe('agent loop over the household expert', () => {
     }
     assert.ok(teacher.stats.teacherPromptTokens > teacher.stats.promptTokens);
 
+    // Skill-GRPO's cards follow keywords over each turn's prompt, as the reference's.
     const policy = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, withSkills: 'policy' });
     for (const s of policy.samples) {
       assert.equal(s.teacherPromptIds, undefined);
-      assert.ok(tokenizer.decode(s.promptIds).startsWith(`<|im_start|>user\n[Privileged Skill Information]\n${skills}`));
+      const text = tokenizer.decode(s.promptIds);
+      const plain = text.slice(text.indexOf('You are an expert agent'));
+      assert.ok(text.startsWith(`<|im_start|>user\n[Privileged Skill Information]\n${householdKeywordSkills(plain)}\n\nYou are an expert agent`), text.slice(0, 300));
     }
     assert.equal(policy.stats.successRate, 1);
 
-    // The reference's placement: the block as text in front of the templated prompt.
-    const before = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, withSkills: 'teacher', teacherSkillsPlacement: 'before_template' });
+    // The reference's placement, the default: the block as text in front of the templated prompt.
+    const before = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, withSkills: 'teacher' });
     for (const s of before.samples) {
       const block = tokenizer.encode(`[Privileged Skill Information]\n${skills}\n\n`, { addSpecialTokens: false });
       assert.deepEqual(s.teacherPromptIds, [...block, ...s.promptIds]);
@@ -452,7 +455,7 @@ describe('turn tokenization', () => {
       ['household', 'alfworld', 'shop', 'webshop', 'search'].map((n) => [envPlugin(n).name, envPlugin(n).agent.historyLength, envPlugin(n).agent.maxTurns]),
       [['household', 2, 50], ['household', 2, 50], ['shop', 2, 15], ['shop', 2, 15], ['search', 4, 4]],
     );
-    assert.match(envPlugin('alfworld').agent.skills('alfworld'), /\S/);
+    assert.match(envPlugin('alfworld').agent.skills('alfworld', 'a prompt', 'teacher'), /\S/);
     assert.throws(() => envPlugin('chess'), /unknown environment "chess" \(known: alfworld, household, search, shop, webshop\)/);
   });
 });

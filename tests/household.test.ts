@@ -10,7 +10,8 @@ import { generateWorld } from '../envs/household/generate.ts';
 import { isWon } from '../envs/household/goal.ts';
 import { renderHouseholdPrompt } from '../envs/household/prompt.ts';
 import { SKILL_HEADER } from '../src/envs/skills_block.ts';
-import { householdSkillCard, householdSkills, usualPlacesCard } from '../envs/household/skills.ts';
+import { householdKeywordSkills, householdSkillCard, householdSkills, usualPlacesCard } from '../envs/household/skills.ts';
+import { householdAgent } from '../envs/household/agent.ts';
 import { listing, NOTHING_HAPPENS } from '../envs/household/text.ts';
 import type { Split, StepResult } from '../src/envs/types.ts';
 
@@ -382,5 +383,17 @@ describe('household agent turn format', () => {
     assert.ok(p.startsWith(`${SKILL_HEADER}\n${skills}\n\nYou are an expert agent`));
     for (const t of TASK_TYPES) assert.match(householdSkillCard(t), new RegExp(`\\(${t}\\)`));
     assert.throws(() => householdSkills('juggling'), /no skill card for task type "juggling"/);
+  });
+
+  test('cards as the reference routes them: the teacher\'s by task type, the policy\'s (Skill-GRPO) by keywords over the prompt', () => {
+    const cards = (...types: TaskType[]) => [householdSkillCard('general'), ...types.flatMap((t) => [householdSkillCard(t), usualPlacesCard(t)])].join('\n\n');
+    const prompt = renderHouseholdPrompt({ task: 'heat some egg and put it in garbagecan.', history: [], observation: 'o', admissibleActions: ['look'] });
+    assert.equal(householdAgent.skills('pick_heat_then_place', prompt, 'teacher'), householdSkills('pick_heat_then_place'));
+    // "heat" and "put" both occur: two cards, in the table's order.
+    assert.equal(householdAgent.skills('pick_heat_then_place', prompt, 'policy'), cards('pick_heat_then_place', 'pick_and_place'));
+    assert.equal(householdKeywordSkills('put two keychain in safe.'), cards('pick_two_obj_and_place', 'pick_and_place'));
+    assert.equal(householdKeywordSkills('examine the alarmclock with the desklamp.'), cards(), 'no keyword: the general card alone');
+    assert.equal(householdKeywordSkills('look at bowl under the desklamp.'), cards('look_at_obj_in_light'));
+    assert.equal(householdAgent.skills('alfworld', prompt, 'teacher'), householdSkillCard('general'), 'an unknown type gets the general card');
   });
 });

@@ -14,7 +14,7 @@ import { exactMatch, normalizeAnswer } from '../envs/search/normalize.ts';
 import { parseSearchResponse } from '../envs/search/parse.ts';
 import { renderSearchPrompt } from '../envs/search/prompt.ts';
 import { drawQuestion, parseQuestion, TEMPLATES } from '../envs/search/questions.ts';
-import { searchSkill } from '../envs/search/skills.ts';
+import { searchSkills } from '../envs/search/skills.ts';
 import { generateWorld } from '../envs/search/world.ts';
 import { SPLITS, type StepResult } from '../src/envs/types.ts';
 
@@ -264,14 +264,14 @@ describe('search prompt and skills', () => {
     assert.ok(!first.includes('already taken') && first.includes('You are now at step 1.'));
   });
 
-  test('skills: general card plus the question type card, data sources mapped', () => {
-    const general = searchSkill('unknown');
+  test('skills as the reference routes them: the teacher\'s card by data source, else (built-in questions, Skill-GRPO) the general card', () => {
+    const general = searchSkills('unknown', 'teacher');
     assert.ok(general.startsWith('# Search QA: general rules'));
-    assert.ok(searchSkill('single_hop').includes('# Single-hop questions'));
-    assert.ok(searchSkill('two_hop').includes('# Two-hop questions'));
-    assert.equal(searchSkill('hotpotqa'), searchSkill('two_hop'));
-    assert.equal(searchSkill('nq'), searchSkill('single_hop'));
-    const prompt = renderSearchPrompt({ task: 'q?', history: [], observation: 'q?', admissibleActions: SEARCH_ACTIONS, skills: searchSkill('two_hop') });
-    assert.ok(prompt.startsWith(`[Privileged Skill Information]\n${searchSkill('two_hop')}\n\nYou are an expert agent`));
+    assert.equal(searchSkills('single_hop', 'teacher'), general, 'a built-in question carries no data source');
+    assert.ok(searchSkills('nq', 'teacher').includes('# Single-hop questions'));
+    assert.ok(searchSkills('hotpotqa', 'teacher').includes('# Two-hop questions'));
+    assert.equal(searchSkills('hotpotqa', 'policy'), general);
+    const prompt = renderSearchPrompt({ task: 'q?', history: [], observation: 'q?', admissibleActions: SEARCH_ACTIONS, skills: searchSkills('musique', 'teacher') });
+    assert.ok(prompt.startsWith(`[Privileged Skill Information]\n${searchSkills('musique', 'teacher')}\n\nYou are an expert agent`));
   });
 });

@@ -8,7 +8,7 @@ import { drawGoal, HELD_OUT_TYPES, targetPool } from '../envs/shop/goals.ts';
 import { parseShopAction, renderShopPrompt } from '../envs/shop/prompt.ts';
 import { shopReward, type ShopGoal } from '../envs/shop/reward.ts';
 import { shopSearchEngine } from '../envs/shop/search_engine.ts';
-import { shopSkill, SHOP_TASK_TYPES } from '../envs/shop/skills.ts';
+import { shopKeywordSkills, SHOP_TASK_KEYWORDS, SHOP_TASK_TYPES } from '../envs/shop/skills.ts';
 import { CATEGORIES, EXACT_MATCH_OPTIONS } from '../envs/shop/vocabulary.ts';
 import { SPLITS, type StepResult } from '../src/envs/types.ts';
 
@@ -304,14 +304,20 @@ describe('shop prompt, parser and skills', () => {
     assert.ok(first.includes('step 1 '));
   });
 
-  test('the skills block goes first and is chosen by task type', () => {
-    for (const type of SHOP_TASK_TYPES) {
-      const skill = shopSkill(type);
-      assert.ok(skill.startsWith('# Shopping: general rules'));
-      assert.ok(skill.length > shopSkill('unknown').length, type);
+  test('the skills block goes first; cards are chosen by keywords over the prompt, several when several match', () => {
+    const general = shopKeywordSkills('nothing to see');
+    assert.ok(general.startsWith('# Shopping: general rules'));
+    for (const [type, keywords] of SHOP_TASK_KEYWORDS) {
+      assert.ok(SHOP_TASK_TYPES.includes(type));
+      const skill = shopKeywordSkills(`i need a ${keywords[0].toUpperCase()} under 40 dollars`);
+      assert.ok(skill.startsWith(general) && skill.length > general.length, type);
       const prompt = renderShopPrompt({ task: 'x', history: [], observation: 'Search', admissibleActions: [], skills: skill });
       assert.ok(prompt.startsWith(`[Privileged Skill Information]\n${skill}\n\nYou are an expert agent`));
     }
+    // The instruction asks for running shoes; the results page also lists a phone case.
+    const both = shopKeywordSkills('Instruction: running shoes in size 9 [SEP] B0X1 [SEP] Rugged Phone Case');
+    assert.ok(both.includes('# Footwear') && both.includes('# Phone accessories'));
+    assert.ok(both.indexOf('# Phone accessories') < both.indexOf('# Footwear'), 'in the table\'s order');
   });
 
   test('action parsing and validity (the household turn format)', () => {

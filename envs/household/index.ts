@@ -9,5 +9,5 @@ export { SearchingExpert } from './searcher.ts';
 export { generateWorld, parseTaskRequest, SEEDS_PER_SPLIT, type TaskRequest } from './generate.ts';
 export { isWon } from './goal.ts';
 export { HOUSEHOLD_HISTORY_LENGTH, renderHouseholdPrompt, type HouseholdPromptInput, type HouseholdTurn } from './prompt.ts';
-export { householdSkillCard, householdSkills } from './skills.ts';
+export { householdKeywordSkills, householdSkillCard, householdSkills, HOUSEHOLD_TASK_KEYWORDS } from './skills.ts';
 export type { HouseholdTask, Item, Receptacle, World } from './world.ts';

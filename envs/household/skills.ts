@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { COMBOS, LAMPS, TASK_TYPES, type TaskType } from './catalog.ts';
 import { usualPlaces } from './conventions.ts';
+import { keywordTaskTypes } from '../../src/envs/skills_block.ts';
 
 let skillDir: string | null = null;
 const cache = new Map<string, string>();
@@ -53,11 +54,34 @@ export function usualPlacesCard(taskType: TaskType): string {
   return ['Where things are usually kept:', ...lines].join('\n');
 }
 
+/** The general card, then for each type its card and where its objects are usually kept. */
+function cardsFor(types: readonly TaskType[]): string {
+  return [householdSkillCard('general'), ...types.flatMap((t) => [householdSkillCard(t), usualPlacesCard(t)])].join('\n\n');
+}
+
 /** The skill text for a task: the general card, the card of its type, then where its objects are usually kept. */
 export function householdSkills(taskType: string): string {
   if (!(TASK_TYPES as readonly string[]).includes(taskType)) {
     throw new Error(`household: no skill card for task type "${taskType}" (expected one of ${TASK_TYPES.join(', ')})`);
   }
-  const type = taskType as TaskType;
-  return `${householdSkillCard('general')}\n\n${householdSkillCard(type)}\n\n${usualPlacesCard(type)}`;
+  return cardsFor([taskType as TaskType]);
+}
+
+/**
+ * The reference's ALFWorld keyword table (skill_mapping.json's task_keywords), in its
+ * order, over this project's task types: the reference maps both put tasks to one
+ * pick-and-place card, where this project has a card for each.
+ */
+export const HOUSEHOLD_TASK_KEYWORDS: readonly (readonly [TaskType, readonly string[]])[] = [
+  ['look_at_obj_in_light', ['look at', 'light']],
+  ['pick_heat_then_place', ['heat']],
+  ['pick_cool_then_place', ['cool']],
+  ['pick_clean_then_place', ['clean']],
+  ['pick_two_obj_and_place', ['put two']],
+  ['pick_and_place', ['put']],
+];
+
+/** The skill text keyword routing gives a prompt: the general card and the card of every matching type. */
+export function householdKeywordSkills(prompt: string): string {
+  return cardsFor(keywordTaskTypes(prompt, HOUSEHOLD_TASK_KEYWORDS) as TaskType[]);
 }

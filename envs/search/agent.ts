@@ -1,11 +1,11 @@
 // The search agent's turn contract: the Search-R1 prompt with K = 4 earlier turns,
-// one <search> or <answer> block per turn, and the question type's skill card.
+// one <search> or <answer> block per turn, and the skill card the reference would pick.
 
 import type { AgentSpec } from '../../src/envs/agent_spec.ts';
 import { SEARCH_MAX_TURNS } from './env.ts';
 import { cutResponse, parseSearchResponse } from './parse.ts';
 import { renderSearchPrompt, SEARCH_HISTORY_LENGTH } from './prompt.ts';
-import { searchSkill } from './skills.ts';
+import { searchSkills } from './skills.ts';
 
 export const searchAgent: AgentSpec = {
   env: 'search',
@@ -20,7 +20,7 @@ export const searchAgent: AgentSpec = {
     const p = parseSearchResponse(response);
     return { send: p.valid ? p.action : '', historyAction: p.action, valid: p.valid };
   },
-  skills: searchSkill,
+  skills: (taskType, _prompt, reader) => searchSkills(taskType, reader),
   // The search expert's action is already a whole <search>/<answer> block.
   formatResponse: (thought, action) => `<think>\n${thought}\n</think>\n${action}`,
 };

@@ -15,5 +15,5 @@ export { cutResponse, parseSearchResponse, type ParsedSearchTurn, type SearchAct
 export { renderSearchPrompt, SEARCH_HISTORY_LENGTH, type SearchPromptInput, type SearchTurn } from './prompt.ts';
 export { drawQuestion, parseQuestion, TEMPLATES as QUESTION_TEMPLATES, type QuestionType } from './questions.ts';
 export { Bm25Retriever, type RetrievalHit, type RetrievedDocument, type Retriever } from './retriever.ts';
-export { SEARCH_TASK_TYPES, searchSkill } from './skills.ts';
+export { SEARCH_TASK_TYPES, searchSkills } from './skills.ts';
 export { generateWorld, WORLD_SEED, type World } from './world.ts';

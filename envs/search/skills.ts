@@ -1,6 +1,6 @@
 // The search agent's skill cards: general rules plus one card per question type. Real
 // datasets report their data_source as the task type; the known ones map to the card
-// of the question type they mostly hold.
+// of the question type they mostly hold, as the reference maps data sources to cards.
 
 import { readFileSync } from 'node:fs';
 
@@ -27,9 +27,13 @@ function card(name: string): string {
   return text;
 }
 
-/** The skill text for a task type: the general card, then the question type's card when known. */
-export function searchSkill(taskType: string): string {
-  const type = SEARCH_TASK_TYPES.includes(taskType) ? taskType : DATA_SOURCE_CARDS[taskType.toLowerCase()];
-  const general = card('general');
-  return type === undefined ? general : `${general}\n\n${card(type)}`;
+/**
+ * The reference's routing for search: the teacher's card follows a dataset's
+ * data_source (get_privileged_info_from_data_source) and is otherwise the general card,
+ * as for the built-in questions, which carry none; the policy's (Skill-GRPO) is always
+ * the general card, the search mapping having no keywords.
+ */
+export function searchSkills(taskType: string, reader: 'policy' | 'teacher'): string {
+  const type = reader === 'teacher' ? DATA_SOURCE_CARDS[taskType.toLowerCase()] : undefined;
+  return type === undefined ? card('general') : `${card('general')}\n\n${card(type)}`;
 }

@@ -6,4 +6,4 @@ export { shopExpertAction } from './expert.ts';
 export { drawGoal } from './goals.ts';
 export { parseShopAction, renderShopPrompt, SHOP_HISTORY_LENGTH, type ParsedAction, type ShopPromptInput, type ShopTurn } from './prompt.ts';
 export { shopReward, type ShopGoal, type ShopScore } from './reward.ts';
-export { shopSkill, SHOP_TASK_TYPES } from './skills.ts';
+export { shopKeywordSkills, SHOP_TASK_KEYWORDS, SHOP_TASK_TYPES } from './skills.ts';

@@ -2,6 +2,7 @@
 // type), shipped as markdown next to this file and joined for the teacher's prompt.
 
 import { readFileSync } from 'node:fs';
+import { keywordTaskTypes } from '../../src/envs/skills_block.ts';
 import { CATEGORIES } from './vocabulary.ts';
 
 export const SHOP_TASK_TYPES: readonly string[] = CATEGORIES.map((c) => c.slug);
@@ -17,8 +18,18 @@ function card(name: string): string {
   return text;
 }
 
-/** The skill text for a task type: the general card, then the category's card when there is one. */
-export function shopSkill(taskType: string): string {
-  const general = card('general');
-  return SHOP_TASK_TYPES.includes(taskType) ? `${general}\n\n${card(taskType)}` : general;
+/**
+ * Each category's keywords, the product types it sells (the queries its products were
+ * listed under), as the reference's WebShop skill_mapping.json lists product nouns per
+ * category.
+ */
+export const SHOP_TASK_KEYWORDS: readonly (readonly [string, readonly string[]])[] = CATEGORIES.map((c) => [c.slug, c.types.map((t) => t.query)]);
+
+/**
+ * The reference's routing for WebShop, teacher and policy alike: the general card and
+ * the card of every category whose keywords occur in the prompt (the instruction and
+ * the page, so a results page often brings several).
+ */
+export function shopKeywordSkills(prompt: string): string {
+  return [card('general'), ...keywordTaskTypes(prompt, SHOP_TASK_KEYWORDS).map(card)].join('\n\n');
 }

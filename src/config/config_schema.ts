@@ -94,11 +94,11 @@ const rolloutSchema = z.strictObject({
 const teacherSchema = z.strictObject({
   ...engineFields,
   /**
-   * Where the teacher prompt puts the skills block: at the start of the turn's user
-   * message (the chat template frames it like the rest of the prompt), or
-   * before_template, in front of the templated prompt as the SDAR reference does.
+   * Where the teacher prompt puts the skills block: before_template, as raw text in
+   * front of the templated prompt as the SDAR reference does, or at the start of the
+   * turn's user message (the chat template frames it like the rest of the prompt).
    */
-  skillsPlacement: z.enum(SKILLS_PLACEMENTS).default('user_message'),
+  skillsPlacement: z.enum(SKILLS_PLACEMENTS).default('before_template'),
 });
 
 type MethodOptionSchemas = { [K in MethodName]: z.ZodPrefault<(typeof METHOD_DEFINITIONS)[K]['options']> };

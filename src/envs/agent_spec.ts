@@ -20,6 +20,9 @@ export interface TurnPromptInput {
   skills?: string;
 }
 
+/** Who reads a skills block: the policy's own prompt (Skill-GRPO) or a teacher prompt. */
+export type SkillReader = 'policy' | 'teacher';
+
 export interface ParsedTurn {
   /** What the environment receives: the action when valid, the spec's no-op otherwise. */
   send: string;
@@ -48,8 +51,13 @@ export interface AgentSpec {
   /** The response up to the end of its action: the whole text, or (search) up to the first closing tag. */
   cutResponse(response: string): string;
   parse(response: string): ParsedTurn;
-  /** The skills block text for a task type (the general card when the type has none). */
-  skills(taskType: string): string;
+  /**
+   * The skills block text for one turn, routed as the reference routes skill cards
+   * (docs/ALGORITHMS.md section 2): by the task type or by keywords over `prompt` (the
+   * turn's prompt without skills), depending on the environment and on who reads it,
+   * the policy (Skill-GRPO) or the teacher. The general card when nothing matches.
+   */
+  skills(taskType: string, prompt: string, reader: SkillReader): string;
   /** A response in this environment's answer format that carries `action`, with `thought` as its reasoning. */
   formatResponse(thought: string, action: string): string;
 }

@@ -54,7 +54,7 @@ export interface RolloutOptions {
    * generated token, the end-of-turn token included, is trained, as in the reference.
    */
   stopAfterAction?: boolean;
-  /** Where a teacher prompt puts the skills block (default: at the start of the user message). */
+  /** Where a teacher prompt puts the skills block (default: before the templated prompt, as the reference). */
   teacherSkillsPlacement?: SkillsPlacement;
   /** Default: the spec's turn cap. */
   maxTurns?: number;
@@ -143,7 +143,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     spec: o.spec,
     tokenizer: o.tokenizer,
     withSkills: o.withSkills ?? 'none',
-    teacherSkillsPlacement: o.teacherSkillsPlacement ?? 'user_message',
+    teacherSkillsPlacement: o.teacherSkillsPlacement ?? 'before_template',
     sampling: { temperature: 1, topP: 1, topK: 0, ...o.sampling },
     maxPromptTokens: o.maxPromptTokens,
     maxResponseTokens: o.maxResponseTokens,

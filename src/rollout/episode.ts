@@ -89,7 +89,6 @@ export class Episode {
   private session: EnvSession | null = null;
   private task = '';
   private taskType = 'unknown';
-  private skills: string | undefined;
   private observation = '';
   private admissible: string[] = [];
   private info: EnvInfo | null = null;
@@ -129,7 +128,6 @@ export class Episode {
       this.observation = first.observation;
       this.admissible = first.admissible_actions;
       this.info = first.info;
-      if (ctx.withSkills !== 'none') this.skills = ctx.spec.skills(this.taskType);
     } catch (e) {
       this.error = `starting the episode (split ${split}, seed ${seed}): ${errorMessage(e)}`;
       // A session that arrives after its deadline would otherwise live on the server until reclaimed.
@@ -142,15 +140,18 @@ export class Episode {
   prepare(ctx: EpisodeContext): PreparedTurn {
     const turn = this.turns.length;
     const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible };
-    const prompt = ctx.spec.renderPrompt(ctx.withSkills === 'policy' ? { ...input, skills: this.skills } : input);
+    const plain = ctx.spec.renderPrompt(input);
+    // The cards are chosen each turn, as the reference routes them over the turn's prompt.
+    const skills = ctx.withSkills === 'none' ? undefined : ctx.spec.skills(this.taskType, plain, ctx.withSkills);
+    const prompt = ctx.withSkills === 'policy' ? ctx.spec.renderPrompt({ ...input, skills }) : plain;
     const encoded = encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens);
     ctx.cost.promptTokens += encoded.ids.length;
     if (encoded.truncated) ctx.cost.truncatedPrompts++;
     let teacherPromptIds: number[] | undefined;
     if (ctx.withSkills === 'teacher') {
       const teacher = ctx.teacherSkillsPlacement === 'before_template'
-        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(this.skills!.trim()), prompt, ctx.maxPromptTokens)
-        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills: this.skills }), ctx.maxPromptTokens);
+        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens)
+        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens);
       teacherPromptIds = teacher.ids;
       ctx.cost.teacherPromptTokens += teacher.ids.length;
       if (teacher.truncated) ctx.cost.truncatedTeacherPrompts++;
