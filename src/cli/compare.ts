@@ -1,8 +1,12 @@
 import * as path from 'node:path';
 import { defineCommand } from 'citty';
 import { METHODS } from '../config/config_schema.ts';
-import { loadConfig } from '../config/config.ts';
-import { comparePlan, runComparison, writeComparison } from '../compare/compare.ts';
+import * as fs from 'node:fs';
+import { configHash, loadConfig, type TrainConfig } from '../config/config.ts';
+import { archivedComplete, archiveRun, sourceCommit } from '../compare/archive.ts';
+import { comparePlan, runComparison, writeComparison, type CompareRun } from '../compare/compare.ts';
+import { findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
+import { readMetrics } from '../report/metrics.ts';
 import { checkRunInputs } from '../trainer/train.ts';
 import { CliError, configWords, intArg } from './args.ts';
 import { gpuArgs } from './gpu_args.ts';
@@ -27,7 +31,8 @@ export const compareCommand = defineCommand({
     seeds: { type: 'string', default: '3', description: 'a count N (seeds 0..N-1) or a comma-separated list' },
     parallel: { type: 'string', default: '1', description: 'runs at once (they share the GPU)' },
     out: { type: 'string', description: 'comparison directory (default: <output.dir>/compare-<env>)' },
-    resume: { type: 'boolean', description: 'continue each run from its latest checkpoint' },
+    resume: { type: 'boolean', description: 'run only what is missing: skip runs archived complete (--results), continue the others from their latest checkpoint, start those with none' },
+    results: { type: 'string', description: 'archive each run that completes into this folder (e.g. docs/results/household), and skip runs already archived there complete' },
     overwrite: { type: 'boolean', description: 'replace existing runs of the same names' },
     'full-size': { type: 'boolean', description: 'on a software GPU, run the configuration as given instead of scaling it down' },
     'time-limit': { type: 'string', description: 'per run: stop with a checkpoint before an iteration that would end after M minutes (continue with --resume)' },
@@ -41,22 +46,48 @@ export const compareCommand = defineCommand({
     const parallel = intArg('--parallel', args.parallel, 1, 64);
     // Every run's configuration is checked before any starts, so a typo fails at once.
     let base = loadConfig(file, overrides);
+    const runConfig = (run: CompareRun): TrainConfig => loadConfig(file, [...overrides, `method=${run.method}`, `seed=${run.seed}`]);
     for (const method of methods) {
       base = loadConfig(file, [...overrides, `method=${method}`]);
       checkRunInputs(base);
     }
     const dir = args.out ?? path.join(base.output.dir, `compare-${base.env.name}`);
     const plan = comparePlan(methods, seeds);
+    const results = args.results;
+    if (results !== undefined && fs.existsSync(results) && !fs.statSync(results).isDirectory()) throw new CliError(`--results ${results}: not a directory`);
     if (!args['table-only']) {
       const flags = [
         ...(['backend', 'adapter', 'toggles', 'robustness', 'tensor-cores', 'attention'] as const).flatMap((k) => (args[k] ? [`--${k}`, args[k] as string] : [])),
         ...(args['time-limit'] ? ['--time-limit', args['time-limit']] : []),
-        ...(args.resume ? ['--resume'] : []), ...(args.overwrite ? ['--overwrite'] : []), ...(args['full-size'] ? ['--full-size'] : []),
+        ...(args['full-size'] ? ['--full-size'] : []),
       ];
       const argv = [process.execPath, process.argv[1]];
+      const command = `bun run cli ${process.argv.slice(process.argv.indexOf('compare')).join(' ')}`;
+      const commit = sourceCommit();
+      const runFlags = (run: CompareRun): string[] | null => {
+        if (results !== undefined && archivedComplete(results, run.name)) {
+          console.log(`skip ${run.name}: archived complete in ${results}`);
+          return null;
+        }
+        if (!args.resume) return args.overwrite ? ['--overwrite'] : [];
+        if (findLatestCheckpoint(path.join(dir, run.name, 'checkpoints'))) return ['--resume'];
+        // Nothing saved to continue from: the run starts again.
+        return ['--overwrite'];
+      };
+      const onExit = (run: CompareRun, code: number) => {
+        if (results === undefined || code !== 0) return;
+        const cfg = runConfig(run);
+        const runDir = path.join(dir, run.name);
+        const done = readMetrics(path.join(runDir, 'metrics.jsonl')).reduce((m, r) => Math.max(m, typeof r.iteration === 'number' ? r.iteration : 0), 0);
+        if (done < cfg.iterations) return;
+        archiveRun(runDir, path.join(results, run.name), {
+          method: run.method, seed: run.seed, plannedIterations: cfg.iterations, commit, command, configHash: configHash(cfg),
+        });
+        console.log(`archived ${run.name} in ${path.join(results, run.name)}`);
+      };
       console.log(`compare: ${plan.length} runs (${methods.join(', ')} x seeds ${seeds.join(',')}), ${parallel} at a time, in ${dir}`);
-      const results = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags] }, parallel, (l) => console.log(l));
-      const failed = results.filter((r) => r.code !== 0);
+      const outcome = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags], runFlags, onExit }, parallel, (l) => console.log(l));
+      const failed = outcome.filter((r) => r.code !== 0);
       if (failed.length) console.log(`${failed.length} of ${plan.length} runs failed: ${failed.map((f) => f.run.name).join(', ')}`);
     }
     const { table, missing } = writeComparison(dir, plan);

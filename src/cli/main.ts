@@ -8,6 +8,7 @@ import { envCommand } from './env.ts';
 import { evalCommand } from './eval.ts';
 import { gpuInfoCommand } from './gpu_info.ts';
 import { makeDefaultModelCommand } from './make_default_model.ts';
+import { resultsCommand } from './results.ts';
 import { scoreCommand } from './score.ts';
 import { trainCommand } from './train.ts';
 import { serveCommand } from './serve.ts';
@@ -22,6 +23,7 @@ const main = defineCommand({
     eval: evalCommand,
     gpu: gpuInfoCommand,
     'make-default-model': makeDefaultModelCommand,
+    results: resultsCommand,
     score: scoreCommand,
     train: trainCommand,
     serve: serveCommand,

@@ -33,12 +33,18 @@ export interface ChildCommand {
   argv: readonly string[];
   /** Arguments after `train`'s own: config file, overrides, flags. */
   trainArgs: readonly string[];
+  /** Flags for one run (`--resume`, `--overwrite`), or null to leave the run out. */
+  runFlags?: (run: CompareRun) => readonly string[] | null;
+  /** Called as each run ends, before the next starts in its slot. */
+  onExit?: (run: CompareRun, code: number) => void;
 }
 
 /** Runs every plan entry as `train` in a child process, `parallel` at a time; logs go to <dir>/<name>/train.log. */
 export async function runComparison(
   dir: string, plan: readonly CompareRun[], cmd: ChildCommand, parallel: number, log: (line: string) => void,
 ): Promise<{ run: CompareRun; code: number }[]> {
+  const flags = new Map(plan.map((r) => [r.name, cmd.runFlags ? cmd.runFlags(r) : []]));
+  plan = plan.filter((r) => flags.get(r.name) !== null);
   fs.mkdirSync(dir, { recursive: true });
   const results: { run: CompareRun; code: number }[] = [];
   let next = 0;
@@ -47,7 +53,7 @@ export async function runComparison(
       const run = plan[next++];
       const runDir = path.join(dir, run.name);
       fs.mkdirSync(runDir, { recursive: true });
-      const args = [...cmd.argv.slice(1), 'train', ...cmd.trainArgs, `method=${run.method}`, `seed=${run.seed}`, `output.dir=${dir}`, `output.runName=${run.name}`, 'output.progress=plain'];
+      const args = [...cmd.argv.slice(1), 'train', ...cmd.trainArgs, ...flags.get(run.name)!, `method=${run.method}`, `seed=${run.seed}`, `output.dir=${dir}`, `output.runName=${run.name}`, 'output.progress=plain'];
       log(`start ${run.name}`);
       const started = performance.now();
       const code = await new Promise<number>((resolve) => {
@@ -64,6 +70,7 @@ export async function runComparison(
       });
       const secs = ((performance.now() - started) / 1000).toFixed(0);
       log(code === 0 ? `done ${run.name} (${secs} s)` : `FAILED ${run.name} (exit ${code}, ${secs} s): see ${path.join(runDir, 'train.log')}`);
+      cmd.onExit?.(run, code);
       results.push({ run, code });
     }
   };

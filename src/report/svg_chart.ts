@@ -18,7 +18,11 @@ export interface ChartOptions {
   xLabel?: string;
   width?: number;
   height?: number;
+  /** Carry its own style, for an .svg file outside the HTML report (whose stylesheet styles the chart otherwise). */
+  standalone?: boolean;
 }
+
+const STANDALONE_STYLE = '<style>svg{background:#fff;font-family:sans-serif}.title{font-size:13px;font-weight:600}.tick,.legend,.axis,.empty{font-size:10px;fill:#444}.grid{stroke:#eee}.frame{fill:none;stroke:#999}.series{fill:none;stroke-width:1.6}</style>';
 
 export function escapeXml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -47,7 +51,7 @@ function label(v: number): string {
   return String(Number(v.toPrecision(4)));
 }
 
-export function lineChart({ title, series, xLabel = 'iteration', width = 480, height = 260 }: ChartOptions): string {
+export function lineChart({ title, series, xLabel = 'iteration', width = 480, height = 260, standalone = false }: ChartOptions): string {
   const margin = { left: 56, right: 12, top: 28, bottom: 40 };
   const legendRows = Math.ceil(series.length / 2);
   const legendHeight = legendRows * 14;
@@ -56,6 +60,7 @@ export function lineChart({ title, series, xLabel = 'iteration', width = 480, he
   const totalH = height + legendHeight + 6;
   const finite = series.flatMap((s) => s.points.filter((p): p is [number, number] => p[1] !== null && Number.isFinite(p[1]) && Number.isFinite(p[0])));
   const out: string[] = [`<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="${width}" height="${totalH}" viewBox="0 0 ${width} ${totalH}" role="img" aria-label="${escapeXml(title)}">`];
+  if (standalone) out.push(STANDALONE_STYLE);
   out.push(`<text x="${width / 2}" y="16" text-anchor="middle" class="title">${escapeXml(title)}</text>`);
   if (finite.length === 0) {
     out.push(`<text x="${width / 2}" y="${height / 2}" text-anchor="middle" class="empty">no data</text></svg>`);

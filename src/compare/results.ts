@@ -1,0 +1,202 @@
+// The method comparison as data: the table and the curves of docs/RESULTS.md, rebuilt
+// from the archived runs (archive.ts) on any machine, no GPU needed.
+//
+// Per method, over its seeds: final and peak validation success mean ± std; against
+// GRPO, the difference in final validation success paired by seed and task (the same
+// validation panel, the same seeds), with a 95% interval from a two-level bootstrap
+// that resamples seeds and then tasks, so it carries both the seed-to-seed and the
+// task-to-task spread; pass@k over the final validation's attempts pooled over seeds;
+// seconds per iteration and the teacher's share of the step time.
+
+import * as path from 'node:path';
+import { formatMeanStd, meanStd, passAtK, type MeanStd } from '../report/eval_stats.ts';
+import type { MetricsRow } from '../report/metrics.ts';
+import { lineChart, type Series } from '../report/svg_chart.ts';
+import { writeFileAtomic } from '../util/atomic_file.ts';
+import { Rng } from '../util/random.ts';
+import type { ArchivedRun, TaskWins } from './archive.ts';
+
+export const BASELINE = 'grpo';
+
+const STEP_PHASES = ['time/rollout', 'time/old_logprobs', 'time/teacher', 'time/reference', 'time/update'];
+
+export interface PairedDifference {
+  /** Mean over the shared seeds and tasks of (method − baseline) task success. */
+  mean: number;
+  lo: number;
+  hi: number;
+  seeds: number;
+  tasks: number;
+}
+
+export interface ResultRow {
+  method: string;
+  seeds: number[];
+  iterations: number[];
+  finalVal: MeanStd;
+  peakVal: MeanStd;
+  /** Versus the baseline, paired by seed and task on the final validation; null for the baseline itself or without shared data. */
+  vsBaseline: PairedDifference | null;
+  passAtK: Record<number, number>;
+  secondsPerIteration: MeanStd;
+  teacherShare: MeanStd;
+  commits: string[];
+}
+
+const valPoints = (rows: readonly MetricsRow[]) =>
+  rows.filter((r) => typeof r['val/success'] === 'number').map((r) => [r.iteration as number, r['val/success'] as number] as const);
+
+const sum = (rows: readonly MetricsRow[], key: string) => rows.reduce((a, r) => a + (typeof r[key] === 'number' ? (r[key] as number) : 0), 0);
+
+/** Per-task success rate of a run's final validation. */
+function taskRates(tasks: TaskWins): Map<string, number> {
+  return new Map(Object.entries(tasks).filter(([, [, n]]) => n > 0).map(([t, [w, n]]) => [t, w / n]));
+}
+
+/**
+ * (method − baseline) success paired by seed and task, over the seeds and tasks both
+ * have; the interval is the 2.5th and 97.5th percentiles of `draws` bootstrap means,
+ * each resampling the seeds and then the tasks (the same tasks for every seed).
+ */
+export function pairedDifference(method: readonly ArchivedRun[], baseline: readonly ArchivedRun[], draws = 2000, seed = 0): PairedDifference | null {
+  const bySeed = (runs: readonly ArchivedRun[]) => new Map(runs.filter((r) => r.validation.final).map((r) => [r.meta.seed, taskRates(r.validation.final!.tasks)]));
+  const m = bySeed(method);
+  const b = bySeed(baseline);
+  const seeds = [...m.keys()].filter((s) => b.has(s)).sort((x, y) => x - y);
+  if (!seeds.length) return null;
+  const tasks = [...m.get(seeds[0])!.keys()].filter((t) => seeds.every((s) => m.get(s)!.has(t) && b.get(s)!.has(t))).sort();
+  if (!tasks.length) return null;
+  const d = seeds.map((s) => tasks.map((t) => m.get(s)!.get(t)! - b.get(s)!.get(t)!));
+  const meanOver = (si: readonly number[], ti: readonly number[]) => si.reduce((a, i) => a + ti.reduce((c, j) => c + d[i][j], 0) / ti.length, 0) / si.length;
+  const all = (n: number) => Array.from({ length: n }, (_, i) => i);
+  const rng = Rng.seeded(seed, 'paired-bootstrap');
+  const means: number[] = [];
+  for (let k = 0; k < draws; k++) {
+    const si = seeds.map(() => rng.int(seeds.length));
+    const ti = tasks.map(() => rng.int(tasks.length));
+    means.push(meanOver(si, ti));
+  }
+  means.sort((x, y) => x - y);
+  const pick = (q: number) => means[Math.min(draws - 1, Math.max(0, Math.round(q * (draws - 1))))];
+  return { mean: meanOver(all(seeds.length), all(tasks.length)), lo: pick(0.025), hi: pick(0.975), seeds: seeds.length, tasks: tasks.length };
+}
+
+/** pass@k per task over the attempts pooled across the runs' final validations, averaged over the tasks all runs have. */
+export function pooledPassAtK(runs: readonly ArchivedRun[]): Record<number, number> {
+  const finals = runs.map((r) => r.validation.final?.tasks).filter((t): t is TaskWins => t !== undefined);
+  if (!finals.length) return {};
+  const tasks = Object.keys(finals[0]).filter((t) => finals.every((f) => t in f));
+  const totals = tasks.map((t) => finals.reduce(([w, n], f) => [w + f[t][0], n + f[t][1]], [0, 0]));
+  if (!totals.length) return {};
+  const attempts = Math.min(...totals.map(([, n]) => n));
+  const out: Record<number, number> = {};
+  for (let k = 1; k <= attempts; k *= 2) out[k] = totals.reduce((a, [w, n]) => a + passAtK(n, w, k), 0) / totals.length;
+  return out;
+}
+
+export function resultRows(runs: readonly ArchivedRun[]): ResultRow[] {
+  const methods = [...new Set(runs.map((r) => r.meta.method))];
+  methods.sort((a, b) => (a === BASELINE ? -1 : b === BASELINE ? 1 : a.localeCompare(b)));
+  const baseline = runs.filter((r) => r.meta.method === BASELINE);
+  return methods.map((method) => {
+    const mine = runs.filter((r) => r.meta.method === method).sort((a, b) => a.meta.seed - b.meta.seed);
+    const vals = mine.map((r) => valPoints(r.rows));
+    const withVal = vals.filter((v) => v.length > 0);
+    const perIteration = mine.map((r) => {
+      const its = r.rows.filter((row) => STEP_PHASES.some((k) => typeof row[k] === 'number')).length;
+      return its ? STEP_PHASES.reduce((a, k) => a + sum(r.rows, k), 0) / its : NaN;
+    }).filter(Number.isFinite);
+    const shares = mine.map((r) => {
+      const step = STEP_PHASES.reduce((a, k) => a + sum(r.rows, k), 0);
+      return step > 0 ? sum(r.rows, 'time/teacher') / step : NaN;
+    }).filter(Number.isFinite);
+    return {
+      method,
+      seeds: mine.map((r) => r.meta.seed),
+      iterations: mine.map((r) => r.meta.iterations),
+      finalVal: meanStd(withVal.map((v) => v[v.length - 1][1])),
+      peakVal: meanStd(withVal.map((v) => Math.max(...v.map((p) => p[1])))),
+      vsBaseline: method === BASELINE ? null : pairedDifference(mine, baseline),
+      passAtK: pooledPassAtK(mine),
+      secondsPerIteration: meanStd(perIteration),
+      teacherShare: meanStd(shares),
+      commits: [...new Set(mine.map((r) => r.meta.commit))],
+    };
+  });
+}
+
+const fmt = (m: MeanStd) => (Number.isFinite(m.mean) ? (m.n > 1 ? formatMeanStd(m) : m.mean.toFixed(3)) : '–');
+const pts = (v: number) => `${v >= 0 ? '+' : '−'}${Math.abs(100 * v).toFixed(1)}`;
+
+export function renderResultsTable(rows: readonly ResultRow[]): string {
+  const ks = [...new Set(rows.flatMap((r) => Object.keys(r.passAtK).map(Number)))].sort((a, b) => a - b);
+  const head = ['method', 'seeds', 'iterations', 'final val success', 'peak val success', `final vs ${BASELINE}, points (95% interval)`, ...ks.map((k) => `pass@${k}`), 's / iteration', 'teacher share'];
+  const lines = rows.map((r) => [
+    r.method, r.seeds.join(', '), r.iterations.join(', '), fmt(r.finalVal), fmt(r.peakVal),
+    r.vsBaseline ? `${pts(r.vsBaseline.mean)} (${pts(r.vsBaseline.lo)} to ${pts(r.vsBaseline.hi)}; ${r.vsBaseline.seeds} seeds × ${r.vsBaseline.tasks} tasks)` : '–',
+    ...ks.map((k) => (r.passAtK[k] === undefined ? '–' : r.passAtK[k].toFixed(3))),
+    Number.isFinite(r.secondsPerIteration.mean) ? r.secondsPerIteration.mean.toFixed(2) : '–',
+    Number.isFinite(r.teacherShare.mean) ? r.teacherShare.mean.toFixed(3) : '–',
+  ]);
+  return [head, head.map(() => '---'), ...lines].map((c) => `| ${c.join(' | ')} |`).join('\n') + '\n';
+}
+
+const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
+
+/** Validation success over iterations, the mean over each method's seeds at the iterations all its seeds reached. */
+export function validationCurves(runs: readonly ArchivedRun[], title: string): string {
+  const rows = resultRows(runs);
+  const series: Series[] = rows.map((row, i) => {
+    const curves = runs.filter((r) => r.meta.method === row.method).map((r) => new Map(valPoints(r.rows)));
+    const iters = [...curves[0].keys()].filter((it) => curves.every((c) => c.has(it))).sort((a, b) => a - b);
+    return {
+      name: `${row.method} (${curves.length} seed${curves.length > 1 ? 's' : ''})`,
+      color: PALETTE[i % PALETTE.length],
+      points: iters.map((it) => [it, curves.reduce((a, c) => a + c.get(it)!, 0) / curves.length] as const),
+      markers: true,
+    };
+  });
+  return lineChart({ title, series, width: 560, height: 300, standalone: true });
+}
+
+const BEGIN = (env: string) => `<!-- results:${env}:begin (written by \`bun run cli results\`; edit the archive, not this block) -->`;
+const END = (env: string) => `<!-- results:${env}:end -->`;
+
+/** The generated block of docs/RESULTS.md for one environment's archive. */
+export function resultsBlock(env: string, runs: readonly ArchivedRun[], figure: string): string {
+  const rows = resultRows(runs);
+  const commits = [...new Set(runs.map((r) => r.meta.commit))];
+  const commands = [...new Set(runs.map((r) => r.meta.command))];
+  const lines = [
+    BEGIN(env),
+    '',
+    `${runs.length} archived run${runs.length === 1 ? '' : 's'} (docs/results/${env}/), from commit${commits.length > 1 ? 's' : ''} ${commits.map((c) => `\`${c}\``).join(', ')}:`,
+    '',
+    ...commands.map((c) => `    ${c}`),
+    '',
+    renderResultsTable(rows).trimEnd(),
+    '',
+    `Validation success, mean over seeds: [${figure}](${figure})`,
+    '',
+    END(env),
+  ];
+  return lines.join('\n');
+}
+
+/** `text` with the environment's generated block replaced (or appended when it has none). */
+export function replaceBlock(text: string, env: string, block: string): string {
+  const b = text.indexOf(BEGIN(env));
+  const e = text.indexOf(END(env));
+  if (b >= 0 && e > b) return text.slice(0, b) + block + text.slice(e + END(env).length);
+  if (b >= 0 || e >= 0) throw new Error(`the results block for ${env} is opened or closed but not both; fix the markers by hand`);
+  return `${text.trimEnd()}\n\n${block}\n`;
+}
+
+/** Writes the figure beside the page and the block into it. */
+export function writeResults(env: string, runs: readonly ArchivedRun[], page: string, pageText: string): { figure: string; text: string } {
+  const figure = `figures/${env}_methods_validation.svg`;
+  writeFileAtomic(path.join(path.dirname(page), figure), validationCurves(runs, `${env}: validation success, mean over seeds`) + '\n');
+  const text = replaceBlock(pageText, env, resultsBlock(env, runs, figure));
+  writeFileAtomic(page, text);
+  return { figure, text };
+}

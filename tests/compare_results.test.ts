@@ -1,0 +1,149 @@
+// The method comparison kept as data: archived runs (src/compare/archive.ts) and the
+// table and curves rebuilt from them (src/compare/results.ts), on hand-worked values.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { archivedComplete, archiveRun, readArchive, type ArchivedRun } from '../src/compare/archive.ts';
+import { pairedDifference, pooledPassAtK, replaceBlock, resultRows } from '../src/compare/results.ts';
+
+const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
+
+/** A run directory: metrics rows and validation logs of `wins[task] = [won, won, ...]` per validation iteration. */
+function fakeRun(root: string, name: string, rows: Record<string, number>[], validations: Record<number, Record<number, boolean[]>>): string {
+  const dir = join(root, name);
+  mkdirSync(join(dir, 'rollouts'), { recursive: true });
+  writeFileSync(join(dir, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  for (const [it, tasks] of Object.entries(validations)) {
+    const lines = Object.entries(tasks).flatMap(([seed, outcomes]) => outcomes.map((won, k) => JSON.stringify({
+      trajectoryId: `v${seed}-${k}`, groupId: `v${seed}`, task: 't', taskType: 'x', split: 'valid_seen', seed: Number(seed), won,
+      episodeReturn: won ? 10 : 0, turns: [], truncated: false,
+    })));
+    writeFileSync(join(dir, 'rollouts', `val-${it}.jsonl`), lines.join('\n') + '\n');
+  }
+  return dir;
+}
+
+/** An archived run made in memory, for the statistics. */
+function archived(method: string, seed: number, finalTasks: Record<string, [number, number]>, rows: Record<string, number>[] = []): ArchivedRun {
+  return {
+    name: `${method}-s${seed}`, dir: '', rows,
+    meta: { method, seed, iterations: 100, plannedIterations: 100, commit: 'abc', command: 'c', configHash: 'h' },
+    validation: { final: { iteration: 100, tasks: finalTasks }, peak: null },
+  };
+}
+
+describe('archived comparison runs', () => {
+  test('an archive keeps the table\'s keys, rounded, and the final and peak validations per task', () => {
+    const root = mkdtempSync(join(tmpdir(), 'wgt-archive-'));
+    const rows: Record<string, number>[] = [
+      { iteration: 0, 'val/success': 0.25 },
+      { iteration: 1, 'rollout/success': 0.123456789, 'time/rollout': 1.5, 'time/update': 0.5, 'actor/kl': 0.01 },
+      { iteration: 2, 'rollout/success': 0.2, 'time/rollout': 1.5, 'time/update': 0.5, 'val/success': 0.75 },
+      { iteration: 3, 'rollout/success': 0.3, 'time/rollout': 1.5, 'time/update': 0.5, 'val/success': 0.5 },
+    ];
+    const run = fakeRun(root, 'run', rows, {
+      0: { 7: [false, true], 9: [false, false] },
+      2: { 7: [true, true], 9: [true, false] },
+      3: { 7: [true, false], 9: [true, false] },
+    });
+    const dest = join(root, 'results', 'grpo-s0');
+    archiveRun(run, dest, { method: 'grpo', seed: 0, plannedIterations: 3, commit: 'abc1234', command: 'bun run cli compare x', configHash: 'h' });
+    const [a] = readArchive(join(root, 'results'));
+    assert.equal(a.meta.iterations, 3);
+    assert.deepEqual(a.rows[1], { iteration: 1, 'rollout/success': 0.1235, 'time/rollout': 1.5, 'time/update': 0.5 }, 'actor/kl left out, 4 significant digits');
+    assert.deepEqual(a.validation, {
+      final: { iteration: 3, tasks: { 7: [1, 2], 9: [1, 2] } },
+      peak: { iteration: 2, tasks: { 7: [2, 2], 9: [1, 2] } },
+    });
+    assert.equal(archivedComplete(join(root, 'results'), 'grpo-s0'), true);
+    assert.equal(archivedComplete(join(root, 'results'), 'grpo-s1'), false);
+    archiveRun(run, dest, { method: 'grpo', seed: 0, plannedIterations: 150, commit: 'abc1234', command: 'c', configHash: 'h' });
+    assert.equal(archivedComplete(join(root, 'results'), 'grpo-s0'), false, '3 of 150 iterations');
+  });
+
+  test('a broken run.json names the file and the field', () => {
+    const root = mkdtempSync(join(tmpdir(), 'wgt-archive-'));
+    mkdirSync(join(root, 'sdar-s0'));
+    writeFileSync(join(root, 'sdar-s0', 'run.json'), JSON.stringify({ method: 'sdar', seed: -1 }));
+    assert.throws(() => readArchive(root), /sdar-s0\/run\.json: commit must be a string/);
+  });
+});
+
+describe('the comparison table', () => {
+  test('paired by seed and task: the mean difference; with one constant difference the interval closes on it', () => {
+    // Seed 0: method 1/2, 2/2 against baseline 0/2, 1/2 -> +0.5, +0.5; seed 1: +0.5, +0.5 as well.
+    const m = [archived('sdar', 0, { 1: [1, 2], 2: [2, 2] }), archived('sdar', 1, { 1: [2, 2], 2: [1, 2] })];
+    const b = [archived('grpo', 0, { 1: [0, 2], 2: [1, 2] }), archived('grpo', 1, { 1: [1, 2], 2: [0, 2] })];
+    assert.deepEqual(pairedDifference(m, b), { mean: 0.5, lo: 0.5, hi: 0.5, seeds: 2, tasks: 2 });
+  });
+
+  test('paired differences that vary get an interval around their mean; only shared seeds and tasks count', () => {
+    // Differences: seed 0 tasks (1, 2) = (+1, 0); seed 1 = (0, -0.5); task 3 only in the method, seed 2 only in the baseline.
+    const m = [archived('rlsd', 0, { 1: [2, 2], 2: [1, 2], 3: [2, 2] }), archived('rlsd', 1, { 1: [1, 2], 2: [0, 2] })];
+    const b = [archived('grpo', 0, { 1: [0, 2], 2: [1, 2] }), archived('grpo', 1, { 1: [1, 2], 2: [1, 2] }), archived('grpo', 2, { 1: [2, 2], 2: [2, 2] })];
+    const d = pairedDifference(m, b)!;
+    assert.equal(d.mean, 0.125);
+    assert.deepEqual([d.seeds, d.tasks], [2, 2]);
+    assert.ok(d.lo < d.mean && d.mean < d.hi && d.lo >= -0.5 && d.hi <= 1, JSON.stringify(d));
+    assert.deepEqual(pairedDifference(m, b), d, 'the bootstrap is seeded');
+    assert.equal(pairedDifference(m, [archived('grpo', 7, { 1: [0, 2] })]), null, 'no shared seed');
+  });
+
+  test('pass@k pools the seeds\' attempts per task', () => {
+    // Task 1: 1 of 4 attempts won; task 2: 0 of 4. pass@1 = (1/4 + 0)/2; pass@2 = (1 - C(3,2)/C(4,2))/2 = 0.25; pass@4 = 0.5.
+    const runs = [archived('grpo', 0, { 1: [1, 2], 2: [0, 2] }), archived('grpo', 1, { 1: [0, 2], 2: [0, 2] })];
+    assert.deepEqual(pooledPassAtK(runs), { 1: 0.125, 2: 0.25, 4: 0.5 });
+  });
+
+  test('rows: final and peak over seeds, seconds per iteration and the teacher\'s share of the step time', () => {
+    const rows = (finalVal: number): Record<string, number>[] => [
+      { iteration: 0, 'val/success': 0.2 },
+      { iteration: 1, 'time/rollout': 2, 'time/teacher': 1, 'time/update': 1 },
+      { iteration: 2, 'time/rollout': 2, 'time/teacher': 1, 'time/update': 1, 'val/success': 0.6 },
+      { iteration: 3, 'time/rollout': 2, 'time/teacher': 1, 'time/update': 1, 'val/success': finalVal },
+    ];
+    const [g, s] = resultRows([
+      archived('sdar', 0, { 1: [1, 1] }, rows(0.4)), archived('sdar', 1, { 1: [1, 1] }, rows(0.5)), archived('grpo', 0, { 1: [0, 1] }, rows(0.3)),
+    ]);
+    assert.equal(g.method, 'grpo', 'the baseline first');
+    assert.equal(g.vsBaseline, null);
+    assert.deepEqual([s.finalVal.mean, s.peakVal.mean, s.peakVal.std], [0.45, 0.6, 0]);
+    assert.ok(Math.abs(s.finalVal.std - Math.SQRT1_2 * 0.1) < 1e-12);
+    assert.deepEqual([s.secondsPerIteration.mean, s.teacherShare.mean], [4, 0.25]);
+    assert.deepEqual(s.vsBaseline, { mean: 1, lo: 1, hi: 1, seeds: 1, tasks: 1 });
+  });
+
+  test('the generated block replaces its markers, is appended when absent, and a half-open block is refused', () => {
+    const block = (body: string) => `<!-- results:household:begin (written by \`bun run cli results\`; edit the archive, not this block) -->\n${body}\n<!-- results:household:end -->`;
+    const page = `# Results\n\nintro\n\n${block('old')}\n\nafter\n`;
+    assert.equal(replaceBlock(page, 'household', block('new')), `# Results\n\nintro\n\n${block('new')}\n\nafter\n`);
+    assert.equal(replaceBlock('# Results\n', 'household', block('x')), `# Results\n\n${block('x')}\n`);
+    assert.throws(() => replaceBlock('<!-- results:household:end -->', 'household', block('x')), /opened or closed but not both/);
+  });
+
+  test('`results` rebuilds the page block and the figure from the archive, on the CPU', () => {
+    const root = mkdtempSync(join(tmpdir(), 'wgt-results-'));
+    const rows = [{ iteration: 0, 'val/success': 0.25 }, { iteration: 1, 'time/rollout': 1, 'val/success': 0.5 }];
+    for (const [method, seed] of [['grpo', 0], ['sdar', 0]] as const) {
+      const run = fakeRun(root, `${method}-s${seed}`, rows, { 1: { 3: [true, false] } });
+      archiveRun(run, join(root, 'docs', 'results', 'household', `${method}-s${seed}`), { method, seed, plannedIterations: 1, commit: 'abc1234', command: 'bun run cli compare x', configHash: 'h' });
+    }
+    mkdirSync(join(root, 'docs', 'figures'), { recursive: true });
+    writeFileSync(join(root, 'docs', 'RESULTS.md'), '# Results\n');
+    const r = spawnSync(process.execPath, [cli, 'results', join(root, 'docs', 'results', 'household'), '--page', join(root, 'docs', 'RESULTS.md')], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const page = readFileSync(join(root, 'docs', 'RESULTS.md'), 'utf8');
+    assert.match(page, /\| sdar \| 0 \| 1 \| 0\.500 \| 0\.500 \| \+0\.0 \(\+0\.0 to \+0\.0; 1 seeds × 1 tasks\)/);
+    assert.match(page, /from commit `abc1234`/);
+    const svg = readFileSync(join(root, 'docs', 'figures', 'household_methods_validation.svg'), 'utf8');
+    assert.ok(svg.startsWith('<svg') && svg.includes('<style>') && svg.includes('sdar (1 seed)'));
+    const missing = spawnSync(process.execPath, [cli, 'results', join(root, 'nowhere')], { encoding: 'utf8' });
+    assert.equal(missing.status, 1);
+    assert.match(missing.stderr, /nowhere: no such folder/);
+    assert.ok(!existsSync(join(root, 'nowhere')));
+  });
+});
