@@ -127,7 +127,7 @@ describe('the comparison table', () => {
 
   test('`results` rebuilds the page block and the figure from the archive, on the CPU', () => {
     const root = mkdtempSync(join(tmpdir(), 'wgt-results-'));
-    const rows = [{ iteration: 0, 'val/success': 0.25 }, { iteration: 1, 'time/rollout': 1, 'val/success': 0.5 }];
+    const rows: Record<string, number>[] = [{ iteration: 0, 'val/success': 0.25 }, { iteration: 1, 'time/rollout': 1, 'val/success': 0.5 }];
     for (const [method, seed] of [['grpo', 0], ['sdar', 0]] as const) {
       const run = fakeRun(root, `${method}-s${seed}`, rows, { 1: { 3: [true, false] } });
       archiveRun(run, join(root, 'docs', 'results', 'household', `${method}-s${seed}`), { method, seed, plannedIterations: 1, commit: 'abc1234', command: 'bun run cli compare x', configHash: 'h' });
