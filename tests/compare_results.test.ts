@@ -146,4 +146,16 @@ describe('the comparison table', () => {
     assert.match(missing.stderr, /nowhere: no such folder/);
     assert.ok(!existsSync(join(root, 'nowhere')));
   });
+
+  test('compare --results skips runs archived complete: no training starts for them', () => {
+    const root = mkdtempSync(join(tmpdir(), 'wgt-compare-skip-'));
+    const results = join(root, 'results');
+    const run = fakeRun(root, 'done', [{ iteration: 150, 'val/success': 0.3 }], {});
+    archiveRun(run, join(results, 'grpo-s0'), { method: 'grpo', seed: 0, plannedIterations: 150, commit: 'abc', command: 'c', configHash: 'h' });
+    const out = join(root, 'cmp');
+    const r = spawnSync(process.execPath, [cli, 'compare', 'examples/compare_household.yaml', '--methods', 'grpo', '--seeds', '1', '--resume', '--results', results, '--out', out], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /skip grpo-s0: archived complete/);
+    assert.ok(!existsSync(join(out, 'grpo-s0')), 'no run was started');
+  });
 });
