@@ -239,6 +239,10 @@ describe('agent loop over the household expert', () => {
       assert.deepEqual(s.teacherPromptIds, [...block, ...s.promptIds]);
       assert.ok(tokenizer.decode(s.teacherPromptIds!).startsWith(`[Privileged Skill Information]\n${skills}\n\n<|im_start|>user\nYou are an expert agent`));
     }
+    // `eval --teacher-prompt`: the model generates from exactly the teacher's prompt.
+    const asTeacher = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, withSkills: 'as_teacher' });
+    assert.deepEqual(asTeacher.samples.map((s) => s.promptIds), before.samples.map((s) => s.teacherPromptIds));
+    assert.ok(asTeacher.samples.every((s) => s.teacherPromptIds === undefined));
   });
 
   test('prompts over budget keep their end', async () => {

@@ -5,7 +5,7 @@ import type { Split } from '../envs/types.ts';
 import { ENV_NAMES, type EnvName } from '../config/config.ts';
 import { readScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 import { formatMeanStd, type GroupStats } from '../report/eval_stats.ts';
-import { EVAL_DEFAULTS, evaluate, type EvalReport } from '../eval/evaluate.ts';
+import { EVAL_DEFAULTS, evaluate, type EvalReport, type EvalSkills } from '../eval/evaluate.ts';
 import { resolveModelSource, type ModelSource } from '../checkpoint/model_source.ts';
 import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
@@ -83,7 +83,8 @@ export const evalCommand = defineCommand({
     'max-response-tokens': { type: 'string', description: 'tokens per response (default: rollout.maxResponseTokens)' },
     'sampling-seed': { type: 'string', description: 'base of the sampling seeds (default: the panel seed, as validation does)' },
     'max-batch': { type: 'string', description: "episodes decoded together (default: the run's rollout.maxBatch, else 64); changes the speed, not the episodes" },
-    skills: { type: 'boolean', description: "put the task type's skills block (the teacher's privileged context) in the model's own prompt", default: false },
+    skills: { type: 'boolean', description: "put the skills block (the teacher's privileged context) in the model's own prompt, cards chosen as Skill-GRPO's", default: false },
+    'teacher-prompt': { type: 'boolean', description: "let the model read the teacher's prompt, skills placed and chosen as the self-distillation methods' teacher (teacher.skillsPlacement)", default: false },
     k: { type: 'string', description: 'pass@k for these k, comma-separated, each <= --seeds (default: 1,2,4,8 up to --seeds)' },
     out: { type: 'string', description: 'JSON report: settings, summary and every episode' },
     trajectories: { type: 'string', description: 'every trajectory as JSONL' },
@@ -91,6 +92,7 @@ export const evalCommand = defineCommand({
   },
   async run({ args }) {
     const seeds = intArg('--seeds', args.seeds, 1);
+    if (args.skills && args['teacher-prompt']) throw new CliError('--skills and --teacher-prompt: choose one (the model\'s own prompt, or the teacher\'s)');
     const env = args.env as EnvName | undefined;
     if (env !== undefined && !ENV_NAMES.includes(env)) throw new CliError(`--env ${env}: expected one of ${ENV_NAMES.join(', ')}`);
     const split = args.split as Split | undefined;
@@ -111,7 +113,7 @@ export const evalCommand = defineCommand({
       samplingSeed: opt('--sampling-seed', args['sampling-seed'], 0),
       maxBatch: opt('--max-batch', args['max-batch'], 1),
       ks: args.k === undefined ? undefined : parseKs(args.k, seeds),
-      skills: args.skills,
+      skills: (args.skills ? 'prompt' : args['teacher-prompt'] ? 'teacher' : 'none') as EvalSkills,
       out: args.out,
       trajectories: args.trajectories,
       progress,

@@ -31,6 +31,14 @@ export class EvalError extends Error {
   override name = 'EvalError';
 }
 
+export type EvalSkills = 'none' | 'prompt' | 'teacher';
+
+const SKILLS_NOTE: Record<EvalSkills, string> = {
+  none: '',
+  prompt: ', with the skills block in its own prompt',
+  teacher: ', reading the teacher\'s prompt (the skills block as the self-distillation methods place it)',
+};
+
 export interface EvalOptions {
   /** A Hugging Face model directory, a training checkpoint, or a run directory (its latest checkpoint). */
   model: string;
@@ -56,8 +64,13 @@ export interface EvalOptions {
   maxBatch?: number;
   /** pass@k for these k (default 1, 2, 4, 8 up to S); every k must be <= S. */
   ks?: readonly number[];
-  /** Put the task type's skills block in the model's own prompt (how much the privileged context helps it). */
-  skills?: boolean;
+  /**
+   * The skills block in what the model reads (how much the privileged context helps
+   * it): `prompt` in its own user message as Skill-GRPO routes the cards, `teacher` as
+   * the teacher's prompt of the self-distillation methods (teacher.skillsPlacement, the
+   * teacher's cards). Default none.
+   */
+  skills?: EvalSkills;
   /** JSON report file (written atomically). */
   out?: string;
   /** Every trajectory as JSONL. */
@@ -91,8 +104,8 @@ export interface EvalReport {
   maxTurns: number;
   maxPromptTokens: number;
   maxResponseTokens: number;
-  /** The skills block was in the model's prompt. */
-  skills: boolean;
+  /** Where the skills block was in what the model read. */
+  skills: EvalSkills;
   ks: number[];
   summary: EvalSummary;
   /** Episodes that failed in the environment (server error, timeout): left out of every statistic. */
@@ -154,7 +167,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const samplingSeed = o.samplingSeed ?? panelSeed;
   const maxTurns = o.maxTurns ?? cfg.rollout.maxTurns;
   const maxResponseTokens = o.maxResponseTokens ?? cfg.rollout.maxResponseTokens;
-  const skills = o.skills ?? false;
+  const skills = o.skills ?? 'none';
   const env = makeEnvironment(cfg);
   if (temperature === 0 && seeds > 1) log(`note: temperature 0 is greedy, so the ${seeds} seeds run identical episodes (std 0, pass@k = pass@1)`);
 
@@ -162,7 +175,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   try {
     const tokenizer = await loadTokenizer(source.tokenizerDir);
     const described = source.checkpoint ? `${source.input} (checkpoint ${source.checkpoint}, iteration ${source.iteration})` : source.input;
-    log(`evaluating ${described} on ${cfg.env.name} ${split}: ${tasks} tasks (seeds ${panelSeed}..${panelSeed + tasks - 1}) x ${seeds} runs, temperature ${temperature}, at most ${maxTurns} turns of ${maxResponseTokens} tokens${skills ? ', with the skills block in its prompt' : ''}`);
+    log(`evaluating ${described} on ${cfg.env.name} ${split}: ${tasks} tasks (seeds ${panelSeed}..${panelSeed + tasks - 1}) x ${seeds} runs, temperature ${temperature}, at most ${maxTurns} turns of ${maxResponseTokens} tokens${SKILLS_NOTE[skills]}`);
     const progress = new Progress(process.stdout, o.progress ?? 'auto');
     const phase = progress.phase('eval', tasks * seeds);
     const trajectoryLog = o.trajectories ? new TrajectoryLog(o.trajectories) : undefined;
@@ -184,7 +197,8 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         concurrency: cfg.rollout.concurrency,
         envTimeoutMs: cfg.env.timeoutMs,
         groupIdPrefix: 'eval-',
-        withSkills: skills ? 'policy' : 'none',
+        withSkills: skills === 'prompt' ? 'policy' : skills === 'teacher' ? 'as_teacher' : 'none',
+        teacherSkillsPlacement: cfg.teacher.skillsPlacement,
         trajectoryLog,
         onProgress: (p) => (p.completed + p.failed >= p.total ? phase.finish(`${p.turns} turns`) : phase.update(p.completed + p.failed, `${p.turns} turns, ${p.tokensGenerated} tokens`)),
       });

@@ -19,8 +19,12 @@ export interface RolloutTask {
   task?: unknown;
 }
 
-/** Where the skills block goes: nowhere, the policy's own prompt (Skill-GRPO), or a teacher prompt next to it. */
-export type SkillsMode = 'none' | 'policy' | 'teacher';
+/**
+ * Where the skills block goes: nowhere, the policy's own prompt (Skill-GRPO), a teacher
+ * prompt next to it, or the teacher's prompt in place of the policy's (the model
+ * generating as the teacher sees the task, to measure what the teacher knows).
+ */
+export type SkillsMode = 'none' | 'policy' | 'teacher' | 'as_teacher';
 
 /** A turn's sample before the episode's return is known. */
 export type PendingSample = Omit<StepSample, 'score' | 'episodeReturn' | 'won'>;
@@ -142,19 +146,22 @@ export class Episode {
     const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible };
     const plain = ctx.spec.renderPrompt(input);
     // The cards are chosen each turn, as the reference routes them over the turn's prompt.
-    const skills = ctx.withSkills === 'none' ? undefined : ctx.spec.skills(this.taskType, plain, ctx.withSkills);
+    const reader = ctx.withSkills === 'policy' ? 'policy' : 'teacher';
+    const skills = ctx.withSkills === 'none' ? undefined : ctx.spec.skills(this.taskType, plain, reader);
     const prompt = ctx.withSkills === 'policy' ? ctx.spec.renderPrompt({ ...input, skills }) : plain;
-    const encoded = encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens);
+    const teacher = ctx.withSkills === 'teacher' || ctx.withSkills === 'as_teacher'
+      ? (ctx.teacherSkillsPlacement === 'before_template'
+        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens)
+        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens))
+      : null;
+    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens);
     ctx.cost.promptTokens += encoded.ids.length;
     if (encoded.truncated) ctx.cost.truncatedPrompts++;
     let teacherPromptIds: number[] | undefined;
     if (ctx.withSkills === 'teacher') {
-      const teacher = ctx.teacherSkillsPlacement === 'before_template'
-        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens)
-        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens);
-      teacherPromptIds = teacher.ids;
-      ctx.cost.teacherPromptTokens += teacher.ids.length;
-      if (teacher.truncated) ctx.cost.truncatedTeacherPrompts++;
+      teacherPromptIds = teacher!.ids;
+      ctx.cost.teacherPromptTokens += teacher!.ids.length;
+      if (teacher!.truncated) ctx.cost.truncatedTeacherPrompts++;
     }
     const stop = [...new Set([...(ctx.stopAfterAction ? (ctx.spec.actionStops ?? []) : []), ...(ctx.sampling.stop ?? [])])];
     const params: SamplingParams = { ...ctx.sampling, maxTokens: ctx.maxResponseTokens, stop };
