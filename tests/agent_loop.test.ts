@@ -12,7 +12,7 @@ import { serveEnvironment } from '../envs/server.ts';
 import { ShopEnvironment } from '../envs/shop/index.ts';
 import { RemoteEnvironment } from '../src/envs/client.ts';
 import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
-import { RolloutError, runRollout, type RolloutOptions, type RolloutResult } from '../src/rollout/agent_loop.ts';
+import { promptBudget, RolloutError, runRollout, type RolloutOptions, type RolloutResult } from '../src/rollout/agent_loop.ts';
 import { envPlugin } from '../envs/registry.ts';
 
 const HOUSEHOLD = envPlugin('household').agent;
@@ -243,6 +243,19 @@ describe('agent loop over the household expert', () => {
     const asTeacher = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, withSkills: 'as_teacher' });
     assert.deepEqual(asTeacher.samples.map((s) => s.promptIds), before.samples.map((s) => s.teacherPromptIds));
     assert.ok(asTeacher.samples.every((s) => s.teacherPromptIds === undefined));
+  });
+
+  test('the prompt budget leaves room in the engine\'s context for the response', async () => {
+    assert.equal(promptBudget(2048, 64, 2048), 1984);
+    assert.equal(promptBudget(2048, 64, undefined), 2048);
+    assert.equal(promptBudget(100, 64, 4096), 100);
+    assert.throws(() => promptBudget(100, 64, 64), /64 response tokens leave no room for a prompt in the engine's context of 64 tokens/);
+    const tokenizer = await qwen3();
+    const expert = new ExpertEngine(tokenizer, HOUSEHOLD);
+    const small: Engine = { name: 'small', contextLength: 160, generate: (r) => expert.generate(r), score: () => expert.score() };
+    const { samples, stats } = await household({ tasks: TASKS.slice(0, 1), groupSize: 1, engine: small, maxPromptTokens: 2048, maxResponseTokens: 40 });
+    assert.ok(samples.every((s) => s.promptIds.length <= 120), 'left-truncated to 160 - 40 tokens');
+    assert.equal(stats.truncatedPrompts, samples.length);
   });
 
   test('prompts over budget keep their end', async () => {

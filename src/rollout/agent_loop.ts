@@ -134,6 +134,17 @@ function checkOptions(o: RolloutOptions): void {
   }
 }
 
+/**
+ * The prompt budget a turn can use: rollout.maxPromptTokens, less where the engine's
+ * context could not then hold the response (prompt + maxResponseTokens), since a prompt
+ * is left-truncated to it and the engine refuses a request past its context.
+ */
+export function promptBudget(maxPromptTokens: number, maxResponseTokens: number, contextLength: number | undefined): number {
+  const budget = contextLength === undefined ? maxPromptTokens : Math.min(maxPromptTokens, contextLength - maxResponseTokens);
+  if (budget < 1) throw new RangeError(`runRollout: ${maxResponseTokens} response tokens leave no room for a prompt in the engine's context of ${contextLength} tokens`);
+  return budget;
+}
+
 export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   checkOptions(o);
   const started = performance.now();
@@ -145,7 +156,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     withSkills: o.withSkills ?? 'none',
     teacherSkillsPlacement: o.teacherSkillsPlacement ?? 'before_template',
     sampling: { temperature: 1, topP: 1, topK: 0, ...o.sampling },
-    maxPromptTokens: o.maxPromptTokens,
+    maxPromptTokens: promptBudget(o.maxPromptTokens, o.maxResponseTokens, o.engine.contextLength),
     maxResponseTokens: o.maxResponseTokens,
     maxTurns: o.maxTurns ?? o.spec.maxTurns,
     stopAfterAction: o.stopAfterAction ?? false,

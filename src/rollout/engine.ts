@@ -80,6 +80,8 @@ export interface ScoreRequest {
 
 export interface Engine {
   readonly name: string;
+  /** The longest prompt plus completion the engine serves, where it knows it (the model's context). */
+  readonly contextLength?: number;
   /** Generates for every request (batched as the engine sees fit); results in request order. */
   generate(requests: readonly GenerationRequest[], opts?: { model?: string }): Promise<GenerationResult[]>;
   /** Log-probs (temperature 1) of each completion token after its prompt. */

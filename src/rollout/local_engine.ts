@@ -99,6 +99,11 @@ function topOf(out: SampledTokens, b: number, n: number): TopLogprob[] {
 
 export class LocalEngine implements Engine, WeightSync {
   readonly name: string;
+
+  /** The served model's context (max_position_embeddings). */
+  get contextLength(): number {
+    return this.models.config.maxPositions;
+  }
   readonly usage: LocalEngineUsage = { batches: 0, decodeSteps: 0, rowSteps: 0, liveRowSteps: 0 };
   readonly models: ServedModels;
   readonly tokenizer: Tokenizer | null;
