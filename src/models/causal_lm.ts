@@ -30,6 +30,8 @@ export interface CausalLM {
   /** LoRA branches by the HF name of the linear weight they adapt. */
   readonly lora: Map<string, LoraBranch>;
   loraConfig: LoraConfig | null;
+  /** Keep only each layer's input for the backward and recompute the rest there (models/layer_step.ts). */
+  checkpointLayers: boolean;
   param(name: string): Tensor;
   /** The LM head weight [vocab, hidden] (the embedding when tied). */
   lmHead(): Tensor;

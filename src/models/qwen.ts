@@ -20,6 +20,7 @@ import { linear } from '../tensor/ops/matmul.ts';
 import { ShapeError } from '../tensor/errors.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { KVCache } from './kv_cache.ts';
+import { layerParams, layerStep } from './layer_step.ts';
 import { fusable, fusedAttention, fusedMlp, fusesStep } from './qwen_decode.ts';
 import { checkTokenBatch, positionIds, type LayerStep, type TokenBatch } from './token_batch.ts';
 
@@ -27,6 +28,7 @@ export class QwenModel implements CausalLM {
   /** LoRA branches by the HF name of the linear weight they adapt. */
   readonly lora = new Map<string, LoraBranch>();
   loraConfig: LoraConfig | null = null;
+  checkpointLayers = false;
 
   constructor(
     readonly config: ModelConfig,
@@ -91,8 +93,10 @@ export class QwenModel implements CausalLM {
     const decode = fusesStep(this, B, T, cache) ? cache : null;
     let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), batch.ids, [B, T]);
     for (let l = 0; l < cfg.layers; l++) {
-      x = decode && fusable(this, l, 'attention') ? fusedAttention(this, x, l, step, decode) : this.attentionBlock(x, l, step);
-      x = decode && fusable(this, l, 'mlp') ? fusedMlp(this, x, l) : this.mlpBlock(x, l);
+      x = layerStep(x, (x) => {
+        const h = decode && fusable(this, l, 'attention') ? fusedAttention(this, x, l, step, decode) : this.attentionBlock(x, l, step);
+        return decode && fusable(this, l, 'mlp') ? fusedMlp(this, h, l) : this.mlpBlock(h, l);
+      }, () => layerParams(this, l), this.checkpointLayers);
     }
     return rmsNorm(x, this.param(`${this.prefix}norm.weight`), cfg.rmsEps);
   }

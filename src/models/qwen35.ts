@@ -18,6 +18,7 @@ import { ConfigError } from './errors.ts';
 import type { LoraConfig } from './peft.ts';
 import { checkTokenBatch, positionIds, type TokenBatch } from './token_batch.ts';
 import { RecurrentCache } from './recurrent_cache.ts';
+import { layerParams, layerStep } from './layer_step.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
 import { attention } from '../tensor/ops/attention.ts';
 import { causalConv1d } from '../tensor/ops/conv1d.ts';
@@ -47,6 +48,7 @@ interface Pass {
 export class Qwen35Model implements CausalLM {
   readonly lora = new Map<string, LoraBranch>();
   loraConfig: LoraConfig | null = null;
+  checkpointLayers = false;
   /** Parts of the checkpoint this text model leaves out (MTP heads, the vision tower), in words. */
   skipped: string[] = [];
   /** Constant 1/sqrt(d) weights that turn RMSNorm into L2 normalisation, by width. */
@@ -121,12 +123,14 @@ export class Qwen35Model implements CausalLM {
     let x = embedding(this.param(`${pre}embed_tokens.weight`), batch.ids, [B, T]);
     for (let l = 0; l < cfg.layers; l++) {
       const at = `${pre}layers.${l}`;
-      const h = this.norm(x, `${at}.input_layernorm.weight`);
-      const mixed = cfg.layerTypes[l] === 'linear_attention' ? this.linearAttention(h, l, pass) : this.fullAttention(h, l, pass);
-      x = add(x, mixed);
-      const h2 = this.norm(x, `${at}.post_attention_layernorm.weight`);
-      const act = swiglu(this.proj(h2, `${at}.mlp.gate_proj`), this.proj(h2, `${at}.mlp.up_proj`));
-      x = add(x, this.proj(act, `${at}.mlp.down_proj`));
+      x = layerStep(x, (x) => {
+        const h = this.norm(x, `${at}.input_layernorm.weight`);
+        const mixed = cfg.layerTypes[l] === 'linear_attention' ? this.linearAttention(h, l, pass) : this.fullAttention(h, l, pass);
+        const mid = add(x, mixed);
+        const h2 = this.norm(mid, `${at}.post_attention_layernorm.weight`);
+        const act = swiglu(this.proj(h2, `${at}.mlp.gate_proj`), this.proj(h2, `${at}.mlp.up_proj`));
+        return add(mid, this.proj(act, `${at}.mlp.down_proj`));
+      }, () => layerParams(this, l), this.checkpointLayers);
     }
     return this.norm(x, `${pre}norm.weight`);
   }

@@ -60,6 +60,12 @@ function trainingView(model: CausalLM, params: readonly Tensor[]): CausalLM {
     set loraConfig(c) {
       model.loraConfig = c;
     },
+    get checkpointLayers() {
+      return model.checkpointLayers;
+    },
+    set checkpointLayers(on) {
+      model.checkpointLayers = on;
+    },
     param: (name) => model.param(name),
     lmHead: () => model.lmHead(),
     hidden: (batch) => model.hidden(batch),

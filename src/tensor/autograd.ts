@@ -33,6 +33,17 @@ export function noGrad<T>(fn: () => T): T {
   }
 }
 
+/** Runs fn recording gradients, even inside noGrad (a checkpointed layer's recompute during backward). */
+export function withGrad<T>(fn: () => T): T {
+  const prev = enabled;
+  enabled = true;
+  try {
+    return fn();
+  } finally {
+    enabled = prev;
+  }
+}
+
 /**
  * Records `backward` on `out` when any input needs a gradient. Backward closures
  * return fresh tensors (a `view` where the gradient passes through unchanged), never
