@@ -119,6 +119,26 @@ describe('LocalEngine', () => {
     assert.throws(() => new LocalEngine(model, { compactBelow: 1 }), /compactBelow must be in \[0, 1\), got 1/);
   });
 
+  test('long prompt batches are prefilled in chunks of positions: the same tokens and log-probs as one prefill', slow, async () => {
+    const qwen35 = loadCausalLM(fixture('qwen35-tiny'), { trainable: false });
+    try {
+      for (const [name, m] of [['qwen3-tiny', model], ['qwen35-tiny', qwen35]] as const) {
+        const prompts = [prompt, prompt.slice(0, 3), [7, 3, 250, 4, 8, 9, 1], prompt.slice(2)];
+        const requests = prompts.map((p, i) => req(p, { maxTokens: 5, temperature: i % 2 ? 0 : 1, topK: 50, seed: 20 + i }));
+        const whole = await new LocalEngine(m).generate(requests);
+        // 4 rows, 5 tokens a chunk: one position per row at a time.
+        const chunked = await new LocalEngine(m, { prefillTokens: 5 }).generate(requests);
+        chunked.forEach((r, i) => {
+          assert.deepEqual(r.tokenIds, whole[i].tokenIds, `${name} request ${i}`);
+          assertClose(r.logprobs, whole[i].logprobs, { atol: 1e-4, label: `${name} request ${i} log-probs` });
+        });
+      }
+    } finally {
+      for (const t of qwen35.parameters()) t.dispose();
+    }
+    assert.throws(() => new LocalEngine(model, { prefillTokens: 0 }), /prefillTokens must be a positive integer, got 0/);
+  });
+
   test('top log-probs list each step\'s most likely tokens with their scored log-probs; onToken follows every row', slow, async () => {
     const cases: Partial<SamplingParams>[] = [{ temperature: 0, logprobs: 3 }, { temperature: 0.8, topK: 20, seed: 4, logprobs: 2 }, { temperature: 1 }];
     const prompts = [prompt, prompt.slice(0, 3), prompt.slice(1)];

@@ -36,6 +36,8 @@ export interface RlIterationOptions {
   iterations?: number;
   /** The model directory timed beside the bench model (default the bundled one); null: none. */
   bundled?: string | null;
+  /** GPU memory budget of the bench model's run in GiB (default 16, the target for a 0.5B model); the bundled run keeps `train`'s default. */
+  gpuMemory?: number;
 }
 
 /** Letters-only words with a leading space, one pre-token each under the word tokenizer, that the vocabulary does not hold. */
@@ -116,6 +118,7 @@ export function iterationRow(label: string, rows: readonly MetricsRow[]): object
     scoring_s: round(scoring), update_s: round(m['time/update']),
     rollout_share: round(m['time/rollout'] / step, 3), scoring_share: round(scoring / step, 3), update_share: round(m['time/update'] / step, 3),
     tokens_per_s: Math.round(m['throughput/tokens_per_s']),
+    ...Object.fromEntries(Object.entries(m).filter(([k]) => k.startsWith('memory/')).map(([k, v]) => [k.slice('memory/'.length), round(v)])),
   };
 }
 
@@ -133,8 +136,8 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
     'validation.atStart=false', 'validation.every=0', 'validation.tasks=1', 'validation.runs=1', 'checkpoint.every=0', 'checkpoint.keepLast=1',
     `output.dir=${work}`, 'output.tensorboard=false', 'output.trajectories=false', 'output.progress=none',
   ];
-  const time = async (label: string, modelPath: string, extra: object): Promise<object> => {
-    const cfg = loadConfig(undefined, [...EMBEDDED_RECIPE, ...overrides, `model.path=${modelPath}`, `output.runName=${label}`]);
+  const time = async (label: string, modelPath: string, extra: object, more: string[] = []): Promise<object> => {
+    const cfg = loadConfig(undefined, [...EMBEDDED_RECIPE, ...overrides, ...more, `model.path=${modelPath}`, `output.runName=${label}`]);
     rt.pool.resetPeaks();
     await train(cfg, { log: () => {} });
     const peak = rt.pool.stats.peakAllocated;
@@ -145,7 +148,7 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
     const rows: object[] = [];
     const modelDir = path.join(work, 'model');
     const nparam = await writeBenchModel(rt, preset, bundled ?? BUNDLED_MODEL, modelDir, work);
-    rows.push(await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1) }));
+    rows.push(await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1) }, [`gpu.memory=${opts.gpuMemory ?? 16}`]));
     if (bundled) rows.push(await time('bundled', bundled, { path: bundled }));
     return rows;
   } finally {

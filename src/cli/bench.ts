@@ -30,6 +30,7 @@ const suites: Record<string, Suite> = {
   'rl-iteration': (rt, args) => benchRlIteration(rt, {
     preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
     maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']), iterations: numberOf(args.iters),
+    gpuMemory: numberOf(args['gpu-memory']),
   }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),

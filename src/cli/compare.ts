@@ -57,7 +57,7 @@ export const compareCommand = defineCommand({
     if (results !== undefined && fs.existsSync(results) && !fs.statSync(results).isDirectory()) throw new CliError(`--results ${results}: not a directory`);
     if (!args['table-only']) {
       const flags = [
-        ...(['backend', 'adapter', 'toggles', 'robustness', 'tensor-cores', 'attention'] as const).flatMap((k) => (args[k] ? [`--${k}`, args[k] as string] : [])),
+        ...(['backend', 'adapter', 'toggles', 'robustness', 'tensor-cores', 'attention', 'gpu-memory'] as const).flatMap((k) => (args[k] ? [`--${k}`, args[k] as string] : [])),
         ...(args['time-limit'] ? ['--time-limit', args['time-limit']] : []),
         ...(args['full-size'] ? ['--full-size'] : []),
       ];

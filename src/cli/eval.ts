@@ -8,7 +8,7 @@ import { formatMeanStd, type GroupStats } from '../report/eval_stats.ts';
 import { EVAL_DEFAULTS, evaluate, type EvalReport, type EvalSkills } from '../eval/evaluate.ts';
 import { resolveModelSource, type ModelSource } from '../checkpoint/model_source.ts';
 import { CliError, intArg, numberArg } from './args.ts';
-import { gpuArgs, gpuOptions } from './gpu_args.ts';
+import { gpuArgs, gpuMemoryBytes, gpuOptions } from './gpu_args.ts';
 
 const SPLIT_NAMES: readonly Split[] = ['train', 'valid_seen', 'valid_unseen'];
 
@@ -112,6 +112,7 @@ export const evalCommand = defineCommand({
       maxResponseTokens: opt('--max-response-tokens', args['max-response-tokens'], 1),
       samplingSeed: opt('--sampling-seed', args['sampling-seed'], 0),
       maxBatch: opt('--max-batch', args['max-batch'], 1),
+      memoryBytes: gpuMemoryBytes(args),
       ks: args.k === undefined ? undefined : parseKs(args.k, seeds),
       skills: (args.skills ? 'prompt' : args['teacher-prompt'] ? 'teacher' : 'none') as EvalSkills,
       out: args.out,

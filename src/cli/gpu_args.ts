@@ -20,11 +20,21 @@ export const gpuArgs = {
     type: 'string',
     description: 'rules (default): the f32 matmul tile chosen by rules measured on the H200; autotune: every tile that fits is timed once per product shape on this GPU (at its first sync or readback) and the fastest kept',
   },
+  'gpu-memory': { type: 'string', description: 'GPU memory budget in GiB (train: gpu.memory; default 4): batch widths and checkpointing are sized to it, and the buffer pool never holds more' },
   attention: {
     type: 'string',
     description: 'auto (default): uniform-buffer kernels on the software GPU, elsewhere blocked where its tiles fit workgroup memory, else tiled; blocked: flash attention with a block of scores and outputs per invocation (head dim 64, or 128 with 64 KiB of workgroup memory); tiled: one score and one output element per invocation; uniform: the software GPU\'s kernels',
   },
 } as const satisfies ArgsDef;
+
+/** --gpu-memory in bytes, or undefined when not given. */
+export function gpuMemoryBytes(args: { 'gpu-memory'?: string }): number | undefined {
+  const v = args['gpu-memory'];
+  if (v === undefined) return undefined;
+  const gib = Number(v);
+  if (!(gib > 0 && Number.isFinite(gib))) throw new Error(`--gpu-memory must be a positive number of GiB, got "${v}"`);
+  return gib * 2 ** 30;
+}
 
 /** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention). */
 export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; 'matmul-tiles'?: string; attention?: string }): RuntimeOptions {

@@ -7,7 +7,7 @@ import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { SERVER_DEFAULTS, startServer } from '../serve/server.ts';
 import { CliError, intArg } from './args.ts';
-import { gpuArgs, gpuOptions } from './gpu_args.ts';
+import { gpuArgs, gpuMemoryBytes, gpuOptions } from './gpu_args.ts';
 
 function adapterArgs(spec: string | undefined): [string, string][] {
   if (!spec) return [];
@@ -43,7 +43,9 @@ export const serveCommand = defineCommand({
     const maxLogprobs = intArg('--max-logprobs', args['max-logprobs'], 0);
     const adapters = adapterArgs(args.lora);
     if (args['allowed-root'] && !existsSync(args['allowed-root'])) throw new CliError(`--allowed-root ${args['allowed-root']}: no such directory`);
-    await initRuntime(gpuOptions(args));
+    const rt = await initRuntime(gpuOptions(args));
+    const budget = gpuMemoryBytes(args);
+    if (budget !== undefined) rt.pool.limit = budget;
     const tokenizer: Tokenizer | null = tokDir ? await loadTokenizer(tokDir) : null;
     const model = loadCausalLM(args.model, { trainable: false });
     const engine = new LocalEngine(model, { tokenizer, name: args['served-model-name'] ?? args.model, path: path.resolve(args.model), maxBatch });

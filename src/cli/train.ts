@@ -41,6 +41,7 @@ export const trainCommand = defineCommand({
     const { file, overrides } = configWords('train', args._ as string[]);
     if (args.method) overrides.push(`method=${args.method}`);
     if (args.iterations) overrides.push(`iterations=${args.iterations}`);
+    if (args['gpu-memory'] !== undefined) overrides.push(`gpu.memory=${args['gpu-memory']}`);
     // Everything about the configuration and the run directory is checked before the GPU is touched.
     let cfg = loadConfig(file, file ? overrides : [...EMBEDDED_RECIPE, ...overrides]);
     checkRunInputs(cfg);

@@ -255,7 +255,7 @@ export function describeConfig(cfg: TrainConfig): string {
  * often it saves) are left out; everything that shapes the training itself is in.
  */
 export function configHash(cfg: TrainConfig): string {
-  const { iterations: _i, checkpoint: _c, output: _o, ...rest } = cfg;
+  const { iterations: _i, checkpoint: _c, output: _o, gpu: _g, ...rest } = cfg;
   return createHash('sha256').update(canonicalJson(rest)).digest('hex').slice(0, 16);
 }
 

@@ -178,6 +178,14 @@ const outputSchema = z.strictObject({
   progress: z.enum(['auto', 'bar', 'plain', 'none']).default('auto'),
 });
 
+/** What the run may hold on the GPU (src/models/memory_plan.ts). */
+const gpuSchema = z.strictObject({
+  /** The memory budget in GiB (--gpu-memory); unset: the adapter's own figure where it reports one, else 4 GiB. */
+  memory: posNum.optional(),
+  /** Recompute each layer in the backward instead of keeping its activations: auto (when the budget needs it), on or off. */
+  checkpointing: z.enum(['auto', 'on', 'off']).default('auto'),
+});
+
 export const TrainConfigSchema = z.strictObject({
   method: z.enum(METHODS).default('grpo'),
   seed: nonNegInt.default(0),
@@ -191,6 +199,7 @@ export const TrainConfigSchema = z.strictObject({
   validation: validationSchema.prefault({}),
   checkpoint: checkpointSchema.prefault({}),
   output: outputSchema.prefault({}),
+  gpu: gpuSchema.prefault({}),
 }).superRefine((c, ctx) => {
   for (const [key, block] of [['rollout', c.rollout], ['teacher', c.teacher]] as const) {
     if (block.engine === 'http' && !block.url) ctx.addIssue({ code: 'custom', path: [key, 'url'], message: `required when ${key}.engine is "http"`, input: undefined });

@@ -15,6 +15,8 @@ import { loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
+import { DEFAULT_MEMORY_GIB, GIB, planMemory } from '../models/memory_plan.ts';
+import { runtime } from '../gpu/runtime.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { envPlugin } from '../../envs/registry.ts';
 import { ENV_NAMES, validateConfig, type EnvName, type TrainConfig } from '../config/config.ts';
@@ -62,6 +64,8 @@ export interface EvalOptions {
   samplingSeed?: number;
   /** Episodes the engine decodes together (default: the configuration's rollout.maxBatch); speed only, a seed's episode is the same in any batch. */
   maxBatch?: number;
+  /** The GPU memory budget in bytes (default 4 GiB): the batch is narrowed to fit it, and the buffer pool never holds more. */
+  memoryBytes?: number;
   /** pass@k for these k (default 1, 2, 4, 8 up to S); every k must be <= S. */
   ks?: readonly number[];
   /**
@@ -176,6 +180,13 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
     const tokenizer = await loadTokenizer(source.tokenizerDir);
     const described = source.checkpoint ? `${source.input} (checkpoint ${source.checkpoint}, iteration ${source.iteration})` : source.input;
     log(`evaluating ${described} on ${cfg.env.name} ${split}: ${tasks} tasks (seeds ${panelSeed}..${panelSeed + tasks - 1}) x ${seeds} runs, temperature ${temperature}, at most ${maxTurns} turns of ${maxResponseTokens} tokens${SKILLS_NOTE[skills]}`);
+    const memory = planMemory({
+      model: model.config, trains: 'none', referenceCopy: false, microBatchTokens: 1, checkpointing: 'off',
+      rolloutRows: o.maxBatch ?? cfg.rollout.maxBatch, rowTokens: cfg.rollout.maxPromptTokens + maxResponseTokens,
+      budgetBytes: o.memoryBytes ?? DEFAULT_MEMORY_GIB * GIB,
+    });
+    runtime().pool.limit = memory.budgetBytes;
+    for (const note of memory.notes) log(`memory: ${note}`);
     const progress = new Progress(process.stdout, o.progress ?? 'auto');
     const phase = progress.phase('eval', tasks * seeds);
     const trajectoryLog = o.trajectories ? new TrajectoryLog(o.trajectories) : undefined;
@@ -185,7 +196,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
       result = await runRollout({
         env,
         spec: envPlugin(cfg.env.name).agent,
-        engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: o.maxBatch ?? cfg.rollout.maxBatch }),
+        engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens }),
         tokenizer,
         tasks: taskPanel(split, panelSeed, tasks),
         groupSize: seeds,

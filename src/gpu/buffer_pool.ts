@@ -21,6 +21,8 @@ export interface PoolStats {
 
 const sizes = new WeakMap<GPUBuffer, number>();
 
+const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+
 /**
  * `buf.size`, remembered: the getter is a call into the native bindings (about 0.7 us
  * on the H200 machine's host), and a decode step's launchers check a few hundred
@@ -50,6 +52,13 @@ export class BufferPool {
   private free = new Map<number, GPUBuffer[]>();
   private sizes = new WeakMap<GPUBuffer, number>();
   readonly stats: PoolStats = { inUse: 0, allocated: 0, peakAllocated: 0, peakInUse: 0, liveBuffers: 0 };
+  /**
+   * The memory budget: the pool never holds more. Reaching it, the pool first gives
+   * its free buffers back (through `onPressure`, which must also end any use of them
+   * still being recorded), then refuses.
+   */
+  limit = Infinity;
+  onPressure: (() => void) | null = null;
 
   constructor(
     private device: GPUDevice,
@@ -65,6 +74,14 @@ export class BufferPool {
     const list = this.free.get(size);
     let buf = list?.pop();
     if (!buf) {
+      if (this.stats.allocated + size > this.limit) {
+        if (this.onPressure) this.onPressure();
+        else this.trim();
+        if (this.stats.allocated + size > this.limit) {
+          throw new GpuError(`GPU memory budget: ${label ?? 'a buffer'} needs ${mib(size)} more while ${mib(this.stats.inUse)} is in use, ` +
+            `over the budget of ${mib(this.limit)} (gpu.memory, --gpu-memory)`);
+        }
+      }
       buf = this.device.createBuffer({ size, usage: STORAGE_USAGE, label });
       this.sizes.set(buf, size);
       this.stats.allocated += size;

@@ -102,6 +102,7 @@ export class Runtime {
   constructor(readonly gpu: Gpu, readonly policy: KernelPolicy = kernelPolicy()) {
     this.device = gpu.device;
     this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize, gpu.limits.maxStorageBufferBindingSize);
+    this.pool.onPressure = () => this.releaseCached();
     this.params = new Arena(this.device, UNIFORM_CHUNK, GPUBufferUsage.UNIFORM, 'kernel params');
     this.uploads = new Arena(this.device, SMALL_TRANSFER, GPUBufferUsage.COPY_SRC, 'upload arena');
     this.device.lost.then((info) => {

@@ -99,14 +99,19 @@ export interface Checkpoint {
   close(): void;
 }
 
+/** A checkpoint directory's model config, from its config.json alone (no weights read). */
+export function readModelConfig(dir: string): ModelConfig {
+  const configPath = path.join(dir, 'config.json');
+  if (!fs.existsSync(configPath)) throw new CheckpointError(`${dir}: config.json not found`);
+  return parseConfig(readJson(configPath), configPath);
+}
+
 /**
  * Opens a checkpoint directory: parses config.json and checks the safetensors hold
  * exactly the parameters (names, shapes, float dtypes) the config implies.
  */
 export function openCheckpoint(dir: string): Checkpoint {
-  const configPath = path.join(dir, 'config.json');
-  if (!fs.existsSync(configPath)) throw new CheckpointError(`${dir}: config.json not found`);
-  const config = parseConfig(readJson(configPath), configPath);
+  const config = readModelConfig(dir);
   const genPath = path.join(dir, 'generation_config.json');
   const generationConfig = fs.existsSync(genPath) ? readJson(genPath) : null;
   const reader = SafetensorsReader.open(dir);

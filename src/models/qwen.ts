@@ -77,7 +77,7 @@ export class QwenModel implements CausalLM {
   }
 
   private run(batch: TokenBatch, cache: KVCache | null): Tensor {
-    checkTokenBatch(batch, cache ? cache.length : 0);
+    checkTokenBatch(batch, cache ? cache.length : 0, cache?.capacity);
     const cfg = this.config;
     const { batch: B, seq: T } = batch;
     const offset = cache?.length ?? 0;

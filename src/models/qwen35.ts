@@ -111,7 +111,7 @@ export class Qwen35Model implements CausalLM {
 
   private run(batch: TokenBatch, cache: RecurrentCache | null): Tensor {
     const offset = cache?.length ?? 0;
-    checkTokenBatch(batch, offset);
+    checkTokenBatch(batch, offset, cache?.capacity);
     const cfg = this.config;
     const pre = cfg.weightPrefix;
     const { batch: B, seq: T } = batch;

@@ -31,13 +31,17 @@ export interface LayerStep {
   offset: number;
 }
 
-/** Checks a token batch continuing `past` cached tokens: the id count and the left padding. */
-export function checkTokenBatch(b: TokenBatch, past: number): void {
+/**
+ * Checks a token batch continuing `past` cached tokens: the id count and the left
+ * padding, which must leave each row a token by the end of the batch; or, for a chunk
+ * of a longer prefill into a cache of `capacity` tokens, by the end of the cache.
+ */
+export function checkTokenBatch(b: TokenBatch, past: number, capacity = past + b.seq): void {
   const count = b.ids instanceof Int32Array ? b.ids.length : b.ids.size;
   if (count !== b.batch * b.seq) throw new ShapeError(`forward: ${count} ids for batch ${b.batch} x seq ${b.seq}`);
   if (b.padLeft && b.padLeft.length !== b.batch) throw new ShapeError(`forward: padLeft has ${b.padLeft.length} rows, batch is ${b.batch}`);
   b.padLeft?.forEach((p, i) => {
-    if (p < 0 || p >= past + b.seq) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${past + b.seq})`);
+    if (p < 0 || p >= capacity) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${capacity})`);
   });
 }
 

@@ -13,7 +13,7 @@
 // whatever else shares the batch. A caller can follow each request's tokens as they
 // are accepted (onToken), which is how the server streams.
 
-import type { CausalLM } from '../models/causal_lm.ts';
+import type { CausalLM, ModelCache } from '../models/causal_lm.ts';
 import { lastLogits } from '../models/generate.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
@@ -39,6 +39,12 @@ export interface LocalEngineOptions {
   maxBatch?: number;
   /** Tokens per scoring forward batch (default 8192). */
   scoreBatchTokens?: number;
+  /**
+   * Tokens a prefill forward takes at once (rows x prompt positions, default 16384): a
+   * longer batch of prompts is prefilled in chunks of positions, each continuing the
+   * cache, so its activations stay one chunk's whatever the prompts' length.
+   */
+  prefillTokens?: number;
   /**
    * Once this share of a batch's rows or fewer are still generating, the finished rows
    * are dropped from it (default 0.5; 0 keeps every row to the end).
@@ -109,6 +115,7 @@ export class LocalEngine implements Engine, WeightSync {
   readonly tokenizer: Tokenizer | null;
   readonly maxBatch: number;
   private readonly scoreBatchTokens: number;
+  private readonly prefillTokens: number;
   private readonly compactBelow: number;
   // GPU work runs one call at a time: tensor scopes are a stack and must not interleave.
   private queue: Promise<unknown> = Promise.resolve();
@@ -119,6 +126,8 @@ export class LocalEngine implements Engine, WeightSync {
     this.tokenizer = opts.tokenizer ?? null;
     this.maxBatch = opts.maxBatch ?? 64;
     this.scoreBatchTokens = opts.scoreBatchTokens ?? 8192;
+    this.prefillTokens = opts.prefillTokens ?? 16384;
+    if (!Number.isInteger(this.prefillTokens) || this.prefillTokens < 1) throw new RangeError(`LocalEngine: prefillTokens must be a positive integer, got ${opts.prefillTokens}`);
     this.compactBelow = opts.compactBelow ?? 0.5;
     if (!(this.compactBelow >= 0 && this.compactBelow < 1)) throw new RangeError(`LocalEngine: compactBelow must be in [0, 1), got ${opts.compactBelow}`);
     if (!Number.isInteger(this.maxBatch) || this.maxBatch < 1) throw new RangeError(`LocalEngine: maxBatch must be a positive integer, got ${opts.maxBatch}`);
@@ -214,7 +223,8 @@ export class LocalEngine implements Engine, WeightSync {
         const input = ids;
         const step = scope(() =>
           noGrad(() => {
-            const sampled = sampleTokens(lastLogits(model, model.hiddenCached({ ids: input, batch: B, seq: t === 0 ? P : 1 }, cache)), settings);
+            const hidden = t === 0 ? this.prefill(model, prompt, B, P, cache) : model.hiddenCached({ ids: input, batch: B, seq: 1 }, cache);
+            const sampled = sampleTokens(lastLogits(model, hidden), settings);
             return { next: sampledIds(sampled), read: readSampled(sampled) };
           }),
         );
@@ -247,6 +257,21 @@ export class LocalEngine implements Engine, WeightSync {
       if (ids instanceof Tensor) ids.dispose();
       cache.dispose();
     }
+  }
+
+  /** The prompts' hidden states at their last position's chunk, the cache filled with every position's keys and values. */
+  private prefill(model: CausalLM, prompt: Int32Array, B: number, P: number, cache: ModelCache): Tensor {
+    if (B * P <= this.prefillTokens) return model.hiddenCached({ ids: prompt, batch: B, seq: P }, cache);
+    const width = Math.max(1, Math.floor(this.prefillTokens / B));
+    let hidden: Tensor | null = null;
+    for (let from = 0; from < P; from += width) {
+      const w = Math.min(width, P - from);
+      const ids = new Int32Array(B * w);
+      for (let b = 0; b < B; b++) ids.set(prompt.subarray(b * P + from, b * P + from + w), b * w);
+      hidden?.dispose();
+      hidden = model.hiddenCached({ ids, batch: B, seq: w }, cache);
+    }
+    return hidden!;
   }
 
   private acceptStep(rows: readonly Row[], out: SampledTokens, onToken: GenerateOptions['onToken']): void {

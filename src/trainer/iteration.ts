@@ -13,11 +13,15 @@ import type { StepSample } from '../rollout/sample.ts';
 import type { Metrics } from '../report/metrics.ts';
 import type { IterationPlan } from '../algos/plan.ts';
 import type { Phase } from '../report/progress.ts';
+import type { PhaseMemory } from '../gpu/phase_memory.ts';
 import { teacherLogprobs, type TeacherSource } from './teacher.ts';
 import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 
 /** Where reference log-probs come from: a frozen copy, the LoRA model with its adapters off, or none (no KL). */
 export type Reference = { kind: 'model'; model: CausalLM } | { kind: 'lora-base' } | { kind: 'none' };
+
+/** The phases as metrics name them (time/<name>, memory/<name>_peak_gib). */
+const PHASE_NAMES: Record<keyof IterationTimes, string> = { rollout: 'rollout', oldLogprobs: 'old_logprobs', teacher: 'teacher', reference: 'reference', update: 'update' };
 
 export interface IterationTimes {
   rollout: number;
@@ -71,9 +75,11 @@ export interface IterationInputs {
   teacher?: TeacherSource;
   /** Shows the phases after the rollout (which reports its own) as they run; counts are samples. */
   phase?: (label: string, total: number) => Phase;
+  /** Takes each phase's peak GPU memory and trims the pool between phases. */
+  memory?: PhaseMemory;
 }
 
-export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher, phase }: IterationInputs): Promise<IterationResult> {
+export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher, phase, memory }: IterationInputs): Promise<IterationResult> {
   const now = () => performance.now() / 1000;
   const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
   let t = now();
@@ -81,6 +87,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
     const n = now();
     times[phase] = n - t;
     t = n;
+    memory?.end(PHASE_NAMES[phase]);
   };
   const rollout = await runRollout({ ...rolloutOpts, withSkills: plan.skills });
   lap('rollout');

@@ -13,6 +13,9 @@ import type { Stage } from '../algos/method.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
 import type { Split } from '../envs/types.ts';
 import { runtime } from '../gpu/runtime.ts';
+import { PhaseMemory } from '../gpu/phase_memory.ts';
+import { describePlan } from '../models/memory_plan.ts';
+import { trainingMemoryPlan } from '../run/memory.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora } from '../models/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
@@ -53,6 +56,8 @@ export function checkRunInputs(cfg: TrainConfig): void {
   if (teacher && !isTeacherDir(teacher)) {
     throw new Error(`algorithm.${cfg.method}: the teacher ${teacher} is neither a Hugging Face model directory (config.json) nor a training checkpoint (checkpoint.json)`);
   }
+  // Throws, naming the settings to change, when the run cannot fit its GPU memory budget.
+  trainingMemoryPlan(cfg);
 }
 
 function requireServedModel(cfg: TrainConfig): string {
@@ -126,7 +131,12 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
   const ckpt = run.checkpoint;
   const lora = cfg.model.lora;
   const modelPath = ckpt?.model.kind === 'full' ? ckpt.model.dir : cfg.model.path;
+  const memory = trainingMemoryPlan(cfg);
+  runtime().pool.limit = memory.budgetBytes;
+  log(`${describePlan(memory)}${cfg.gpu.memory === undefined ? ' (the default budget: set gpu.memory or --gpu-memory for a larger GPU)' : ''}`);
+  for (const note of memory.notes) log(`memory: ${note}`);
   const model = loadCausalLM(modelPath, { trainable: !lora });
+  model.checkpointLayers = memory.checkpointLayers;
   if (lora) {
     if (ckpt?.model.kind === 'lora') loadLora(model, ckpt.model.adapterDir);
     else attachLora(model, { r: lora.r, alpha: lora.alpha, targetModules: lora.targetModules, useRslora: lora.useRslora, baseModel: cfg.model.path }, cfg.seed);
@@ -138,7 +148,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
 
   const reference: Reference = cfg.algorithm.klCoef <= 0 ? { kind: 'none' } : lora ? { kind: 'lora-base' } : { kind: 'model', model: loadCausalLM(cfg.model.path, { trainable: false }) };
   const engine: Engine = cfg.rollout.engine === 'local'
-    ? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, maxBatch: cfg.rollout.maxBatch })
+    ? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens })
     : new HttpEngine({ baseUrl: cfg.rollout.url!, model: requireServedModel(cfg) });
   const remote = engine instanceof HttpEngine ? new RemoteWeights(engine, path.join(run.dir, 'sync'), !!lora) : null;
   const policy = { engine, tokenizer, model: remote?.modelName };
@@ -190,6 +200,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
     const shuffleRng = Rng.seeded(engineSeed, 'shuffle');
     const plan = method.plan(it);
     const a = cfg.algorithm;
+    const phaseMemory = new PhaseMemory(runtime());
     const result = await trainingIteration({
       rollout: {
         ...run.rolloutOptions(policy),
@@ -212,9 +223,9 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
       plan,
       teacher,
       phase: (label, total) => run.progress.phase(`${label} ${it}`, total),
+      memory: phaseMemory,
     });
     trajectoryLog?.close();
-    runtime().releaseCached();
     const syncStart = performance.now();
     if (remote && result.update) await remote.push(model, it);
     const t = result.times;
@@ -238,9 +249,11 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
     if (noted) log(noted);
     if (run.isDue(cfg.validation.every, it, cfg.iterations)) {
       Object.assign(m, await validate(it));
+      phaseMemory.end('validation');
       const line = method.observe({ kind: 'validation', iteration: it, success: m['val/success'] });
       if (line) log(line);
     }
+    Object.assign(m, phaseMemory.metrics());
     run.metrics.log(it, m);
     log(summaryLine(it, cfg.iterations, m));
     last = m;

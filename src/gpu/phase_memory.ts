@@ -1,0 +1,37 @@
+// GPU memory per phase of a training iteration (rollout, scoring passes, the update,
+// validation): the most the buffer pool held during each, in metrics.jsonl as
+// memory/<phase>_peak_gib and memory/peak_gib. Ending a phase also gives the pool's
+// free buffers back to the driver, so one phase's leftover sizes never stack onto the
+// next phase's.
+
+import type { Runtime } from './runtime.ts';
+
+const GIB = 2 ** 30;
+
+export class PhaseMemory {
+  private readonly peaks = new Map<string, number>();
+
+  constructor(private readonly rt: Runtime) {
+    rt.pool.resetPeaks();
+  }
+
+  /** Closes `phase`: records its peak, trims the pool, starts the next phase's count. */
+  end(phase: string): void {
+    const peak = this.rt.pool.stats.peakAllocated;
+    this.peaks.set(phase, Math.max(this.peaks.get(phase) ?? 0, peak));
+    this.rt.releaseCached();
+    this.rt.pool.resetPeaks();
+  }
+
+  /** memory/<phase>_peak_gib for every phase ended so far, and memory/peak_gib over them all. */
+  metrics(): Record<string, number> {
+    const out: Record<string, number> = {};
+    let all = 0;
+    for (const [phase, bytes] of this.peaks) {
+      out[`memory/${phase}_peak_gib`] = bytes / GIB;
+      all = Math.max(all, bytes);
+    }
+    if (this.peaks.size) out['memory/peak_gib'] = all / GIB;
+    return out;
+  }
+}

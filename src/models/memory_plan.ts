@@ -1,0 +1,158 @@
+// What a training run will hold on the GPU, estimated from the model's shapes before
+// anything is loaded, and the settings sized to fit a memory budget: whether layers are
+// checkpointed, and how many rows a rollout batch decodes together. A run whose update
+// cannot fit is refused here, naming the settings that would make it fit.
+//
+// The figures are f32 bytes (the kernels' storage): weights, the frozen reference copy,
+// gradients and AdamW's two moments for what trains; per token, what a layer keeps for
+// its backward (plain) or its input alone (checkpointed, plus one layer recomputed);
+// per decoding row, the KV cache at its full length, beside one prefill chunk's layer
+// (rollout prompts are prefilled in chunks of positions). Transient buffers are counted with
+// the pool's size-class slack (up to a quarter). The buffer pool enforces the budget at
+// run time whatever these estimates say (gpu/buffer_pool.ts).
+
+import { expectedShapes } from './checkpoint.ts';
+import type { ModelConfig } from './config.ts';
+
+export const GIB = 2 ** 30;
+
+/** The budget when neither the config nor the adapter gives one: a small laptop GPU's. */
+export const DEFAULT_MEMORY_GIB = 4;
+
+/** The log-prob op's budget for one chunk of logits (tensor/ops/logprob.ts). */
+const CHUNK_LOGITS_BYTES = 512 * 2 ** 20;
+
+/** Pool size classes round a request up by less than a quarter. */
+const SLACK = 1.25;
+
+/** A prefill chunk's most tokens (rows x positions), and its share of the room beside the resident weights. */
+const MAX_PREFILL_TOKENS = 16384;
+const PREFILL_SHARE = 0.25;
+
+export type Checkpointing = 'auto' | 'on' | 'off';
+
+export interface PlanInput {
+  model: ModelConfig;
+  /** What trains: every weight, LoRA factors of rank `loraRank` on `loraTargets` modules per layer, or nothing (evaluation). */
+  trains: 'all' | 'lora' | 'none';
+  loraRank?: number;
+  /** Linear modules per layer the adapter covers (7 when all of q, k, v, o, gate, up, down). */
+  loraTargets?: number;
+  /** A frozen copy of the starting weights scores the KL reference. */
+  referenceCopy: boolean;
+  /** Tokens (prompt + response) per forward and backward of the update. */
+  microBatchTokens: number;
+  /** Rows a rollout batch decodes together, at most (0: rollouts come from a server). */
+  rolloutRows: number;
+  /** A row's longest sequence: prompt budget + response tokens. */
+  rowTokens: number;
+  budgetBytes: number;
+  checkpointing: Checkpointing;
+}
+
+export interface MemoryPlan {
+  budgetBytes: number;
+  /** Resident through the run: weights, reference, optimizer moments. */
+  residentBytes: number;
+  /** The update's peak: resident + gradients + activations + a logits chunk. */
+  updateBytes: number;
+  /** The rollout's peak: resident + KV cache of `rolloutRows` rows + one layer's prefill + sampling logits. */
+  rolloutBytes: number;
+  checkpointLayers: boolean;
+  /** Rows a rollout batch may decode together under the budget (never above the input's). */
+  rolloutRows: number;
+  /** Tokens a rollout prefill takes at once (LocalEngine's prefillTokens). */
+  prefillTokens: number;
+  /** What the run will do differently from the settings as given, for the log. */
+  notes: string[];
+}
+
+export class MemoryPlanError extends Error {
+  override name = 'MemoryPlanError';
+}
+
+export function parameterCount(cfg: ModelConfig): number {
+  let n = 0;
+  for (const shape of expectedShapes(cfg).values()) n += shape.reduce((a, b) => a * b, 1);
+  return n;
+}
+
+/** f32 values one token keeps in one layer for the backward (the plain tape): norms, projections, attention, the MLP. */
+export function layerValuesPerToken(cfg: ModelConfig): number {
+  const q = cfg.heads * cfg.headDim * (cfg.attnOutputGate ? 2 : 1);
+  const kv = cfg.kvHeads * cfg.headDim;
+  const mixer = cfg.linearAttention
+    ? Math.max(6 * q + 6 * kv, 6 * (2 * cfg.linearAttention.numKeyHeads * cfg.linearAttention.keyHeadDim + 2 * cfg.linearAttention.numValueHeads * cfg.linearAttention.valueHeadDim))
+    : 6 * q + 6 * kv;
+  return 10 * cfg.hidden + mixer + 4 * cfg.intermediate;
+}
+
+/** KV-cache bytes of one row of `tokens` tokens (full-attention layers; Qwen3.5's linear layers keep a fixed state). */
+export function kvBytesPerRow(cfg: ModelConfig, tokens: number): number {
+  const full = cfg.layerTypes.filter((t) => t !== 'linear_attention').length;
+  const lin = cfg.linearAttention;
+  const state = lin ? (cfg.layers - full) * (lin.numValueHeads * lin.keyHeadDim * lin.valueHeadDim + (2 * lin.numKeyHeads * lin.keyHeadDim + lin.numValueHeads * lin.valueHeadDim) * lin.convKernel) * 4 : 0;
+  return full * 2 * cfg.kvHeads * cfg.headDim * tokens * 4 + state;
+}
+
+function trainableCount(p: PlanInput, params: number): number {
+  if (p.trains === 'none') return 0;
+  if (p.trains === 'all') return params;
+  const r = p.loraRank ?? 8;
+  // Each adapted linear adds r·(in + out); in and out are at most hidden and intermediate.
+  return p.model.layers * (p.loraTargets ?? 7) * r * (p.model.hidden + Math.max(p.model.hidden, p.model.intermediate));
+}
+
+const gib = (b: number) => `${(b / GIB).toFixed(2)} GiB`;
+
+export function planMemory(p: PlanInput): MemoryPlan {
+  const cfg = p.model;
+  const params = parameterCount(cfg);
+  const trainable = trainableCount(p, params);
+  const residentBytes = 4 * (params * (p.referenceCopy ? 2 : 1) + (p.trains === 'lora' ? trainable : 0) + 2 * trainable);
+  const layerToken = 4 * layerValuesPerToken(cfg);
+  const chunk = Math.min(CHUNK_LOGITS_BYTES, 4 * cfg.vocabSize * Math.max(p.microBatchTokens, cfg.hidden));
+  const update = (checkpoint: boolean) => {
+    const acts = checkpoint
+      ? p.microBatchTokens * (4 * cfg.hidden * cfg.layers + 2 * layerToken)
+      : p.microBatchTokens * layerToken * cfg.layers;
+    return residentBytes + 4 * trainable + SLACK * (acts + chunk);
+  };
+  const notes: string[] = [];
+  let checkpointLayers = p.checkpointing === 'on';
+  if (p.checkpointing === 'auto' && update(false) > p.budgetBytes) {
+    checkpointLayers = true;
+    notes.push(`layers checkpointed in the update (its plain tape needs ${gib(update(false))} of the ${gib(p.budgetBytes)} budget)`);
+  }
+  const updateBytes = update(checkpointLayers);
+  if (updateBytes > p.budgetBytes) {
+    const advice = [
+      `a larger gpu.memory (--gpu-memory) if the GPU has it`,
+      `a smaller optim.microBatchTokens (now ${p.microBatchTokens})`,
+      ...(p.checkpointing === 'off' ? ['gpu.checkpointing: auto or on'] : []),
+      ...(p.trains === 'all' ? ['model.lora (train an adapter instead of every weight)'] : []),
+    ];
+    throw new MemoryPlanError(`the update needs about ${gib(updateBytes)} (weights, optimizer state and gradients ${gib(residentBytes + 4 * trainable)}, ` +
+      `activations of ${p.microBatchTokens} tokens${checkpointLayers ? ' with checkpointed layers' : ''}) but the GPU memory budget is ${gib(p.budgetBytes)}; ` +
+      `set ${advice.join(', or ')}`);
+  }
+  const room = p.budgetBytes - residentBytes;
+  // One prefill chunk's layer at a time (chunked prefill, a layer's intermediates freed as it ends), and each row's KV cache and sampling logits.
+  const prefillTokens = Math.max(1, Math.min(MAX_PREFILL_TOKENS, Math.floor((PREFILL_SHARE * room) / (SLACK * layerToken))));
+  const perRow = kvBytesPerRow(cfg, p.rowTokens) + SLACK * 4 * cfg.vocabSize;
+  const rows = Math.min(p.rolloutRows, Math.floor((room - SLACK * layerToken * prefillTokens) / perRow));
+  if (p.rolloutRows > 0 && rows < 1) {
+    throw new MemoryPlanError(`one rollout row of ${p.rowTokens} tokens needs about ${gib(perRow)} beside the resident ${gib(residentBytes)}, ` +
+      `over the GPU memory budget of ${gib(p.budgetBytes)}; set a larger gpu.memory (--gpu-memory), or fewer rollout.maxPromptTokens or rollout.maxResponseTokens`);
+  }
+  if (rows < p.rolloutRows) notes.push(`rollout batches of ${rows} rows, not rollout.maxBatch ${p.rolloutRows}, to fit the budget`);
+  return {
+    budgetBytes: p.budgetBytes, residentBytes, updateBytes, rolloutBytes: residentBytes + SLACK * layerToken * prefillTokens + rows * perRow,
+    checkpointLayers, rolloutRows: rows, prefillTokens, notes,
+  };
+}
+
+export function describePlan(plan: MemoryPlan): string {
+  return `GPU memory budget ${gib(plan.budgetBytes)}: resident ${gib(plan.residentBytes)}, update peak about ${gib(plan.updateBytes)}` +
+    `${plan.checkpointLayers ? ' (checkpointed layers)' : ''}, rollout peak about ${gib(plan.rolloutBytes)} (${plan.rolloutRows} rows)`;
+}

@@ -1,0 +1,79 @@
+// The memory plan (models/memory_plan.ts), the run's budget (run/memory.ts) and the
+// buffer pool's cap (gpu/buffer_pool.ts).
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { describe, test } from 'node:test';
+import { configFromPreset } from '../src/models/presets.ts';
+import { GIB, kvBytesPerRow, MemoryPlanError, parameterCount, planMemory, type PlanInput } from '../src/models/memory_plan.ts';
+import { tensor } from '../src/tensor/tensor.ts';
+import { gpu } from './support/gpu.ts';
+
+const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
+const q05 = configFromPreset('qwen2.5-0.5b');
+
+const input = (over: Partial<PlanInput>): PlanInput => ({
+  model: q05, trains: 'all', referenceCopy: true, microBatchTokens: 8192, rolloutRows: 128, rowTokens: 2048 + 512,
+  budgetBytes: 16 * GIB, checkpointing: 'auto', ...over,
+});
+
+describe('memory plan', () => {
+  test('shapes: Qwen2.5-0.5B\'s parameters and KV cache per row', () => {
+    assert.equal(parameterCount(q05), 494_032_768);
+    // 24 layers x (K and V) x 2 kv heads x 64 dims x 4 bytes per token.
+    assert.equal(kvBytesPerRow(q05, 1000), 24 * 2 * 2 * 64 * 4 * 1000);
+  });
+
+  test('0.5B full-weight GRPO in 16 GiB: the layers are checkpointed and the rollout batch narrowed to fit', () => {
+    const plan = planMemory(input({}));
+    // Weights, the reference copy, two AdamW moments: 4 x 494M x 4 bytes.
+    assert.equal(plan.residentBytes, 4 * 4 * 494_032_768);
+    assert.equal(plan.checkpointLayers, true);
+    assert.match(plan.notes.join('\n'), /layers checkpointed in the update/);
+    assert.ok(plan.updateBytes <= 16 * GIB && plan.rolloutBytes <= 16 * GIB, JSON.stringify(plan));
+    assert.ok(plan.rolloutRows >= 1 && plan.rolloutRows <= 128);
+    // Without the budget's pressure nothing changes.
+    const roomy = planMemory(input({ budgetBytes: 200 * GIB }));
+    assert.deepEqual([roomy.checkpointLayers, roomy.rolloutRows, roomy.notes], [false, 128, []]);
+  });
+
+  test('a budget too small is refused, naming the settings to change', () => {
+    assert.throws(() => planMemory(input({ budgetBytes: 4 * GIB })), (e: Error) =>
+      e instanceof MemoryPlanError && /budget is 4\.00 GiB/.test(e.message) && /gpu\.memory \(--gpu-memory\)/.test(e.message) &&
+      /optim\.microBatchTokens \(now 8192\)/.test(e.message) && /model\.lora/.test(e.message));
+    assert.throws(() => planMemory(input({ budgetBytes: 16 * GIB, checkpointing: 'off' })), /gpu\.checkpointing: auto or on/);
+    // LoRA keeps one copy of the weights and small optimizer state: 6 GiB holds it.
+    const lora = planMemory(input({ trains: 'lora', loraRank: 16, referenceCopy: false, microBatchTokens: 4096, budgetBytes: 6 * GIB }));
+    assert.ok(lora.residentBytes < 2.5 * GIB);
+  });
+
+  test('`train` refuses a run that cannot fit before any GPU work, naming the settings', () => {
+    const r = spawnSync(process.execPath, [cli, 'train', 'examples/smoke.yaml', 'gpu.memory=0.001', 'output.dir=/tmp/wgt-never'], { encoding: 'utf8' });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /error: the update needs about .* GiB .* but the GPU memory budget is 0\.00 GiB; set a larger gpu\.memory/);
+    assert.doesNotMatch(r.stdout, /GPU:/, 'refused before the GPU was started');
+  });
+
+  test('the buffer pool never holds more than its cap: free buffers go back first, then it refuses', async () => {
+    const rt = await gpu();
+    await rt.sync();
+    rt.releaseCached();
+    const limit = rt.pool.limit;
+    const base = rt.pool.stats.allocated;
+    try {
+      rt.pool.limit = base + 3 * 2 ** 20;
+      // 1 MiB tensors of a size class the pool holds nowhere else; freed ones must make room for another class.
+      const a = tensor(new Float32Array(2 ** 18), [2 ** 18]);
+      const b = tensor(new Float32Array(2 ** 18), [2 ** 18]);
+      a.dispose();
+      b.dispose();
+      const c = tensor(new Float32Array(3 * 2 ** 18), [3 * 2 ** 18]);
+      assert.ok(rt.pool.stats.allocated <= rt.pool.limit, `${rt.pool.stats.allocated} held, cap ${rt.pool.limit}`);
+      assert.throws(() => tensor(new Float32Array(2 ** 18), [2 ** 18]), /GPU memory budget: .* needs 1\.0 MiB more .* over the budget of .* \(gpu\.memory, --gpu-memory\)/);
+      assert.ok(rt.pool.stats.allocated <= rt.pool.limit);
+      c.dispose();
+    } finally {
+      rt.pool.limit = limit;
+    }
+  });
+});
