@@ -15,7 +15,8 @@ import { train } from '../src/trainer/train.ts';
 import { gpu } from './support/gpu.ts';
 import { tinyHouseholdModel } from './support/tiny_household.ts';
 
-const timeKeys = (k: string) => k.startsWith('time/') || k.startsWith('throughput/');
+// Time, throughput and GPU memory depend on the process, not on the training.
+const timeKeys = (k: string) => k.startsWith('time/') || k.startsWith('throughput/') || k.startsWith('memory/');
 const stable = (row: Record<string, number | null>) => Object.fromEntries(Object.entries(row).filter(([k]) => !timeKeys(k)));
 
 describe('training end to end', () => {
@@ -39,6 +40,8 @@ describe('training end to end', () => {
       assert.ok(typeof rows[1][key] === 'number', `metric ${key} logged`);
     }
     assert.ok(typeof rows[1]['val/success'] === 'number', 'validation ran at the last iteration');
+    for (const phase of ['rollout', 'old_logprobs', 'update', 'validation']) assert.ok((rows[1][`memory/${phase}_peak_gib`] as number) > 0, `memory/${phase}_peak_gib`);
+    assert.equal(rows[1]['memory/peak_gib'], Math.max(...Object.entries(rows[1]).filter(([k]) => /^memory\/.+_peak_gib$/.test(k)).map(([, v]) => v as number)));
     // The learning rate warms up over iterations, not optimizer steps.
     assert.deepEqual(rows.map((r) => r['actor/lr']), [0, 5e-4]);
     assert.ok(existsSync(join(full.runDir, 'rollouts', 'iter-2.jsonl')));
