@@ -34,17 +34,21 @@ describe('memory plan', () => {
     assert.ok(plan.rolloutRows >= 1 && plan.rolloutRows <= 128);
     // Without the budget's pressure nothing changes.
     const roomy = planMemory(input({ budgetBytes: 200 * GIB }));
-    assert.deepEqual([roomy.checkpointLayers, roomy.rolloutRows, roomy.notes], [false, 128, []]);
+    assert.deepEqual([roomy.checkpointLayers, roomy.microBatchTokens, roomy.rolloutRows, roomy.notes], [false, 8192, 128, []]);
+    // The embedded recipe's 32,768-token micro-batches are cut to fit 16 GiB.
+    assert.ok(planMemory(input({ microBatchTokens: 32768 })).microBatchTokens < 32768);
   });
 
   test('a budget too small is refused, naming the settings to change', () => {
     assert.throws(() => planMemory(input({ budgetBytes: 4 * GIB })), (e: Error) =>
       e instanceof MemoryPlanError && /budget is 4\.00 GiB/.test(e.message) && /gpu\.memory \(--gpu-memory\)/.test(e.message) &&
-      /optim\.microBatchTokens \(now 8192\)/.test(e.message) && /model\.lora/.test(e.message));
+      /activations of 2048 tokens/.test(e.message) && /model\.lora/.test(e.message));
     assert.throws(() => planMemory(input({ budgetBytes: 16 * GIB, checkpointing: 'off' })), /gpu\.checkpointing: auto or on/);
     // LoRA keeps one copy of the weights and small optimizer state: 6 GiB holds it.
-    const lora = planMemory(input({ trains: 'lora', loraRank: 16, referenceCopy: false, microBatchTokens: 4096, budgetBytes: 6 * GIB }));
+    const lora = planMemory(input({ trains: 'lora', loraRank: 16, referenceCopy: false, budgetBytes: 6 * GIB }));
     assert.ok(lora.residentBytes < 2.5 * GIB);
+    assert.ok(lora.microBatchTokens < 8192 && lora.microBatchTokens >= 2048, `${lora.microBatchTokens}`);
+    assert.match(lora.notes.join('\n'), new RegExp(`update micro-batches of ${lora.microBatchTokens} tokens, not optim.microBatchTokens 8192`));
   });
 
   test('`train` refuses a run that cannot fit before any GPU work, naming the settings', () => {

@@ -27,6 +27,9 @@ const SLACK = 1.25;
 
 /** A prefill chunk's most tokens (rows x positions), and its share of the room beside the resident weights. */
 const MAX_PREFILL_TOKENS = 16384;
+
+/** The update's micro-batches are never cut below this many tokens to fit a budget. */
+const MIN_MICRO_BATCH_TOKENS = 2048;
 const PREFILL_SHARE = 0.25;
 
 export type Checkpointing = 'auto' | 'on' | 'off';
@@ -59,6 +62,8 @@ export interface MemoryPlan {
   /** The rollout's peak: resident + KV cache of `rolloutRows` rows + one layer's prefill + sampling logits. */
   rolloutBytes: number;
   checkpointLayers: boolean;
+  /** Tokens per forward and backward of the update under the budget (never above the input's; the loss is the same however it is cut). */
+  microBatchTokens: number;
   /** Rows a rollout batch may decode together under the budget (never above the input's). */
   rolloutRows: number;
   /** Tokens a rollout prefill takes at once (LocalEngine's prefillTokens). */
@@ -112,30 +117,31 @@ export function planMemory(p: PlanInput): MemoryPlan {
   const residentBytes = 4 * (params * (p.referenceCopy ? 2 : 1) + (p.trains === 'lora' ? trainable : 0) + 2 * trainable);
   const layerToken = 4 * layerValuesPerToken(cfg);
   const chunk = Math.min(CHUNK_LOGITS_BYTES, 4 * cfg.vocabSize * Math.max(p.microBatchTokens, cfg.hidden));
-  const update = (checkpoint: boolean) => {
-    const acts = checkpoint
-      ? p.microBatchTokens * (4 * cfg.hidden * cfg.layers + 2 * layerToken)
-      : p.microBatchTokens * layerToken * cfg.layers;
+  const update = (checkpoint: boolean, tokens: number) => {
+    const acts = checkpoint ? tokens * (4 * cfg.hidden * cfg.layers + 2 * layerToken) : tokens * layerToken * cfg.layers;
     return residentBytes + 4 * trainable + SLACK * (acts + chunk);
   };
   const notes: string[] = [];
   let checkpointLayers = p.checkpointing === 'on';
-  if (p.checkpointing === 'auto' && update(false) > p.budgetBytes) {
+  if (p.checkpointing === 'auto' && update(false, p.microBatchTokens) > p.budgetBytes) {
     checkpointLayers = true;
-    notes.push(`layers checkpointed in the update (its plain tape needs ${gib(update(false))} of the ${gib(p.budgetBytes)} budget)`);
+    notes.push(`layers checkpointed in the update (its plain tape needs ${gib(update(false, p.microBatchTokens))} of the ${gib(p.budgetBytes)} budget)`);
   }
-  const updateBytes = update(checkpointLayers);
+  // Micro-batches halve until the update fits, down to a floor where a turn still fits whole.
+  let microBatchTokens = p.microBatchTokens;
+  while (update(checkpointLayers, microBatchTokens) > p.budgetBytes && microBatchTokens / 2 >= MIN_MICRO_BATCH_TOKENS) microBatchTokens = Math.floor(microBatchTokens / 2);
+  const updateBytes = update(checkpointLayers, microBatchTokens);
   if (updateBytes > p.budgetBytes) {
     const advice = [
       `a larger gpu.memory (--gpu-memory) if the GPU has it`,
-      `a smaller optim.microBatchTokens (now ${p.microBatchTokens})`,
       ...(p.checkpointing === 'off' ? ['gpu.checkpointing: auto or on'] : []),
       ...(p.trains === 'all' ? ['model.lora (train an adapter instead of every weight)'] : []),
     ];
     throw new MemoryPlanError(`the update needs about ${gib(updateBytes)} (weights, optimizer state and gradients ${gib(residentBytes + 4 * trainable)}, ` +
-      `activations of ${p.microBatchTokens} tokens${checkpointLayers ? ' with checkpointed layers' : ''}) but the GPU memory budget is ${gib(p.budgetBytes)}; ` +
+      `activations of ${microBatchTokens} tokens${checkpointLayers ? ' with checkpointed layers' : ''}) but the GPU memory budget is ${gib(p.budgetBytes)}; ` +
       `set ${advice.join(', or ')}`);
   }
+  if (microBatchTokens < p.microBatchTokens) notes.push(`update micro-batches of ${microBatchTokens} tokens, not optim.microBatchTokens ${p.microBatchTokens}, to fit the budget`);
   const room = p.budgetBytes - residentBytes;
   // One prefill chunk's layer at a time (chunked prefill, a layer's intermediates freed as it ends), and each row's KV cache and sampling logits.
   const prefillTokens = Math.max(1, Math.min(MAX_PREFILL_TOKENS, Math.floor((PREFILL_SHARE * room) / (SLACK * layerToken))));
@@ -148,7 +154,7 @@ export function planMemory(p: PlanInput): MemoryPlan {
   if (rows < p.rolloutRows) notes.push(`rollout batches of ${rows} rows, not rollout.maxBatch ${p.rolloutRows}, to fit the budget`);
   return {
     budgetBytes: p.budgetBytes, residentBytes, updateBytes, rolloutBytes: residentBytes + SLACK * layerToken * prefillTokens + rows * perRow,
-    checkpointLayers, rolloutRows: rows, prefillTokens, notes,
+    checkpointLayers, microBatchTokens, rolloutRows: rows, prefillTokens, notes,
   };
 }
 

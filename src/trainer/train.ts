@@ -215,7 +215,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
         loss: { clipLow: a.clipLow, clipHigh: a.clipHigh, dualClip: a.dualClip, klCoef: a.klCoef, entropyCoef: plan.entropyCoef, policyGradient: plan.policyGradient },
         gradClip: cfg.optim.gradClip > 0 ? cfg.optim.gradClip : Infinity,
         miniBatchSize: cfg.optim.miniBatchSize,
-        microBatchTokens: cfg.optim.microBatchTokens,
+        microBatchTokens: memory.microBatchTokens,
         temperature: scoringTemperature(cfg.rollout.temperature),
         shuffle: (n) => shuffleRng.shuffle(Array.from({ length: n }, (_, i) => i)),
       },
