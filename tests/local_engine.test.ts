@@ -11,8 +11,9 @@ import { SafetensorsFile } from '../src/models/safetensors.ts';
 import type { GenerationRequest, SamplingParams } from '../src/rollout/engine.ts';
 import { EngineRequestError } from '../src/rollout/errors.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
-import { assertClose, gpu } from './support/gpu.ts';
+import { assertClose, gpu, withPolicy } from './support/gpu.ts';
 import { writeRandomAdapter } from './support/random_adapter.ts';
+import { stepDecode } from './support/step_decoder.ts';
 import { tinyTokenizer } from './support/tiny_tokenizer.ts';
 
 // The software GPU is slow and shared: GPU tests get more than the runner's 5 s default.
@@ -93,6 +94,37 @@ describe('LocalEngine', () => {
     assert.deepEqual(one[1].tokenIds, alone.tokenIds);
     const others = await engine.generate([124, 125, 126].map((seed) => req(prompt, { ...p, seed })));
     assert.ok(others.some((o) => o.tokenIds.join() !== alone.tokenIds.join()), 'different seeds gave identical samples');
+  });
+
+  test('steps between readbacks give the one-step loop\'s tokens and log-probs bit for bit, in one readback a chunk (qwen3, fused too, qwen3.5, qwen2)', slow, async () => {
+    const rt = await gpu();
+    const others = ['qwen35-tiny', 'qwen2-tiny'].map((n) => [n, loadCausalLM(fixture(n), { trainable: false })] as const);
+    try {
+      for (const [name, m, fused] of [['qwen3-tiny', model, 'never'], ['qwen3-tiny', model, 'always'], ...others.map(([n, x]) => [n, x, 'auto'] as const)] as const) {
+        const requests = [
+          req(prompt, { maxTokens: 9, stopTokenIds: [want[3]], seed: 1 }),
+          req(prompt.slice(0, 3), { maxTokens: 9, temperature: 1, topK: 50, seed: 2 }),
+          req([7, 3, 250, 18], { maxTokens: 4, temperature: 0.8, topP: 0.9, seed: 3 }),
+          // A hundred and twenty stop ids: a sampled row that stops early.
+          req(prompt.slice(2), { maxTokens: 7, temperature: 1.2, seed: 4, stopTokenIds: Array.from({ length: 120 }, (_, i) => 100 + i) }),
+        ].map((r) => ({ ...r, params: { ...r.params, seed: r.params.seed! } }));
+        await withPolicy(rt, { decode: { fused } }, async () => {
+          const want = await stepDecode(m, requests);
+          for (const stepsPerReadback of [1, 3, 16]) {
+            await withPolicy(rt, { decode: { stepsPerReadback } }, async () => {
+              const reads = rt.readCount;
+              const got = await new LocalEngine(m, { compactBelow: 0 }).generate(requests);
+              const where = `${name} (fused ${fused}), ${stepsPerReadback} steps a readback`;
+              got.forEach((g, i) => assert.deepEqual({ tokenIds: g.tokenIds, logprobs: g.logprobs }, want[i], `${where}: request ${i}`));
+              const steps = Math.max(...want.map((w) => w.tokenIds.length));
+              assert.equal(rt.readCount - reads, Math.ceil(steps / stepsPerReadback), `${where}: readbacks for ${steps} steps`);
+            });
+          }
+        });
+      }
+    } finally {
+      for (const [, m] of others) for (const t of m.parameters()) t.dispose();
+    }
   });
 
   test('finished rows leave the batch once half are done: the same tokens and log-probs as a batch that keeps them, fewer row-steps', slow, async () => {

@@ -176,7 +176,7 @@ export interface ReducePolicy {
   minSpan: number;
 }
 
-/** When Qwen decode steps take the fused layers (models/qwen_decode.ts; bench `--decode-fused`). */
+/** How decoding loops run (rollout/local_engine.ts) and when Qwen decode steps take the fused layers (models/qwen_decode.ts; bench `--decode-fused`). */
 export interface DecodePolicy {
   /**
    * 'auto' where the skinny path would be taken, 'always' also on the software GPU
@@ -185,6 +185,13 @@ export interface DecodePolicy {
   fused: 'auto' | 'always' | 'never';
   /** Steps of up to this many rows fold their RMSNorms into the products that follow. */
   foldNormMaxRows: number;
+  /**
+   * Decode steps recorded between readbacks: sampling, stop checks and each row's
+   * progress stay on the GPU in between (tensor/ops/sampling.ts sampleStep), so a
+   * readback, a wait for the GPU, serves this many tokens of every row. More wait less
+   * often; fewer stop sooner once every row has finished (a chunk runs to its end).
+   */
+  stepsPerReadback: number;
 }
 
 /** How a long wait for the GPU paces the event loop (gpu/paced_wait.ts). */
@@ -218,7 +225,7 @@ function defaults(): KernelPolicy {
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
     attention: { path: 'auto' },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
-    decode: { fused: 'auto', foldNormMaxRows: 8 },
+    decode: { fused: 'auto', foldNormMaxRows: 8, stepsPerReadback: 16 },
     pacing: { spinMs: 3, napMs: 0.05 },
   };
 }

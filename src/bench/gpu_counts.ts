@@ -1,0 +1,28 @@
+// What a piece of GPU work cost the host in the runtime's own counts: dispatches,
+// submits, readbacks (each a wait for the GPU) and bind groups created. These are
+// what a decode step pays on a real GPU beyond its arithmetic (on the H200 about
+// 6-10 us a dispatch, 33-57 us a submit-and-wait round trip), and the software GPU
+// counts them exactly, so a change to the decoding loop is measured here first.
+
+import type { Runtime } from '../gpu/runtime.ts';
+
+export interface GpuCounts {
+  dispatches: number;
+  submits: number;
+  readbacks: number;
+  bindGroups: number;
+}
+
+export function gpuCounts(rt: Runtime): GpuCounts {
+  return { dispatches: rt.dispatchCount, submits: rt.submitCount, readbacks: rt.readCount, bindGroups: rt.bindGroupCount };
+}
+
+const KEYS: Record<keyof GpuCounts, string> = { dispatches: 'dispatches', submits: 'submits', readbacks: 'readbacks', bindGroups: 'bind_groups' };
+
+/** The counts since `before`, each divided by `n` units, rounded to 2 decimals; keys `<count>_per_<unit>`. */
+export function countsPer(rt: Runtime, before: GpuCounts, n: number, unit: string): Record<string, number> {
+  const now = gpuCounts(rt);
+  const out: Record<string, number> = {};
+  for (const k of Object.keys(KEYS) as (keyof GpuCounts)[]) out[`${KEYS[k]}_per_${unit}`] = +((now[k] - before[k]) / Math.max(n, 1)).toFixed(2);
+  return out;
+}
