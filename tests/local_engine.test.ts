@@ -108,7 +108,8 @@ describe('LocalEngine', () => {
           // A hundred and twenty stop ids: a sampled row that stops early.
           req(prompt.slice(2), { maxTokens: 7, temperature: 1.2, seed: 4, stopTokenIds: Array.from({ length: 120 }, (_, i) => 100 + i) }),
         ].map((r) => ({ ...r, params: { ...r.params, seed: r.params.seed! } }));
-        await withPolicy(rt, { decode: { fused } }, async () => {
+        // f32 weights, as the reference reads them (the f16 copies: tests/half_weights.test.ts).
+        await withPolicy(rt, { decode: { fused, weights: 'f32' } }, async () => {
           const want = await stepDecode(m, requests);
           for (const stepsPerReadback of [1, 3, 16]) {
             await withPolicy(rt, { decode: { stepsPerReadback } }, async () => {

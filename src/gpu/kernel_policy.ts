@@ -192,6 +192,14 @@ export interface DecodePolicy {
    * often; fewer stop sooner once every row has finished (a chunk runs to its end).
    */
   stepsPerReadback: number;
+  /**
+   * What the fused decode layers and a sampling step's skinny LM head read: the f32
+   * parameters, or f16 copies of them (models/half_weights.ts; shaders/matmul/
+   * skinny_f16.wgsl) that rollout engines pack from the f32 masters before each
+   * generation. A decode step reads every weight once a token, so f16 halves the bytes
+   * that bound it. Prefill, scoring and training keep the f32 weights.
+   */
+  weights: 'f32' | 'f16';
 }
 
 /** How a long wait for the GPU paces the event loop (gpu/paced_wait.ts). */
@@ -225,7 +233,7 @@ function defaults(): KernelPolicy {
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
     attention: { path: 'auto' },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
-    decode: { fused: 'auto', foldNormMaxRows: 8, stepsPerReadback: 16 },
+    decode: { fused: 'auto', foldNormMaxRows: 8, stepsPerReadback: 16, weights: 'f16' },
     pacing: { spinMs: 3, napMs: 0.05 },
   };
 }

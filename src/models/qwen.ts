@@ -88,6 +88,7 @@ export class QwenModel implements CausalLM {
       pad: batch.padLeft ? tensor(batch.padLeft, [B], 'i32') : undefined,
       cache,
       offset,
+      halfWeights: batch.halfWeights,
     };
     // Decode steps under noGrad take the fused kernels (qwen_decode.ts) where they apply.
     const decode = fusesStep(this, B, T, cache) ? cache : null;
@@ -95,7 +96,7 @@ export class QwenModel implements CausalLM {
     for (let l = 0; l < cfg.layers; l++) {
       x = layerStep(x, (x) => {
         const h = decode && fusable(this, l, 'attention') ? fusedAttention(this, x, l, step, decode) : this.attentionBlock(x, l, step);
-        return decode && fusable(this, l, 'mlp') ? fusedMlp(this, h, l) : this.mlpBlock(h, l);
+        return decode && fusable(this, l, 'mlp') ? fusedMlp(this, h, l, step.halfWeights) : this.mlpBlock(h, l);
       }, () => layerParams(this, l), this.checkpointLayers);
     }
     return rmsNorm(x, this.param(`${this.prefix}norm.weight`), cfg.rmsEps);

@@ -4,7 +4,11 @@
 
 import type { KVCache } from './kv_cache.ts';
 import { ShapeError } from '../tensor/errors.ts';
+import type { HalfWeight } from '../tensor/ops/half.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+
+/** f16 copies of weights by their Hugging Face names (models/half_weights.ts). */
+export type HalfWeightMap = ReadonlyMap<string, HalfWeight>;
 
 export interface TokenBatch {
   /**
@@ -16,6 +20,8 @@ export interface TokenBatch {
   seq: number;
   /** Left-padding length per row (positions and attention skip the padding). */
   padLeft?: Int32Array;
+  /** f16 copies of weights that fused decode steps read instead of the f32 parameters. */
+  halfWeights?: HalfWeightMap;
 }
 
 /** What every layer of one forward pass shares. */
@@ -29,6 +35,8 @@ export interface LayerStep {
   cache: KVCache | null;
   /** Tokens already in the cache (0 without one). */
   offset: number;
+  /** The batch's f16 weight copies, for the fused decode layers. */
+  halfWeights?: HalfWeightMap;
 }
 
 /**

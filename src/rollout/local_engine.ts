@@ -20,6 +20,9 @@
 
 import type { CausalLM, ModelCache } from '../models/causal_lm.ts';
 import { lastLogits } from '../models/generate.ts';
+import { HalfWeights } from '../models/half_weights.ts';
+import { QwenModel } from '../models/qwen.ts';
+import { fusesRows, headOnSkinny } from '../models/qwen_decode.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
@@ -121,6 +124,9 @@ export class LocalEngine implements Engine, WeightSync {
   private readonly compactBelow: number;
   // GPU work runs one call at a time: tensor scopes are a stack and must not interleave.
   private queue: Promise<unknown> = Promise.resolve();
+  // f16 copies of the served weights (rt.policy.decode.weights); the adapters share the
+  // base model's parameters and so its copies.
+  private half: HalfWeights | null = null;
 
   constructor(model: CausalLM, opts: LocalEngineOptions = {}) {
     this.name = opts.name ?? 'local';
@@ -184,7 +190,8 @@ export class LocalEngine implements Engine, WeightSync {
       const model = this.models.resolve(opts.model);
       const rows = requests.map((req, index) => this.newRow(req, index));
       const live = rows.filter((r) => !r.done).sort((a, b) => a.req.promptIds.length - b.req.promptIds.length);
-      for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, live.slice(i, i + this.maxBatch), opts.onToken);
+      const half = live.length ? this.halfWeights(model) : null;
+      for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, half, live.slice(i, i + this.maxBatch), opts.onToken);
       return rows.map((r) => this.result(r));
     });
   }
@@ -200,7 +207,21 @@ export class LocalEngine implements Engine, WeightSync {
     };
   }
 
-  private async runBatch(model: CausalLM, rows: Row[], onToken: GenerateOptions['onToken']): Promise<void> {
+  /**
+   * The f16 copies `model`'s decode steps read, packed from its weights as they are now
+   * (after the latest update or reload); null where its steps read the f32 weights.
+   */
+  private halfWeights(model: CausalLM): HalfWeights | null {
+    const wanted = model.lmHead().storage.rt.policy.decode.weights === 'f16' && model instanceof QwenModel && fusesRows(model, 1);
+    if (!wanted) {
+      this.half?.dispose();
+      this.half = null;
+    } else if (this.half) this.half.refresh(model);
+    else this.half = HalfWeights.of(model);
+    return this.half;
+  }
+
+  private async runBatch(model: CausalLM, half: HalfWeights | null, rows: Row[], onToken: GenerateOptions['onToken']): Promise<void> {
     const P = Math.max(...rows.map((r) => r.req.promptIds.length));
     const steps = Math.max(...rows.map((r) => r.req.params.maxTokens));
     const padLeft = Int32Array.from(rows, (r) => P - r.req.promptIds.length);
@@ -227,12 +248,15 @@ export class LocalEngine implements Engine, WeightSync {
         if (gpu) disposeDecodeRows(gpu);
         gpu = decodeRows(batch.map((r) => this.decodeRow(r)), Int32Array.from(batch, (r) => r.tokens.at(-1) ?? 0), this.vocab, n);
         const rowsOnGpu = gpu;
+        const head = half && headOnSkinny(model, B) ? half.head : undefined;
         for (let j = 0; j < n; j++, t++) {
           const first = t === 0;
           scope(() =>
             noGrad(() => {
-              const hidden = first ? this.prefill(model, prompt, B, P, cache) : model.hiddenCached({ ids: rowsOnGpu.ids, batch: B, seq: 1 }, cache);
-              sampleStep(lastLogits(model, hidden), rowsOnGpu, j);
+              const hidden = first
+                ? this.prefill(model, prompt, B, P, cache)
+                : model.hiddenCached({ ids: rowsOnGpu.ids, batch: B, seq: 1, halfWeights: half?.weights }, cache);
+              sampleStep(lastLogits(model, hidden, head), rowsOnGpu, j);
             }),
           );
           if (!first) this.usage.decodeSteps++;
@@ -266,7 +290,9 @@ export class LocalEngine implements Engine, WeightSync {
     const p = r.req.params;
     return {
       temperature: p.temperature, topP: p.topP, topK: p.topK > 0 ? p.topK : 0, topN: p.logprobs ?? 0,
-      seed: r.seed, produced: r.tokens.length, maxTokens: p.maxTokens, stopIds: [...r.stopIds], done: r.done,
+      seed: r.seed, produced: r.tokens.length, maxTokens: p.maxTokens, done: r.done,
+      // An id past the vocabulary (a config's EOS beyond a test model's) is never sampled.
+      stopIds: [...r.stopIds].filter((id) => id < this.vocab),
     };
   }
 
@@ -377,6 +403,10 @@ export class LocalEngine implements Engine, WeightSync {
   }
 
   close(): Promise<void> {
-    return this.serial(async () => this.models.dispose());
+    return this.serial(async () => {
+      this.half?.dispose();
+      this.half = null;
+      this.models.dispose();
+    });
   }
 }
