@@ -19,10 +19,13 @@ export function gpuCounts(rt: Runtime): GpuCounts {
 
 const KEYS: Record<keyof GpuCounts, string> = { dispatches: 'dispatches', submits: 'submits', readbacks: 'readbacks', bindGroups: 'bind_groups' };
 
-/** The counts since `before`, each divided by `n` units, rounded to 2 decimals; keys `<count>_per_<unit>`. */
+/** The counts since `before` (keys `<count>`) and each divided by `n` units, rounded to 3 decimals (`<count>_per_<unit>`). */
 export function countsPer(rt: Runtime, before: GpuCounts, n: number, unit: string): Record<string, number> {
   const now = gpuCounts(rt);
   const out: Record<string, number> = {};
-  for (const k of Object.keys(KEYS) as (keyof GpuCounts)[]) out[`${KEYS[k]}_per_${unit}`] = +((now[k] - before[k]) / Math.max(n, 1)).toFixed(2);
+  for (const k of Object.keys(KEYS) as (keyof GpuCounts)[]) {
+    out[KEYS[k]] = now[k] - before[k];
+    out[`${KEYS[k]}_per_${unit}`] = +((now[k] - before[k]) / Math.max(n, 1)).toFixed(3);
+  }
   return out;
 }

@@ -58,7 +58,6 @@ export const benchCommand = defineCommand({
     'max-response-tokens': { type: 'string', description: 'rl-iteration and rollout: tokens a turn (default 64)' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit once the GPU is busy (the runtime default is 64; the first submits after it runs dry take 4, 8, 16, ...)' },
-    'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default), never, always (models/qwen_decode.ts)' },
     preset: {
       type: 'string',
       description: 'model shapes: train/generate/profile/rl-iteration qwen05b (Qwen2.5-0.5B, default), small (12.6M) or household (the bundled model\'s shapes); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
@@ -72,11 +71,6 @@ export const benchCommand = defineCommand({
     if (flushEvery !== undefined) {
       if (!Number.isInteger(flushEvery) || flushEvery < 1) throw new Error(`bench: --flush-every must be a positive integer, got ${args['flush-every']}`);
       rt.autoFlush = flushEvery;
-    }
-    const fused = args['decode-fused'];
-    if (fused !== undefined) {
-      if (fused !== 'auto' && fused !== 'never' && fused !== 'always') throw new Error(`bench: --decode-fused must be auto, never or always, got ${fused}`);
-      rt.policy.decode.fused = fused;
     }
     console.log(JSON.stringify({ kind: 'device', adapter: rt.gpu.description, runtime: rt.gpu.runtime, caps: rt.gpu.caps }));
     for (const n of names) {
