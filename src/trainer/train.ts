@@ -251,7 +251,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
       if (noted) log(noted);
       if (run.isDue(cfg.validation.every, it, cfg.iterations)) {
         Object.assign(m, await validate(it));
-        phaseMemory.end('validation');
+        await phaseMemory.end('validation');
         const line = method.observe({ kind: 'validation', iteration: it, success: m['val/success'] });
         if (line) log(line);
       }
