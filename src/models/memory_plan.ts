@@ -116,9 +116,9 @@ export function planMemory(p: PlanInput): MemoryPlan {
   const trainable = trainableCount(p, params);
   const residentBytes = 4 * (params * (p.referenceCopy ? 2 : 1) + (p.trains === 'lora' ? trainable : 0) + 2 * trainable);
   const layerToken = 4 * layerValuesPerToken(cfg);
-  const chunk = Math.min(CHUNK_LOGITS_BYTES, 4 * cfg.vocabSize * Math.max(p.microBatchTokens, cfg.hidden));
   const update = (checkpoint: boolean, tokens: number) => {
     const acts = checkpoint ? tokens * (4 * cfg.hidden * cfg.layers + 2 * layerToken) : tokens * layerToken * cfg.layers;
+    const chunk = Math.min(CHUNK_LOGITS_BYTES, 4 * cfg.vocabSize * Math.max(tokens, cfg.hidden));
     return residentBytes + 4 * trainable + SLACK * (acts + chunk);
   };
   const notes: string[] = [];
