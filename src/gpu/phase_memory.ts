@@ -21,10 +21,15 @@ export class PhaseMemory {
    * trimmed memory is back before the next phase allocates; starts the next count.
    */
   async end(phase: string): Promise<void> {
-    const peak = this.rt.pool.stats.peakHeld;
-    this.peaks.set(phase, Math.max(this.peaks.get(phase) ?? 0, peak));
+    this.peaks.set(phase, Math.max(this.peaks.get(phase) ?? 0, this.rt.pool.stats.peakHeld));
     this.rt.releaseCached();
     await this.rt.sync();
+    this.rt.pool.resetPeaks();
+  }
+
+  /** Records `phase`'s peak and starts the next count, keeping the pool's free buffers (for a loop that repeats one phase, as SFT's steps). */
+  record(phase: string): void {
+    this.peaks.set(phase, Math.max(this.peaks.get(phase) ?? 0, this.rt.pool.stats.peakHeld));
     this.rt.pool.resetPeaks();
   }
 

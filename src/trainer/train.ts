@@ -15,8 +15,7 @@ import type { Split } from '../envs/types.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { zeroGrad } from '../tensor/autograd.ts';
 import { PhaseMemory } from '../gpu/phase_memory.ts';
-import { describePlan } from '../models/memory_plan.ts';
-import { trainingMemoryPlan } from '../run/memory.ts';
+import { applyMemoryPlan, trainingMemoryPlan } from '../run/memory.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
@@ -132,10 +131,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
   const ckpt = run.checkpoint;
   const lora = cfg.model.lora;
   const modelPath = ckpt?.model.kind === 'full' ? ckpt.model.dir : cfg.model.path;
-  const memory = trainingMemoryPlan(cfg);
-  runtime().pool.limit = memory.budgetBytes;
-  log(`${describePlan(memory)}${cfg.gpu.memory === undefined ? ' (the default budget: set gpu.memory or --gpu-memory for a larger GPU)' : ''}`);
-  for (const note of memory.notes) log(`memory: ${note}`);
+  const memory = applyMemoryPlan(cfg, log);
   const model = loadCausalLM(modelPath, { trainable: !lora });
   model.checkpointLayers = memory.checkpointLayers;
   if (lora) {
