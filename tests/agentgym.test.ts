@@ -13,6 +13,7 @@ import { processOb, serveAlfworld, serveWebshop, type StandInHandle } from '../e
 import { HouseholdEnvironment, type HouseholdInfo } from '../envs/household/index.ts';
 import { envPlugin } from '../envs/registry.ts';
 import { drawGoal, ShopSession } from '../envs/shop/index.ts';
+import { webshopActions } from '../envs/shop/plugin.ts';
 import { shopSearchEngine } from '../envs/shop/search_engine.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { AgentGymEnvironment } from '../src/envs/agentgym.ts';
@@ -225,6 +226,8 @@ describe('the AgentGym adapter', () => {
         if (last.done) break;
       }
       assert.deepEqual([last!.reward, last!.info.won, last!.info.score], [10, true, 1]);
+      assert.deepEqual(webshopActions({ has_search_bar: false, clickables: ['back to search', '< prev', 'b07xyz'] }), ['click[back to search]', 'click[< prev]', 'click[b07xyz]']);
+      assert.throws(() => webshopActions(['click[search]']), /expected \{"has_search_bar": boolean, "clickables": \[strings\]\}/);
     }));
 
   test('a server of another kind, or none, is refused before any episode', async () => {

@@ -13,7 +13,7 @@ import { admissibleActions } from './pages.ts';
  * lists and refuses (its step ignores click[search]: a search goes through search[...]).
  */
 export function webshopActions(available: unknown): string[] {
-  if (!isObject(available) || !isStringArray(available.clickables)) return [];
+  if (!isObject(available) || typeof available.has_search_bar !== 'boolean' || !isStringArray(available.clickables)) throw new Error('expected {"has_search_bar": boolean, "clickables": [strings]}');
   return admissibleActions({ observation: '', hasSearchBar: available.has_search_bar === true, clickables: available.clickables.filter((c) => c !== 'search') });
 }
 

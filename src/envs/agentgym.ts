@@ -48,7 +48,7 @@ export interface AgentGymOptions {
   unknownId?: RegExp;
   /** A route listing the ids the server holds (WebShop's /list_envs): asked when a call fails with a 5xx, which is how WebShop answers an id it does not hold. */
   listPath?: string;
-  /** The admissible actions from the server's available actions; default normalizeActions. */
+  /** The admissible actions from the server's available actions (default: a list of strings, as ALFWorld sends); throws on a shape it does not know. */
   actions?: (available: unknown) => string[];
   /** Whether the episode was won; default: the answer's "won" if present, else done with reward >= 1. */
   isWon?: (reward: number, done: boolean, answer: Record<string, unknown>) => boolean;
@@ -63,13 +63,9 @@ export interface AgentGymOptions {
   timeoutMs?: number;
 }
 
-/** Available actions as AgentGym servers send them: a list, or WebShop's {has_search_bar, clickables}. */
-export function normalizeActions(v: unknown): string[] {
-  if (isStringArray(v)) return v;
-  if (isObject(v) && isStringArray(v.clickables)) {
-    return [...(v.has_search_bar === true ? ['search[<query>]'] : []), ...v.clickables.map((c) => `click[${c}]`)];
-  }
-  return [];
+function stringList(v: unknown): string[] {
+  if (!isStringArray(v)) throw new Error('expected a list of strings');
+  return v;
 }
 
 /** One environment on the server, and the server's lifetime it belongs to. */
@@ -235,13 +231,12 @@ export class AgentGymSession implements EnvSession {
   }
 
   private async actions(answer: unknown): Promise<string[]> {
-    const actions = this.env.options.actions ?? normalizeActions;
-    if (isObject(answer)) {
-      for (const key of ['available_actions', 'admissible_actions', 'admissible_commands']) {
-        if (key in answer) return actions(answer[key]);
-      }
+    const available = isObject(answer) && 'available_actions' in answer ? answer.available_actions : await this.request('GET', '/available_actions');
+    try {
+      return this.env.options.actions?.(available) ?? stringList(available);
+    } catch (e) {
+      throw new RemoteEnvError(`${this.env.label}: malformed available actions ${JSON.stringify(available)?.slice(0, 200)}: ${(e as Error).message}`);
     }
-    return actions(await this.request('GET', '/available_actions'));
   }
 
   private info(won: boolean): EnvInfo {
