@@ -23,6 +23,7 @@ import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import type { GenerationRequest, GenerationResult } from '../src/rollout/engine.ts';
 import { ExpertEngine } from '../src/rollout/expert_engine.ts';
+import { train } from '../src/trainer/train.ts';
 import { Rng } from '../src/util/random.ts';
 
 const ALFWORLD = envPlugin('household').agentgym!;
@@ -373,4 +374,10 @@ describe('the run\'s AgentGym task sets', () => {
       assert.throws(() => loadConfig(undefined, overrides), (e: unknown) => message.test((e as Error).message), overrides.join(' '));
     }
   });
+
+  test('SFT from an expert is refused on an AgentGym server, which has none', () =>
+    withServer(() => serveAlfworld(), async (s) => {
+      const cfg = loadConfig(undefined, ['method=sft', 'env.agentgym=true', `env.url=${s.url}`, 'output.dir=/nonexistent-wgt-test']);
+      await assert.rejects(train(cfg, { log: () => {} }), /^ConfigError: algorithm\.sft\.data: method sft on an AgentGym server needs its demonstrations in a file/);
+    }));
 });

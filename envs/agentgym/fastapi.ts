@@ -145,7 +145,8 @@ export async function serveFastApi(routes: readonly Route[], options: { host?: s
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        server.closeAllConnections();
+        // Not every runtime's node:http has it (Deno's may not); keep-alive sockets then close on their own.
+        (server as { closeAllConnections?: () => void }).closeAllConnections?.();
       }),
   };
 }
