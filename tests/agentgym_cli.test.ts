@@ -107,6 +107,16 @@ describe('train and eval against an AgentGym ALFWorld server', () => {
     } finally {
       await server.close();
     }
+    // Training games but no test games: the validation before the first update fails whole.
+    const noTests = await serveAlfworld({ testGames: 0 });
+    try {
+      const r = await cli(smoke('no-tests', 'env.agentgym=true', `env.url=${noTests.url}`, 'validation.atStart=true'));
+      assert.equal(r.code, 1, r.out);
+      assert.match(r.out, /error: validation at iteration 0: every one of its 2 episodes failed in the environment; the server's first error: starting the episode \(split validation, seed 2420\): .*list index out of range/);
+      assert.deepEqual(checkpoints('no-tests'), []);
+    } finally {
+      await noTests.close();
+    }
   });
 
   test('some failed episodes show on the console line; past env.maxFailedShare they stop the run', slow, async () => {
