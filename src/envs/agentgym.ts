@@ -196,14 +196,6 @@ export class AgentGymSession implements EnvSession {
     this.taskType = env.name;
   }
 
-  get id(): number | string {
-    return this.slot.id;
-  }
-
-  get idField(): 'id' | 'env_idx' {
-    return this.env.options.idField;
-  }
-
   private async request(method: 'GET' | 'POST', path: string, body?: Record<string, unknown>): Promise<unknown> {
     const field = this.env.options.idField;
     const route = method === 'GET' ? `${path}?${field}=${encodeURIComponent(String(this.slot.id))}` : path;

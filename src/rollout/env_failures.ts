@@ -55,8 +55,3 @@ export function checkEnvFailures(count: EnvFailureCount, maxShare: number, what:
   }
   return count;
 }
-
-/** "2/16 episodes failed in the environment" for a console line, or null when none did. */
-export function envFailureNote(count: EnvFailureCount): string | null {
-  return count.failed === 0 ? null : `${count.failed}/${count.episodes} episodes failed in the environment (first: ${count.firstError})`;
-}
