@@ -6,14 +6,16 @@
 
 import type { AgentSpec, TurnHistoryEntry } from '../envs/agent_spec.ts';
 import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
-import type { EnvInfo, EnvSession, Environment, Split } from '../envs/types.ts';
+import { SessionLostError } from '../envs/http_json.ts';
+import type { EnvInfo, EnvSession, Environment, TaskSplit } from '../envs/types.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import type { GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
 import { cutTokens, encodePrefixedTurnPrompt, encodeTurnPrompt } from './tokenize_turn.ts';
 
 export interface RolloutTask {
-  split: Split;
+  split: TaskSplit;
+  /** The environment's seed for the task (a server that numbers its tasks: the task's index). */
   seed: number;
   /** An explicit task (environment-specific JSON) instead of the one the seed draws. */
   task?: unknown;
@@ -104,6 +106,8 @@ export class Episode {
   private envScore: number | undefined;
   private done = false;
   private truncated = false;
+  /** Why the episode started over in a new session (its first one was lost with a server restart). */
+  private restartedBecause: string | undefined;
   error: string | undefined;
 
   constructor(
@@ -195,6 +199,7 @@ export class Episode {
     try {
       step = await withTimeout(attempt(() => this.session!.step(parsed.send)), ctx.envTimeoutMs, `${ctx.env.name} step`);
     } catch (e) {
+      if (e instanceof SessionLostError && this.restartedBecause === undefined) return this.restart(ctx, e);
       this.error = `turn ${index}: ${errorMessage(e)}`;
       return;
     }
@@ -233,6 +238,24 @@ export class Episode {
     else if (this.turns.length >= ctx.maxTurns) this.done = this.truncated = true;
   }
 
+  /**
+   * Starts the episode over in a new session, once: the server lost the one it was
+   * playing in (a restart), and a return half played there cannot be scored. The same
+   * task and sampling seeds play it again from turn 0.
+   */
+  private async restart(ctx: EpisodeContext, cause: SessionLostError): Promise<void> {
+    this.restartedBecause = `turn ${this.turns.length}: ${cause.message}`;
+    await this.close(ctx);
+    this.turns.length = 0;
+    this.samples.length = 0;
+    this.history.length = 0;
+    this.episodeReturn = 0;
+    this.won = false;
+    this.envScore = undefined;
+    this.done = this.truncated = false;
+    await this.open(ctx);
+  }
+
   /** Closes the session; the outcome is already known, so a session that will not close is the server's to reclaim. */
   async close(ctx: EpisodeContext): Promise<void> {
     const session = this.session;
@@ -255,6 +278,7 @@ export class Episode {
       truncated: this.truncated,
     };
     if (this.envScore !== undefined) record.envScore = this.envScore;
+    if (this.restartedBecause !== undefined) record.restartedBecause = this.restartedBecause;
     if (this.error !== undefined) record.error = this.error;
     return record;
   }

@@ -54,6 +54,8 @@ export interface TrajectoryRecord {
   }[];
   /** The loop stopped the episode at its turn cap before the environment ended it. */
   truncated: boolean;
+  /** The episode started over in a new session after the server lost its first one (a restart): what the server said. */
+  restartedBecause?: string;
   /** Why the trajectory failed (environment server error or timeout); failed trajectories yield no samples. */
   error?: string;
 }

@@ -39,6 +39,7 @@ function checkSftInputs(cfg: TrainConfig): void {
   if (def.loop !== 'sft') throw new ConfigError(`method: runSft runs supervised fine-tuning, and ${cfg.method} trains by ${def.loop}`);
   if (cfg.optim.schedule === 'linear') throw new ConfigError('optim.schedule: method sft supports "constant" and "cosine" (warmup, then cosine to optim.minLr), not "linear"');
   if (cfg.rollout.engine !== 'local') throw new ConfigError('rollout.engine: method sft validates with the weights it trains, so it needs "local"');
+  if (cfg.env.agentgym && !cfg.algorithm.sft.data) throw new ConfigError('algorithm.sft.data: method sft on an AgentGym server needs its demonstrations in a file (AgentGym\'s servers have no expert to play them)');
   for (const file of ['config.json', 'tokenizer.json']) {
     if (!fs.existsSync(path.join(cfg.model.path, file))) throw new ConfigError(`model.path: ${cfg.model.path} is not a Hugging Face model directory (no ${file})`);
   }
