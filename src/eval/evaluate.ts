@@ -241,6 +241,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         spec: envPlugin(cfg.env.name).agent,
         engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens }),
         tokenizer,
+        thinking: cfg.model.thinking,
         tasks: panel.tasks,
         groupSize: seeds,
         sampling: { temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed: samplingSeed },

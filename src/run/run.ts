@@ -143,6 +143,7 @@ export class Run {
       spec: envPlugin(cfg.env.name).agent,
       engine: setup.engine,
       tokenizer: setup.tokenizer,
+      thinking: cfg.model.thinking,
       model: setup.model,
       maxPromptTokens: cfg.rollout.maxPromptTokens,
       maxResponseTokens: cfg.rollout.maxResponseTokens,
