@@ -1,7 +1,7 @@
 // The search-QA environment (Search-R1 format): each turn is a <search> whose results
 // come back inside <information>, or an <answer> scored by exact match. Four turns.
 
-import { SPLITS, type CreateOptions, type EnvInfo, type Environment, type EnvSession, type ResetResult, type Split, type StepResult } from '../../src/envs/types.ts';
+import { isSplit, SPLITS, type CreateOptions, type EnvInfo, type Environment, type EnvSession, type ResetResult, type Split, type StepResult } from '../../src/envs/types.ts';
 import { EnvInputError, EpisodeDoneError } from '../errors.ts';
 import { worldCorpus } from './documents.ts';
 import { searchExpertAction } from './expert.ts';
@@ -180,7 +180,7 @@ export class SearchEnvironment implements Environment {
   }
 
   create(opts: CreateOptions): SearchSession {
-    if (!SPLITS.includes(opts.split)) throw new EnvInputError(`search: unknown split ${String(opts.split)}`);
+    if (!isSplit(opts.split)) throw new EnvInputError(`search: unknown split ${String(opts.split)}`);
     if (!Number.isSafeInteger(opts.seed)) throw new EnvInputError(`search: seed must be an integer, got ${String(opts.seed)}`);
     const task = opts.task !== undefined && opts.task !== null ? this.explicitTask(opts.task) : this.questions.task(opts.split, opts.seed);
     return new SearchSession(task, this.retriever, this.topk, this.maxSteps, this.resultFormat);

@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
-import type { Split } from '../envs/types.ts';
+import { SERVER_SPLITS, SPLITS, type TaskSplit } from '../envs/types.ts';
 import { ENV_NAMES, type EnvName } from '../config/config.ts';
 import { readScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 import { formatMeanStd, type GroupStats } from '../report/eval_stats.ts';
@@ -10,7 +10,7 @@ import { resolveModelSource, type ModelSource } from '../checkpoint/model_source
 import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuMemoryBytes, gpuOptions } from './gpu_args.ts';
 
-const SPLIT_NAMES: readonly Split[] = ['train', 'valid_seen', 'valid_unseen'];
+const SPLIT_NAMES: readonly TaskSplit[] = [...new Set<TaskSplit>([...SPLITS, ...SERVER_SPLITS])];
 
 function parseKs(value: string, seeds: number): number[] {
   const ks = value.split(',').map((s) => intArg('--k', s.trim(), 1));
@@ -74,10 +74,12 @@ export const evalCommand = defineCommand({
     ...gpuArgs,
     model: { type: 'positional', required: true, description: 'model directory, checkpoint directory, or run directory' },
     env: { type: 'string', description: `environment: ${ENV_NAMES.join(', ')} (default: the run's, else household)` },
+    'env-url': { type: 'string', description: "the environment's server (default: the run's env.url, else the built-in environment)" },
+    agentgym: { type: 'boolean', description: "the server is AgentGym's (--no-agentgym: ours); default: the run's env.agentgym" },
     seeds: { type: 'string', description: 'S: runs of every task, one per seed', default: String(EVAL_DEFAULTS.seeds) },
-    tasks: { type: 'string', description: "panel size (default: the environment's validation.tasks)" },
-    split: { type: 'string', description: 'task split: train, valid_seen, valid_unseen (default: validation.split)' },
-    'panel-seed': { type: 'string', description: "environment seed of the panel's first task (default: validation.seed)" },
+    tasks: { type: 'string', description: "panel size (default: the environment's validation.tasks; AgentGym: the whole split)" },
+    split: { type: 'string', description: 'task split: train, valid_seen, valid_unseen (default: validation.split); AgentGym: train, validation, test (default: test)' },
+    'panel-seed': { type: 'string', description: "environment seed of the panel's first task (default: validation.seed; not with AgentGym, whose tasks are its indices)" },
     temperature: { type: 'string', description: 'sampling temperature; 0 is greedy (identical across seeds)', default: String(EVAL_DEFAULTS.temperature) },
     'max-turns': { type: 'string', description: "turn cap per episode (default: the environment's rollout.maxTurns)" },
     'max-response-tokens': { type: 'string', description: 'tokens per response (default: rollout.maxResponseTokens)' },
@@ -95,7 +97,7 @@ export const evalCommand = defineCommand({
     if (args.skills && args['teacher-prompt']) throw new CliError('--skills and --teacher-prompt: choose one (the model\'s own prompt, or the teacher\'s)');
     const env = args.env as EnvName | undefined;
     if (env !== undefined && !ENV_NAMES.includes(env)) throw new CliError(`--env ${env}: expected one of ${ENV_NAMES.join(', ')}`);
-    const split = args.split as Split | undefined;
+    const split = args.split as TaskSplit | undefined;
     if (split !== undefined && !SPLIT_NAMES.includes(split)) throw new CliError(`--split ${split}: expected one of ${SPLIT_NAMES.join(', ')}`);
     const progress = args.progress as 'auto' | 'bar' | 'plain' | 'none';
     if (!['auto', 'bar', 'plain', 'none'].includes(progress)) throw new CliError(`--progress ${args.progress}: expected auto, bar, plain or none`);
@@ -103,6 +105,8 @@ export const evalCommand = defineCommand({
     const opts = {
       model: args.model,
       env,
+      envUrl: args['env-url'],
+      agentgym: args.agentgym as boolean | undefined,
       seeds,
       split,
       tasks: opt('--tasks', args.tasks, 1),

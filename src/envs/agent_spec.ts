@@ -3,6 +3,8 @@
 // response becomes an action, what an invalid turn sends, and where skills come from.
 // Each environment plugin (envs/<name>/plugin.ts) carries its own.
 
+import type { ReasoningFormat } from '../models/thinking.ts';
+
 export interface TurnHistoryEntry {
   /** What the agent saw before acting. */
   observation: string;
@@ -18,6 +20,8 @@ export interface TurnPromptInput {
   admissibleActions: readonly string[];
   /** Skill text for the privileged block at the start of the user message. */
   skills?: string;
+  /** Where the answer's reasoning goes (the model's thinking mode, src/models/thinking.ts); default 'tags'. */
+  reasoning?: ReasoningFormat;
 }
 
 /** Who reads a skills block: the policy's own prompt (Skill-GRPO) or a teacher prompt. */
@@ -50,7 +54,8 @@ export interface AgentSpec {
   renderPrompt(input: TurnPromptInput): string;
   /** The response up to the end of its action: the whole text, or (search) up to the first closing tag. */
   cutResponse(response: string): string;
-  parse(response: string): ParsedTurn;
+  /** `response` with what the prompt opened in front (a thinking template's '<think>\n'); `reasoning` as the prompt asked (default 'tags'). */
+  parse(response: string, reasoning?: ReasoningFormat): ParsedTurn;
   /**
    * The skills block text for one turn, routed as the reference routes skill cards
    * (docs/ALGORITHMS.md section 2): by the task type or by keywords over `prompt` (the
@@ -58,6 +63,6 @@ export interface AgentSpec {
    * the policy (Skill-GRPO) or the teacher. The general card when nothing matches.
    */
   skills(taskType: string, prompt: string, reader: SkillReader): string;
-  /** A response in this environment's answer format that carries `action`, with `thought` as its reasoning. */
-  formatResponse(thought: string, action: string): string;
+  /** A response in this environment's answer format that carries `action`, with `thought` as its reasoning where `reasoning` has a place for it (default 'tags'). */
+  formatResponse(thought: string, action: string, reasoning?: ReasoningFormat): string;
 }

@@ -28,11 +28,10 @@ import { PhaseMemory } from '../gpu/phase_memory.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { applyMemoryPlan } from '../run/memory.ts';
 import { ConfigError, warmupIterations, type TrainConfig } from '../config/config.ts';
-import { encodeSample } from './default_model.ts';
 import { summaryLine, type Metrics } from '../report/metrics.ts';
 import { Rng } from '../util/random.ts';
 import { Run, type TrainOptions, type TrainResult } from '../run/run.ts';
-import { expertSamples, readSftRecords, selectTurns, type TurnSelection } from './sft_data.ts';
+import { checkThinking, expertSamples, readSftRecords, selectTurns, sftSamples, type TurnSelection } from './sft_data.ts';
 import { formatSftStep, trainSft, type SftSample, type SftStepStats } from './sft.ts';
 import { trainableParams } from '../run/trainable.ts';
 
@@ -42,6 +41,7 @@ function checkSftInputs(cfg: TrainConfig): void {
   if (def.loop !== 'sft') throw new ConfigError(`method: runSft runs supervised fine-tuning, and ${cfg.method} trains by ${def.loop}`);
   if (cfg.optim.schedule === 'linear') throw new ConfigError('optim.schedule: method sft supports "constant" and "cosine" (warmup, then cosine to optim.minLr), not "linear"');
   if (cfg.rollout.engine !== 'local') throw new ConfigError('rollout.engine: method sft validates with the weights it trains, so it needs "local"');
+  if (cfg.env.agentgym && !cfg.algorithm.sft.data) throw new ConfigError('algorithm.sft.data: method sft on an AgentGym server needs its demonstrations in a file (AgentGym\'s servers have no expert to play them)');
   for (const file of ['config.json', 'tokenizer.json']) {
     if (!fs.existsSync(path.join(cfg.model.path, file))) throw new ConfigError(`model.path: ${cfg.model.path} is not a Hugging Face model directory (no ${file})`);
   }
@@ -92,6 +92,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
   // A bad data file fails here, before the model is on the GPU.
   const fileRecords = sft.data ? readSftRecords(sft.data) : null;
   const fileTurns = fileRecords ? selectTurns(fileRecords) : null;
+  if (fileTurns) checkThinking(fileTurns, cfg.model.thinking, sft.data!);
   if (fileTurns && fileTurns.samples.length === 0) {
     throw new ConfigError(`algorithm.sft.data: ${sft.data} has no turn to imitate (${fileTurns.skippedEpisodes} lost or failed episodes, ${fileTurns.skippedTurns} invalid turns)`);
   }
@@ -129,7 +130,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       if (selection.samples.length === 0) throw new Error(`sft: the ${cfg.env.name} expert won none of its ${sft.episodes * sft.epochs} episodes`);
       passes = 1;
     }
-    const samples = selection.samples.map((s) => encodeSample(tokenizer, s, cfg.rollout.maxPromptTokens));
+    const samples = sftSamples(tokenizer, selection, cfg.rollout.maxPromptTokens, cfg.model.thinking, sft.data ?? `${cfg.env.name} expert`);
     log(dataSummary(sft.data ? sft.data : `${sft.episodes * sft.epochs} expert episodes`, selection, samples));
 
     const sampleTokens = samples.reduce((n, s) => n + s.promptIds.length + s.responseIds.length, 0);

@@ -73,13 +73,15 @@ export interface IterationInputs {
   plan: IterationPlan;
   /** The teacher when it is not the policy's current weights. */
   teacher?: TeacherSource;
+  /** Called with the rollout before anything trains on it; throws to stop the run. */
+  checkRollout?: (rollout: RolloutResult) => void;
   /** Shows the phases after the rollout (which reports its own) as they run; counts are samples. */
   phase?: (label: string, total: number) => Phase;
   /** Takes each phase's peak GPU memory and trims the pool between phases. */
   memory?: PhaseMemory;
 }
 
-export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher, phase, memory }: IterationInputs): Promise<IterationResult> {
+export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher, checkRollout, phase, memory }: IterationInputs): Promise<IterationResult> {
   const now = () => performance.now() / 1000;
   const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
   let t = now();
@@ -90,6 +92,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
     t = n;
   };
   const rollout = await runRollout({ ...rolloutOpts, withSkills: plan.skills });
+  checkRollout?.(rollout);
   await lap('rollout');
   const samples = rollout.samples;
   const metrics: Metrics = { ...plan.metrics };

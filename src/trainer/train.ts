@@ -11,7 +11,6 @@ import * as path from 'node:path';
 import { envPlugin } from '../../envs/registry.ts';
 import type { Stage } from '../algos/method.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
-import type { Split } from '../envs/types.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { zeroGrad } from '../tensor/autograd.ts';
 import { PhaseMemory } from '../gpu/phase_memory.ts';
@@ -21,13 +20,14 @@ import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { lrAt } from '../optim/schedule.ts';
-import type { RolloutTask } from '../rollout/agent_loop.ts';
 import type { Engine } from '../rollout/engine.ts';
 import { HttpEngine } from '../rollout/http_engine.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { findLatestCheckpoint, loadCheckpoint } from '../checkpoint/checkpoint.ts';
 import { assertImplemented, METHODS, runDir as runDirOf, warmupIterations, type TrainConfig } from '../config/config.ts';
+import { checkEnvironmentServer, drawTrainingTasks } from '../eval/environment.ts';
+import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { trainingIteration, type Reference } from './iteration.ts';
 import { runMethod } from '../config/methods.ts';
 import { rolloutMetrics, summaryLine, type Metrics } from '../report/metrics.ts';
@@ -39,9 +39,6 @@ import { isTeacherDir, loadTeacher, type TeacherSource } from './teacher.ts';
 import { trainableParams } from '../run/trainable.ts';
 import { scoringTemperature } from './update.ts';
 import { RemoteWeights } from './weight_sync.ts';
-
-/** The seeds of the task splits are drawn in [0, 1e9) (the environments' seed range). */
-const SEED_RANGE = 1_000_000_000;
 
 /** Checks what the config names on disk, so a typo fails before any GPU work. */
 export function checkRunInputs(cfg: TrainConfig): void {
@@ -110,6 +107,8 @@ async function trainStages(cfg: TrainConfig, stages: Stage<unknown>[], opts: Tra
 
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
   checkRunInputs(cfg);
+  // An environment server that is down or of another kind stops the run before anything is made.
+  await checkEnvironmentServer(cfg);
   const def = methodDefinition(cfg.method);
   if (def.loop === 'sft') return runSft(cfg, opts);
   const stages = def.stages?.(cfg.algorithm[cfg.method], cfg.iterations);
@@ -190,7 +189,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
     let slowest = 0;
     for (let it = start + 1; it <= end; it++) {
       const iterationStart = performance.now();
-      const tasks: RolloutTask[] = Array.from({ length: cfg.rollout.tasksPerIteration }, () => ({ split: cfg.env.trainSplit as Split, seed: rng.nextU32() % SEED_RANGE }));
+      const tasks = drawTrainingTasks(cfg, rng, cfg.rollout.tasksPerIteration);
       const engineSeed = rng.nextU32();
       const file = run.rolloutFile('iter', it);
       const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
@@ -220,6 +219,8 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
         reference,
         plan,
         teacher,
+        // Too many episodes failed in the environment: stop before training on the rest or saving.
+        checkRollout: (r) => checkEnvFailures(countEnvFailures(r.trajectories), cfg.env.maxFailedShare, `iteration ${it}`),
         phase: (label, total) => run.progress.phase(`${label} ${it}`, total),
         memory: phaseMemory,
       });
