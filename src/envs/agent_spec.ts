@@ -50,6 +50,12 @@ export interface AgentSpec {
   renderPrompt(input: TurnPromptInput): string;
   /** The response up to the end of its action: the whole text, or (search) up to the first closing tag. */
   cutResponse(response: string): string;
+  /**
+   * The turn keeps only `cutResponse` of what was generated, even when generation ran
+   * on past the action: the rest is neither trained nor recorded (Search-R1 drops what
+   * follows its first </search>, else </answer>).
+   */
+  readonly cutsAfterAction?: boolean;
   parse(response: string): ParsedTurn;
   /**
    * The skills block text for one turn, routed as the reference routes skill cards
