@@ -105,8 +105,9 @@ const rolloutSchema = z.strictObject({
   /**
    * End each response at its action's closing tag (search's </search>, </answer>)
    * and train only up to there: faster, but the end-of-turn token is never trained.
-   * Default: responses run to the end of the turn and are trained whole, as the
-   * reference generates them; the parser reads the action from the whole text.
+   * Default: responses run to the end of the turn, as the references generate them,
+   * and the environment's reading decides what is kept (search read as Search-R1 cuts
+   * what follows the action, as SDAR keeps it whole).
    */
   stopAfterAction: z.boolean().default(false),
   /** Episodes live at once (unset: all of an iteration's). */

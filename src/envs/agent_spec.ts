@@ -44,7 +44,7 @@ export interface AgentSpec {
    * Strings that close an action (search's </search>, </answer>). With the rollout's
    * stopAfterAction they are the engine's stop strings and the loop cuts responses
    * with `cutResponse`; otherwise responses run to the end of the turn, as the
-   * reference generates them, and only the parser looks for the action.
+   * reference generates them, and are cut only where `cutsAfterAction` says so.
    */
   readonly actionStops?: readonly string[];
   renderPrompt(input: TurnPromptInput): string;
