@@ -172,7 +172,7 @@ describe('agent loop over the household expert', () => {
         assert.deepEqual(s.promptIds.slice(0, 3), [IM_START, 872, 198]);
         assert.deepEqual(s.promptIds.slice(-NO_THINK_TAIL.length), NO_THINK_TAIL);
         const prompt = t.turns[s.turn].prompt;
-        assert.deepEqual(s.promptIds, encodeTurnPrompt(tokenizer, prompt, BUDGET.maxPromptTokens).ids);
+        assert.deepEqual(s.promptIds, encodeTurnPrompt(tokenizer, prompt, BUDGET.maxPromptTokens, false).ids);
         assert.equal(tokenizer.decode(s.responseIds, { skipSpecialTokens: true }), t.turns[s.turn].response);
         // K = 2: the last two actions (numbered from 1) are shown, the one before is not.
         const n = s.turn;
@@ -264,7 +264,7 @@ describe('agent loop over the household expert', () => {
     assert.equal(stats.truncatedPrompts, samples.length);
     assert.equal(stats.truncatedTeacherPrompts, samples.length);
     for (const s of samples) {
-      const full = encodeTurnPrompt(tokenizer, trajectories[0].turns[s.turn].prompt, 1 << 20).ids;
+      const full = encodeTurnPrompt(tokenizer, trajectories[0].turns[s.turn].prompt, 1 << 20, false).ids;
       assert.deepEqual(s.promptIds, full.slice(-100));
       assert.equal(s.teacherPromptIds!.length, 100);
       assert.ok(trajectories[0].turns[s.turn].promptTruncated);

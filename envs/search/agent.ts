@@ -3,6 +3,7 @@
 // card the reference would pick.
 
 import type { AgentSpec } from '../../src/envs/agent_spec.ts';
+import { reasoningBlock } from '../think_action.ts';
 import { SEARCH_MAX_TURNS } from './env.ts';
 import { cutAfterAction, parseSearchTurn, type SearchParsing } from './parse.ts';
 import { renderSearchPrompt, SEARCH_HISTORY_LENGTH } from './prompt.ts';
@@ -26,6 +27,6 @@ export function searchAgent(parsing: SearchParsing): AgentSpec {
     },
     skills: (taskType, _prompt, reader) => searchSkills(taskType, reader),
     // The search expert's action is already a whole <search>/<answer> block.
-    formatResponse: (thought, action) => `<think>\n${thought}\n</think>\n${action}`,
+    formatResponse: (thought, action, reasoning = 'tags') => `${reasoningBlock(thought, reasoning, '\n')}${action}`,
   };
 }

@@ -256,6 +256,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         spec: agentSpec(cfg),
         engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens }),
         tokenizer,
+        thinking: cfg.model.thinking,
         tasks: panel.tasks,
         groupSize: seeds,
         sampling: { temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed: samplingSeed },

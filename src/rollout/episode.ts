@@ -8,6 +8,7 @@ import type { AgentSpec, TurnHistoryEntry } from '../envs/agent_spec.ts';
 import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
 import { SessionLostError } from '../envs/http_json.ts';
 import type { EnvInfo, EnvSession, Environment, TaskSplit } from '../envs/types.ts';
+import type { ThinkingFormat } from '../models/thinking.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import type { GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
@@ -36,6 +37,8 @@ export interface EpisodeContext {
   env: Environment;
   spec: AgentSpec;
   tokenizer: Tokenizer;
+  /** How the template frames reasoning under the run's thinking mode: what enable_thinking the prompts pass, what the environment prompts ask for. */
+  thinking: ThinkingFormat;
   withSkills: SkillsMode;
   teacherSkillsPlacement: SkillsPlacement;
   /** Sampling of every request; `seed` set makes each request's seed derive from it. */
@@ -147,7 +150,8 @@ export class Episode {
   /** The next turn's prompt (and teacher prompt) as a generation request. */
   prepare(ctx: EpisodeContext): PreparedTurn {
     const turn = this.turns.length;
-    const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible };
+    const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible, reasoning: ctx.thinking.reasoning };
+    const enableThinking = ctx.thinking.enableThinking;
     const plain = ctx.spec.renderPrompt(input);
     // The cards are chosen each turn, as the reference routes them over the turn's prompt.
     const reader = ctx.withSkills === 'policy' ? 'policy' : 'teacher';
@@ -155,10 +159,10 @@ export class Episode {
     const prompt = ctx.withSkills === 'policy' ? ctx.spec.renderPrompt({ ...input, skills }) : plain;
     const teacher = ctx.withSkills === 'teacher' || ctx.withSkills === 'as_teacher'
       ? (ctx.teacherSkillsPlacement === 'before_template'
-        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens)
-        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens))
+        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens, enableThinking)
+        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens, enableThinking))
       : null;
-    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens);
+    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens, enableThinking);
     ctx.cost.promptTokens += encoded.ids.length;
     if (encoded.truncated) ctx.cost.truncatedPrompts++;
     let teacherPromptIds: number[] | undefined;
@@ -193,7 +197,8 @@ export class Episode {
       logprobs = logprobs.slice(0, kept.keep);
       text = kept.text;
     }
-    const parsed = ctx.spec.parse(text);
+    // A think block the generation prompt opened is part of the answer the parser reads.
+    const parsed = ctx.spec.parse(ctx.thinking.opened + text, ctx.thinking.reasoning);
     const index = this.turns.length;
     let step;
     try {
@@ -212,6 +217,7 @@ export class Episode {
       reward: step.reward,
       promptTokens: turn.promptIds.length,
       responseTokens: tokenIds.length,
+      responseIds: tokenIds,
       promptTruncated: turn.promptTruncated,
     });
     const sample: PendingSample = {
@@ -264,7 +270,7 @@ export class Episode {
     await withTimeout(attempt(() => session.close()), ctx.envTimeoutMs, 'close').catch(() => undefined);
   }
 
-  record(): TrajectoryRecord {
+  record(thinking: ThinkingFormat): TrajectoryRecord {
     const record: TrajectoryRecord = {
       trajectoryId: this.trajectoryId,
       groupId: this.groupId,
@@ -276,6 +282,7 @@ export class Episode {
       episodeReturn: this.episodeReturn,
       turns: this.turns,
       truncated: this.truncated,
+      thinking: thinking.mode,
     };
     if (this.envScore !== undefined) record.envScore = this.envScore;
     if (this.restartedBecause !== undefined) record.restartedBecause = this.restartedBecause;

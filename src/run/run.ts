@@ -142,6 +142,7 @@ export class Run {
       spec: agentSpec(cfg),
       engine: setup.engine,
       tokenizer: setup.tokenizer,
+      thinking: cfg.model.thinking,
       model: setup.model,
       maxPromptTokens: cfg.rollout.maxPromptTokens,
       maxResponseTokens: cfg.rollout.maxResponseTokens,
