@@ -191,7 +191,7 @@ describe("retriever server, SDAR's protocol", () => {
   });
 });
 
-/** A server answering /retrieve from a script of answers (status and body), then from `rest`; it counts the requests and keeps their bodies. */
+/** A server answering /retrieve from a script of answers (status and body; 0 resets the connection, -1 never answers), then from `rest`; it keeps every request's body. */
 async function scriptedServer(script: [number, string][], rest: (body: Record<string, unknown>) => [number, string]) {
   const bodies: Record<string, unknown>[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -202,6 +202,8 @@ async function scriptedServer(script: [number, string][], rest: (body: Record<st
       bodies.push(body);
       const [status, answer] = script.shift() ?? rest(body);
       if (status === 0) return void res.socket?.destroy();
+      // -1: no answer until the client gives up.
+      if (status === -1) return void req.socket.once('close', () => res.destroy());
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(answer);
     });
@@ -240,10 +242,11 @@ describe('retriever clients', () => {
 
   test('500, 502, a reset connection and a timeout are retried with backoff, then succeed', async () => {
     const good = JSON.stringify({ result: [[{ document: { id: '1', contents: '"T"\nbody' }, score: 2 }]] });
-    const flaky = await scriptedServer([[500, 'Internal Server Error'], [502, '{}'], [0, '']], () => [200, good]);
+    const flaky = await scriptedServer([[500, 'Internal Server Error'], [502, '{}'], [0, ''], [-1, '']], () => [200, good]);
     try {
-      assert.deepEqual(await new HttpRetriever(flaky.url, FAST).retrieve(['q'], 3), [[{ document: { id: '1', contents: '"T"\nbody' }, score: 2 }]]);
-      assert.equal(flaky.bodies.length, 4);
+      const retriever = new HttpRetriever(flaky.url, { timeoutMs: 300, retries: 4, backoffMs: 1 });
+      assert.deepEqual(await retriever.retrieve(['q'], 3), [[{ document: { id: '1', contents: '"T"\nbody' }, score: 2 }]]);
+      assert.equal(flaky.bodies.length, 5);
       assert.deepEqual(flaky.bodies[0], { queries: ['q'], topk: 3, return_scores: true });
     } finally {
       await flaky.close();

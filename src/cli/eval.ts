@@ -100,7 +100,7 @@ export const evalCommand = defineCommand({
     'retriever-protocol': { type: 'string', description: "search: search-r1 ({\"queries\"}) or sdar ({\"query\"}) (env.search.retriever.protocol)" },
     topk: { type: 'string', description: 'search: passages per search (env.search.retriever.topk)' },
     seeds: { type: 'string', description: 'S: runs of every task, one per seed', default: String(EVAL_DEFAULTS.seeds) },
-    tasks: { type: 'string', description: "panel size (default: the environment's validation.tasks; AgentGym: the whole split)" },
+    tasks: { type: 'string', description: "panel size (default: the environment's validation.tasks; AgentGym or a search dataset: the whole split)" },
     split: { type: 'string', description: 'task split: train, valid_seen, valid_unseen (default: validation.split); AgentGym: train, validation, test (default: test)' },
     'panel-seed': { type: 'string', description: "environment seed of the panel's first task (default: validation.seed; not with AgentGym, whose tasks are its indices)" },
     temperature: { type: 'string', description: 'sampling temperature; 0 is greedy (identical across seeds)', default: String(EVAL_DEFAULTS.temperature) },
