@@ -15,7 +15,7 @@ export const searchPlugin = defineEnv({
   agentFor: (o) => searchAgent(parsingOf(o)),
   resolveOptions: resolveSearchOptions,
   longestStep: longestSearchStep,
-  // Search-R1's recipe validates greedily, once, at the end, and warms the learning rate up over 10% of the run.
+  // SDAR's search launchers (128 x 8, 4 turns) validate greedily, once, at the end, and warm the learning rate up over 10% of the run; Search-R1's own are in docs/SEARCH_R1.md.
   recipe: {
     tasksPerIteration: 128, maxTurns: 4, maxPromptTokens: 4096, klCoef: 0.001, invalidPenalty: 0.01, miniBatchSize: 256,
     validationEvery: 0, validationTasks: 128, validationTemperature: 0, warmupRatio: 0.1,
