@@ -8,7 +8,7 @@
 
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
+import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, parquetSchema } from 'hyparquet';
 import { EnvInputError } from '../errors.ts';
 import { parseJsonl, readText } from './jsonl.ts';
 
@@ -52,13 +52,20 @@ export function qaExampleOf(row: unknown, where: string): QaExample {
   return { question, golden_answers: answers, data_source: typeof source === 'string' && source !== '' ? source : 'unknown' };
 }
 
+/** The top-level columns qaExampleOf reads. */
+const ROW_COLUMNS = ['question', 'golden_answers', 'data_source', 'reward_model', 'extra_info', 'env_kwargs'];
+
 async function readRows(path: string): Promise<{ rows: unknown[]; where: (i: number) => string }> {
   if (!path.toLowerCase().endsWith('.parquet')) {
     return { rows: parseJsonl(readText(path, 'questions'), path), where: (i) => `${path}:${i + 1}` };
   }
   let rows: unknown[];
   try {
-    rows = await parquetReadObjects({ file: await asyncBufferFromFile(path) });
+    const file = await asyncBufferFromFile(path);
+    const metadata = await parquetMetadataAsync(file);
+    // Only the columns a question is read from: the prompt column alone is most of a Search-R1 file.
+    const present = new Set(parquetSchema(metadata).children.map((c) => c.element.name));
+    rows = await parquetReadObjects({ file, metadata, columns: ROW_COLUMNS.filter((c) => present.has(c)) });
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     throw new EnvInputError(`questions ${path}: ${err.code === 'ENOENT' ? 'no such file' : `not a parquet file hyparquet can read (${err.message})`}`);
