@@ -147,6 +147,16 @@ describe('search turns as the references read them', () => {
     }
   });
 
+  test("a default search run (GRPO) keeps, sends and flags each case as Search-R1 does", () => {
+    const spec = agentSpec(loadConfig(undefined, ['env.name=search']));
+    for (const c of CASES) {
+      const [kept, kind, content] = c.searchR1;
+      const cut = spec.cutsAfterAction ? spec.cutResponse(c.response) : c.response;
+      assert.equal(cut, kept, c.name);
+      assert.deepEqual(spec.parse(cut), { send: block(kind, content), historyAction: block(kind, content), valid: kind !== null }, c.name);
+    }
+  });
+
   test('and as SDAR projects them: acted on, the whole response kept, extra tags flagged', () => {
     for (const c of CASES) {
       const [action, valid] = c.sdar;
