@@ -211,19 +211,26 @@ export class BufferPool {
   private evict(bytes: number): void {
     if (bytes <= 0 || this.idle.size === 0) return;
     const submits = this.queue?.flush() ?? 0;
+    const doomed = new Set<GPUBuffer>();
     let gone = 0;
     for (const buf of this.idle) {
       if (gone >= bytes) break;
-      const size = this.sizes.get(buf)!;
-      const list = this.free.get(size)!;
-      list.splice(list.lastIndexOf(buf), 1);
-      if (!list.length) this.free.delete(size);
+      doomed.add(buf);
+      gone += this.sizes.get(buf)!;
+    }
+    const classes = new Set<number>();
+    for (const buf of doomed) {
+      classes.add(this.sizes.get(buf)!);
       this.idle.delete(buf);
       buf.destroy();
-      gone += size;
-      this.stats.allocated -= size;
-      this.stats.liveBuffers--;
     }
+    for (const cls of classes) {
+      const left = this.free.get(cls)!.filter((b) => !doomed.has(b));
+      if (left.length) this.free.set(cls, left);
+      else this.free.delete(cls);
+    }
+    this.stats.allocated -= gone;
+    this.stats.liveBuffers -= doomed.size;
     this.stats.destroyedBytes += gone;
     if (this.queue) {
       this.stats.unreclaimed += gone;
