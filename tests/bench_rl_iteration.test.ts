@@ -44,7 +44,12 @@ describe('rl-iteration bench', () => {
 
   test('a random model and the bundled one each run an iteration; rollout, scoring and update add up to the step', { timeout: 600_000 }, async () => {
     const rt = await gpu();
+    await rt.sync();
+    const held = rt.pool.stats.inUse;
     const rows = (await benchRlIteration(rt, { preset: 'household', tasks: 1, groupSize: 2, maxTurns: 2, maxResponseTokens: 8, iterations: 1 })) as Record<string, number | string>[];
+    // Each run gives its weights, optimizer state and caches back as it ends.
+    assert.equal(rt.pool.stats.inUse, held);
+    for (const r of rows) assert.ok((r.peak_gib as number) > 0 && typeof r.update_peak_gib === 'number', JSON.stringify(r));
     assert.deepEqual(rows.map((r) => r.model), ['random-household', 'bundled']);
     for (const r of rows as Record<string, number>[]) {
       assert.equal(r.episodes, 2);

@@ -1,15 +1,10 @@
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { HouseholdEnvironment, type HouseholdInfo, type HouseholdSession } from '../envs/household/env.ts';
+import { HouseholdEnvironment, type HouseholdInfo } from '../envs/household/env.ts';
 import { serveEnvironment, type EnvServerHandle } from '../envs/server.ts';
-import { AgentGymEnvironment } from '../src/envs/agentgym.ts';
-import { envPlugin } from '../envs/registry.ts';
-
-const ALFWORLD = envPlugin('household').agentgym!;
-const WEBSHOP = envPlugin('shop').agentgym!;
-import { RemoteEnvError, RemoteEnvironment } from '../src/envs/client.ts';
+import { RemoteEnvError, RemoteEnvironment, SessionLostError } from '../src/envs/client.ts';
 
 const household = new HouseholdEnvironment();
 
@@ -255,139 +250,42 @@ describe('RemoteEnvironment client', () => {
   });
 });
 
-/**
- * A small AgentGym-style server (the agentenv-alfworld wire format, or the WebShop
- * variant keyed by env_idx) backed by the household environment: a real HTTP peer.
- */
-/** ALFWorld's name for each of our task types, as its game paths carry it. */
-const ALFWORLD_NAME: Record<string, string> = {
-  pick_and_place: 'pick_and_place_simple', pick_two_obj_and_place: 'pick_two_obj_and_place', look_at_obj_in_light: 'look_at_obj_in_light',
-  pick_heat_then_place: 'pick_heat_then_place_in_recep', pick_cool_then_place: 'pick_cool_then_place_in_recep', pick_clean_then_place: 'pick_clean_then_place_in_recep',
-};
-
-/**
- * A server that behaves as AgentGym's: agentenv-alfworld runs ALFWorld 0.3.3 (the
- * "put X in/on Y" grammar, examine and help admitted, a game path as task_type, 0/1
- * rewards) keyed by "id"; the WebShop style keys by "env_idx" and answers /reset with
- * nothing useful. Both play our household worlds underneath.
- */
-async function agentGymServer(style: 'alfworld' | 'webshop'): Promise<{ url: string; close: () => Promise<void> }> {
-  const idKey = style === 'alfworld' ? 'id' : 'env_idx';
-  const game = style === 'alfworld' ? new HouseholdEnvironment({ grammar: 'put', fullCommands: true }) : household;
-  const envs = new Map<number, { session?: HouseholdSession; observation: string; actions: string[]; done: boolean }>();
-  let nextId = 0;
-  const readBody = async (req: IncomingMessage): Promise<any> => {
-    let text = '';
-    for await (const chunk of req) text += chunk;
-    return text === '' ? {} : JSON.parse(text);
-  };
-  const server = createServer(async (req, res) => {
-    const send = (status: number, v: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(v));
-    };
-    const url = new URL(req.url!, 'http://x');
-    const body = req.method === 'POST' ? await readBody(req) : {};
-    if (url.pathname === '/create') {
-      const id = nextId++;
-      envs.set(id, { observation: '', actions: [], done: false });
-      return send(200, style === 'alfworld' ? { id } : id);
-    }
-    const id = Number(req.method === 'GET' ? url.searchParams.get(idKey) : body[idKey]);
-    const known = ['/reset', '/step', '/observation', '/available_actions'].includes(url.pathname);
-    if (!known) return send(404, { detail: 'Not Found' });
-    const e = envs.get(id);
-    if (!e) return send(200, { error: `The id ${id} is not valid.` });
-    if (url.pathname === '/reset') {
-      e.session = game.create({ split: 'train', seed: style === 'alfworld' ? body.game : body.session_id });
-      const r = e.session.reset();
-      // agentenv-alfworld drops the welcome banner from the first observation.
-      [e.observation, e.actions, e.done] = [r.observation.split('\n\n').slice(1).join('\n'), r.admissible_actions, false];
-      const path = `/root/.cache/alfworld/json_2.1.1/train/${ALFWORLD_NAME[r.info.task_type]}-Egg-None-CounterTop-${body.game}/trial_T20190909_012345_678901/game.tw-pddl`;
-      if (style === 'alfworld') return send(200, { id, observation: e.observation, available_actions: e.actions, task_type: path });
-      return send(200, [null, null]);
-    }
-    if (url.pathname === '/observation') return send(200, e.observation);
-    if (url.pathname === '/available_actions') return send(200, e.actions);
-    if (e.done) return send(200, { error: `The task with environment ${id} has finished.` });
-    const r = e.session!.step(body.action);
-    [e.observation, e.actions, e.done] = [r.observation, r.admissible_actions, r.done];
-    const reward = r.info.won ? 1 : 0;
-    if (style === 'alfworld') return send(200, { observation: r.observation, reward, available_actions: r.admissible_actions, done: r.done });
-    return send(200, { state: r.observation, reward, done: r.done, info: null });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => {
-      server.closeAllConnections();
-      return new Promise((r) => server.close(() => r()));
-    },
-  };
-}
-
-describe('AgentGym adapter', () => {
-  for (const style of ['alfworld', 'webshop'] as const) {
-    test(`plays household episodes through an AgentGym-style server keyed by ${style === 'alfworld' ? '"id", in ALFWorld 0.3.3\'s put grammar' : '"env_idx"'}`, async () => {
-      const peer = await agentGymServer(style);
+describe('RemoteEnvironment.check and lost sessions', () => {
+  test('a server of the config\'s kind passes; another kind, a dead one or a non-protocol one is refused naming what answered', async () => {
+    const server = await serveEnvironment(household);
+    try {
+      const meta = { version: 'remote', maxSteps: 50 };
+      await new RemoteEnvironment(server.url, { name: 'household', ...meta }, { accepts: ['household', 'alfworld'] }).check();
+      await assert.rejects(new RemoteEnvironment(server.url, { name: 'shop', ...meta }, { accepts: ['shop', 'webshop'] }).check(), (e: unknown) => {
+        assert.ok(e instanceof RemoteEnvError);
+        assert.equal(e.message, `environment server ${server.url} serves the household environment, but the config's env is shop: point env.url at a shop server, or set env.name to the server's`);
+        return true;
+      });
+      const notOurs = createServer((_, res) => res.writeHead(404, { 'content-type': 'application/json' }).end('{"detail":"Not Found"}'));
+      await new Promise<void>((r) => notOurs.listen(0, '127.0.0.1', r));
+      const notOursUrl = `http://127.0.0.1:${(notOurs.address() as AddressInfo).port}`;
       try {
-        const options = style === 'alfworld' ? ALFWORLD : { ...WEBSHOP, name: 'household-as-webshop', maxSteps: 50, taskText: ALFWORLD.taskText };
-        const env = new AgentGymEnvironment(peer.url, { ...options, timeoutMs: 5000 }, 10);
-        // What the server plays (0.3.3's words) and what a policy trained here plays (our "move").
-        const served = style === 'alfworld' ? new HouseholdEnvironment({ grammar: 'put', fullCommands: true }) : household;
-        for (const seed of [12, 13]) {
-          const session = await env.create({ split: 'train', seed });
-          assert.equal(session.idField, style === 'alfworld' ? 'id' : 'env_idx');
-          const twin = served.create({ split: 'train', seed });
-          const policy = household.create({ split: 'train', seed });
-          const twinFirst = twin.reset();
-          const policyFirst = policy.reset();
-          const first = await session.reset();
-          assert.equal(session.task, twin.task);
-          assert.equal(first.observation, twinFirst.observation.split('\n\n').slice(1).join('\n'));
-          assert.deepEqual(first.admissible_actions, twinFirst.admissible_actions);
-          // The game's path becomes our task type, so per-type metrics and skill cards work.
-          assert.equal(first.info.task_type, style === 'alfworld' ? twinFirst.info.task_type : 'household-as-webshop');
-          let info = policyFirst.info as HouseholdInfo;
-          let won = false;
-          let sentPut = false;
-          while (info.expert_action !== null) {
-            const action = info.expert_action;
-            if (style === 'alfworld' && action.startsWith('move ')) sentPut = true;
-            const mine = twin.step(style === 'alfworld' ? action.replace(/^move (.+) to (.+)$/, 'put $1 in/on $2') : action);
-            const theirs = await session.step(action);
-            assert.equal(theirs.observation, mine.observation);
-            assert.equal(theirs.done, mine.done);
-            if (!mine.done) assert.deepEqual(theirs.admissible_actions, mine.admissible_actions);
-            // Rewards on the trainer's convention: 10 for the win, 0 before it (the server says 1 and 0).
-            assert.equal(theirs.reward, mine.info.won ? 10 : 0);
-            won = theirs.info.won;
-            info = policy.step(action).info as HouseholdInfo;
-            if (theirs.done) break;
-          }
-          assert.ok(won, `seed ${seed} not won through the adapter`);
-          if (style === 'alfworld') assert.ok(sentPut, 'a "move" was played as "put ... in/on ..."');
-          await assert.rejects(session.step('look'), (e: unknown) => {
-            assert.ok(e instanceof RemoteEnvError && e.status === 200);
-            assert.ok(e.message.includes(`AgentGym ${env.name} server ${peer.url}: POST /step -> 200: The task with environment`), e.message);
-            return true;
-          });
-          await session.close();
-        }
+        await assert.rejects(new RemoteEnvironment(notOursUrl, { name: 'household', ...meta }).check(), /GET \/health -> 404: not a healthy environment server of this project's protocol .*an AgentGym server wants env.agentgym=true/);
       } finally {
-        await peer.close();
+        notOurs.closeAllConnections();
+        await new Promise((r) => notOurs.close(r));
       }
-    });
-  }
+    } finally {
+      await server.close();
+    }
+    await assert.rejects(new RemoteEnvironment(server.url, { name: 'household', version: 'remote', maxSteps: 50 }).check(), /GET \/health failed.*is the server running\?/);
+  });
 
-  test('the AgentGym ALFWorld preset maps ALFWorld\'s task names and translates between the grammars', () => {
-    assert.equal(ALFWORLD.taskType!('/data/json_2.1.1/valid_seen/pick_clean_then_place_in_recep-Mug-None-Cabinet-10/trial_T1/game.tw-pddl'), 'pick_clean_then_place');
-    assert.equal(ALFWORLD.taskType!('pick_and_place_simple-Pencil-None-Shelf-308'), 'pick_and_place');
-    assert.equal(ALFWORLD.taskType!('alfworld'), 'alfworld');
-    assert.equal(ALFWORLD.translateAction!('move apple 1 to fridge 1', ['put apple 1 in/on fridge 1', 'look']), 'put apple 1 in/on fridge 1');
-    assert.equal(ALFWORLD.translateAction!('put apple 1 in/on fridge 1', ['move apple 1 to fridge 1']), 'move apple 1 to fridge 1');
-    assert.equal(ALFWORLD.translateAction!('go to fridge 1', ['go to fridge 1']), 'go to fridge 1');
-    assert.equal(ALFWORLD.translateAction!('move apple 1 to sofa 1', ['put apple 1 in/on fridge 1']), 'move apple 1 to sofa 1');
+  test('a step in a session the server no longer holds throws SessionLostError', async () => {
+    const server = await serveEnvironment(household, { idleTimeoutMs: 50 });
+    try {
+      const remote = new RemoteEnvironment(server.url, { name: 'household', version: 'remote', maxSteps: 50 });
+      const session = await remote.create({ split: 'train', seed: 4 });
+      await session.reset();
+      await new Promise((r) => setTimeout(r, 300));
+      await assert.rejects(session.step('look'), (e: unknown) => e instanceof SessionLostError && e.status === 404);
+    } finally {
+      await server.close();
+    }
   });
 });
-

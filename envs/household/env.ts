@@ -1,7 +1,7 @@
 // The household environment (ALFWorld text format) behind the shared Environment contract.
 
-import type { CreateOptions, EnvInfo, EnvSession, Environment, ResetResult, StepResult } from '../../src/envs/types.ts';
-import { EpisodeDoneError } from '../errors.ts';
+import { isSplit, SPLITS, type CreateOptions, type EnvInfo, type EnvSession, type Environment, type ResetResult, type StepResult } from '../../src/envs/types.ts';
+import { EnvInputError, EpisodeDoneError } from '../errors.ts';
 import { admissibleCommands, execute } from './commands.ts';
 import { feedbackInGrammar, fromGrammar, toGrammar, type PlacingGrammar } from './dialect.ts';
 import { nextExpertAction } from './expert.ts';
@@ -90,6 +90,7 @@ export class HouseholdEnvironment implements Environment {
   constructor(private readonly options: HouseholdOptions = {}) {}
 
   create(opts: CreateOptions): HouseholdSession {
+    if (!isSplit(opts.split)) throw new EnvInputError(`household: unknown split "${opts.split}" (expected one of ${SPLITS.join(', ')})`);
     return new HouseholdSession(generateWorld(opts.split, opts.seed, opts.task), this.options);
   }
 }

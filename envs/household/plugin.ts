@@ -42,14 +42,19 @@ export const householdPlugin = defineEnv({
   },
   reward: { success: HOUSEHOLD_WIN_REWARD },
   expert: { defaultDetour: DEFAULT_DETOUR, samples: householdExpertSamples, corpus: householdCorpus },
-  // AgentGym's agentenv-alfworld: sessions keyed by "id", the game index as the task,
-  // ALFWorld 0.3.3's "put X in/on Y" (a "move" from a policy trained here is
-  // translated), 0/1 rewards, and the game's path as its task type.
+  // AgentGym's agentenv-alfworld: environments keyed by "id", reset to a game by its
+  // index in the server's list (mappings_train.json's 2,420 games, then
+  // mappings_test.json's 200), ALFWorld 0.3.3's "put X in/on Y" (a "move" from a policy
+  // trained here is translated), 0/1 rewards, and the game's folder as its task type.
   agentgym: {
     name: 'alfworld',
+    server: 'agentenv-alfworld',
     maxSteps: 50,
     idField: 'id',
-    resetFields: (o) => ({ game: o.seed, world_type: 'Text' }),
+    resetFields: (game) => ({ game, world_type: 'Text' }),
+    tasks: { count: 2620, noun: 'games', train: '0-2419', validation: '2420-2619', test: '2420-2619' },
+    liveness: { path: '/', answer: 'This is environment AlfWorld.' },
+    unknownId: /The id \d+ is not valid\./,
     taskText: (obs) => obs.match(/Your task is to: (.*)/)?.[1]?.trim() ?? '',
     taskType: alfworldTaskType,
     translateAction,

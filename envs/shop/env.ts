@@ -3,7 +3,7 @@
 // search bar), click[value] on any listed clickable, a scored purchase on click[buy now].
 
 import { z } from 'zod';
-import { SPLITS, type CreateOptions, type EnvInfo, type Environment, type EnvSession, type ResetResult, type StepResult } from '../../src/envs/types.ts';
+import { isSplit, type CreateOptions, type EnvInfo, type Environment, type EnvSession, type ResetResult, type StepResult } from '../../src/envs/types.ts';
 import { EnvInputError, EpisodeDoneError } from '../errors.ts';
 import { productByAsin } from './catalogue.ts';
 import { shopExpertAction } from './expert.ts';
@@ -168,7 +168,7 @@ export class ShopEnvironment implements Environment {
   constructor(private readonly options: ShopOptions = {}) {}
 
   create(opts: CreateOptions): ShopSession {
-    if (!SPLITS.includes(opts.split)) throw new EnvInputError(`shop: unknown split ${String(opts.split)}`);
+    if (!isSplit(opts.split)) throw new EnvInputError(`shop: unknown split ${String(opts.split)}`);
     if (!Number.isSafeInteger(opts.seed)) throw new EnvInputError(`shop: seed must be an integer, got ${String(opts.seed)}`);
     const goal = opts.task !== undefined && opts.task !== null ? parseShopTask(opts.task) : drawGoal(opts.split, opts.seed);
     return new ShopSession(goal, shopSearchEngine(), this.maxSteps, this.options);

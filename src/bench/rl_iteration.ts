@@ -118,7 +118,7 @@ export function iterationRow(label: string, rows: readonly MetricsRow[]): object
     scoring_s: round(scoring), update_s: round(m['time/update']),
     rollout_share: round(m['time/rollout'] / step, 3), scoring_share: round(scoring / step, 3), update_share: round(m['time/update'] / step, 3),
     tokens_per_s: Math.round(m['throughput/tokens_per_s']),
-    ...Object.fromEntries(Object.entries(m).filter(([k]) => k.startsWith('memory/')).map(([k, v]) => [k.slice('memory/'.length), round(v)])),
+    ...Object.fromEntries(Object.entries(m).filter(([k]) => k.startsWith('memory/')).map(([k, v]) => [k.slice('memory/'.length), round(v, 3)])),
   };
 }
 
@@ -138,11 +138,9 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
   ];
   const time = async (label: string, modelPath: string, extra: object, more: string[] = []): Promise<object> => {
     const cfg = loadConfig(undefined, [...EMBEDDED_RECIPE, ...overrides, ...more, `model.path=${modelPath}`, `output.runName=${label}`]);
-    rt.pool.resetPeaks();
     await train(cfg, { log: () => {} });
-    const peak = rt.pool.stats.peakAllocated;
-    rt.pool.trim();
-    return { ...iterationRow(label, readMetrics(path.join(runDir(cfg), METRICS_FILE))), peak_gib: round(peak / 2 ** 30), ...extra };
+    // The row's memory is the run's own per phase (memory/<phase>_peak_gib), as metrics.jsonl has it.
+    return { ...iterationRow(label, readMetrics(path.join(runDir(cfg), METRICS_FILE))), ...extra };
   };
   try {
     const rows: object[] = [];

@@ -1,6 +1,8 @@
 import { defineCommand } from 'citty';
 import { environmentNames, getEnvironment } from '../../envs/registry.ts';
 import { serveEnvironment } from '../../envs/server.ts';
+import { AGENTGYM_STAND_INS } from '../../envs/agentgym/index.ts';
+import { envPlugin } from '../../envs/registry.ts';
 import type { Environment } from '../envs/types.ts';
 import { SPLITS, type Split } from '../envs/types.ts';
 import { loadConfig } from '../config/config.ts';
@@ -28,12 +30,14 @@ const serve = defineCommand({
     name: { type: 'positional', description: `environment: ${environmentNames().join(', ')}`, required: true },
     port: { type: 'string', description: 'port (default 8101)', default: '8101' },
     host: { type: 'string', description: 'address to bind (default 127.0.0.1)', default: '127.0.0.1' },
-    'retriever-url': { type: 'string', description: 'search: a Search-R1 retrieval endpoint (POST /retrieve) instead of the built-in corpus (env.search.retrieverUrl)' },
+    'retriever-url': { type: 'string', description: 'search: a retrieval server\'s /retrieve endpoint instead of the built-in corpus (env.search.retriever.url)' },
+    agentgym: { type: 'boolean', description: "answer as AgentGym's server for the environment does (household: agentenv-alfworld, shop: agentenv-webshop), playing ours; docs/AGENTGYM.md", default: false },
   },
   async run({ args }) {
+    if (args.agentgym) return serveStandIn(args.name, args.host, intArg('--port', args.port, 0, 65535), args._ as string[]);
     const url = args['retriever-url'];
     if (url !== undefined && args.name !== 'search') throw new CliError(`--retriever-url: only the search environment has a retriever, not ${args.name}`);
-    const env = environmentWithSettings(args.name, [...(args._ as string[]), ...(url === undefined ? [] : [`retrieverUrl=${url}`])]);
+    const env = environmentWithSettings(args.name, [...(args._ as string[]), ...(url === undefined ? [] : [`retriever.url=${url}`])]);
     const handle = await serveEnvironment(env, { host: args.host, port: intArg('--port', args.port, 0, 65535) });
     console.log(`${env.name} environment serving at ${handle.url}`);
     const stop = async () => {
@@ -44,6 +48,22 @@ const serve = defineCommand({
     process.on('SIGTERM', stop);
   },
 });
+
+/** Serves the stand-in for AgentGym's server of environment `name` until interrupted. */
+async function serveStandIn(name: string, host: string, port: number, words: readonly string[]): Promise<void> {
+  const agentgym = envPlugin(name).agentgym;
+  const serve = agentgym && AGENTGYM_STAND_INS[agentgym.name];
+  if (!serve) throw new CliError(`--agentgym: ${name} has no AgentGym server (have ${Object.keys(AGENTGYM_STAND_INS).join(', ')})`);
+  if (words.some((w) => w !== name)) throw new CliError(`--agentgym: AgentGym's ${agentgym!.name} server takes no settings, got ${words.filter((w) => w !== name).join(' ')}`);
+  const handle = await serve({ host, port });
+  console.log(`stand-in for AgentGym's ${agentgym!.server} serving at ${handle.url} (train with env.name=${envPlugin(name).name} env.agentgym=true env.url=${handle.url})`);
+  const stop = async () => {
+    await handle.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
 
 const expert = defineCommand({
   meta: { name: 'expert', description: "Play one episode with the environment's expert and print the transcript" },

@@ -7,11 +7,14 @@
 // resolveConfig, so a file that names only `env.name: search` gets the search
 // recipe, while anything it sets explicitly wins.
 
+import { THINKING_MODES } from '../models/thinking.ts';
 import { z } from 'zod';
 import { ENV_PLUGINS, envPlugin } from '../../envs/registry.ts';
 import { METHOD_DEFINITIONS, METHOD_NAMES, methodDefinition, type MethodName } from '../algos/methods/index.ts';
 import { nonNegInt, nonNegNum, posInt, posNum } from '../algos/options.ts';
 import { SKILLS_PLACEMENTS } from '../envs/skills_block.ts';
+import { taskIndexProblem, taskIndices, type TaskIndexSpec } from '../envs/task_indices.ts';
+import { SERVER_SPLITS, type ServerSplit } from '../envs/types.ts';
 
 /** Every method (docs/ALGORITHMS.md section 3), supervised fine-tuning included. */
 export const METHODS: readonly MethodName[] = METHOD_NAMES;
@@ -40,10 +43,32 @@ const modelSchema = z.strictObject({
   lora: loraSchema.nullable().default(null),
   /** Full fine-tuning: parameter-name substrings to train (null: every parameter). Ignored with LoRA. */
   trainable: z.array(name).min(1).nullable().default(null),
+  /**
+   * The chat template's enable_thinking (Qwen3, Qwen3.5): off passes false, as the SDAR
+   * reference's Qwen3 launchers do; on passes true; default leaves it to the template.
+   * The environment prompts ask for reasoning where the template then puts it
+   * (src/models/thinking.ts); templates without the switch ignore it.
+   */
+  thinking: z.enum(THINKING_MODES).default('off'),
 });
 
 /** Each environment's own settings, env.<name> (a plugin's options schema), every option with its default. */
 const envOptions = Object.fromEntries(ENV_PLUGINS.map((p) => [p.name, p.options.prefault({})])) as Record<string, z.ZodPrefault<z.ZodObject>>;
+
+/** Task indices of a server that numbers its tasks: a range "A-B" (inclusive) or a list. */
+const taskIndexSpec = z.union([z.string(), z.array(z.number())]).superRefine((v, ctx) => {
+  const problem = taskIndexProblem(v);
+  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem, input: v });
+});
+
+/** An AgentGym server's task sets (docs/AGENTGYM.md); unset fields take the AgentGym package's layout. */
+const serverTasksSchema = z.strictObject({
+  train: taskIndexSpec.optional(),
+  validation: taskIndexSpec.optional(),
+  test: taskIndexSpec.optional(),
+  /** Tasks the server holds (default: its AgentGym package's, 2,620 ALFWorld games or 6,910 WebShop goals). */
+  count: posInt.optional(),
+});
 
 const envSchema = z.strictObject({
   name: z.enum(ENV_NAMES as [string, ...string[]]).default('household'),
@@ -52,8 +77,16 @@ const envSchema = z.strictObject({
   /** The server speaks AgentGym's protocol instead of ours. */
   agentgym: z.boolean().default(false),
   trainSplit: z.enum(['train', 'valid_seen', 'valid_unseen']).default('train'),
+  /** With env.agentgym: the server's task indices the run trains on, validates on and evaluates on. */
+  tasks: serverTasksSchema.prefault({}),
   /** Deadline for each environment call. */
   timeoutMs: posInt.default(120_000),
+  /**
+   * Share of an iteration's (or a validation's) episodes that may fail in the
+   * environment (server errors, timeouts) before the run stops; every one failing
+   * always stops it (src/rollout/env_failures.ts).
+   */
+  maxFailedShare: z.number().min(0).max(1).default(0.2),
   ...envOptions,
 });
 
@@ -80,8 +113,9 @@ const rolloutSchema = z.strictObject({
   /**
    * End each response at its action's closing tag (search's </search>, </answer>)
    * and train only up to there: faster, but the end-of-turn token is never trained.
-   * Default: responses run to the end of the turn and are trained whole, as the
-   * reference generates them; the parser reads the action from the whole text.
+   * Default: responses run to the end of the turn, as the references generate them,
+   * and the environment's reading decides what is kept (search read as Search-R1 cuts
+   * what follows the action, as SDAR keeps it whole).
    */
   stopAfterAction: z.boolean().default(false),
   /** Episodes live at once (unset: all of an iteration's). */
@@ -180,13 +214,13 @@ const outputSchema = z.strictObject({
 
 /** What the run may hold on the GPU (src/models/memory_plan.ts). */
 const gpuSchema = z.strictObject({
-  /** The memory budget in GiB (--gpu-memory); unset: the adapter's own figure where it reports one, else 4 GiB. */
+  /** The memory budget in GiB (--gpu-memory); unset: 4 GiB, a small laptop GPU's (WebGPU reports no memory size: Dawn's memory-heap properties are not exposed to JavaScript). */
   memory: posNum.optional(),
   /** Recompute each layer in the backward instead of keeping its activations: auto (when the budget needs it), on or off. */
   checkpointing: z.enum(['auto', 'on', 'off']).default('auto'),
 });
 
-export const TrainConfigSchema = z.strictObject({
+const TrainConfigSchemaBase = z.strictObject({
   method: z.enum(METHODS).default('grpo'),
   seed: nonNegInt.default(0),
   iterations: posInt.default(150),
@@ -200,16 +234,73 @@ export const TrainConfigSchema = z.strictObject({
   checkpoint: checkpointSchema.prefault({}),
   output: outputSchema.prefault({}),
   gpu: gpuSchema.prefault({}),
-}).superRefine((c, ctx) => {
+});
+
+export const TrainConfigSchema = TrainConfigSchemaBase.superRefine((c, ctx) => {
   for (const [key, block] of [['rollout', c.rollout], ['teacher', c.teacher]] as const) {
     if (block.engine === 'http' && !block.url) ctx.addIssue({ code: 'custom', path: [key, 'url'], message: `required when ${key}.engine is "http"`, input: undefined });
   }
   if (c.env.agentgym && !c.env.url) ctx.addIssue({ code: 'custom', path: ['env', 'url'], message: 'required when env.agentgym is true (AgentGym environments are servers)', input: undefined });
+  checkServerTasks(c, ctx);
   if (c.optim.warmupIterations !== undefined && c.optim.warmupRatio !== undefined) {
     ctx.addIssue({ code: 'custom', path: ['optim', 'warmupRatio'], message: 'set optim.warmupIterations or optim.warmupRatio, not both', input: c.optim.warmupRatio });
   }
   if (c.optim.minLr > c.optim.lr) ctx.addIssue({ code: 'custom', path: ['optim', 'minLr'], message: `must not exceed optim.lr (${c.optim.lr})`, input: c.optim.minLr });
+  const longest = envPlugin(c.env.name).longestStep?.(envOptionsOf(c));
+  if (longest && longest.ms >= c.env.timeoutMs) {
+    ctx.addIssue({ code: 'custom', path: ['env', 'timeoutMs'], message: `must exceed the ${longest.ms} ms one ${c.env.name} step may take (${longest.settings}); raise it or lower those`, input: c.env.timeoutMs });
+  }
 });
+
+/** The AgentGym layout of the config's environment, or null when it has none. */
+function agentgymLayout(env: { name: string }) {
+  const preset = envPlugin(env.name).agentgym;
+  return preset ? { server: preset.server, ...preset.tasks } : null;
+}
+
+/**
+ * The indices of task set `split` on the run's AgentGym server: env.tasks.<split>, else
+ * the AgentGym package's layout. Null when the run's environment is not an AgentGym server.
+ */
+export function serverTaskSet(env: { name: string; agentgym: boolean; tasks: z.output<typeof serverTasksSchema> }, split: ServerSplit): number[] | null {
+  const layout = env.agentgym ? agentgymLayout(env) : null;
+  return layout ? taskIndices(env.tasks[split] ?? layout[split]) : null;
+}
+
+/** env.tasks only with an AgentGym server, and every index one the server holds: refused before the first rollout. */
+function checkServerTasks(c: z.output<typeof TrainConfigSchemaBase>, ctx: z.RefinementCtx): void {
+  const given = SERVER_SPLITS.filter((s) => c.env.tasks[s] !== undefined);
+  if (!c.env.agentgym) {
+    if (given.length || c.env.tasks.count !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['env', 'tasks'], message: 'applies to AgentGym servers (env.agentgym=true); the built-in environments draw tasks by seed (env.trainSplit, validation.split, validation.seed)', input: c.env.tasks });
+    }
+    return;
+  }
+  const layout = agentgymLayout(c.env);
+  if (!layout) {
+    const have = ENV_PLUGINS.filter((p) => p.agentgym).map((p) => `${p.name} (${p.agentgym!.name})`).join(', ');
+    ctx.addIssue({ code: 'custom', path: ['env', 'agentgym'], message: `${c.env.name} has no AgentGym server (have ${have})`, input: true });
+    return;
+  }
+  const count = c.env.tasks.count ?? layout.count;
+  for (const split of SERVER_SPLITS) {
+    const spec: TaskIndexSpec = c.env.tasks[split] ?? layout[split];
+    if (taskIndexProblem(spec) !== null) continue;
+    const outside = taskIndices(spec).find((i) => i >= count);
+    if (outside === undefined) continue;
+    const explicit = c.env.tasks[split] !== undefined;
+    ctx.addIssue({
+      code: 'custom',
+      path: explicit ? ['env', 'tasks', split] : ['env', 'tasks', 'count'],
+      message: `task ${outside}${explicit ? '' : ` of the default ${split} tasks (${layout[split]})`} is outside the ${count} ${layout.noun} the ${layout.server} server holds (0-${count - 1})`,
+      input: explicit ? c.env.tasks[split] : c.env.tasks.count,
+    });
+  }
+  const validation = serverTaskSet(c.env, 'validation');
+  if (validation && c.validation.tasks !== undefined && c.validation.tasks > validation.length) {
+    ctx.addIssue({ code: 'custom', path: ['validation', 'tasks'], message: `the validation panel takes the first tasks of env.tasks.validation, which has ${validation.length}`, input: c.validation.tasks });
+  }
+}
 
 /** The schema's output: environment-dependent settings may still be unset. */
 export type ParsedConfig = z.output<typeof TrainConfigSchema>;
@@ -229,8 +320,14 @@ export interface TrainConfig extends Omit<ParsedConfig, 'rollout' | 'algorithm' 
 }
 
 /** The settings of the run's environment: its env.<name> block. */
-export function envOptionsOf(cfg: Pick<TrainConfig, 'env'>): Record<string, unknown> {
+export function envOptionsOf(cfg: { env: Pick<TrainConfig['env'], 'name'> }): Record<string, unknown> {
   return (cfg.env as unknown as Record<string, Record<string, unknown>>)[cfg.env.name];
+}
+
+/** The env block with the environment's method-dependent defaults filled in. */
+function resolveEnv(c: ParsedConfig): ParsedConfig['env'] {
+  const resolve = envPlugin(c.env.name).resolveOptions;
+  return resolve ? { ...c.env, [c.env.name]: resolve(envOptionsOf(c), c.method) } : c.env;
 }
 
 /** Warmup iterations of a run of `iterations` (SFT: optimizer steps): optim.warmupIterations, else its warmupRatio share. */
@@ -244,6 +341,7 @@ export function resolveConfig(c: ParsedConfig): TrainConfig {
   const methods = Object.fromEntries(METHOD_NAMES.map((m) => [m, methodDefinition(m).resolve(c.algorithm[m], c.env.name)])) as MethodOptions;
   return {
     ...c,
+    env: resolveEnv(c),
     rollout: {
       ...c.rollout,
       tasksPerIteration: c.rollout.tasksPerIteration ?? d.tasksPerIteration,
@@ -260,7 +358,8 @@ export function resolveConfig(c: ParsedConfig): TrainConfig {
     validation: {
       ...c.validation,
       every: c.validation.every ?? d.validationEvery,
-      tasks: c.validation.tasks ?? d.validationTasks,
+      // An AgentGym validation set smaller than the recipe's panel is validated whole.
+      tasks: c.validation.tasks ?? Math.min(d.validationTasks, serverTaskSet(c.env, 'validation')?.length ?? Infinity),
       temperature: c.validation.temperature ?? d.validationTemperature,
     },
     output: { ...c.output, runName: c.output.runName ?? `${c.env.name}-${c.method}-s${c.seed}` },

@@ -1,14 +1,16 @@
 // An Environment whose sessions live on a server speaking our protocol (docs/PROTOCOLS.md
 // section 4), so the agent loop drives remote and in-process environments alike.
 
-import { fetchJson, isObject, isStringArray, RemoteEnvError, type JsonRequest } from './http_json.ts';
+import { fetchJson, isObject, isStringArray, RemoteEnvError, SessionLostError, type JsonRequest } from './http_json.ts';
 import type { CreateOptions, EnvInfo, EnvSession, Environment, ResetResult, StepResult } from './types.ts';
 
-export { RemoteEnvError };
+export { RemoteEnvError, SessionLostError };
 
 export interface RemoteEnvironmentOptions {
   /** Per-request deadline. */
   timeoutMs?: number;
+  /** The names /health may report for check() to pass (a kind's name and aliases); default the environment's name. */
+  accepts?: readonly string[];
 }
 
 export interface RemoteMeta {
@@ -49,6 +51,26 @@ function checkStep(v: unknown, what: string): StepResult {
   return { observation: v.observation, reward: v.reward, done: v.done, admissible_actions: v.admissible_actions, info: checkInfo(v.info, what) };
 }
 
+/** GET /health of a server of our protocol: {ok: true, env, ...}, or a RemoteEnvError saying what answered instead. */
+async function health(base: string, timeoutMs: number): Promise<Record<string, unknown> & { env: string }> {
+  const label = `environment server ${base}`;
+  let answer;
+  try {
+    answer = await fetchJson({ label, baseUrl: base, method: 'GET', path: '/health', timeoutMs });
+  } catch (e) {
+    throw new RemoteEnvError(`${(e as Error).message}; is the server running? (env.url names it; \`env serve <name>\` starts one of ours)`, (e as RemoteEnvError).status);
+  }
+  const { status, body } = answer;
+  if (status !== 200 || !isObject(body) || body.ok !== true || typeof body.env !== 'string') {
+    throw new RemoteEnvError(
+      `${label}: GET /health -> ${status}: not a healthy environment server of this project's protocol (${JSON.stringify(body)?.slice(0, 200)}); ` +
+        'an AgentGym server wants env.agentgym=true',
+      status,
+    );
+  }
+  return body as Record<string, unknown> & { env: string };
+}
+
 /** The task sentence when the server does not send one: ALFWorld-style observations carry it. */
 function taskFromObservation(observation: string): string {
   return observation.match(/Your task is to: (.*)/)?.[1]?.trim() ?? '';
@@ -60,6 +82,7 @@ export class RemoteEnvironment implements Environment {
   readonly maxSteps: number;
   readonly url: string;
   private readonly timeoutMs: number;
+  private readonly accepts: readonly string[] | undefined;
 
   constructor(url: string, meta: RemoteMeta, options: RemoteEnvironmentOptions = {}) {
     this.url = url.replace(/\/+$/, '');
@@ -67,16 +90,14 @@ export class RemoteEnvironment implements Environment {
     this.version = meta.version;
     this.maxSteps = meta.maxSteps;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.accepts = options.accepts;
   }
 
   /** Reads name, version and step cap from GET /health. */
   static async connect(url: string, options: RemoteEnvironmentOptions & { maxSteps?: number } = {}): Promise<RemoteEnvironment> {
     const base = url.replace(/\/+$/, '');
     const label = `environment server ${base}`;
-    const { status, body } = await fetchJson({ label, baseUrl: base, method: 'GET', path: '/health', timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS });
-    if (status !== 200 || !isObject(body) || body.ok !== true || typeof body.env !== 'string') {
-      throw new RemoteEnvError(`${label}: GET /health -> ${status}: not a healthy environment server (${JSON.stringify(body)?.slice(0, 200)})`, status);
-    }
+    const body = await health(base, options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const maxSteps = typeof body.max_steps === 'number' ? body.max_steps : options.maxSteps;
     if (maxSteps === undefined) throw new RemoteEnvError(`${label}: /health has no "max_steps"; pass maxSteps`);
     return new RemoteEnvironment(base, { name: body.env, version: String(body.version ?? ''), maxSteps }, options);
@@ -84,6 +105,19 @@ export class RemoteEnvironment implements Environment {
 
   get label(): string {
     return `${this.name} server ${this.url}`;
+  }
+
+  /** /health answers and names an environment of this kind. */
+  async check(): Promise<void> {
+    const body = await health(this.url, this.timeoutMs);
+    const accepts = this.accepts ?? [this.name];
+    if (!accepts.includes(body.env)) {
+      throw new RemoteEnvError(
+        `environment server ${this.url} serves the ${body.env} environment, but the config's env is ${this.name}: ` +
+          `point env.url at a ${this.name} server, or set env.name to the server's`,
+        200,
+      );
+    }
   }
 
   /** One request to this server; non-2xx answers become RemoteEnvError with the server's message. */
@@ -142,7 +176,15 @@ export class RemoteSession implements EnvSession {
     if (this.id === null) throw new RemoteEnvError(`${this.env.label}: step on a closed session`);
     this.pending = null;
     const path = `/envs/${encodeURIComponent(this.id)}/step`;
-    return checkStep(await this.env.call('POST', path, { action }), `${this.env.label}: POST ${path}`);
+    let answer: unknown;
+    try {
+      answer = await this.env.call('POST', path, { action });
+    } catch (e) {
+      // The server restarted or reclaimed the session: the episode in it is gone.
+      if (e instanceof RemoteEnvError && e.status === 404) throw new SessionLostError(e.message, 404);
+      throw e;
+    }
+    return checkStep(answer, `${this.env.label}: POST ${path}`);
   }
 
   /** Deletes the server session; one the server already reclaimed counts as closed. */

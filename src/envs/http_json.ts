@@ -12,6 +12,15 @@ export class RemoteEnvError extends Error {
   }
 }
 
+/**
+ * The server no longer knows the session a request named (it restarted, or reclaimed
+ * it): the episode in it is gone, though the server is there. The agent loop starts
+ * such an episode over once in a new session.
+ */
+export class SessionLostError extends RemoteEnvError {
+  override name = 'SessionLostError';
+}
+
 export interface JsonRequest {
   /** Who we are talking to, for messages: "household server http://127.0.0.1:8101". */
   label: string;

@@ -6,6 +6,21 @@ export type Split = 'train' | 'valid_seen' | 'valid_unseen';
 
 export const SPLITS: readonly Split[] = ['train', 'valid_seen', 'valid_unseen'];
 
+/**
+ * The task sets of a server that numbers its tasks (AgentGym's): the run trains on
+ * `train`, validates on `validation`, and `eval` plays `test` by default.
+ */
+export type ServerSplit = 'train' | 'validation' | 'test';
+
+export const SERVER_SPLITS: readonly ServerSplit[] = ['train', 'validation', 'test'];
+
+/** The split a task belongs to: an environment's own, or a server's task set. */
+export type TaskSplit = Split | ServerSplit;
+
+export function isSplit(s: string): s is Split {
+  return (SPLITS as readonly string[]).includes(s);
+}
+
 export interface EnvInfo {
   won: boolean;
   /** Task family label used for skills and per-type metrics (e.g. pick_and_place). */
@@ -37,7 +52,8 @@ export interface EnvSession {
 }
 
 export interface CreateOptions {
-  split: Split;
+  /** In-process environments and our protocol's servers know only their own splits (Split). */
+  split: TaskSplit;
   seed: number;
   /** An explicit task (environment-specific JSON) instead of one drawn from the seed. */
   task?: unknown;
@@ -50,4 +66,15 @@ export interface Environment {
   /** Per-episode turn cap. */
   readonly maxSteps: number;
   create(opts: CreateOptions): Promise<EnvSession> | EnvSession;
+  /**
+   * A server's: confirms, before the first episode, that it answers and serves this
+   * kind of environment; throws saying which server, what it answered and what to do.
+   */
+  check?(): Promise<void>;
+  /**
+   * How many distinct tasks `split` holds when it is a finite set (a search dataset's
+   * rows), for an evaluation that plays all of them; null (or absent) when tasks are
+   * drawn from seeds without end.
+   */
+  taskCount?(split: TaskSplit): Promise<number | null>;
 }

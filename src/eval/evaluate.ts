@@ -10,17 +10,18 @@
 // defaults to 0.4 (the RL recipes' validation temperature) for every environment, even
 // search, whose training validates greedily: greedy runs are identical across seeds.
 
-import type { Split } from '../envs/types.ts';
+import { isSplit, SERVER_SPLITS, SPLITS, type Environment, type ServerSplit, type Split, type TaskSplit } from '../envs/types.ts';
 import { loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
-import { runRollout } from '../rollout/agent_loop.ts';
+import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
+import { readModelConfig } from '../models/checkpoint.ts';
 import { DEFAULT_MEMORY_GIB, GIB, planMemory } from '../models/memory_plan.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
-import { envPlugin } from '../../envs/registry.ts';
-import { ENV_NAMES, validateConfig, type EnvName, type TrainConfig } from '../config/config.ts';
-import { makeEnvironment, taskPanel } from './environment.ts';
+import { ConfigError, ENV_NAMES, envOptionsOf, serverTaskSet, validateConfig, type EnvName, type TrainConfig } from '../config/config.ts';
+import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
+import { agentSpec, makeEnvironment, playsServerTasks, serverPanel, taskPanel } from './environment.ts';
 import { summarizeEval, type EpisodeOutcome, type EvalSummary } from '../report/eval_stats.ts';
 import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
 import { Progress, type ProgressMode } from '../report/progress.ts';
@@ -46,13 +47,19 @@ export interface EvalOptions {
   model: string;
   /** Default: the run's environment, else household. */
   env?: EnvName;
+  /** An environment server (default: the run's env.url when the run's environment is evaluated, else the built-in environment). */
+  envUrl?: string;
+  /** The server is AgentGym's (default: the run's env.agentgym, else false). */
+  agentgym?: boolean;
+  /** Settings laid over the environment's env.<name> block (search: its question files and retriever); a key set to undefined is unset. */
+  envOptions?: Record<string, unknown>;
   /** S: runs of every task (default 8). */
   seeds?: number;
-  /** Panel size (default: the configuration's validation.tasks). */
+  /** Panel size (default: the configuration's validation.tasks; on an AgentGym server or a search dataset, every task of the split). */
   tasks?: number;
-  /** Default: the configuration's validation.split. */
-  split?: Split;
-  /** Environment seed of the panel's first task (default: the configuration's validation.seed). */
+  /** Default: the configuration's validation.split; on an AgentGym server, test (train, validation or test). */
+  split?: TaskSplit;
+  /** Environment seed of the panel's first task (default: the configuration's validation.seed); not on an AgentGym server, whose tasks are its indices. */
   panelSeed?: number;
   /** Default 0.4; 0 is greedy. */
   temperature?: number;
@@ -60,11 +67,11 @@ export interface EvalOptions {
   maxTurns?: number;
   /** Default: the configuration's rollout.maxResponseTokens. */
   maxResponseTokens?: number;
-  /** Base of the sampling seeds (default: the panel seed, as validation does). */
+  /** Base of the sampling seeds (default: the panel seed, as validation does; on an AgentGym server, validation.seed). */
   samplingSeed?: number;
   /** Episodes the engine decodes together (default: the configuration's rollout.maxBatch); speed only, a seed's episode is the same in any batch. */
   maxBatch?: number;
-  /** The GPU memory budget in bytes (default 4 GiB): the batch is narrowed to fit it, and the buffer pool never holds more. */
+  /** The GPU memory budget in bytes (default: the configuration's gpu.memory, else 4 GiB): the batch is narrowed to fit it, and the buffer pool holds no more. */
   memoryBytes?: number;
   /** pass@k for these k (default 1, 2, 4, 8 up to S); every k must be <= S. */
   ks?: readonly number[];
@@ -97,8 +104,12 @@ export interface EvalEpisode extends EpisodeOutcome {
 export interface EvalReport {
   model: { input: string; kind: 'model' | 'checkpoint' | 'run'; checkpoint: string | null; iteration: number | null; weights: string; adapter: string | null };
   env: EnvName;
-  split: Split;
-  panelSeed: number;
+  /** The environment server, when not the built-in environment, and whether it is AgentGym's. */
+  envUrl: string | null;
+  agentgym: boolean;
+  split: TaskSplit;
+  /** Null on an AgentGym server: the tasks are the set's first indices. */
+  panelSeed: number | null;
   tasks: number;
   seeds: number;
   temperature: number;
@@ -131,7 +142,8 @@ function checkOptions(o: EvalOptions): void {
   positiveInt('maxResponseTokens', o.maxResponseTokens);
   positiveInt('maxBatch', o.maxBatch);
   if (o.env !== undefined && !ENV_NAMES.includes(o.env)) throw new EvalError(`env: expected one of ${ENV_NAMES.join(', ')}, got ${JSON.stringify(o.env)}`);
-  if (o.split !== undefined && !['train', 'valid_seen', 'valid_unseen'].includes(o.split)) throw new EvalError(`split: expected train, valid_seen or valid_unseen, got ${JSON.stringify(o.split)}`);
+  const splits: readonly string[] = [...SPLITS, ...SERVER_SPLITS];
+  if (o.split !== undefined && !splits.includes(o.split)) throw new EvalError(`split: expected one of ${[...new Set(splits)].join(', ')}, got ${JSON.stringify(o.split)}`);
   for (const [option, v] of [['panelSeed', o.panelSeed], ['samplingSeed', o.samplingSeed]] as const) {
     if (v !== undefined && !(Number.isSafeInteger(v) && v >= 0)) throw new EvalError(`${option}: expected an integer >= 0, got ${v}`);
   }
@@ -146,10 +158,53 @@ function checkOptions(o: EvalOptions): void {
   }
 }
 
-/** The settings evaluation starts from: the run's configuration when the model comes from a run of the same environment. */
-function baseConfig(runConfig: TrainConfig | null, env: EnvName | undefined): TrainConfig {
-  if (runConfig && (env === undefined || env === runConfig.env.name)) return runConfig;
-  return validateConfig({ env: { name: env ?? 'household' } });
+/**
+ * The settings evaluation starts from: the run's configuration when the model comes
+ * from a run of the same environment (its server included), with the environment
+ * server the options name instead.
+ */
+function baseConfig(runConfig: TrainConfig | null, o: EvalOptions): TrainConfig {
+  const base = runConfig && (o.env === undefined || o.env === runConfig.env.name) ? runConfig : validateConfig({ env: { name: o.env ?? 'household' } });
+  if (o.envUrl === undefined && o.agentgym === undefined && o.envOptions === undefined) return base;
+  const env: Record<string, unknown> = { ...base.env, url: o.envUrl ?? base.env.url, agentgym: o.agentgym ?? base.env.agentgym };
+  // A run's AgentGym task sets mean nothing to another kind of server.
+  if (!env.agentgym) env.tasks = {};
+  if (o.envOptions) env[base.env.name] = overlay(envOptionsOf(base), o.envOptions);
+  try {
+    return validateConfig({ ...base, env });
+  } catch (e) {
+    if (e instanceof ConfigError) throw new EvalError(`the environment (envUrl, agentgym, envOptions): ${e.message}`);
+    throw e;
+  }
+}
+
+const isPlainObject = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === 'object' && !Array.isArray(x);
+
+/** `over` laid over `base`, nested objects merged, keys set to undefined removed. */
+function overlay(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    if (v === undefined) delete out[k];
+    else out[k] = isPlainObject(v) && isPlainObject(out[k]) ? overlay(out[k], v) : v;
+  }
+  return out;
+}
+
+/** The panel: the first tasks of an AgentGym server's set, or `tasks` seeded tasks of a built-in split (by default all of a split that is a finite set). */
+async function evalPanel(cfg: TrainConfig, o: EvalOptions, env: Environment): Promise<{ split: TaskSplit; panelSeed: number | null; tasks: RolloutTask[] }> {
+  if (playsServerTasks(cfg)) {
+    const split = o.split ?? 'test';
+    if (isSplit(split) && split !== 'train') throw new EvalError(`split: an AgentGym server's task sets are ${SERVER_SPLITS.join(', ')} (env.tasks), got ${split}`);
+    if (o.panelSeed !== undefined) throw new EvalError('panelSeed: an AgentGym server\'s tasks are its own indices; choose them with split and tasks (the set\'s first ones) or env.tasks');
+    const set = serverTaskSet(cfg.env, split as ServerSplit)!;
+    if (o.tasks !== undefined && o.tasks > set.length) throw new EvalError(`tasks: the ${split} set of the server has ${set.length} tasks, not ${o.tasks}`);
+    return { split, panelSeed: null, tasks: serverPanel(cfg, split as ServerSplit, o.tasks) };
+  }
+  const split = o.split ?? (cfg.validation.split as Split);
+  if (!isSplit(split)) throw new EvalError(`split: ${split} is a task set of AgentGym servers; ${cfg.env.name} has ${SPLITS.join(', ')}`);
+  const panelSeed = o.panelSeed ?? cfg.validation.seed;
+  const count = o.tasks ?? (await env.taskCount?.(split)) ?? cfg.validation.tasks;
+  return { split, panelSeed, tasks: taskPanel(split, panelSeed, count) };
 }
 
 function writeJsonAtomic(file: string, value: unknown): void {
@@ -161,30 +216,35 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const log = o.log ?? ((l: string) => console.log(l));
   const source = resolveModelSource(o.model);
   if (source.runConfigProblem) log(`note: not using the run's configuration (${source.runConfigProblem})`);
-  const cfg = baseConfig(source.runConfig, o.env);
+  const cfg = baseConfig(source.runConfig, o);
   const seeds = o.seeds ?? EVAL_DEFAULTS.seeds;
   const ks = [...(o.ks ?? EVAL_DEFAULTS.ks.filter((k) => k <= seeds))];
-  const split = o.split ?? (cfg.validation.split as Split);
-  const panelSeed = o.panelSeed ?? cfg.validation.seed;
-  const tasks = o.tasks ?? cfg.validation.tasks;
+  const env = makeEnvironment(cfg);
+  // A server that is down or of another kind, or a search dataset that cannot be read, fails here, before the model loads.
+  await env.check?.();
+  const panel = await evalPanel(cfg, o, env);
+  const { split, panelSeed } = panel;
+  const tasks = panel.tasks.length;
   const temperature = o.temperature ?? EVAL_DEFAULTS.temperature;
-  const samplingSeed = o.samplingSeed ?? panelSeed;
+  const samplingSeed = o.samplingSeed ?? panelSeed ?? cfg.validation.seed;
   const maxTurns = o.maxTurns ?? cfg.rollout.maxTurns;
   const maxResponseTokens = o.maxResponseTokens ?? cfg.rollout.maxResponseTokens;
   const skills = o.skills ?? 'none';
-  const env = makeEnvironment(cfg);
   if (temperature === 0 && seeds > 1) log(`note: temperature 0 is greedy, so the ${seeds} seeds run identical episodes (std 0, pass@k = pass@1)`);
 
+  // Planned from config.json, before the weights are on the GPU: a batch that cannot fit is refused first.
+  const memory = planMemory({
+    model: readModelConfig(source.weights.kind === 'full' ? source.weights.dir : source.weights.basePath), trains: 'none', referenceCopy: false,
+    microBatchTokens: 1, checkpointing: 'off', rolloutRows: o.maxBatch ?? cfg.rollout.maxBatch, rowTokens: cfg.rollout.maxPromptTokens + maxResponseTokens,
+    budgetBytes: o.memoryBytes ?? (cfg.gpu.memory ?? DEFAULT_MEMORY_GIB) * GIB,
+  });
   const model = loadModelSource(source);
   try {
     const tokenizer = await loadTokenizer(source.tokenizerDir);
     const described = source.checkpoint ? `${source.input} (checkpoint ${source.checkpoint}, iteration ${source.iteration})` : source.input;
-    log(`evaluating ${described} on ${cfg.env.name} ${split}: ${tasks} tasks (seeds ${panelSeed}..${panelSeed + tasks - 1}) x ${seeds} runs, temperature ${temperature}, at most ${maxTurns} turns of ${maxResponseTokens} tokens${SKILLS_NOTE[skills]}`);
-    const memory = planMemory({
-      model: model.config, trains: 'none', referenceCopy: false, microBatchTokens: 1, checkpointing: 'off',
-      rolloutRows: o.maxBatch ?? cfg.rollout.maxBatch, rowTokens: cfg.rollout.maxPromptTokens + maxResponseTokens,
-      budgetBytes: o.memoryBytes ?? DEFAULT_MEMORY_GIB * GIB,
-    });
+    const where = cfg.env.url ? ` (${cfg.env.agentgym ? 'AgentGym ' : ''}server ${cfg.env.url})` : '';
+    const which = panelSeed === null ? `tasks ${panel.tasks[0].seed}..${panel.tasks[tasks - 1].seed} of the server's ${split} set` : `seeds ${panelSeed}..${panelSeed + tasks - 1}`;
+    log(`evaluating ${described} on ${cfg.env.name}${where} ${split}: ${tasks} tasks (${which}) x ${seeds} runs, temperature ${temperature}, at most ${maxTurns} turns of ${maxResponseTokens} tokens${SKILLS_NOTE[skills]}`);
     runtime().pool.limit = memory.budgetBytes;
     for (const note of memory.notes) log(`memory: ${note}`);
     const progress = new Progress(process.stdout, o.progress ?? 'auto');
@@ -195,10 +255,11 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
     try {
       result = await runRollout({
         env,
-        spec: envPlugin(cfg.env.name).agent,
+        spec: agentSpec(cfg),
         engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens }),
         tokenizer,
-        tasks: taskPanel(split, panelSeed, tasks),
+        thinking: cfg.model.thinking,
+        tasks: panel.tasks,
         groupSize: seeds,
         sampling: { temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed: samplingSeed },
         maxPromptTokens: cfg.rollout.maxPromptTokens,
@@ -234,8 +295,9 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
       if (t.envScore !== undefined) episode.score = t.envScore;
       episodes.push(episode);
     });
+    // Failures past env.maxFailedShare would bias every statistic: the evaluation stops instead.
+    checkEnvFailures(countEnvFailures(result.trajectories), cfg.env.maxFailedShare, 'evaluation');
     if (failed.length) log(`warning: ${failed.length} of ${result.trajectories.length} episodes failed in the environment and are left out (first: ${failed[0].error})`);
-    if (episodes.length === 0) throw new EvalError(`every one of the ${result.trajectories.length} episodes failed in the environment; nothing to evaluate`);
 
     const report: EvalReport = {
       model: {
@@ -243,7 +305,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         weights: source.weights.kind === 'full' ? source.weights.dir : source.weights.basePath,
         adapter: source.weights.kind === 'lora' ? source.weights.adapterDir : null,
       },
-      env: cfg.env.name, split, panelSeed, tasks, seeds, temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, samplingSeed,
+      env: cfg.env.name, envUrl: cfg.env.url ?? null, agentgym: cfg.env.agentgym, split, panelSeed, tasks, seeds, temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, samplingSeed,
       maxTurns, maxPromptTokens: cfg.rollout.maxPromptTokens, maxResponseTokens, skills, ks,
       summary: summarizeEval(episodes, ks),
       failed, episodes,

@@ -6,14 +6,17 @@
 
 import type { AgentSpec, TurnHistoryEntry } from '../envs/agent_spec.ts';
 import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
-import type { EnvInfo, EnvSession, Environment, Split } from '../envs/types.ts';
+import { SessionLostError } from '../envs/http_json.ts';
+import type { EnvInfo, EnvSession, Environment, TaskSplit } from '../envs/types.ts';
+import type { ThinkingFormat } from '../models/thinking.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import type { GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
 import { cutTokens, encodePrefixedTurnPrompt, encodeTurnPrompt } from './tokenize_turn.ts';
 
 export interface RolloutTask {
-  split: Split;
+  split: TaskSplit;
+  /** The environment's seed for the task (a server that numbers its tasks: the task's index). */
   seed: number;
   /** An explicit task (environment-specific JSON) instead of the one the seed draws. */
   task?: unknown;
@@ -34,6 +37,8 @@ export interface EpisodeContext {
   env: Environment;
   spec: AgentSpec;
   tokenizer: Tokenizer;
+  /** How the template frames reasoning under the run's thinking mode: what enable_thinking the prompts pass, what the environment prompts ask for. */
+  thinking: ThinkingFormat;
   withSkills: SkillsMode;
   teacherSkillsPlacement: SkillsPlacement;
   /** Sampling of every request; `seed` set makes each request's seed derive from it. */
@@ -104,6 +109,8 @@ export class Episode {
   private envScore: number | undefined;
   private done = false;
   private truncated = false;
+  /** Why the episode started over in a new session (its first one was lost with a server restart). */
+  private restartedBecause: string | undefined;
   error: string | undefined;
 
   constructor(
@@ -143,7 +150,8 @@ export class Episode {
   /** The next turn's prompt (and teacher prompt) as a generation request. */
   prepare(ctx: EpisodeContext): PreparedTurn {
     const turn = this.turns.length;
-    const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible };
+    const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible, reasoning: ctx.thinking.reasoning };
+    const enableThinking = ctx.thinking.enableThinking;
     const plain = ctx.spec.renderPrompt(input);
     // The cards are chosen each turn, as the reference routes them over the turn's prompt.
     const reader = ctx.withSkills === 'policy' ? 'policy' : 'teacher';
@@ -151,10 +159,10 @@ export class Episode {
     const prompt = ctx.withSkills === 'policy' ? ctx.spec.renderPrompt({ ...input, skills }) : plain;
     const teacher = ctx.withSkills === 'teacher' || ctx.withSkills === 'as_teacher'
       ? (ctx.teacherSkillsPlacement === 'before_template'
-        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens)
-        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens))
+        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens, enableThinking)
+        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens, enableThinking))
       : null;
-    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens);
+    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens, enableThinking);
     ctx.cost.promptTokens += encoded.ids.length;
     if (encoded.truncated) ctx.cost.truncatedPrompts++;
     let teacherPromptIds: number[] | undefined;
@@ -182,19 +190,21 @@ export class Episode {
   /** Plays the response: parses its action, steps the environment, records the turn and its sample. */
   async act(ctx: EpisodeContext, turn: PreparedTurn, result: GenerationResult): Promise<void> {
     let { tokenIds, logprobs, text } = result;
-    const cut = ctx.stopAfterAction ? ctx.spec.cutResponse(text) : text;
+    const cut = ctx.stopAfterAction || ctx.spec.cutsAfterAction ? ctx.spec.cutResponse(text) : text;
     if (cut !== text) {
       const kept = cutTokens(ctx.tokenizer, tokenIds, cut);
       tokenIds = tokenIds.slice(0, kept.keep);
       logprobs = logprobs.slice(0, kept.keep);
       text = kept.text;
     }
-    const parsed = ctx.spec.parse(text);
+    // A think block the generation prompt opened is part of the answer the parser reads.
+    const parsed = ctx.spec.parse(ctx.thinking.opened + text, ctx.thinking.reasoning);
     const index = this.turns.length;
     let step;
     try {
       step = await withTimeout(attempt(() => this.session!.step(parsed.send)), ctx.envTimeoutMs, `${ctx.env.name} step`);
     } catch (e) {
+      if (e instanceof SessionLostError && this.restartedBecause === undefined) return this.restart(ctx, e);
       this.error = `turn ${index}: ${errorMessage(e)}`;
       return;
     }
@@ -207,6 +217,7 @@ export class Episode {
       reward: step.reward,
       promptTokens: turn.promptIds.length,
       responseTokens: tokenIds.length,
+      responseIds: tokenIds,
       promptTruncated: turn.promptTruncated,
     });
     const sample: PendingSample = {
@@ -233,6 +244,24 @@ export class Episode {
     else if (this.turns.length >= ctx.maxTurns) this.done = this.truncated = true;
   }
 
+  /**
+   * Starts the episode over in a new session, once: the server lost the one it was
+   * playing in (a restart), and a return half played there cannot be scored. The same
+   * task and sampling seeds play it again from turn 0.
+   */
+  private async restart(ctx: EpisodeContext, cause: SessionLostError): Promise<void> {
+    this.restartedBecause = `turn ${this.turns.length}: ${cause.message}`;
+    await this.close(ctx);
+    this.turns.length = 0;
+    this.samples.length = 0;
+    this.history.length = 0;
+    this.episodeReturn = 0;
+    this.won = false;
+    this.envScore = undefined;
+    this.done = this.truncated = false;
+    await this.open(ctx);
+  }
+
   /** Closes the session; the outcome is already known, so a session that will not close is the server's to reclaim. */
   async close(ctx: EpisodeContext): Promise<void> {
     const session = this.session;
@@ -241,7 +270,7 @@ export class Episode {
     await withTimeout(attempt(() => session.close()), ctx.envTimeoutMs, 'close').catch(() => undefined);
   }
 
-  record(): TrajectoryRecord {
+  record(thinking: ThinkingFormat): TrajectoryRecord {
     const record: TrajectoryRecord = {
       trajectoryId: this.trajectoryId,
       groupId: this.groupId,
@@ -253,8 +282,10 @@ export class Episode {
       episodeReturn: this.episodeReturn,
       turns: this.turns,
       truncated: this.truncated,
+      thinking: thinking.mode,
     };
     if (this.envScore !== undefined) record.envScore = this.envScore;
+    if (this.restartedBecause !== undefined) record.restartedBecause = this.restartedBecause;
     if (this.error !== undefined) record.error = this.error;
     return record;
   }

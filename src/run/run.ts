@@ -6,15 +6,15 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { envPlugin } from '../../envs/registry.ts';
-import type { Environment, Split } from '../envs/types.ts';
+import type { Environment } from '../envs/types.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { runRollout, type RolloutOptions, type RolloutResult, type SkillsMode } from '../rollout/agent_loop.ts';
 import type { Engine } from '../rollout/engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
 import { configHash, runDir, writeRunConfig, type TrainConfig } from '../config/config.ts';
-import { makeEnvironment, taskPanel } from '../eval/environment.ts';
+import { agentSpec, makeEnvironment, validationPanel } from '../eval/environment.ts';
+import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { MetricsLogger, rolloutMetrics, type Metrics } from '../report/metrics.ts';
 import { Progress } from '../report/progress.ts';
 import { writeReport } from '../report/report.ts';
@@ -139,9 +139,10 @@ export class Run {
     const cfg = this.cfg;
     return {
       env: this.env,
-      spec: envPlugin(cfg.env.name).agent,
+      spec: agentSpec(cfg),
       engine: setup.engine,
       tokenizer: setup.tokenizer,
+      thinking: cfg.model.thinking,
       model: setup.model,
       maxPromptTokens: cfg.rollout.maxPromptTokens,
       maxResponseTokens: cfg.rollout.maxResponseTokens,
@@ -163,13 +164,14 @@ export class Run {
   /** One pass over the validation panel (validation.runs runs of each task); trajectories go to rollouts/<stem>-<iteration>.jsonl. */
   async validationRollout(setup: RolloutSetup, iteration: number, skills: SkillsMode, stem = 'val', label = 'validation'): Promise<RolloutResult> {
     const cfg = this.cfg;
-    const panel = taskPanel(cfg.validation.split as Split, cfg.validation.seed, cfg.validation.tasks);
+    const panel = validationPanel(cfg);
     const file = this.rolloutFile(stem, iteration);
     // A resumed run may repeat a validation the interrupted one had started.
     if (file) fs.rmSync(file, { force: true });
     const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
+    let result: RolloutResult;
     try {
-      return await runRollout({
+      result = await runRollout({
         ...this.rolloutOptions(setup),
         tasks: panel,
         groupSize: cfg.validation.runs,
@@ -182,6 +184,8 @@ export class Run {
     } finally {
       trajectoryLog?.close();
     }
+    checkEnvFailures(countEnvFailures(result.trajectories), cfg.env.maxFailedShare, `${label} at iteration ${iteration}`);
+    return result;
   }
 
   /** Validation metrics at `iteration`; a policy that reads the skills block is validated with it and without it. */

@@ -24,12 +24,14 @@ import { methodDefinition } from '../algos/methods/index.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { PhaseMemory } from '../gpu/phase_memory.ts';
+import { runtime } from '../gpu/runtime.ts';
+import { applyMemoryPlan } from '../run/memory.ts';
 import { ConfigError, warmupIterations, type TrainConfig } from '../config/config.ts';
-import { encodeSample } from './default_model.ts';
 import { summaryLine, type Metrics } from '../report/metrics.ts';
 import { Rng } from '../util/random.ts';
 import { Run, type TrainOptions, type TrainResult } from '../run/run.ts';
-import { expertSamples, readSftRecords, selectTurns, type TurnSelection } from './sft_data.ts';
+import { checkThinking, expertSamples, readSftRecords, selectTurns, sftSamples, type TurnSelection } from './sft_data.ts';
 import { formatSftStep, trainSft, type SftSample, type SftStepStats } from './sft.ts';
 import { trainableParams } from '../run/trainable.ts';
 
@@ -39,6 +41,7 @@ function checkSftInputs(cfg: TrainConfig): void {
   if (def.loop !== 'sft') throw new ConfigError(`method: runSft runs supervised fine-tuning, and ${cfg.method} trains by ${def.loop}`);
   if (cfg.optim.schedule === 'linear') throw new ConfigError('optim.schedule: method sft supports "constant" and "cosine" (warmup, then cosine to optim.minLr), not "linear"');
   if (cfg.rollout.engine !== 'local') throw new ConfigError('rollout.engine: method sft validates with the weights it trains, so it needs "local"');
+  if (cfg.env.agentgym && !cfg.algorithm.sft.data) throw new ConfigError('algorithm.sft.data: method sft on an AgentGym server needs its demonstrations in a file (AgentGym\'s servers have no expert to play them)');
   for (const file of ['config.json', 'tokenizer.json']) {
     if (!fs.existsSync(path.join(cfg.model.path, file))) throw new ConfigError(`model.path: ${cfg.model.path} is not a Hugging Face model directory (no ${file})`);
   }
@@ -89,6 +92,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
   // A bad data file fails here, before the model is on the GPU.
   const fileRecords = sft.data ? readSftRecords(sft.data) : null;
   const fileTurns = fileRecords ? selectTurns(fileRecords) : null;
+  if (fileTurns) checkThinking(fileTurns, cfg.model.thinking, sft.data!);
   if (fileTurns && fileTurns.samples.length === 0) {
     throw new ConfigError(`algorithm.sft.data: ${sft.data} has no turn to imitate (${fileTurns.skippedEpisodes} lost or failed episodes, ${fileTurns.skippedTurns} invalid turns)`);
   }
@@ -96,7 +100,9 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
   const log = run.log;
   const ckpt = run.checkpoint;
   const lora = cfg.model.lora;
+  const memory = applyMemoryPlan(cfg, log);
   const model = loadCausalLM(ckpt?.model.kind === 'full' ? ckpt.model.dir : cfg.model.path, { trainable: !lora });
+  model.checkpointLayers = memory.checkpointLayers;
   let optimizer: AdamW | null = null;
   try {
     if (lora) {
@@ -124,7 +130,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       if (selection.samples.length === 0) throw new Error(`sft: the ${cfg.env.name} expert won none of its ${sft.episodes * sft.epochs} episodes`);
       passes = 1;
     }
-    const samples = selection.samples.map((s) => encodeSample(tokenizer, s, cfg.rollout.maxPromptTokens));
+    const samples = sftSamples(tokenizer, selection, cfg.rollout.maxPromptTokens, cfg.model.thinking, sft.data ?? `${cfg.env.name} expert`);
     log(dataSummary(sft.data ? sft.data : `${sft.episodes * sft.epochs} expert episodes`, selection, samples));
 
     const sampleTokens = samples.reduce((n, s) => n + s.promptIds.length + s.responseIds.length, 0);
@@ -133,9 +139,17 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     const stepsPerEpoch = steps / sft.epochs;
     if (run.start > steps) throw new ConfigError(`--resume: the checkpoint is at step ${run.start}, past this run's ${steps} steps`);
 
-    const policy = { engine: new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path }), tokenizer };
+    const policy = { engine: new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens }), tokenizer };
+    // Each row carries the GPU memory of what ran since the row before: its step, and validation where one ran.
+    let phases = new PhaseMemory(runtime());
+    const validate = async (step: number): Promise<Metrics> => {
+      const m = await run.validate(policy, step, false);
+      await phases.end('validation');
+      return { ...m, ...phases.metrics() };
+    };
     if (!ckpt && cfg.validation.atStart) {
-      const m = await run.validate(policy, 0, false);
+      const m = await validate(0);
+      phases = new PhaseMemory(runtime());
       run.metrics.log(0, m);
       log(summaryLine(0, steps, m));
     }
@@ -147,6 +161,8 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
         'sft/sequences': s.sequences, 'tokens/trained': s.responseTokens, 'tokens/padded': s.paddedTokens,
         'time/update': s.seconds - previousSeconds, 'throughput/tokens_per_s': s.tokensPerSecond,
       };
+      phases.record('update');
+      Object.assign(m, phases.metrics());
       previousSeconds = s.seconds;
       return m;
     };
@@ -164,7 +180,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     const result = await trainSft(trainingView(model, params), samples, {
       steps,
       batchTokens,
-      microBatchTokens: cfg.optim.microBatchTokens,
+      microBatchTokens: memory.microBatchTokens,
       lr: cfg.optim.lr,
       // trainSft decays by cosine; a cosine down to lr itself is the constant schedule.
       minLr: cfg.optim.schedule === 'constant' ? cfg.optim.lr : cfg.optim.minLr,
@@ -188,6 +204,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
         // The last step's row waits for the final validation, to share its row.
         if (s.step === steps) return;
         run.metrics.log(s.step, m);
+        phases = new PhaseMemory(runtime());
         if (run.isDue(cfg.checkpoint.every, s.step, steps) || s.step === end) await save(s.step, m);
       },
       shouldStop: (s) => s.step >= end,
@@ -197,7 +214,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     if (result.losses.length) log(`sft loss ${result.losses[0].toFixed(4)} -> ${result.losses[result.losses.length - 1].toFixed(4)} in ${result.seconds.toFixed(1)}s`);
     let last: Metrics = done?.metrics ?? {};
     if (done?.step === steps) {
-      last = { ...done.metrics, ...(await run.validate(policy, steps, false)) };
+      last = { ...done.metrics, ...(await validate(steps)) };
       run.metrics.log(steps, last);
       log(summaryLine(steps, steps, last));
       await save(steps, last);
@@ -211,5 +228,6 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
   } finally {
     optimizer?.dispose();
     for (const p of [...model.parameters(), ...loraParameters(model)]) p.dispose();
+    runtime().releaseCached();
   }
 }

@@ -73,24 +73,27 @@ export interface IterationInputs {
   plan: IterationPlan;
   /** The teacher when it is not the policy's current weights. */
   teacher?: TeacherSource;
+  /** Called with the rollout before anything trains on it; throws to stop the run. */
+  checkRollout?: (rollout: RolloutResult) => void;
   /** Shows the phases after the rollout (which reports its own) as they run; counts are samples. */
   phase?: (label: string, total: number) => Phase;
   /** Takes each phase's peak GPU memory and trims the pool between phases. */
   memory?: PhaseMemory;
 }
 
-export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher, phase, memory }: IterationInputs): Promise<IterationResult> {
+export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher, checkRollout, phase, memory }: IterationInputs): Promise<IterationResult> {
   const now = () => performance.now() / 1000;
   const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
   let t = now();
-  const lap = (phase: keyof IterationTimes) => {
+  const lap = async (phase: keyof IterationTimes) => {
+    await memory?.end(PHASE_NAMES[phase]);
     const n = now();
     times[phase] = n - t;
     t = n;
-    memory?.end(PHASE_NAMES[phase]);
   };
   const rollout = await runRollout({ ...rolloutOpts, withSkills: plan.skills });
-  lap('rollout');
+  checkRollout?.(rollout);
+  await lap('rollout');
   const samples = rollout.samples;
   const metrics: Metrics = { ...plan.metrics };
   if (!samples.length) return { rollout, update: null, times, metrics };
@@ -105,14 +108,14 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   };
   const old = await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature));
   Object.assign(metrics, rolloutProbsDiff(samples, old));
-  lap('oldLogprobs');
+  await lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;
   if (plan.teacher) {
     teacherLp = await during('teacher', () => teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, update.microBatchTokens, update.temperature));
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;
     metrics['teacher/abs_gap'] = g.absGap;
-    lap('teacher');
+    await lap('teacher');
   }
   let refLogprobs: Float32Array[] | null = null;
   if (update.loss.klCoef > 0 && reference.kind !== 'none') {
@@ -120,7 +123,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
       ? responseLogprobs(reference.model, samples, batches, update.temperature)
       : withoutLora(update.model, () => responseLogprobs(update.model, samples, batches, update.temperature)));
   }
-  lap('reference');
+  await lap('reference');
   let tokenAdvantages = broadcastAdvantages(samples, advantages);
   if (plan.transform) {
     const r = plan.transform({ samples, advantages, teacher: teacherLp, old });
@@ -135,7 +138,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   );
   shown?.finish(`${result.steps}/${steps} steps`);
   Object.assign(metrics, result.aux);
-  lap('update');
+  await lap('update');
   return { rollout, update: result, times, metrics };
 }
 

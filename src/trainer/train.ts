@@ -11,23 +11,23 @@ import * as path from 'node:path';
 import { envPlugin } from '../../envs/registry.ts';
 import type { Stage } from '../algos/method.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
-import type { Split } from '../envs/types.ts';
 import { runtime } from '../gpu/runtime.ts';
+import { zeroGrad } from '../tensor/autograd.ts';
 import { PhaseMemory } from '../gpu/phase_memory.ts';
-import { describePlan } from '../models/memory_plan.ts';
-import { trainingMemoryPlan } from '../run/memory.ts';
+import { applyMemoryPlan, trainingMemoryPlan } from '../run/memory.ts';
 import { loadCausalLM } from '../models/load.ts';
-import { attachLora, loadLora } from '../models/lora.ts';
+import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { lrAt } from '../optim/schedule.ts';
-import type { RolloutTask } from '../rollout/agent_loop.ts';
 import type { Engine } from '../rollout/engine.ts';
 import { HttpEngine } from '../rollout/http_engine.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { findLatestCheckpoint, loadCheckpoint } from '../checkpoint/checkpoint.ts';
 import { assertImplemented, METHODS, runDir as runDirOf, warmupIterations, type TrainConfig } from '../config/config.ts';
+import { checkEnvironment, drawTrainingTasks } from '../eval/environment.ts';
+import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { trainingIteration, type Reference } from './iteration.ts';
 import { runMethod } from '../config/methods.ts';
 import { rolloutMetrics, summaryLine, type Metrics } from '../report/metrics.ts';
@@ -39,9 +39,6 @@ import { isTeacherDir, loadTeacher, type TeacherSource } from './teacher.ts';
 import { trainableParams } from '../run/trainable.ts';
 import { scoringTemperature } from './update.ts';
 import { RemoteWeights } from './weight_sync.ts';
-
-/** The seeds of the task splits are drawn in [0, 1e9) (the environments' seed range). */
-const SEED_RANGE = 1_000_000_000;
 
 /** Checks what the config names on disk, so a typo fails before any GPU work. */
 export function checkRunInputs(cfg: TrainConfig): void {
@@ -110,6 +107,8 @@ async function trainStages(cfg: TrainConfig, stages: Stage<unknown>[], opts: Tra
 
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
   checkRunInputs(cfg);
+  // An environment server that is down or of another kind stops the run before anything is made.
+  await checkEnvironment(cfg);
   const def = methodDefinition(cfg.method);
   if (def.loop === 'sft') return runSft(cfg, opts);
   const stages = def.stages?.(cfg.algorithm[cfg.method], cfg.iterations);
@@ -131,10 +130,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
   const ckpt = run.checkpoint;
   const lora = cfg.model.lora;
   const modelPath = ckpt?.model.kind === 'full' ? ckpt.model.dir : cfg.model.path;
-  const memory = trainingMemoryPlan(cfg);
-  runtime().pool.limit = memory.budgetBytes;
-  log(`${describePlan(memory)}${cfg.gpu.memory === undefined ? ' (the default budget: set gpu.memory or --gpu-memory for a larger GPU)' : ''}`);
-  for (const note of memory.notes) log(`memory: ${note}`);
+  const memory = applyMemoryPlan(cfg, log);
   const model = loadCausalLM(modelPath, { trainable: !lora });
   model.checkpointLayers = memory.checkpointLayers;
   if (lora) {
@@ -160,115 +156,128 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
       ? { kind: 'engine', engine: new HttpEngine({ baseUrl: cfg.teacher.url!, model: cfg.teacher.model ?? remote?.modelName ?? requireServedModel(cfg) }), model: cfg.teacher.model }
       : undefined;
 
-  const rng = ckpt ? Rng.fromState(ckpt.trainerState.rng.tasks) : Rng.seeded(cfg.seed, 'tasks');
-  const start = run.start;
-  const method = runMethod(cfg, ckpt?.trainerState.methodState);
-  log(`training ${cfg.method} on ${cfg.env.name} from ${cfg.model.path}${lora ? ` with LoRA r=${lora.r}` : ''}: ${cfg.iterations} iterations of ${cfg.rollout.tasksPerIteration} tasks x ${cfg.rollout.groupSize}; run directory ${run.dir}`);
-  if (def.interpreted) log(`note: ${def.interpreted}`);
-  if (teacherPath) log(`teacher: frozen ${teacherPath} with the skills block`);
-  // Methods whose policy prompts carry the skills block validate with it and without it.
-  const validate = (iteration: number) => run.validate(policy, iteration, method.plan(Math.max(iteration, 1)).skills === 'policy');
+  try {
+    const rng = ckpt ? Rng.fromState(ckpt.trainerState.rng.tasks) : Rng.seeded(cfg.seed, 'tasks');
+    const start = run.start;
+    const method = runMethod(cfg, ckpt?.trainerState.methodState);
+    log(`training ${cfg.method} on ${cfg.env.name} from ${cfg.model.path}${lora ? ` with LoRA r=${lora.r}` : ''}: ${cfg.iterations} iterations of ${cfg.rollout.tasksPerIteration} tasks x ${cfg.rollout.groupSize}; run directory ${run.dir}`);
+    if (def.interpreted) log(`note: ${def.interpreted}`);
+    if (teacherPath) log(`teacher: frozen ${teacherPath} with the skills block`);
+    // Methods whose policy prompts carry the skills block validate with it and without it.
+    const validate = (iteration: number) => run.validate(policy, iteration, method.plan(Math.max(iteration, 1)).skills === 'policy');
 
-  // The server starts from the base weights; a resumed or LoRA run sends its own first.
-  if (remote && (ckpt || lora)) await remote.push(model, start);
-  let last: Metrics = {};
-  // A frozen teacher is validated once, with the skills block, before a fresh run's first update.
-  let teacherSuccess: number | null = null;
-  if (frozenTeacher && !ckpt) {
-    const teacherEngine = new LocalEngine(frozenTeacher as never, { tokenizer, name: 'teacher', path: teacherPath! });
-    const success = (await run.validationRollout({ engine: teacherEngine, tokenizer }, 0, 'policy', 'teacher-val', 'teacher validation')).stats.successRate;
-    teacherSuccess = success;
-    const line = method.observe({ kind: 'teacher_validation', success });
-    if (line) log(line);
-  }
-  if (!ckpt && cfg.validation.atStart) {
-    last = await validate(0);
-    if (teacherSuccess !== null) last['teacher/val_success'] = teacherSuccess;
-    run.metrics.log(0, last);
-    log(summaryLine(0, cfg.iterations, last));
-  }
-  let end = Math.min(cfg.iterations, opts.stopAfter !== undefined ? start + opts.stopAfter : cfg.iterations);
-  const startedAt = performance.now();
-  let slowest = 0;
-  for (let it = start + 1; it <= end; it++) {
-    const iterationStart = performance.now();
-    const tasks: RolloutTask[] = Array.from({ length: cfg.rollout.tasksPerIteration }, () => ({ split: cfg.env.trainSplit as Split, seed: rng.nextU32() % SEED_RANGE }));
-    const engineSeed = rng.nextU32();
-    const file = run.rolloutFile('iter', it);
-    const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
-    const lr = lrAt(it - 1, { base: cfg.optim.lr, warmupSteps: warmupIterations(cfg.optim, cfg.iterations), kind: cfg.optim.schedule, totalSteps: cfg.iterations, minLr: cfg.optim.minLr });
-    const shuffleRng = Rng.seeded(engineSeed, 'shuffle');
-    const plan = method.plan(it);
-    const a = cfg.algorithm;
-    const phaseMemory = new PhaseMemory(runtime());
-    const result = await trainingIteration({
-      rollout: {
-        ...run.rolloutOptions(policy),
-        tasks, groupSize: cfg.rollout.groupSize,
-        sampling: { temperature: cfg.rollout.temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed: engineSeed },
-        groupIdPrefix: `it${it}-`,
-        trajectoryLog,
-        onProgress: run.rolloutProgress(`rollout ${it}`, tasks.length * cfg.rollout.groupSize),
-      },
-      update: {
-        model, optimizer, params, lr,
-        loss: { clipLow: a.clipLow, clipHigh: a.clipHigh, dualClip: a.dualClip, klCoef: a.klCoef, entropyCoef: plan.entropyCoef, policyGradient: plan.policyGradient },
-        gradClip: cfg.optim.gradClip > 0 ? cfg.optim.gradClip : Infinity,
-        miniBatchSize: cfg.optim.miniBatchSize,
-        microBatchTokens: memory.microBatchTokens,
-        temperature: scoringTemperature(cfg.rollout.temperature),
-        shuffle: (n) => shuffleRng.shuffle(Array.from({ length: n }, (_, i) => i)),
-      },
-      reference,
-      plan,
-      teacher,
-      phase: (label, total) => run.progress.phase(`${label} ${it}`, total),
-      memory: phaseMemory,
-    });
-    trajectoryLog?.close();
-    const syncStart = performance.now();
-    if (remote && result.update) await remote.push(model, it);
-    const t = result.times;
-    const m: Metrics = {
-      ...rolloutMetrics(result.rollout.stats, 'rollout'), ...result.metrics, 'actor/lr': lr,
-      'time/old_logprobs': t.oldLogprobs, 'time/teacher': t.teacher, 'time/reference': t.reference, 'time/update': t.update,
-    };
-    if (remote) m['time/weight_sync'] = (performance.now() - syncStart) / 1000;
-    if (result.update) {
-      const u = result.update;
-      Object.assign(m, {
-        'actor/pg_loss': u.pgLoss, 'actor/kl': u.kl, 'actor/entropy': u.entropy, 'actor/clip_frac': u.clipFrac,
-        'actor/grad_norm': u.gradNorm, 'actor/skipped_steps': u.skippedSteps, 'actor/steps': u.steps, 'tokens/trained': u.trainedTokens,
-      });
-    }
-    const stepSeconds = t.rollout + t.oldLogprobs + t.teacher + t.reference + t.update;
-    m['time/step'] = stepSeconds;
-    m['time/teacher_share'] = t.teacher / Math.max(stepSeconds, 1e-9);
-    m['throughput/tokens_per_s'] = (result.rollout.stats.tokensGenerated + (result.update?.trainedTokens ?? 0)) / Math.max(stepSeconds, 1e-9);
-    const noted = method.observe({ kind: 'iteration', iteration: it, metrics: m });
-    if (noted) log(noted);
-    if (run.isDue(cfg.validation.every, it, cfg.iterations)) {
-      Object.assign(m, await validate(it));
-      phaseMemory.end('validation');
-      const line = method.observe({ kind: 'validation', iteration: it, success: m['val/success'] });
+    // The server starts from the base weights; a resumed or LoRA run sends its own first.
+    if (remote && (ckpt || lora)) await remote.push(model, start);
+    let last: Metrics = {};
+    // A frozen teacher is validated once, with the skills block, before a fresh run's first update.
+    let teacherSuccess: number | null = null;
+    if (frozenTeacher && !ckpt) {
+      const teacherEngine = new LocalEngine(frozenTeacher as never, { tokenizer, name: 'teacher', path: teacherPath! });
+      const success = (await run.validationRollout({ engine: teacherEngine, tokenizer }, 0, 'policy', 'teacher-val', 'teacher validation')).stats.successRate;
+      teacherSuccess = success;
+      const line = method.observe({ kind: 'teacher_validation', success });
       if (line) log(line);
     }
-    Object.assign(m, phaseMemory.metrics());
-    run.metrics.log(it, m);
-    log(summaryLine(it, cfg.iterations, m));
-    last = m;
-    slowest = Math.max(slowest, (performance.now() - iterationStart) / 1000);
-    if (opts.timeLimitSeconds !== undefined && it < end && (performance.now() - startedAt) / 1000 + slowest > opts.timeLimitSeconds) end = it;
-    if (run.stopRequested) end = it;
-    // An invocation that stops early always saves, so --resume loses nothing.
-    if (run.isDue(cfg.checkpoint.every, it, cfg.iterations) || it === end) {
-      await run.save({
-        model: lora ? { kind: 'lora', model: model as never, basePath: cfg.model.path } : { kind: 'full', model: model as never, tokenizerDir: cfg.model.path },
-        optimizerState: await optimizer.stateDict(),
-        trainerState: { iteration: it, configHash: run.hash, rng: { tasks: rng.state() }, metrics: m, methodState: method.state },
-      });
+    if (!ckpt && cfg.validation.atStart) {
+      last = await validate(0);
+      if (teacherSuccess !== null) last['teacher/val_success'] = teacherSuccess;
+      run.metrics.log(0, last);
+      log(summaryLine(0, cfg.iterations, last));
     }
+    let end = Math.min(cfg.iterations, opts.stopAfter !== undefined ? start + opts.stopAfter : cfg.iterations);
+    const startedAt = performance.now();
+    let slowest = 0;
+    for (let it = start + 1; it <= end; it++) {
+      const iterationStart = performance.now();
+      const tasks = drawTrainingTasks(cfg, rng, cfg.rollout.tasksPerIteration);
+      const engineSeed = rng.nextU32();
+      const file = run.rolloutFile('iter', it);
+      const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
+      const lr = lrAt(it - 1, { base: cfg.optim.lr, warmupSteps: warmupIterations(cfg.optim, cfg.iterations), kind: cfg.optim.schedule, totalSteps: cfg.iterations, minLr: cfg.optim.minLr });
+      const shuffleRng = Rng.seeded(engineSeed, 'shuffle');
+      const plan = method.plan(it);
+      const a = cfg.algorithm;
+      const phaseMemory = new PhaseMemory(runtime());
+      const result = await trainingIteration({
+        rollout: {
+          ...run.rolloutOptions(policy),
+          tasks, groupSize: cfg.rollout.groupSize,
+          sampling: { temperature: cfg.rollout.temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, seed: engineSeed },
+          groupIdPrefix: `it${it}-`,
+          trajectoryLog,
+          onProgress: run.rolloutProgress(`rollout ${it}`, tasks.length * cfg.rollout.groupSize),
+        },
+        update: {
+          model, optimizer, params, lr,
+          loss: { clipLow: a.clipLow, clipHigh: a.clipHigh, dualClip: a.dualClip, klCoef: a.klCoef, entropyCoef: plan.entropyCoef, policyGradient: plan.policyGradient },
+          gradClip: cfg.optim.gradClip > 0 ? cfg.optim.gradClip : Infinity,
+          miniBatchSize: cfg.optim.miniBatchSize,
+          microBatchTokens: memory.microBatchTokens,
+          temperature: scoringTemperature(cfg.rollout.temperature),
+          shuffle: (n) => shuffleRng.shuffle(Array.from({ length: n }, (_, i) => i)),
+        },
+        reference,
+        plan,
+        teacher,
+        // Too many episodes failed in the environment: stop before training on the rest or saving.
+        checkRollout: (r) => checkEnvFailures(countEnvFailures(r.trajectories), cfg.env.maxFailedShare, `iteration ${it}`),
+        phase: (label, total) => run.progress.phase(`${label} ${it}`, total),
+        memory: phaseMemory,
+      });
+      trajectoryLog?.close();
+      const syncStart = performance.now();
+      if (remote && result.update) await remote.push(model, it);
+      const t = result.times;
+      const m: Metrics = {
+        ...rolloutMetrics(result.rollout.stats, 'rollout'), ...result.metrics, 'actor/lr': lr,
+        'time/old_logprobs': t.oldLogprobs, 'time/teacher': t.teacher, 'time/reference': t.reference, 'time/update': t.update,
+      };
+      if (remote) m['time/weight_sync'] = (performance.now() - syncStart) / 1000;
+      if (result.update) {
+        const u = result.update;
+        Object.assign(m, {
+          'actor/pg_loss': u.pgLoss, 'actor/kl': u.kl, 'actor/entropy': u.entropy, 'actor/clip_frac': u.clipFrac,
+          'actor/grad_norm': u.gradNorm, 'actor/skipped_steps': u.skippedSteps, 'actor/steps': u.steps, 'tokens/trained': u.trainedTokens,
+        });
+      }
+      const stepSeconds = t.rollout + t.oldLogprobs + t.teacher + t.reference + t.update;
+      m['time/step'] = stepSeconds;
+      m['time/teacher_share'] = t.teacher / Math.max(stepSeconds, 1e-9);
+      m['throughput/tokens_per_s'] = (result.rollout.stats.tokensGenerated + (result.update?.trainedTokens ?? 0)) / Math.max(stepSeconds, 1e-9);
+      const noted = method.observe({ kind: 'iteration', iteration: it, metrics: m });
+      if (noted) log(noted);
+      if (run.isDue(cfg.validation.every, it, cfg.iterations)) {
+        Object.assign(m, await validate(it));
+        await phaseMemory.end('validation');
+        const line = method.observe({ kind: 'validation', iteration: it, success: m['val/success'] });
+        if (line) log(line);
+      }
+      Object.assign(m, phaseMemory.metrics());
+      run.metrics.log(it, m);
+      log(summaryLine(it, cfg.iterations, m));
+      last = m;
+      slowest = Math.max(slowest, (performance.now() - iterationStart) / 1000);
+      if (opts.timeLimitSeconds !== undefined && it < end && (performance.now() - startedAt) / 1000 + slowest > opts.timeLimitSeconds) end = it;
+      if (run.stopRequested) end = it;
+      // An invocation that stops early always saves, so --resume loses nothing.
+      if (run.isDue(cfg.checkpoint.every, it, cfg.iterations) || it === end) {
+        await run.save({
+          model: lora ? { kind: 'lora', model: model as never, basePath: cfg.model.path } : { kind: 'full', model: model as never, tokenizerDir: cfg.model.path },
+          optimizerState: await optimizer.stateDict(),
+          trainerState: { iteration: it, configHash: run.hash, rng: { tasks: rng.state() }, metrics: m, methodState: method.state },
+        });
+      }
+    }
+    run.finish(end, cfg.iterations);
+    return { runDir: run.dir, iterations: end, lastMetrics: last };
+  } finally {
+    // The GPU memory goes back when the run ends, so another run in the same process starts from nothing.
+    await engine.close?.();
+    zeroGrad(params);
+    optimizer.dispose();
+    for (const m of [model, reference.kind === 'model' ? reference.model : null, frozenTeacher]) {
+      if (m) for (const p of [...m.parameters(), ...loraParameters(m)]) p.dispose();
+    }
+    runtime().releaseCached();
   }
-  run.finish(end, cfg.iterations);
-  return { runDir: run.dir, iterations: end, lastMetrics: last };
 }
