@@ -2,14 +2,14 @@
 // layer's projections and the LM head; models/qwen_decode.ts), for rollouts and
 // serving. A decode step reads each weight once per token, so its time goes mostly to
 // the weights' bytes, and f16 halves them. The f32 parameters stay the masters that
-// training updates; the owner of the copies (rollout/local_engine.ts) packs them
-// again from the masters before each generation, so a rollout always samples from
-// the weights of the latest update.
+// training updates; the owner of the copies (rollout/local_engine.ts) packs them from
+// the masters for each generation, so a rollout always samples from the weights of
+// the latest update, and frees them after it.
 
 import type { CausalLM } from './causal_lm.ts';
 import { decodeWeightNames, lmHeadName } from './qwen_decode.ts';
 import type { HalfWeightMap } from './token_batch.ts';
-import { halfWeight, repackHalf, type HalfWeight } from '../tensor/ops/half.ts';
+import { halfWeight, type HalfWeight } from '../tensor/ops/half.ts';
 
 export class HalfWeights {
   private constructor(
@@ -38,11 +38,6 @@ export class HalfWeights {
     let n = 0;
     for (const h of this.copies.values()) n += h.packed.bytes;
     return n;
-  }
-
-  /** Packs every copy again from `model`'s parameters of the same names (after an update or a reload). */
-  refresh(model: CausalLM): void {
-    for (const [name, h] of this.copies) repackHalf(model.param(name), h);
   }
 
   dispose(): void {

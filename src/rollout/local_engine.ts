@@ -108,6 +108,17 @@ function topOf(out: SampledTokens, b: number, n: number): TopLogprob[] {
   return Array.from({ length: n }, (_, j) => ({ id: out.topIds[at + j], logprob: out.topLogprobs[at + j] }));
 }
 
+/**
+ * f16 copies of the weights `model`'s decode steps read (rt.policy.decode.weights),
+ * packed from its weights as they are now (after the latest update or reload), for
+ * one generate call: freed after it, so the update never holds them; null where its
+ * steps read the f32 weights.
+ */
+function halfWeights(model: CausalLM): HalfWeights | null {
+  const wanted = model.lmHead().storage.rt.policy.decode.weights === 'f16' && model instanceof QwenModel && fusesRows(model, 1);
+  return wanted ? HalfWeights.of(model) : null;
+}
+
 export class LocalEngine implements Engine, WeightSync {
   readonly name: string;
 
@@ -124,9 +135,6 @@ export class LocalEngine implements Engine, WeightSync {
   private readonly compactBelow: number;
   // GPU work runs one call at a time: tensor scopes are a stack and must not interleave.
   private queue: Promise<unknown> = Promise.resolve();
-  // f16 copies of the served weights (rt.policy.decode.weights); the adapters share the
-  // base model's parameters and so its copies.
-  private half: HalfWeights | null = null;
 
   constructor(model: CausalLM, opts: LocalEngineOptions = {}) {
     this.name = opts.name ?? 'local';
@@ -190,8 +198,12 @@ export class LocalEngine implements Engine, WeightSync {
       const model = this.models.resolve(opts.model);
       const rows = requests.map((req, index) => this.newRow(req, index));
       const live = rows.filter((r) => !r.done).sort((a, b) => a.req.promptIds.length - b.req.promptIds.length);
-      const half = live.length ? this.halfWeights(model) : null;
-      for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, half, live.slice(i, i + this.maxBatch), opts.onToken);
+      const half = live.length ? halfWeights(model) : null;
+      try {
+        for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, half, live.slice(i, i + this.maxBatch), opts.onToken);
+      } finally {
+        half?.dispose();
+      }
       return rows.map((r) => this.result(r));
     });
   }
@@ -205,20 +217,6 @@ export class LocalEngine implements Engine, WeightSync {
       index, req, seed: p.seed ?? randomSeed(), stopIds, watcher,
       tokens: [], logprobs: [], top: p.logprobs ? [] : null, done: p.maxTokens === 0, finishReason: 'length',
     };
-  }
-
-  /**
-   * The f16 copies `model`'s decode steps read, packed from its weights as they are now
-   * (after the latest update or reload); null where its steps read the f32 weights.
-   */
-  private halfWeights(model: CausalLM): HalfWeights | null {
-    const wanted = model.lmHead().storage.rt.policy.decode.weights === 'f16' && model instanceof QwenModel && fusesRows(model, 1);
-    if (!wanted) {
-      this.half?.dispose();
-      this.half = null;
-    } else if (this.half) this.half.refresh(model);
-    else this.half = HalfWeights.of(model);
-    return this.half;
   }
 
   private async runBatch(model: CausalLM, half: HalfWeights | null, rows: Row[], onToken: GenerateOptions['onToken']): Promise<void> {
@@ -403,10 +401,6 @@ export class LocalEngine implements Engine, WeightSync {
   }
 
   close(): Promise<void> {
-    return this.serial(async () => {
-      this.half?.dispose();
-      this.half = null;
-      this.models.dispose();
-    });
+    return this.serial(async () => this.models.dispose());
   }
 }

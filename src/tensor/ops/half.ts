@@ -1,8 +1,8 @@
 // f16 copies of weights, for the decode kernels that read them (tensor/ops/decode.ts,
 // shaders/matmul/skinny_f16.wgsl): a decode step reads every weight once per token,
 // so halving the weights' bytes halves most of its memory traffic. A copy is made
-// from the f32 weight on the GPU and packed again whenever the weight changed (the
-// f32 weight stays the master that training updates).
+// from the f32 weight on the GPU (the f32 weight stays the master that training
+// updates).
 
 import { packF16 } from '../../kernels/half.ts';
 import { expectDType } from '../dtype.ts';
@@ -38,11 +38,4 @@ export function halfWeight(w: Tensor): HalfWeight {
   const packed = keep(empty([shape[0], shape[1] / 2], 'u32', w.storage.rt));
   packF16(w.storage.rt, w.buffer, packed.buffer, w.size);
   return { packed, shape };
-}
-
-/** Packs `w` into its copy `h` again, after `w` changed. */
-export function repackHalf(w: Tensor, h: HalfWeight): void {
-  const shape = checkWeight('repackHalf', w);
-  if (shape[0] !== h.shape[0] || shape[1] !== h.shape[1]) throw new ShapeError(`repackHalf: weight ${fmt(w.shape)} does not match its f16 copy ${fmt(h.shape)}`);
-  packF16(w.storage.rt, w.buffer, h.packed.buffer, w.size);
 }
