@@ -26,7 +26,9 @@
 //                out_base (a step's slot of the loop's record) and its id into next_ids
 //                (the next step's input), counts the token, and marks itself done when
 //                the id is one of its stop ids (stops[stop_at ..][..stop_count]) or the
-//                count reaches max_tokens.
+//                count reaches max_tokens. Every row, done or not, also advances its
+//                position id (positions[row] += 1): the next step's input, as the
+//                cache grows by a token for every row.
 //   token_stats: per row of a block of logits [rows, vocab] and its target id
 //                (targets[row0 + row]): log-prob under softmax(x * inv_t) and rank
 //                (1 + the number of strictly larger logits), into out[row0 + row] and
@@ -390,6 +392,7 @@ fn token_uniform(lo: u32, hi: u32, t: u32) -> f32 {
 @group(0) @binding(2) var<storage, read_write> decode_rows: array<DecodeRow>;
 @group(0) @binding(4) var<storage, read> stops: array<u32>;
 @group(0) @binding(5) var<storage, read_write> next_ids: array<i32>;
+@group(0) @binding(6) var<storage, read_write> positions: array<i32>;
 
 // The row's DecodeRow, read once and loaded uniformly: a read_write binding's loads
 // are not uniform, and the sampling passes branch on the settings around barriers.
@@ -400,7 +403,10 @@ fn sample_step(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) 
   let row = wid.y * nwg.x + wid.x;
   if (row >= p.rows) { return; }
   let lid = lidv.x;
-  if (lid == 0u) { row_state = decode_rows[row]; }
+  if (lid == 0u) {
+    row_state = decode_rows[row];
+    positions[row] += 1;
+  }
   let st = workgroupUniformLoad(&row_state);
   // A finished row stops here, every invocation alike.
   if (st.done != 0u) { return; }

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { greedyGenerate } from '../src/models/generate.ts';
+import { greedyGenerate, lastLogits } from '../src/models/generate.ts';
 import { loadCausalLM, loadModel, randomModel, saveModel } from '../src/models/load.ts';
 import { loadLora } from '../src/models/lora.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
@@ -11,6 +11,9 @@ import { SafetensorsFile } from '../src/models/safetensors.ts';
 import type { GenerationRequest, SamplingParams } from '../src/rollout/engine.ts';
 import { EngineRequestError } from '../src/rollout/errors.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { noGrad } from '../src/tensor/autograd.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, withPolicy } from './support/gpu.ts';
 import { writeRandomAdapter } from './support/random_adapter.ts';
 import { stepDecode } from './support/step_decoder.ts';
@@ -126,6 +129,29 @@ describe('LocalEngine', () => {
     } finally {
       for (const [, m] of others) for (const t of m.parameters()) t.dispose();
     }
+  });
+
+  test('a forward given its position ids and padding on the GPU equals one that uploads them; other shapes are refused', slow, async () => {
+    const run = async (gpuInputs: boolean) => scopeAsync(async () => {
+      const cache = model.newCache(2, 8, Int32Array.of(0, 3));
+      try {
+        noGrad(() => model.hiddenCached({ ids: Int32Array.from([...prompt.slice(0, 5), 0, 0, 0, 7, 9]), batch: 2, seq: 5 }, cache));
+        const onGpu = gpuInputs ? { positions: tensor(Int32Array.of(5, 2), [2, 1], 'i32'), pad: tensor(Int32Array.of(0, 3), [2], 'i32') } : undefined;
+        return [...(await noGrad(() => lastLogits(model, model.hiddenCached({ ids: Int32Array.of(11, 12), batch: 2, seq: 1, onGpu }, cache))).toArray())];
+      } finally {
+        cache.dispose();
+      }
+    });
+    assert.deepEqual(await run(true), await run(false));
+    await scopeAsync(async () => {
+      const cache = model.newCache(2, 8, Int32Array.of(0, 3));
+      try {
+        const onGpu = { positions: tensor(Int32Array.of(5, 2), [2], 'i32'), pad: tensor(Int32Array.of(0, 3), [2], 'i32') };
+        assert.throws(() => noGrad(() => model.hiddenCached({ ids: Int32Array.of(11, 12), batch: 2, seq: 1, onGpu }, cache)), /positions i32 \[2\] and pad i32 \[2\] on the GPU must be i32 \[2, 1\] and \[2\]/);
+      } finally {
+        cache.dispose();
+      }
+    });
   });
 
   test('finished rows leave the batch once half are done: the same tokens and log-probs as a batch that keeps them, fewer row-steps', slow, async () => {

@@ -5,7 +5,7 @@ import * as ref from '../src/reference/sampling.ts';
 import { randn } from '../src/util/random.ts';
 import { deriveSeed, uniformAt } from '../src/util/random.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
-import { decodeRows, disposeDecodeRows, readSteps, readTokenRanks, sampleNext, sampleStep, tokenRanks, type DecodeRowState, type RowSampling } from '../src/tensor/ops/sampling.ts';
+import { decodeRows, disposeDecodeRows, readSteps, rewriteDecodeRows, readTokenRanks, sampleNext, sampleStep, tokenRanks, type DecodeRowState, type RowSampling } from '../src/tensor/ops/sampling.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu } from './support/gpu.ts';
@@ -184,7 +184,7 @@ describe('sampling kernel', () => {
     const rows: DecodeRowState[] = seeds.map((seed, i) => ({ temperature: 1, topP: 1, topK: 0, seed, produced: i, maxTokens: 100, stopIds: [], done: false }));
     const steps = 5;
     const got = await scopeAsync(async () => {
-      const d = decodeRows(rows, new Int32Array(rows.length), vocab, steps);
+      const d = decodeRows(rows, { ids: new Int32Array(rows.length), positions: new Int32Array(rows.length) }, vocab, steps);
       try {
         const logits = tensor(new Float32Array(rows.length * vocab), [rows.length, vocab]);
         for (let j = 0; j < steps; j++) sampleStep(logits, d, j);
@@ -212,11 +212,11 @@ describe('sampling kernel', () => {
     const rows: DecodeRowState[] = Array.from({ length: 13 }, (_, i) => ({ ...settings[i % settings.length], seed: 1000 + i, produced: i % 3, done: i === 12 }));
     const logits = logitsFor(steps * rows.length, vocab, 77);
     const got = await scopeAsync(async () => {
-      const d = decodeRows(rows, new Int32Array(rows.length).fill(1), vocab, steps);
+      const d = decodeRows(rows, { ids: new Int32Array(rows.length).fill(1), positions: Int32Array.from(rows, (_, i) => 10 * i) }, vocab, steps);
       try {
         for (let j = 0; j < steps; j++) sampleStep(tensor(logits.subarray(j * rows.length * vocab, (j + 1) * rows.length * vocab), [rows.length, vocab]), d, j);
         const record = await readSteps(d, steps);
-        return { record, state: new Uint32Array((await d.state.toArray()).buffer as ArrayBuffer), ids: [...(await d.ids.toArray())] };
+        return { record, state: new Uint32Array((await d.state.toArray()).buffer as ArrayBuffer), ids: [...(await d.ids.toArray())], positions: [...(await d.positions.toArray())] };
       } finally {
         disposeDecodeRows(d);
       }
@@ -257,6 +257,7 @@ describe('sampling kernel', () => {
       assert.equal(got.ids[i], lastIds[i], `row ${i}: the next step's id`);
     });
     assert.equal(got.state[12 * words + 6], rows[12].produced, 'a row done from the start is not counted');
+    assert.deepEqual(got.positions, rows.map((_, i) => 10 * i + steps), 'every row, done or not, advances its position each step');
   });
 
   test('bad input is refused with the op and the shapes named', slow, async () => {
@@ -270,14 +271,17 @@ describe('sampling kernel', () => {
       await assert.rejects(sampleNext(x, [row, { ...row, u: 1 }]), /row 1: u must be in \[0, 1\)/);
       await assert.rejects(sampleNext(x, [row, { ...row, topN: -2 }]), /row 1: topN must be an integer >= 0/);
       const dr: DecodeRowState = { temperature: 1, topP: 1, topK: 0, seed: 1, produced: 0, maxTokens: 4, stopIds: [2], done: false };
-      assert.throws(() => decodeRows([dr, { ...dr, stopIds: [3] }], new Int32Array(2), 3, 2), /decodeRows: row 1: stop id 3 is not a token id in \[0, 3\)/);
-      assert.throws(() => decodeRows([dr, { ...dr, seed: 0.5 }], new Int32Array(2), 3, 2), /decodeRows: row 1: seed must be a safe integer, got 0.5/);
-      assert.throws(() => decodeRows([dr], new Int32Array(2), 3, 2), /decodeRows: 2 last ids for 1 rows/);
-      const d = decodeRows([dr, dr], new Int32Array(2), 3, 2);
+      const two = { ids: new Int32Array(2), positions: new Int32Array(2) };
+      assert.throws(() => decodeRows([dr, { ...dr, stopIds: [3] }], two, 3, 2), /decodeRows: row 1: stop id 3 is not a token id in \[0, 3\)/);
+      assert.throws(() => decodeRows([dr, { ...dr, seed: 0.5 }], two, 3, 2), /decodeRows: row 1: seed must be a safe integer, got 0.5/);
+      assert.throws(() => decodeRows([dr], two, 3, 2), /decodeRows: 2 ids and 2 positions for 1 rows/);
+      const d = decodeRows([dr, dr], two, 3, 2);
       try {
         assert.throws(() => sampleStep(tensor(new Float32Array(8), [2, 4]), d, 0), /sampleStep: logits \[2, 4\] are not \[2, 3\]/);
         assert.throws(() => sampleStep(x, d, 2), /sampleStep: slot 2 is not in \[0, 2\)/);
         await assert.rejects(readSteps(d, 3), /readSteps: steps 3 is not in \[1, 2\]/);
+        assert.throws(() => rewriteDecodeRows(d, [dr], { ids: new Int32Array(1), positions: new Int32Array(1) }), /rewriteDecodeRows: 1 rows for decoding rows of 2/);
+        assert.throws(() => rewriteDecodeRows(d, [dr, { ...dr, stopIds: [] }], two), /rewriteDecodeRows: 1 stop ids for decoding rows made with 2/);
       } finally {
         disposeDecodeRows(d);
       }

@@ -1,5 +1,6 @@
 // What a piece of GPU work cost the host in the runtime's own counts: dispatches,
-// submits, readbacks (each a wait for the GPU) and bind groups created. These are
+// submits, readbacks (each a wait for the GPU), bind groups created and copies
+// (uploads recorded between dispatches included, each ending the compute pass). These are
 // what a decode step pays on a real GPU beyond its arithmetic (on the H200 about
 // 6-10 us a dispatch, 33-57 us a submit-and-wait round trip), and the software GPU
 // counts them exactly, so a change to the decoding loop is measured here first.
@@ -11,13 +12,14 @@ export interface GpuCounts {
   submits: number;
   readbacks: number;
   bindGroups: number;
+  copies: number;
 }
 
 export function gpuCounts(rt: Runtime): GpuCounts {
-  return { dispatches: rt.dispatchCount, submits: rt.submitCount, readbacks: rt.readCount, bindGroups: rt.bindGroupCount };
+  return { dispatches: rt.dispatchCount, submits: rt.submitCount, readbacks: rt.readCount, bindGroups: rt.bindGroupCount, copies: rt.copyCount };
 }
 
-const KEYS: Record<keyof GpuCounts, string> = { dispatches: 'dispatches', submits: 'submits', readbacks: 'readbacks', bindGroups: 'bind_groups' };
+const KEYS: Record<keyof GpuCounts, string> = { dispatches: 'dispatches', submits: 'submits', readbacks: 'readbacks', bindGroups: 'bind_groups', copies: 'copies' };
 
 /** The counts since `before` (keys `<count>`) and each divided by `n` units, rounded to 3 decimals (`<count>_per_<unit>`). */
 export function countsPer(rt: Runtime, before: GpuCounts, n: number, unit: string): Record<string, number> {

@@ -63,6 +63,8 @@ export class Runtime {
   readCount = 0;
   /** Bind groups created (cache misses of bindGroup), the largest host cost of a dispatch. */
   bindGroupCount = 0;
+  /** Copies recorded (staged uploads included): each ends the compute pass. */
+  copyCount = 0;
   /** Kernel choices measured on this device (policy values `autotune`); run when the GPU runs dry. */
   readonly autotune = new Autotune();
   // Measured on the H200 (Qwen2.5-0.5B shapes, 128 sampled tokens): submitting every
@@ -253,6 +255,7 @@ export class Runtime {
   /** Copies between buffers in queue order with the recorded dispatches. */
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): void {
     if (bytes === 0) return;
+    this.copyCount++;
     this.endPass();
     this.beginBatch().copyBufferToBuffer(src, srcOffset, dst, dstOffset, bytes);
     this.pending++;

@@ -124,15 +124,16 @@ export const stepWords = (rows: number, topStride: number) => (3 + 2 * topStride
 /**
  * One decoding step (sample_step) for every row of `logits` [rows, vocab]: rows not
  * done sample with the uniform of their seed and count, their results go to slot
- * `s.slot` of `record`, their ids to `nextIds` [rows] i32, and `decodeRows` advances.
+ * `s.slot` of `record`, their ids to `nextIds` [rows] i32, and `decodeRows` advances;
+ * every row's position id in `positions` [rows] i32 grows by one.
  */
-export function sampleStep(rt: Runtime, logits: GPUBuffer, decodeRows: GPUBuffer, record: GPUBuffer, stops: GPUBuffer, nextIds: GPUBuffer, s: StepSlot): void {
+export function sampleStep(rt: Runtime, logits: GPUBuffer, decodeRows: GPUBuffer, record: GPUBuffer, stops: GPUBuffer, nextIds: GPUBuffer, positions: GPUBuffer, s: StepSlot): void {
   const p = uniforms(8);
   p.u[0] = s.rows;
   p.u[1] = s.vocab;
   p.u[5] = s.topStride;
   p.u[6] = s.slot * stepWords(s.rows, s.topStride);
-  rt.dispatch(rt.kernel('sampling', 'sample_step'), [logits, decodeRows, record, stops, nextIds], p.u, gridRows(s.rows));
+  rt.dispatch(rt.kernel('sampling', 'sample_step'), [logits, decodeRows, record, stops, nextIds, positions], p.u, gridRows(s.rows));
 }
 
 export interface TokenStatsShape {

@@ -22,7 +22,7 @@ import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { KVCache } from './kv_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';
 import { fusable, fusedAttention, fusedMlp, fusesStep } from './qwen_decode.ts';
-import { checkTokenBatch, positionIds, type LayerStep, type TokenBatch } from './token_batch.ts';
+import { checkTokenBatch, stepInputs, type LayerStep, type TokenBatch } from './token_batch.ts';
 
 export class QwenModel implements CausalLM {
   /** LoRA branches by the HF name of the linear weight they adapt. */
@@ -84,8 +84,7 @@ export class QwenModel implements CausalLM {
     const step: LayerStep = {
       batch: B,
       seq: T,
-      positions: tensor(positionIds(B, T, batch.padLeft, offset), [B, T], 'i32'),
-      pad: batch.padLeft ? tensor(batch.padLeft, [B], 'i32') : undefined,
+      ...stepInputs(batch, offset),
       cache,
       offset,
       halfWeights: batch.halfWeights,

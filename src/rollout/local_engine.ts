@@ -26,9 +26,9 @@ import { fusesRows, headOnSkinny } from '../models/qwen_decode.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
-import { decodeRows, disposeDecodeRows, readSteps, sampleStep, type DecodeRowState, type DecodeRows, type SampledTokens } from '../tensor/ops/sampling.ts';
-import { scope } from '../tensor/scope.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import { decodeRows, disposeDecodeRows, readSteps, rewriteDecodeRows, sampleStep, type DecodeRowState, type DecodeRows, type SampledTokens } from '../tensor/ops/sampling.ts';
+import { keep, scope } from '../tensor/scope.ts';
+import { tensor, type Tensor } from '../tensor/tensor.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
 import { EngineRequestError } from './errors.ts';
 import { promptTokenStats, type PromptTokenStats } from './prompt_logprobs.ts';
@@ -230,6 +230,7 @@ export class LocalEngine implements Engine, WeightSync {
     // The rows the cache holds, in its order.
     let batch = rows;
     let gpu: DecodeRows | null = null;
+    let pad: Tensor | null = null;
     try {
       this.usage.batches++;
       for (let t = 0; t < steps;) {
@@ -243,8 +244,20 @@ export class LocalEngine implements Engine, WeightSync {
         }
         const B = batch.length;
         const n = Math.min(perReadback, steps - t, this.chunkEnd(batch));
-        if (gpu) disposeDecodeRows(gpu);
-        gpu = decodeRows(batch.map((r) => this.decodeRow(r)), Int32Array.from(batch, (r) => r.tokens.at(-1) ?? 0), this.vocab, n);
+        const pads = cache.padLeft!;
+        // The prefill's sampling step advances the positions to the first decode step's.
+        const next = t === 0 ? P - 1 : cache.length;
+        const states = batch.map((r) => this.decodeRow(r));
+        const start = { ids: Int32Array.from(batch, (r) => r.tokens.at(-1) ?? 0), positions: Int32Array.from(pads, (p) => next - p) };
+        // The batch keeps its buffers from chunk to chunk until it shrinks.
+        if (gpu?.count === B) rewriteDecodeRows(gpu, states, start);
+        else {
+          if (gpu) disposeDecodeRows(gpu);
+          pad?.dispose();
+          gpu = decodeRows(states, start, this.vocab, Math.min(perReadback, steps));
+          pad = keep(tensor(pads, [B], 'i32'));
+        }
+        const onGpu = { positions: gpu.positions, pad: pad! };
         const rowsOnGpu = gpu;
         const head = half && headOnSkinny(model, B) ? half.head : undefined;
         for (let j = 0; j < n; j++, t++) {
@@ -253,7 +266,7 @@ export class LocalEngine implements Engine, WeightSync {
             noGrad(() => {
               const hidden = first
                 ? this.prefill(model, prompt, B, P, cache)
-                : model.hiddenCached({ ids: rowsOnGpu.ids, batch: B, seq: 1, halfWeights: half?.weights }, cache);
+                : model.hiddenCached({ ids: rowsOnGpu.ids, batch: B, seq: 1, halfWeights: half?.weights, onGpu }, cache);
               sampleStep(lastLogits(model, hidden, head), rowsOnGpu, j);
             }),
           );
@@ -264,6 +277,7 @@ export class LocalEngine implements Engine, WeightSync {
       }
     } finally {
       if (gpu) disposeDecodeRows(gpu);
+      pad?.dispose();
       cache.dispose();
     }
   }

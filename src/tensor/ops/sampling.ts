@@ -101,21 +101,24 @@ export interface DecodeRows {
   readonly stops: Tensor;
   /** [count] i32: each row's last sampled id, the next step's input. */
   readonly ids: Tensor;
+  /** [count, 1] i32: each row's position id for the next step, advanced by every step. */
+  readonly positions: Tensor;
   /** [slots, 3 + 2 * topStride, count] u32: each step's results as sampleTokens lays them out. */
   readonly record: Tensor;
 }
 
-/**
- * Uploads `rows` (their progress as the host knows it) for a loop of up to `slots`
- * steps between readbacks; `lastIds` [rows] are the ids the first step reads when it
- * continues a sequence (any valid ids before a prefill).
- */
-export function decodeRows(rows: readonly sk.DecodeRowState[], lastIds: Int32Array, vocab: number, slots: number): DecodeRows {
-  const op = 'decodeRows';
+/** What the first step of a chunk reads: each row's last id and position id. */
+export interface StepInputs {
+  /** Any valid ids before a prefill. */
+  ids: Int32Array;
+  /** Each step adds one before the next reads them. */
+  positions: Int32Array;
+}
+
+function checkDecodeRows(op: string, rows: readonly sk.DecodeRowState[], start: StepInputs, vocab: number): void {
   const n = rows.length;
   if (n === 0) throw new ShapeError(`${op}: no rows`);
-  if (lastIds.length !== n) throw new ShapeError(`${op}: ${lastIds.length} last ids for ${n} rows`);
-  if (!Number.isInteger(slots) || slots < 1) throw new RangeError(`${op}: slots must be a positive integer, got ${slots}`);
+  if (start.ids.length !== n || start.positions.length !== n) throw new ShapeError(`${op}: ${start.ids.length} ids and ${start.positions.length} positions for ${n} rows`);
   rows.forEach((r, i) => {
     checkRow(op, { ...r, u: 0 }, i);
     const bad = (what: string) => new RangeError(`${op}: row ${i}: ${what}`);
@@ -125,26 +128,57 @@ export function decodeRows(rows: readonly sk.DecodeRowState[], lastIds: Int32Arr
       if (!Number.isInteger(id) || id < 0 || id >= vocab) throw bad(`stop id ${id} is not a token id in [0, ${vocab})`);
     });
   });
+}
+
+/**
+ * Uploads `rows` (their progress as the host knows it) for a loop of up to `slots`
+ * steps between readbacks, and the inputs its first step reads.
+ */
+export function decodeRows(rows: readonly sk.DecodeRowState[], start: StepInputs, vocab: number, slots: number): DecodeRows {
+  const op = 'decodeRows';
+  checkDecodeRows(op, rows, start, vocab);
+  if (!Number.isInteger(slots) || slots < 1) throw new RangeError(`${op}: slots must be a positive integer, got ${slots}`);
+  const n = rows.length;
   const packed = sk.packDecodeRows(rows, vocab);
   const topStride = sk.topStride(rows, vocab);
   return {
     count: n, vocab, topStride, slots,
     state: keep(tensor(new Uint32Array(packed.rows), [n * (sk.DECODE_ROW_BYTES / 4)], 'u32')),
     stops: keep(tensor(packed.stops, [packed.stops.length], 'u32')),
-    ids: keep(tensor(lastIds, [n], 'i32')),
+    ids: keep(tensor(start.ids, [n], 'i32')),
+    positions: keep(tensor(start.positions, [n, 1], 'i32')),
     record: keep(empty([slots, 3 + 2 * topStride, n], 'u32')),
   };
 }
 
+/**
+ * Uploads the same rows' progress again (as the host knows it after a readback) into
+ * `d`, and the inputs the next chunk's first step reads: the buffers stay, so the
+ * steps' bind groups are the ones the runtime already made. The rows' settings and
+ * stop ids must be those `d` was made with.
+ */
+export function rewriteDecodeRows(d: DecodeRows, rows: readonly sk.DecodeRowState[], start: StepInputs): void {
+  const op = 'rewriteDecodeRows';
+  checkDecodeRows(op, rows, start, d.vocab);
+  if (rows.length !== d.count || sk.topStride(rows, d.vocab) !== d.topStride) throw new ShapeError(`${op}: ${rows.length} rows for decoding rows of ${d.count}`);
+  const packed = sk.packDecodeRows(rows, d.vocab);
+  if (packed.stops.length !== d.stops.size) throw new ShapeError(`${op}: ${packed.stops.length} stop ids for decoding rows made with ${d.stops.size}`);
+  const rt = d.state.storage.rt;
+  rt.upload(d.state.buffer, 0, new Uint32Array(packed.rows));
+  rt.upload(d.ids.buffer, 0, start.ids);
+  rt.upload(d.positions.buffer, 0, start.positions);
+}
+
 export function disposeDecodeRows(d: DecodeRows): void {
-  for (const t of [d.state, d.stops, d.ids, d.record]) t.dispose();
+  for (const t of [d.state, d.stops, d.ids, d.positions, d.record]) t.dispose();
 }
 
 /**
  * One step of the loop: every row of `logits` [rows, vocab] that is not done samples
  * its next token (the uniform of its seed and count, as util/random.ts uniformAt),
  * writes it to step `slot` of the record and to `rows.ids`, counts it, and is done
- * once it sampled a stop id or its maxTokens-th token. Done rows write nothing.
+ * once it sampled a stop id or its maxTokens-th token. Done rows write nothing but
+ * their next position, which every row advances.
  */
 export function sampleStep(logits: Tensor, rows: DecodeRows, slot: number): void {
   const op = 'sampleStep';
@@ -153,7 +187,7 @@ export function sampleStep(logits: Tensor, rows: DecodeRows, slot: number): void
     throw new ShapeError(`${op}: logits ${fmt(logits.shape)} are not [${rows.count}, ${rows.vocab}]`);
   }
   if (!Number.isInteger(slot) || slot < 0 || slot >= rows.slots) throw new RangeError(`${op}: slot ${slot} is not in [0, ${rows.slots})`);
-  sk.sampleStep(logits.storage.rt, logits.buffer, rows.state.buffer, rows.record.buffer, rows.stops.buffer, rows.ids.buffer, {
+  sk.sampleStep(logits.storage.rt, logits.buffer, rows.state.buffer, rows.record.buffer, rows.stops.buffer, rows.ids.buffer, rows.positions.buffer, {
     rows: rows.count, vocab: rows.vocab, topStride: rows.topStride, slot,
   });
 }
