@@ -4,7 +4,7 @@
 // templates without the switch ignore it). Ids come from the real tokenizer: a
 // byte-level stand-in would train a model on ids it never reads.
 
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { ChatMessage, Tokenizer } from '../models/tokenizer.ts';
 
 export interface TurnPromptIds {
   ids: number[];
@@ -30,8 +30,13 @@ export function encodeTurnPrompt(tokenizer: Tokenizer, user: string, maxPromptTo
  * first marker.
  */
 export function encodePrefixedTurnPrompt(tokenizer: Tokenizer, prefix: string, user: string, maxPromptTokens: number): TurnPromptIds {
+  return encodeChatPrompt(tokenizer, prefix, [{ role: 'user', content: user }], maxPromptTokens);
+}
+
+/** A chat of several messages (a conversation's turns so far) templated as a turn's prompt, `prefix` in front as above. */
+export function encodeChatPrompt(tokenizer: Tokenizer, prefix: string, messages: readonly ChatMessage[], maxPromptTokens: number): TurnPromptIds {
   if (!Number.isInteger(maxPromptTokens) || maxPromptTokens < 1) throw new RangeError(`encodeTurnPrompt: maxPromptTokens must be a positive integer, got ${maxPromptTokens}`);
-  const templated = tokenizer.applyChatTemplate([{ role: 'user', content: user }], { addGenerationPrompt: true, enableThinking: false, tokenize: true });
+  const templated = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking: false, tokenize: true });
   const ids = prefix === '' ? templated : [...tokenizer.encode(prefix, { addSpecialTokens: false }), ...templated];
   const truncated = ids.length > maxPromptTokens;
   return { ids: truncated ? ids.slice(ids.length - maxPromptTokens) : ids, fullLength: ids.length, truncated };
