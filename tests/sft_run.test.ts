@@ -122,6 +122,9 @@ describe('runSft', () => {
     assert.ok(!existsSync(join(root, 'bad-json')), 'no run directory');
     writeFileSync(file, `${JSON.stringify({ ...record, turns: [{ prompt: 'p', response: 'r' }] })}\n${JSON.stringify({ ...record, turns: [{ prompt: 'p' }] })}\n`);
     await assert.rejects(runSft(withModel('bad-turn'), quiet), /bad\.jsonl:2: turns\[0\]\.response must be a non-empty string, got nothing/);
+    // A conversation's turns hold only their new user message: not a prompt to imitate on its own.
+    writeFileSync(file, `${JSON.stringify({ ...record, history: 'conversation', turns: [{ prompt: 'p', response: 'r' }] })}\n`);
+    await assert.rejects(runSft(withModel('chat'), quiet), /bad\.jsonl:1: history must be absent \(SFT trains on window prompts; this episode was a conversation/);
     await assert.rejects(runSft(cfgFor('no-model'), quiet), /model\.path: .*model-unused is not a Hugging Face model directory/);
     await assert.rejects(runSft(loadConfig(undefined, settings(real, 'resume')), { ...quiet, resume: true }), /--resume: no checkpoint under .*resume/);
     await assert.rejects(runSft(withModel('linear', ['optim.schedule=linear']), quiet), /optim\.schedule: method sft supports "constant" and "cosine"/);

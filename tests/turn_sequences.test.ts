@@ -168,6 +168,21 @@ describe('append-only prompts by token ids, per environment and template', () =>
     }
   }
 
+  test('a conversation: the first message is the environment\'s prompt, later ones its answer and the actions it admits', async () => {
+    const tokenizer = await TOKENIZERS.bundled();
+    const spec = envPlugin('household').agent;
+    const { trajectories, samples } = await runRollout({
+      env: makeEnvironment(loadConfig(undefined, ['env.name=household'])), spec, engine: new ExpertEngine(tokenizer, spec), tokenizer,
+      tasks: [{ split: 'train', seed: 3 }], groupSize: 1, maxTurns: 2, maxPromptTokens: 1 << 20, maxResponseTokens: 256, history: 'conversation',
+    });
+    const [t0, t1] = trajectories[0].turns;
+    assert.match(t0.prompt, /^You are an expert agent operating in a household environment/);
+    assert.equal(t1.prompt.split('\n')[0], `Observation: ${t0.observation.trim()}`);
+    assert.match(t1.prompt, /\nAdmissible actions: \['.+'\]$/);
+    const chat = tokenizer.decode(samples[1].promptIds);
+    assert.equal(chat, `<|im_start|>user\n${t0.prompt}<|im_end|>\n<|im_start|>assistant\n${t0.response}<|im_end|>\n<|im_start|>user\n${t1.prompt}<|im_end|>\n<|im_start|>assistant\n`);
+  });
+
   test('a conversation\'s teacher with the block inside the first user message only grows too', async () => {
     const chat = await expertSamples('household', await TOKENIZERS.bundled(), 'conversation', 'user_message');
     const c = sequenceStats(chat, turnSequences(chat, { merge: true, prompt: teacherPrompt }));

@@ -101,6 +101,15 @@ export function requestSeed(base: number, trajectory: number, turn: number): num
   return (h ^ (h >>> 16)) >>> 1;
 }
 
+/**
+ * A response as an assistant message: the tokens as the model wrote them, special ones
+ * included, less a final end-of-sequence token, which the chat template writes itself.
+ */
+function assistantText(tokenizer: Tokenizer, ids: readonly number[]): string {
+  const end = ids.length > 0 && tokenizer.eosTokenIds.includes(ids[ids.length - 1]) ? ids.length - 1 : ids.length;
+  return tokenizer.decode(ids.slice(0, end), { skipSpecialTokens: false });
+}
+
 export class Episode {
   private session: EnvSession | null = null;
   private task = '';
@@ -271,8 +280,7 @@ export class Episode {
     if (turn.teacherPromptIds !== undefined) sample.teacherPromptIds = turn.teacherPromptIds;
     this.samples.push(sample);
     this.history.push({ observation: this.observation, action: parsed.historyAction });
-    // The response as the model wrote it, its end-of-turn token left to the template.
-    if (ctx.history === 'conversation') this.chat.push({ role: 'user', content: turn.prompt }, { role: 'assistant', content: ctx.tokenizer.decode(tokenIds, { skipSpecialTokens: true }) });
+    if (ctx.history === 'conversation') this.chat.push({ role: 'user', content: turn.prompt }, { role: 'assistant', content: assistantText(ctx.tokenizer, tokenIds) });
     this.observation = step.observation;
     this.admissible = step.admissible_actions;
     this.info = step.info;
