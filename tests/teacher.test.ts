@@ -54,6 +54,12 @@ describe('teacher pass', () => {
       const remote = await teacherLogprobs({ kind: 'engine', engine: new HttpEngine({ baseUrl: server.url, model: 'teacher' }) }, samples, teacherSequences(samples, true), 4096);
       assert.deepEqual(remote.map((r) => r.length), [3, 2]);
       remote.forEach((r, i) => assertClose(r, local[i], { atol: 1e-4, label: `sample ${i}` }));
+      // Two turns of one episode whose teacher prompts only grow: one sequence, sent as its first prompt and the rest.
+      const chained = [sample(0, [3, 4, 5], [9, 8, 3, 4, 5], [6, 7, 8]), sample(2, [3, 4, 5, 6, 7, 8, 12], [9, 8, 3, 4, 5, 6, 7, 8, 12], [10, 11])];
+      assert.equal(teacherSequences(chained, true).length, 1);
+      const perTurn = await teacherLogprobs({ kind: 'model', model }, chained, teacherSequences(chained, false), 4096);
+      const merged = await teacherLogprobs({ kind: 'engine', engine: new HttpEngine({ baseUrl: server.url, model: 'teacher' }) }, chained, teacherSequences(chained, true), 4096);
+      merged.forEach((r, i) => assertClose(r, perTurn[i], { atol: 1e-4, label: `chained sample ${i}` }));
     } finally {
       await server.close();
     }
