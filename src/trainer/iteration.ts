@@ -1,11 +1,11 @@
 // One training iteration of any method: roll out groups, score turns, GRPO
 // advantages, form the sequences every pass packs (an episode whose prompts only grow
-// is one; rollout/turn_sequences.ts), recompute old log-probs with the current weights (as verl does, so
-// batching cannot skew the ratio; every log-prob of the iteration, old, reference,
-// teacher and current, is at the rollout temperature, as verl computes them), the teacher pass when
-// the method has one (once, before the update, so lT stays fixed across
-// mini-batches), reference log-probs from the frozen model, the method's advantage
-// transform, then the mini-batched update with its auxiliary term.
+// is one; rollout/turn_sequences.ts), recompute old log-probs with the current weights
+// (as verl does, so batching cannot skew the ratio; every log-prob of the iteration,
+// old, reference, teacher and current, is at the rollout temperature, as verl computes
+// them), the teacher pass when the method has one (once, before the update, so lT
+// stays fixed across mini-batches), reference log-probs from the frozen model, the
+// method's advantage transform, then the mini-batched update with its auxiliary term.
 
 import { groupAdvantages } from '../algos/advantage.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
