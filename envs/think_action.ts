@@ -4,6 +4,7 @@
 // contract built on them.
 
 import type { AgentSpec } from '../src/envs/agent_spec.ts';
+import type { ReasoningFormat } from '../src/models/thinking.ts';
 
 export type InvalidReason = 'missing_action_tags' | 'missing_think_tags' | 'cjk';
 
@@ -27,17 +28,34 @@ const CJK = /[\u4e00-\u9fff]/;
  * and the environment still receives the response's last `tailChars` characters
  * (30 for ALFWorld, 20 for WebShop), which it answers as an unknown command. A
  * `</action>` before the first `<action>` gives the empty action, as Python's slice does.
+ * With thinking switched off (`reasoning` 'none') the prompt asks for no think block,
+ * so none is required.
  */
-export function parseAction(response: string, tailChars = 30): ParsedAction {
+export function parseAction(response: string, tailChars = 30, reasoning: ReasoningFormat = 'tags'): ParsedAction {
   const lower = response.toLowerCase();
   const start = lower.indexOf('<action>');
   const end = lower.indexOf('</action>');
   if (start < 0 || end < 0) return { action: lower.slice(-tailChars), extracted: null, valid: false, reason: 'missing_action_tags' };
   const extracted = lower.slice(start + '<action>'.length, end).trim();
   let reason: InvalidReason | null = null;
-  if (!response.includes('<think>') || !response.includes('</think>')) reason = 'missing_think_tags';
+  if (reasoning !== 'none' && (!response.includes('<think>') || !response.includes('</think>'))) reason = 'missing_think_tags';
   else if (CJK.test(response)) reason = 'cjk';
   return { action: extracted, extracted, valid: reason === null, reason };
+}
+
+/**
+ * A response's reasoning in front of its action: the reference's tagged block
+ * ('tags', followed by `after`), the block a thinking template renders ('native', two
+ * newlines after, as Qwen3's template writes it), or nothing ('none').
+ */
+export function reasoningBlock(thought: string, reasoning: ReasoningFormat, after: string): string {
+  if (reasoning === 'none') return '';
+  return `<think>\n${thought}\n</think>${reasoning === 'native' ? '\n\n' : after}`;
+}
+
+/** How a prompt asks for reasoning: `tagged` asks for it in <think> </think> tags, `plain` for reasoning in the model's own think block, nothing when thinking is off. */
+export function reasoningRequest(reasoning: ReasoningFormat | undefined, tagged: string, plain: string): string {
+  return reasoning === 'none' ? '' : reasoning === 'native' ? plain : tagged;
 }
 
 /**
@@ -50,10 +68,10 @@ export function thinkActionSpec(base: Pick<AgentSpec, 'env' | 'historyLength' | 
     ...base,
     noop: '',
     cutResponse: (response) => response,
-    parse: (response) => {
-      const p = parseAction(response, tailChars);
+    parse: (response, reasoning) => {
+      const p = parseAction(response, tailChars, reasoning);
       return { send: p.action, historyAction: p.action, valid: p.valid };
     },
-    formatResponse: (thought, action) => `<think>\n${thought}\n</think>\n<action>${action}</action>`,
+    formatResponse: (thought, action, reasoning = 'tags') => `${reasoningBlock(thought, reasoning, '\n')}<action>${action}</action>`,
   };
 }

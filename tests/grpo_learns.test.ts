@@ -69,7 +69,7 @@ describe('GRPO learns', () => {
     const tokenizer = await loadTokenizer(dir);
     const model = loadModel(dir, { trainable: true });
     const reference = loadModel(dir, { trainable: false });
-    const promptIds = encodeTurnPrompt(tokenizer, PROMPT, 256).ids;
+    const promptIds = encodeTurnPrompt(tokenizer, PROMPT, 256, false).ids;
     const vocab = model.config.vocabSize;
     // Probability of every first token under the current weights.
     const firstTokenProbs = async (): Promise<Float64Array> => {

@@ -59,7 +59,7 @@ describe('word tokenizer', () => {
         assert.ok(ids.length * 2 < s.prompt.length, `${ids.length} tokens for ${s.prompt.length} characters`);
         assert.ok(ids.every((id) => id >= 256), 'a household prompt needed byte fallback');
         const templated = tok.applyChatTemplate([{ role: 'user', content: s.prompt }], { addGenerationPrompt: true, tokenize: true });
-        assert.equal(tok.decode(templated), turnPromptText(tok, s.prompt));
+        assert.equal(tok.decode(templated), turnPromptText(tok, s.prompt, false));
         const response = tok.decode(tok.encode(s.response, { addSpecialTokens: false }));
         assert.equal(response, s.response);
         const parsed = parseAction(response);
@@ -79,7 +79,7 @@ describe('word tokenizer', () => {
 
   test('ChatML special tokens: <|im_end|> ends a turn and is the eos; <|endoftext|> pads', async () => {
     const tok = await householdTokenizer();
-    const text = turnPromptText(tok, 'look');
+    const text = turnPromptText(tok, 'look', false);
     assert.equal(text, '<|im_start|>user\nlook<|im_end|>\n<|im_start|>assistant\n');
     const ids = tok.applyChatTemplate([{ role: 'user', content: 'look' }], { addGenerationPrompt: true, tokenize: true });
     assert.equal(ids.length, 9, 'specials, roles, words and newlines are one token each');

@@ -125,6 +125,11 @@ describe('runSft', () => {
     // A conversation's turns hold only their new user message: not a prompt to imitate on its own.
     writeFileSync(file, `${JSON.stringify({ ...record, history: 'conversation', turns: [{ prompt: 'p', response: 'r' }] })}\n`);
     await assert.rejects(runSft(withModel('chat'), quiet), /bad\.jsonl:1: history must be absent \(SFT trains on window prompts; this episode was a conversation/);
+    writeFileSync(file, `${JSON.stringify({ ...record, turns: [{ prompt: 'p', response: 'r', responseIds: [3, -1] }] })}\n`);
+    await assert.rejects(runSft(withModel('bad-ids'), quiet), /bad\.jsonl:1: turns\[0\]\.responseIds must be a non-empty list of token ids when present, got \[3,-1\]/);
+    writeFileSync(file, `${JSON.stringify({ ...record, thinking: 'on', turns: [{ prompt: 'p', response: 'r', responseIds: [3] }] })}\n`);
+    await assert.rejects(runSft(withModel('other-thinking'), quiet), /sampled with model\.thinking=on, and this run renders prompts with model\.thinking=off; set model\.thinking=on/);
+    assert.ok(!existsSync(join(root, 'other-thinking')), 'no run directory');
     await assert.rejects(runSft(cfgFor('no-model'), quiet), /model\.path: .*model-unused is not a Hugging Face model directory/);
     await assert.rejects(runSft(loadConfig(undefined, settings(real, 'resume')), { ...quiet, resume: true }), /--resume: no checkpoint under .*resume/);
     await assert.rejects(runSft(withModel('linear', ['optim.schedule=linear']), quiet), /optim\.schedule: method sft supports "constant" and "cosine"/);

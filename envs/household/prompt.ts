@@ -2,7 +2,9 @@
 // frameworks (docs/PROTOCOLS.md section 1); the wording is ours. Only the extracted actions
 // of earlier turns go into the history, never earlier reasoning.
 
+import type { ReasoningFormat } from '../../src/models/thinking.ts';
 import { skillBlock } from '../../src/envs/skills_block.ts';
+import { reasoningRequest } from '../think_action.ts';
 
 export const HOUSEHOLD_HISTORY_LENGTH = 2;
 
@@ -23,10 +25,22 @@ export interface HouseholdPromptInput {
   skills?: string;
   /** How many recent turns to show (K). */
   historyLength?: number;
+  /** Where the answer's reasoning goes (default 'tags', the reference's <think> </think>). */
+  reasoning?: ReasoningFormat;
 }
 
 function formatActions(actions: readonly string[]): string {
   return `[${actions.map((a) => `'${a}'`).join(',\n ')}]`;
+}
+
+/** The closing request: reasoning as the thinking mode places it, then one action in <action> tags (the reference's wording with 'tags'). */
+function actRequest(reasoning: ReasoningFormat | undefined): string {
+  const before = reasoningRequest(
+    reasoning,
+    'First reason step by step about the situation inside <think> </think> tags. Then choose',
+    'First reason step by step about the situation. Then choose',
+  );
+  return `${before || 'Choose'} exactly one admissible action and write it inside <action> </action> tags.`;
 }
 
 export function renderHouseholdPrompt(input: HouseholdPromptInput): string {
@@ -50,8 +64,7 @@ export function renderHouseholdPrompt(input: HouseholdPromptInput): string {
   lines.push(
     `You are now at step ${taken + 1}. Current observation: ${input.observation}`,
     `Admissible actions in the current situation: ${formatActions(input.admissibleActions)}.`,
-    'Now it is your turn to act. First reason step by step about the situation inside <think> </think> tags. ' +
-      'Then choose exactly one admissible action and write it inside <action> </action> tags.',
+    `Now it is your turn to act. ${actRequest(input.reasoning)}`,
   );
   const prompt = lines.join('\n');
   return input.skills === undefined ? prompt : skillBlock(input.skills) + prompt;

@@ -4,7 +4,9 @@
 // result is the current observation, so it appears once, as the last history entry.
 // The optional privileged skills block goes first, for the teacher.
 
+import type { ReasoningFormat } from '../../src/models/thinking.ts';
 import { skillBlock } from '../../src/envs/skills_block.ts';
+import { reasoningRequest } from '../think_action.ts';
 
 export const SEARCH_HISTORY_LENGTH = 4;
 
@@ -27,6 +29,8 @@ export interface SearchPromptInput {
   skills?: string;
   /** How many recent turns to show (K, default 4). */
   historyLength?: number;
+  /** Where the answer's reasoning goes (default 'tags', the reference's <think> </think>). */
+  reasoning?: ReasoningFormat;
 }
 
 export function renderSearchPrompt(input: SearchPromptInput): string {
@@ -45,7 +49,7 @@ export function renderSearchPrompt(input: SearchPromptInput): string {
     `You are now at step ${taken + 1}.`,
     `Your admissible actions are:\n[\n${input.admissibleActions.map((a) => `'${a}'`).join(',\n')}\n]`,
     '',
-    'First reason inside <think> </think> tags. Then do exactly one of the following:',
+    `${reasoningRequest(input.reasoning, 'First reason inside <think> </think> tags. Then do', 'First reason. Then do') || 'Do'} exactly one of the following:`,
     '(1) If a fact you need is missing, search for it: <search> your query </search>. Results come back between <information> and </information>.',
     '(2) If you know the answer, give only the answer, a few words and no sentence, inside <answer> </answer>, for example <answer> Beijing </answer>.',
   );

@@ -4,9 +4,10 @@
 // answer format is the household's (<think> then <action>), so its parser and validity
 // rule serve the shop unchanged.
 
+import type { ReasoningFormat } from '../../src/models/thinking.ts';
 import { skillBlock } from '../../src/envs/skills_block.ts';
 
-import { parseAction, type ParsedAction } from '../think_action.ts';
+import { parseAction, reasoningRequest, type ParsedAction } from '../think_action.ts';
 
 export type { ParsedAction };
 
@@ -35,6 +36,8 @@ export interface ShopPromptInput {
   skills?: string;
   /** How many recent turns to show (K, default 2). */
   historyLength?: number;
+  /** Where the answer's reasoning goes (default 'tags', the reference's <think> </think>). */
+  reasoning?: ReasoningFormat;
 }
 
 export function renderShopPrompt(input: ShopPromptInput): string {
@@ -53,8 +56,11 @@ export function renderShopPrompt(input: ShopPromptInput): string {
     `You are now at step ${taken + 1} and your current observation is: ${input.observation}`,
     `Your admissible actions are:\n[\n${input.admissibleActions.map((a) => `'${a}'`).join(',\n')}\n]`,
     '',
-    'Think step by step about the page and the shopping goal inside <think> </think> tags, ' +
-      'then choose one admissible action and write it inside <action> </action> tags.',
+    `${reasoningRequest(
+      input.reasoning,
+      'Think step by step about the page and the shopping goal inside <think> </think> tags, then choose',
+      'Think step by step about the page and the shopping goal, then choose',
+    ) || 'Choose'} one admissible action and write it inside <action> </action> tags.`,
   );
   const prompt = lines.join('\n');
   return input.skills === undefined ? prompt : skillBlock(input.skills.trim()) + prompt;

@@ -7,6 +7,7 @@
 // resolveConfig, so a file that names only `env.name: search` gets the search
 // recipe, while anything it sets explicitly wins.
 
+import { THINKING_MODES } from '../models/thinking.ts';
 import { z } from 'zod';
 import { ENV_PLUGINS, envPlugin } from '../../envs/registry.ts';
 import { METHOD_DEFINITIONS, METHOD_NAMES, methodDefinition, type MethodName } from '../algos/methods/index.ts';
@@ -42,6 +43,13 @@ const modelSchema = z.strictObject({
   lora: loraSchema.nullable().default(null),
   /** Full fine-tuning: parameter-name substrings to train (null: every parameter). Ignored with LoRA. */
   trainable: z.array(name).min(1).nullable().default(null),
+  /**
+   * The chat template's enable_thinking (Qwen3, Qwen3.5): off passes false, as the SDAR
+   * reference's Qwen3 launchers do; on passes true; default leaves it to the template.
+   * The environment prompts ask for reasoning where the template then puts it
+   * (src/models/thinking.ts); templates without the switch ignore it.
+   */
+  thinking: z.enum(THINKING_MODES).default('off'),
 });
 
 /** Each environment's own settings, env.<name> (a plugin's options schema), every option with its default. */
@@ -105,8 +113,9 @@ const rolloutSchema = z.strictObject({
   /**
    * End each response at its action's closing tag (search's </search>, </answer>)
    * and train only up to there: faster, but the end-of-turn token is never trained.
-   * Default: responses run to the end of the turn and are trained whole, as the
-   * reference generates them; the parser reads the action from the whole text.
+   * Default: responses run to the end of the turn, as the references generate them,
+   * and the environment's reading decides what is kept (search read as Search-R1 cuts
+   * what follows the action, as SDAR keeps it whole).
    */
   stopAfterAction: z.boolean().default(false),
   /** Episodes live at once (unset: all of an iteration's). */
@@ -117,7 +126,7 @@ const rolloutSchema = z.strictObject({
    * How a turn's prompt carries the episode so far: `window`, the environment's prompt
    * rendered fresh with its K most recent turns, as the reference does; or
    * `conversation`, one chat that grows by each response and the environment's answer
-   * (docs/PROTOCOLS.md section 1.3), whose turns can be trained as one sequence.
+   * (docs/PROTOCOLS.md section 1.4), whose turns can be trained as one sequence.
    */
   history: z.enum(['window', 'conversation']).default('window'),
 });
@@ -251,6 +260,10 @@ export const TrainConfigSchema = TrainConfigSchemaBase.superRefine((c, ctx) => {
     ctx.addIssue({ code: 'custom', path: ['optim', 'warmupRatio'], message: 'set optim.warmupIterations or optim.warmupRatio, not both', input: c.optim.warmupRatio });
   }
   if (c.optim.minLr > c.optim.lr) ctx.addIssue({ code: 'custom', path: ['optim', 'minLr'], message: `must not exceed optim.lr (${c.optim.lr})`, input: c.optim.minLr });
+  const longest = envPlugin(c.env.name).longestStep?.(envOptionsOf(c));
+  if (longest && longest.ms >= c.env.timeoutMs) {
+    ctx.addIssue({ code: 'custom', path: ['env', 'timeoutMs'], message: `must exceed the ${longest.ms} ms one ${c.env.name} step may take (${longest.settings}); raise it or lower those`, input: c.env.timeoutMs });
+  }
 });
 
 /** The AgentGym layout of the config's environment, or null when it has none. */
@@ -321,8 +334,14 @@ export interface TrainConfig extends Omit<ParsedConfig, 'rollout' | 'algorithm' 
 }
 
 /** The settings of the run's environment: its env.<name> block. */
-export function envOptionsOf(cfg: Pick<TrainConfig, 'env'>): Record<string, unknown> {
+export function envOptionsOf(cfg: { env: Pick<TrainConfig['env'], 'name'> }): Record<string, unknown> {
   return (cfg.env as unknown as Record<string, Record<string, unknown>>)[cfg.env.name];
+}
+
+/** The env block with the environment's method-dependent defaults filled in. */
+function resolveEnv(c: ParsedConfig): ParsedConfig['env'] {
+  const resolve = envPlugin(c.env.name).resolveOptions;
+  return resolve ? { ...c.env, [c.env.name]: resolve(envOptionsOf(c), c.method) } : c.env;
 }
 
 /** Warmup iterations of a run of `iterations` (SFT: optimizer steps): optim.warmupIterations, else its warmupRatio share. */
@@ -336,6 +355,7 @@ export function resolveConfig(c: ParsedConfig): TrainConfig {
   const methods = Object.fromEntries(METHOD_NAMES.map((m) => [m, methodDefinition(m).resolve(c.algorithm[m], c.env.name)])) as MethodOptions;
   return {
     ...c,
+    env: resolveEnv(c),
     rollout: {
       ...c.rollout,
       tasksPerIteration: c.rollout.tasksPerIteration ?? d.tasksPerIteration,

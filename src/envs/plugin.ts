@@ -4,6 +4,7 @@
 // expert's demonstrations when it has one, and how AgentGym's server for it speaks.
 // The trainer, the rollout loop and the CLI know environments only through this.
 
+import type { ReasoningFormat } from '../models/thinking.ts';
 import type { z } from 'zod';
 import type { AgentGymOptions } from './agentgym.ts';
 import type { AgentSpec } from './agent_spec.ts';
@@ -44,6 +45,8 @@ export interface ExpertTurn {
   taskType: string;
   /** The prompt carries the skills block. */
   withSkills?: boolean;
+  /** The answer's ids as an engine sampled them (rollout logs); absent for text, which the chat template renders. */
+  responseIds?: readonly number[];
 }
 
 export interface ExpertDataOptions {
@@ -58,6 +61,8 @@ export interface ExpertDataOptions {
   skillsShare?: number;
   /** Seed of the data's own draws (detours, which episodes carry skills). */
   rngSeed?: number;
+  /** Where the answers' reasoning goes, as the model's thinking mode asks (default 'tags'). */
+  reasoning?: ReasoningFormat;
 }
 
 /** Demonstrations written directly by an environment's expert (faster and richer than replaying info.expert_action). */
@@ -80,6 +85,16 @@ export interface EnvPlugin<Schema extends z.ZodObject = z.ZodObject> {
   /** A fresh in-process environment with these settings. */
   create(options: z.output<Schema>): Environment;
   readonly agent: AgentSpec;
+  /** The turn contract under these settings, where they change it (search's parsing); default `agent`. */
+  agentFor?(options: z.output<Schema>): AgentSpec;
+  /** The settings with the defaults that follow the training method filled in (search parses as the method's reference does). */
+  resolveOptions?(options: z.output<Schema>, method: string): z.output<Schema>;
+  /**
+   * The longest one step can take by these settings before it fails on its own (a
+   * search step's retries against its retriever), and which settings make it so: the
+   * config refuses an env.timeoutMs that would cut such a step short.
+   */
+  longestStep?(options: z.output<Schema>): { ms: number; settings: string } | null;
   readonly recipe: EnvRecipe;
   readonly reward: RewardScale;
   readonly expert?: ExpertData;

@@ -12,9 +12,15 @@ import { Template } from '@huggingface/jinja';
 import { Tokenizer as TokenizerJson } from '@huggingface/tokenizers';
 import { CheckpointError } from './errors.ts';
 
+/** A text part of a message, as OpenAI's API sends them and templates that loop over content read them. */
+export interface ChatTextPart {
+  type: 'text';
+  text: string;
+}
+
 export interface ChatMessage {
   role: string;
-  content: string;
+  content: string | readonly ChatTextPart[];
   /** Extra fields chat templates read (reasoning_content, tool_calls, ...). */
   [key: string]: unknown;
 }
@@ -35,6 +41,8 @@ export interface Tokenizer {
   /** The rendered chat as ids (special tokens in the text map to their ids; nothing is added). */
   applyChatTemplate(messages: readonly ChatMessage[], opts: ChatOptions & { tokenize: true }): number[];
   tokenToId(token: string): number | undefined;
+  /** How the default chat template reads a message's content parts (templateContentFormat). */
+  readonly contentFormat: 'string' | 'openai';
   /** The tokenizer's eos token, plus generation_config.json's eos ids when the directory has one. */
   readonly eosTokenIds: number[];
   readonly padTokenId: number | null;
@@ -77,19 +85,44 @@ function ids(v: unknown): number[] {
   return Array.isArray(v) ? v.filter((x): x is number => typeof x === 'number') : [];
 }
 
-/** Loads the tokenizer in `dir` (tokenizer.json, tokenizer_config.json, optional chat_template.jinja and generation_config.json). */
+/**
+ * The directory's chat templates in transformers' order: tokenizer_config.json's
+ * chat_template, then a chat_template.jinja file in place of its default, then each
+ * additional_chat_templates/<name>.jinja by name. chat_template.json is a processor's
+ * file, which a tokenizer does not read.
+ */
+function readChatTemplates(dir: string, config: Record<string, unknown>): Record<string, string> {
+  const templates = chatTemplates(config.chat_template, dir);
+  const file = path.join(dir, 'chat_template.jinja');
+  if (fs.existsSync(file)) templates.default = fs.readFileSync(file, 'utf8');
+  const extra = path.join(dir, 'additional_chat_templates');
+  if (fs.existsSync(extra) && fs.statSync(extra).isDirectory()) {
+    for (const f of fs.readdirSync(extra).sort()) {
+      if (f.endsWith('.jinja')) templates[f.slice(0, -'.jinja'.length)] = fs.readFileSync(path.join(extra, f), 'utf8');
+    }
+  }
+  return templates;
+}
+
+/**
+ * How a chat server hands a message's text parts to this template, by vLLM's rule
+ * (chat_utils' content-format detection): a template that loops over a message's
+ * content reads the parts as a list ('openai'); any other reads one string, the parts
+ * joined by newlines ('string').
+ */
+export function templateContentFormat(source: string): 'string' | 'openai' {
+  return /\{%-?\s*for\s+\w+\s+in\s+\w+(?:\.content\b|\[\s*['"]content['"]\s*\])/.test(source) ? 'openai' : 'string';
+}
+
+/** Loads the tokenizer in `dir` (tokenizer.json, tokenizer_config.json, optional chat_template.jinja, additional_chat_templates/ and generation_config.json). */
 export async function loadTokenizer(dir: string): Promise<Tokenizer> {
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) {
     if (!fs.existsSync(path.join(dir, f))) throw new CheckpointError(`${dir}: ${f} not found`);
   }
   const tokenizerJson = readJsonFile(path.join(dir, 'tokenizer.json'));
   const tokenizerConfig = readJsonFile(path.join(dir, 'tokenizer_config.json'));
-  const templateFile = path.join(dir, 'chat_template.jinja');
-  if (tokenizerConfig.chat_template == null && fs.existsSync(templateFile)) {
-    tokenizerConfig.chat_template = fs.readFileSync(templateFile, 'utf8');
-  }
-  const tok = new TokenizerJson(tokenizerJson, tokenizerConfig);
-  const templates = chatTemplates(tokenizerConfig.chat_template, dir);
+  const templates = readChatTemplates(dir, tokenizerConfig);
+  const tok = new TokenizerJson(tokenizerJson, { ...tokenizerConfig, chat_template: templates.default ?? null });
   const compiled = new Map<string, Template>();
   const specialTokens = Object.fromEntries(
     SPECIAL_TOKEN_NAMES.map((name) => [name, tokenFromConfig(tokenizerConfig, name)]).filter(([, v]) => v !== null),
@@ -140,6 +173,7 @@ export async function loadTokenizer(dir: string): Promise<Tokenizer> {
       return opts.tokenize ? encode(text, false) : text;
     }) as Tokenizer['applyChatTemplate'],
     tokenToId: (token) => vocab.get(token),
+    contentFormat: templates.default === undefined ? 'string' : templateContentFormat(templates.default),
     eosTokenIds: [...new Set(eos)],
     padTokenId: idOf(tokenFromConfig(tokenizerConfig, 'pad_token') ?? eosToken),
     bosTokenId: idOf(tokenFromConfig(tokenizerConfig, 'bos_token')),

@@ -14,6 +14,7 @@
 import type { AgentSpec } from '../envs/agent_spec.ts';
 import type { SkillsPlacement } from '../envs/skills_block.ts';
 import type { Environment } from '../envs/types.ts';
+import { thinkingFormat, type ThinkingMode } from '../models/thinking.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import type { PromptHistory } from './conversation.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
@@ -40,6 +41,8 @@ export interface RolloutOptions {
   spec: AgentSpec;
   engine: Engine;
   tokenizer: Tokenizer;
+  /** enable_thinking for the chat template (model.thinking), which the environment prompts' reasoning format follows; default 'off', as the SDAR reference's Qwen3 launchers. */
+  thinking?: ThinkingMode;
   tasks: readonly RolloutTask[];
   /** G: runs per task, sharing one groupId. */
   groupSize: number;
@@ -157,6 +160,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     env: o.env,
     spec: o.spec,
     tokenizer: o.tokenizer,
+    thinking: thinkingFormat(o.tokenizer, o.thinking ?? 'off'),
     withSkills: o.withSkills ?? 'none',
     teacherSkillsPlacement: o.teacherSkillsPlacement ?? 'before_template',
     sampling: { temperature: 1, topP: 1, topK: 0, ...o.sampling },
@@ -201,7 +205,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
   };
 
   const finish = (ep: Episode): void => {
-    const record = ep.record();
+    const record = ep.record(ctx.thinking);
     records.set(ep.index, record);
     o.trajectoryLog?.append(record);
   };

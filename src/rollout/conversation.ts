@@ -1,5 +1,5 @@
 // An episode as one growing chat (rollout.history: conversation; docs/PROTOCOLS.md
-// section 1.3): the first user message is the environment's own prompt for the first
+// section 1.4): the first user message is the environment's own prompt for the first
 // turn, each response is an assistant message as the model sampled it, and each later
 // user message is the environment's answer. Under a template that renders messages as
 // they are (ChatML: the bundled model's, Qwen2.5's) every turn's prompt then starts with

@@ -8,6 +8,7 @@ import type { AgentSpec, TurnHistoryEntry, TurnPromptInput } from '../envs/agent
 import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
 import { SessionLostError } from '../envs/http_json.ts';
 import type { EnvInfo, EnvSession, Environment, TaskSplit } from '../envs/types.ts';
+import type { ThinkingFormat } from '../models/thinking.ts';
 import type { ChatMessage, Tokenizer } from '../models/tokenizer.ts';
 import { followUpMessage, turnChat, withFirstMessage, type PromptHistory } from './conversation.ts';
 import type { GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
@@ -37,6 +38,8 @@ export interface EpisodeContext {
   env: Environment;
   spec: AgentSpec;
   tokenizer: Tokenizer;
+  /** How the template frames reasoning under the run's thinking mode: what enable_thinking the prompts pass, what the environment prompts ask for. */
+  thinking: ThinkingFormat;
   withSkills: SkillsMode;
   teacherSkillsPlacement: SkillsPlacement;
   /** Sampling of every request; `seed` set makes each request's seed derive from it. */
@@ -102,12 +105,13 @@ export function requestSeed(base: number, trajectory: number, turn: number): num
 }
 
 /**
- * A response as an assistant message: the tokens as the model wrote them, special ones
- * included, less a final end-of-sequence token, which the chat template writes itself.
+ * A response as an assistant message: the answer as the model wrote it (with the think
+ * block its generation prompt opened), special tokens included, less a final
+ * end-of-sequence token, which the chat template writes itself.
  */
-function assistantText(tokenizer: Tokenizer, ids: readonly number[]): string {
+function assistantText(tokenizer: Tokenizer, opened: string, ids: readonly number[]): string {
   const end = ids.length > 0 && tokenizer.eosTokenIds.includes(ids[ids.length - 1]) ? ids.length - 1 : ids.length;
-  return tokenizer.decode(ids.slice(0, end), { skipSpecialTokens: false });
+  return opened + tokenizer.decode(ids.slice(0, end), { skipSpecialTokens: false });
 }
 
 export class Episode {
@@ -170,7 +174,7 @@ export class Episode {
   /** The next turn's prompt (and teacher prompt) as a generation request. */
   prepare(ctx: EpisodeContext): PreparedTurn {
     const turn = this.turns.length;
-    const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible };
+    const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible, reasoning: ctx.thinking.reasoning };
     const { prompt, encoded, teacher } = ctx.history === 'conversation' ? this.conversationPrompts(ctx, input) : this.windowPrompts(ctx, input);
     ctx.cost.promptTokens += encoded.ids.length;
     if (encoded.truncated) ctx.cost.truncatedPrompts++;
@@ -198,6 +202,7 @@ export class Episode {
 
   /** The environment's prompt rendered fresh with its recent turns, one user message (and the teacher's). */
   private windowPrompts(ctx: EpisodeContext, input: TurnPromptInput): TurnPrompts {
+    const enableThinking = ctx.thinking.enableThinking;
     const plain = ctx.spec.renderPrompt(input);
     // The cards are chosen each turn, as the reference routes them over the turn's prompt.
     const reader = ctx.withSkills === 'policy' ? 'policy' : 'teacher';
@@ -205,10 +210,10 @@ export class Episode {
     const prompt = ctx.withSkills === 'policy' ? ctx.spec.renderPrompt({ ...input, skills }) : plain;
     const teacher = ctx.withSkills === 'teacher' || ctx.withSkills === 'as_teacher'
       ? (ctx.teacherSkillsPlacement === 'before_template'
-        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens)
-        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens))
+        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens, enableThinking)
+        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens, enableThinking))
       : null;
-    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens);
+    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens, enableThinking);
     return { prompt, encoded, teacher };
   }
 
@@ -218,6 +223,7 @@ export class Episode {
    * turn and the teacher's chat only grows as well.
    */
   private conversationPrompts(ctx: EpisodeContext, input: TurnPromptInput): TurnPrompts {
+    const enableThinking = ctx.thinking.enableThinking;
     const first = this.chat.length === 0;
     const plain = first ? ctx.spec.renderPrompt(input) : followUpMessage(this.observation, this.admissible);
     if (first && ctx.withSkills !== 'none') {
@@ -228,24 +234,25 @@ export class Episode {
     const chat = turnChat(this.chat, prompt);
     const teacher = ctx.withSkills === 'teacher' || ctx.withSkills === 'as_teacher'
       ? (ctx.teacherSkillsPlacement === 'before_template'
-        ? encodeChatPrompt(ctx.tokenizer, skillBlock(this.chatSkills!.text.trim()), chat, ctx.maxPromptTokens)
-        : encodeChatPrompt(ctx.tokenizer, '', withFirstMessage(chat, this.chatSkills!.firstMessage), ctx.maxPromptTokens))
+        ? encodeChatPrompt(ctx.tokenizer, skillBlock(this.chatSkills!.text.trim()), chat, ctx.maxPromptTokens, enableThinking)
+        : encodeChatPrompt(ctx.tokenizer, '', withFirstMessage(chat, this.chatSkills!.firstMessage), ctx.maxPromptTokens, enableThinking))
       : null;
-    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeChatPrompt(ctx.tokenizer, '', chat, ctx.maxPromptTokens);
+    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeChatPrompt(ctx.tokenizer, '', chat, ctx.maxPromptTokens, enableThinking);
     return { prompt, encoded, teacher };
   }
 
   /** Plays the response: parses its action, steps the environment, records the turn and its sample. */
   async act(ctx: EpisodeContext, turn: PreparedTurn, result: GenerationResult): Promise<void> {
     let { tokenIds, logprobs, text } = result;
-    const cut = ctx.stopAfterAction ? ctx.spec.cutResponse(text) : text;
+    const cut = ctx.stopAfterAction || ctx.spec.cutsAfterAction ? ctx.spec.cutResponse(text) : text;
     if (cut !== text) {
       const kept = cutTokens(ctx.tokenizer, tokenIds, cut);
       tokenIds = tokenIds.slice(0, kept.keep);
       logprobs = logprobs.slice(0, kept.keep);
       text = kept.text;
     }
-    const parsed = ctx.spec.parse(text);
+    // A think block the generation prompt opened is part of the answer the parser reads.
+    const parsed = ctx.spec.parse(ctx.thinking.opened + text, ctx.thinking.reasoning);
     const index = this.turns.length;
     let step;
     try {
@@ -264,6 +271,7 @@ export class Episode {
       reward: step.reward,
       promptTokens: turn.promptIds.length,
       responseTokens: tokenIds.length,
+      responseIds: tokenIds,
       promptTruncated: turn.promptTruncated,
     });
     const sample: PendingSample = {
@@ -280,7 +288,7 @@ export class Episode {
     if (turn.teacherPromptIds !== undefined) sample.teacherPromptIds = turn.teacherPromptIds;
     this.samples.push(sample);
     this.history.push({ observation: this.observation, action: parsed.historyAction });
-    if (ctx.history === 'conversation') this.chat.push({ role: 'user', content: turn.prompt }, { role: 'assistant', content: assistantText(ctx.tokenizer, tokenIds) });
+    if (ctx.history === 'conversation') this.chat.push({ role: 'user', content: turn.prompt }, { role: 'assistant', content: assistantText(ctx.tokenizer, ctx.thinking.opened, tokenIds) });
     this.observation = step.observation;
     this.admissible = step.admissible_actions;
     this.info = step.info;
@@ -319,7 +327,7 @@ export class Episode {
     await withTimeout(attempt(() => session.close()), ctx.envTimeoutMs, 'close').catch(() => undefined);
   }
 
-  record(): TrajectoryRecord {
+  record(thinking: ThinkingFormat): TrajectoryRecord {
     const record: TrajectoryRecord = {
       trajectoryId: this.trajectoryId,
       groupId: this.groupId,
@@ -331,6 +339,7 @@ export class Episode {
       episodeReturn: this.episodeReturn,
       turns: this.turns,
       truncated: this.truncated,
+      thinking: thinking.mode,
     };
     if (this.envScore !== undefined) record.envScore = this.envScore;
     if (this.chat.length > 0) record.history = 'conversation';

@@ -6,6 +6,7 @@
 // so every token it emits has log-probability 0.
 
 import type { AgentSpec } from '../envs/agent_spec.ts';
+import type { ThinkingFormat } from '../models/thinking.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import type { Engine, GenerationContext, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 
@@ -16,6 +17,8 @@ export class ExpertEngine implements Engine {
     private readonly tokenizer: Tokenizer,
     /** The turn contract whose answer format the responses take. */
     private readonly spec: AgentSpec,
+    /** Where the answers put their reasoning, and what the prompt opened that they continue (default: the reference's tags, nothing opened). */
+    private readonly thinking: Pick<ThinkingFormat, 'reasoning' | 'opened'> = { reasoning: 'tags', opened: '' },
   ) {}
 
   /** The expert's response text for one turn. */
@@ -31,7 +34,9 @@ export class ExpertEngine implements Engine {
     // Tags inside the reasoning would count as a second action block (search's validity rule): "<search> q </search>" reads "search q".
     const step = action.replace(/^<([a-z]+)>\s*([\s\S]*?)\s*<\/\1>$/, '$1 $2');
     const thought = `The task is: ${task}. From the current state, the next step of the plan is: ${step}.`;
-    return this.spec.formatResponse(thought, action);
+    const response = this.spec.formatResponse(thought, action, this.thinking.reasoning);
+    // The prompt already holds what it opened; the answer goes on from there.
+    return response.startsWith(this.thinking.opened) ? response.slice(this.thinking.opened.length) : response;
   }
 
   async generate(requests: readonly GenerationRequest[]): Promise<GenerationResult[]> {

@@ -2,6 +2,8 @@
 // every trajectory becomes one sample, its prompt and its response; the trainer packs
 // them into sequences (turn_sequences.ts).
 
+import type { ThinkingMode } from '../models/thinking.ts';
+
 export interface StepSample {
   /** Task group: the G runs of one task share it. */
   groupId: string;
@@ -52,11 +54,19 @@ export interface TrajectoryRecord {
     /** Prompt length after left-truncation to the prompt budget. */
     promptTokens: number;
     responseTokens: number;
+    /**
+     * The response's ids as the engine sampled them (an end token only when one was
+     * sampled), what SFT on a rollout log trains on. Logs written before ids were
+     * recorded lack it.
+     */
+    responseIds?: number[];
     /** The templated prompt was longer than the budget and lost its start. */
     promptTruncated: boolean;
   }[];
   /** The loop stopped the episode at its turn cap before the environment ended it. */
   truncated: boolean;
+  /** The thinking mode the prompts were rendered with (model.thinking); logs written before it was recorded lack it. */
+  thinking?: ThinkingMode;
   /** The episode started over in a new session after the server lost its first one (a restart): what the server said. */
   restartedBecause?: string;
   /** Why the trajectory failed (environment server error or timeout); failed trajectories yield no samples. */

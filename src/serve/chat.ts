@@ -3,7 +3,7 @@
 // as chat.completion.chunk events). Text only: tool calls and other content parts are
 // refused rather than silently ignored.
 
-import type { ChatMessage, Tokenizer } from '../models/tokenizer.ts';
+import type { ChatMessage, ChatTextPart, Tokenizer } from '../models/tokenizer.ts';
 import type { GenerationResult } from '../rollout/engine.ts';
 import { boolField, neutralOnly, stringField, type Body } from './fields.ts';
 import { ApiError } from './http.ts';
@@ -15,21 +15,25 @@ export interface ChatRequest extends SamplingRequest {
   promptIds: number[];
 }
 
-function messageText(content: unknown, at: string): string {
+/**
+ * A message's content as vLLM hands it to the template: text parts joined by newlines
+ * for a template that reads content as one string, the parts themselves for one that
+ * loops over them (Tokenizer.contentFormat).
+ */
+function messageContent(content: unknown, at: string, format: Tokenizer['contentFormat']): string | ChatTextPart[] {
   if (content === null || content === undefined) return '';
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
-    return content
-      .map((part, j) => {
-        if (part?.type === 'text' && typeof part.text === 'string') return part.text;
-        throw new ApiError(400, `${at}.content[${j}]: only {"type": "text", "text": string} parts are supported, got type ${JSON.stringify(part?.type)}`, 'messages');
-      })
-      .join('');
+    const parts = content.map((part, j): ChatTextPart => {
+      if (part?.type === 'text' && typeof part.text === 'string') return { type: 'text', text: part.text };
+      throw new ApiError(400, `${at}.content[${j}]: only {"type": "text", "text": string} parts are supported, got type ${JSON.stringify(part?.type)}`, 'messages');
+    });
+    return format === 'openai' ? parts : parts.map((p) => p.text).join('\n');
   }
   throw new ApiError(400, `${at}.content must be a string, null, or a list of text parts`, 'messages');
 }
 
-function readMessages(v: unknown): ChatMessage[] {
+function readMessages(v: unknown, format: Tokenizer['contentFormat']): ChatMessage[] {
   if (!Array.isArray(v) || v.length === 0) throw new ApiError(400, 'field "messages" must be a non-empty list of {"role", "content"}', 'messages');
   return v.map((m, i) => {
     const at = `messages[${i}]`;
@@ -37,7 +41,7 @@ function readMessages(v: unknown): ChatMessage[] {
     const { role, content, ...rest } = m as Record<string, unknown>;
     if (typeof role !== 'string' || role === '') throw new ApiError(400, `${at}.role must be a non-empty string`, 'messages');
     if (Array.isArray(rest.tool_calls) && rest.tool_calls.length) throw new ApiError(400, `${at}: tool calls are not supported by this server`, 'messages');
-    return { ...rest, role, content: messageText(content, at) };
+    return { ...rest, role, content: messageContent(content, at, format) };
   });
 }
 
@@ -69,7 +73,7 @@ export function parseChat(body: Body, tok: Tokenizer | null, limits: RequestLimi
   neutralOnly(body, 'continue_final_message', (v) => v === false, 'no continuation of the last message');
   neutralOnly(body, 'prompt_logprobs', () => false, 'no prompt log-probs in chat; use /v1/completions');
   const model = stringField(body, 'model');
-  const promptIds = render(t, readMessages(body.messages), boolField(body, 'add_generation_prompt', true), enableThinking(body));
+  const promptIds = render(t, readMessages(body.messages, t.contentFormat), boolField(body, 'add_generation_prompt', true), enableThinking(body));
   if (promptIds.length === 0) throw new ApiError(400, 'the chat template rendered these messages to no tokens', 'messages');
   const wantLogprobs = boolField(body, 'logprobs', false);
   const top = logprobsCount(body, 'top_logprobs', limits.maxLogprobs);

@@ -104,7 +104,7 @@ export function encodeSample(tokenizer: Tokenizer, s: ExpertTurn, maxPromptToken
   const end = tokenizer.tokenToId(IM_END);
   if (end === undefined) throw new Error(`encodeSample: the tokenizer has no ${IM_END} token`);
   return {
-    promptIds: encodeTurnPrompt(tokenizer, s.prompt, maxPromptTokens).ids,
+    promptIds: encodeTurnPrompt(tokenizer, s.prompt, maxPromptTokens, false).ids,
     responseIds: [...tokenizer.encode(s.response, { addSpecialTokens: false }), end],
   };
 }

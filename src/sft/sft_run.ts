@@ -25,11 +25,10 @@ import { AdamW } from '../optim/adamw.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { ConfigError, warmupIterations, type TrainConfig } from '../config/config.ts';
-import { encodeSample } from './default_model.ts';
 import { summaryLine, type Metrics } from '../report/metrics.ts';
 import { Rng } from '../util/random.ts';
 import { Run, type TrainOptions, type TrainResult } from '../run/run.ts';
-import { expertSamples, readSftRecords, selectTurns, type TurnSelection } from './sft_data.ts';
+import { checkThinking, expertSamples, readSftRecords, selectTurns, sftSamples, type TurnSelection } from './sft_data.ts';
 import { formatSftStep, trainSft, type SftSample, type SftStepStats } from './sft.ts';
 import { trainableParams } from '../run/trainable.ts';
 
@@ -90,6 +89,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
   // A bad data file fails here, before the model is on the GPU.
   const fileRecords = sft.data ? readSftRecords(sft.data) : null;
   const fileTurns = fileRecords ? selectTurns(fileRecords) : null;
+  if (fileTurns) checkThinking(fileTurns, cfg.model.thinking, sft.data!);
   if (fileTurns && fileTurns.samples.length === 0) {
     throw new ConfigError(`algorithm.sft.data: ${sft.data} has no turn to imitate (${fileTurns.skippedEpisodes} lost or failed episodes, ${fileTurns.skippedTurns} invalid turns)`);
   }
@@ -125,7 +125,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       if (selection.samples.length === 0) throw new Error(`sft: the ${cfg.env.name} expert won none of its ${sft.episodes * sft.epochs} episodes`);
       passes = 1;
     }
-    const samples = selection.samples.map((s) => encodeSample(tokenizer, s, cfg.rollout.maxPromptTokens));
+    const samples = sftSamples(tokenizer, selection, cfg.rollout.maxPromptTokens, cfg.model.thinking, sft.data ?? `${cfg.env.name} expert`);
     log(dataSummary(sft.data ? sft.data : `${sft.episodes * sft.epochs} expert episodes`, selection, samples));
 
     const sampleTokens = samples.reduce((n, s) => n + s.promptIds.length + s.responseIds.length, 0);
