@@ -33,7 +33,7 @@ export interface TurnSequence {
 /** Which prompt a pass reads: the policy's own, or the teacher's (skills block in front). */
 export type PromptOf = (sample: StepSample, index: number) => readonly number[];
 
-export const policyPrompt: PromptOf = (s) => s.promptIds;
+const policyPrompt: PromptOf = (s) => s.promptIds;
 
 /** True when `ids` starts with `head` followed by `tail`. */
 function startsWith(ids: readonly number[], head: readonly number[], tail: readonly number[]): boolean {
@@ -56,12 +56,13 @@ export function turnSequences(samples: readonly StepSample[], opts: { merge: boo
   samples.forEach((s, i) => {
     const prompt = promptOf(s, i);
     const turn = { sample: i, start: prompt.length, length: s.responseIds.length };
-    const follows = open !== null && open.sample.trajectoryId === s.trajectoryId && open.sample.turn + 1 === s.turn;
-    if (opts.merge && follows && startsWith(prompt, open!.prompt, open!.sample.responseIds)) {
-      open!.seq.ids = [...prompt, ...s.responseIds];
-      open!.seq.turns.push(turn);
-      open!.seq.responseTokens += turn.length;
-      open = { seq: open!.seq, sample: s, prompt };
+    const prev = open;
+    const follows = prev !== null && prev.sample.trajectoryId === s.trajectoryId && prev.sample.turn + 1 === s.turn;
+    if (opts.merge && follows && startsWith(prompt, prev.prompt, prev.sample.responseIds)) {
+      prev.seq.ids = [...prompt, ...s.responseIds];
+      prev.seq.turns.push(turn);
+      prev.seq.responseTokens += turn.length;
+      open = { seq: prev.seq, sample: s, prompt };
       return;
     }
     const seq: TurnSequence = { ids: [...prompt, ...s.responseIds], turns: [turn], responseTokens: turn.length };

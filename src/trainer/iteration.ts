@@ -162,7 +162,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
  * more turns were packed (episodes/<prefix>merged: one sequence; episodes/<prefix>per_turn:
  * more than one).
  */
-export function sequenceMetrics(s: SequenceStats, prefix: '' | 'teacher_'): Metrics {
+function sequenceMetrics(s: SequenceStats, prefix: '' | 'teacher_'): Metrics {
   return {
     [`tokens/${prefix}scored_prompt`]: s.scoredPromptTokens,
     [`tokens/${prefix}response`]: s.responseTokens,
@@ -192,9 +192,9 @@ export function rolloutProbsDiff(samples: readonly StepSample[], old: readonly F
 }
 
 /** How a pass packed its episodes: one sequence each, one per turn, a mix, or none had two turns. */
-export type PackingMode = 'episode' | 'turn' | 'mixed' | 'single-turn';
+type PackingMode = 'episode' | 'turn' | 'mixed' | 'single-turn';
 
-export function packingMode(s: SequenceStats): PackingMode {
+function packingMode(s: SequenceStats): PackingMode {
   if (s.mergedEpisodes === 0 && s.splitEpisodes === 0) return 'single-turn';
   if (s.splitEpisodes === 0) return 'episode';
   return s.mergedEpisodes === 0 ? 'turn' : 'mixed';
