@@ -93,15 +93,15 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   const now = () => performance.now() / 1000;
   const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
   let t = now();
-  const lap = (phase: keyof IterationTimes) => {
+  const lap = async (phase: keyof IterationTimes) => {
+    await memory?.end(PHASE_NAMES[phase]);
     const n = now();
     times[phase] = n - t;
     t = n;
-    memory?.end(PHASE_NAMES[phase]);
   };
   const rollout = await runRollout({ ...rolloutOpts, withSkills: plan.skills });
   checkRollout?.(rollout);
-  lap('rollout');
+  await lap('rollout');
   const samples = rollout.samples;
   const metrics: Metrics = { ...plan.metrics };
   if (!samples.length) return { rollout, update: null, sequences: null, teacherSequences: null, times, metrics };
@@ -119,7 +119,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   };
   const old = await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature));
   Object.assign(metrics, rolloutProbsDiff(samples, old));
-  lap('oldLogprobs');
+  await lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;
   let teacherStats: SequenceStats | null = null;
   if (plan.teacher) {
@@ -130,7 +130,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;
     metrics['teacher/abs_gap'] = g.absGap;
-    lap('teacher');
+    await lap('teacher');
   }
   let refLogprobs: Float32Array[] | null = null;
   if (update.loss.klCoef > 0 && reference.kind !== 'none') {
@@ -138,7 +138,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
       ? responseLogprobs(reference.model, samples, batches, update.temperature)
       : withoutLora(update.model, () => responseLogprobs(update.model, samples, batches, update.temperature)));
   }
-  lap('reference');
+  await lap('reference');
   let tokenAdvantages = broadcastAdvantages(samples, advantages);
   if (plan.transform) {
     const r = plan.transform({ samples, advantages, teacher: teacherLp, old });
@@ -152,7 +152,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   );
   shown?.finish(`${result.steps} steps`);
   Object.assign(metrics, result.aux);
-  lap('update');
+  await lap('update');
   return { rollout, update: result, sequences: stats, teacherSequences: teacherStats, times, metrics };
 }
 
