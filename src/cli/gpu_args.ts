@@ -28,7 +28,7 @@ export const gpuArgs = {
   },
   'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default: where the skinny kernels run, real GPUs), never, always (models/qwen_decode.ts)' },
   'decode-weights': { type: 'string', description: 'what fused decode steps read: f16 (default) copies of the weights packed before each generation, or the f32 weights' },
-  'decode-steps': { type: 'string', description: 'decode steps between readbacks (default 16): sampling and stop checks stay on the GPU in between' },
+  'decode-steps': { type: 'string', description: 'decode steps between readbacks (default 4): sampling and stop checks stay on the GPU in between' },
 } as const satisfies ArgsDef;
 
 /** --gpu-memory in bytes, or undefined when not given. */

@@ -7,7 +7,6 @@
 
 import { forwardMatmul } from '../../kernels/matmul/precision.ts';
 import * as sk from '../../kernels/sampling.ts';
-import type { RowSampling } from '../../kernels/sampling.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { fmt } from '../shape.ts';
@@ -31,7 +30,7 @@ export interface SampledTokens {
   topLogprobs: Float32Array;
 }
 
-function checkRow(op: string, r: RowSampling, i: number): void {
+function checkRow(op: string, r: sk.RowSampling, i: number): void {
   const bad = (what: string) => new RangeError(`${op}: row ${i}: ${what}`);
   if (!Number.isFinite(r.temperature) || r.temperature < 0) throw bad(`temperature must be a finite number >= 0, got ${r.temperature}`);
   if (!(r.topP > 0 && r.topP <= 1)) throw bad(`top_p must be in (0, 1], got ${r.topP}`);
@@ -47,7 +46,7 @@ function checkRow(op: string, r: RowSampling, i: number): void {
  * `readSampled` brings it back. A decoding loop takes `sampleStep` instead, which keeps
  * the rows' progress on the GPU.
  */
-export function sampleTokens(logits: Tensor, rows: readonly RowSampling[]): Tensor {
+export function sampleTokens(logits: Tensor, rows: readonly sk.RowSampling[]): Tensor {
   const op = 'sampleTokens';
   expectDType(op, 'logits', logits.dtype, 'f32');
   if (logits.rank !== 2 || logits.shape[1] === 0) throw new ShapeError(`${op}: logits ${fmt(logits.shape)} are not [rows, vocab]`);
@@ -205,7 +204,7 @@ export async function readSteps(rows: DecodeRows, steps: number): Promise<Sample
 }
 
 /** `sampleTokens` and `readSampled` in one: the tokens of one step on the host. */
-export async function sampleNext(logits: Tensor, rows: readonly RowSampling[]): Promise<SampledTokens> {
+export async function sampleNext(logits: Tensor, rows: readonly sk.RowSampling[]): Promise<SampledTokens> {
   const out = sampleTokens(logits, rows);
   try {
     return await readSampled(out);
