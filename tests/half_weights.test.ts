@@ -2,11 +2,15 @@
 // against their CPU references, the fused Qwen decode steps reading the copies against
 // the same steps over weights rounded to f16 beforehand, and LocalEngine's f16 path
 // (rt.policy.decode.weights) against the f32 one, including copies refreshed after
-// the weights change. unpack2x16float needs no shader-f16, so all of it runs on the
-// software GPU.
+// the weights change, and the rollout-to-trainer gap a training run logs with each.
+// unpack2x16float needs no shader-f16, so all of it runs on the software GPU.
 
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { loadConfig } from '../src/config/config.ts';
 import { packF16 } from '../src/kernels/half.ts';
 import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../src/kernels/matmul/skinny.ts';
 import { lastLogits } from '../src/models/generate.ts';
@@ -27,8 +31,11 @@ import { linearConcat, linearResidual, linearSkinny } from '../src/tensor/ops/de
 import { halfWeight } from '../src/tensor/ops/half.ts';
 import { keep, scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
+import { readMetrics } from '../src/report/metrics.ts';
+import { train } from '../src/trainer/train.ts';
 import { randn } from '../src/util/random.ts';
 import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';
+import { tinyHouseholdModel } from './support/tiny_household.ts';
 
 const slow = { timeout: 300_000 };
 
@@ -231,6 +238,39 @@ describe('f16 decode weights', () => {
       });
     } finally {
       for (const p of model.parameters()) p.dispose();
+    }
+  });
+
+  test('a training run reports the rollout-to-trainer probability gap: rounding-level from f32 weights, wider from f16 copies', slow, async () => {
+    const rt = await gpu();
+    const root = mkdtempSync(join(tmpdir(), 'wgt-half-train-'));
+    try {
+      const modelDir = join(root, 'model');
+      await tinyHouseholdModel(modelDir);
+      const gaps = async (weights: 'f32' | 'f16') => {
+        const config = loadConfig(undefined, [
+          `model.path=${modelDir}`, `output.dir=${root}`, `output.runName=${weights}`, 'output.progress=none', 'output.tensorboard=false',
+          'rollout.tasksPerIteration=2', 'rollout.groupSize=2', 'rollout.maxTurns=2', 'rollout.maxResponseTokens=12',
+          'optim.miniBatchSize=4', 'optim.microBatchTokens=4096', 'optim.lr=1e-2', 'optim.warmupIterations=0',
+          'validation.atStart=false', 'validation.every=0', 'validation.tasks=1', 'checkpoint.every=0', 'iterations=2',
+        ]);
+        // The software GPU takes the fused layers, which read the copies, only when forced.
+        const run = await withPolicy(rt, { decode: { fused: 'always', weights } }, () => train(config, { log: () => {} }));
+        return readMetrics(join(run.runDir, 'metrics.jsonl')).map((r) => [r['rollout/probs_diff_mean'], r['rollout/probs_diff_max']] as [number, number]);
+      };
+      const f32 = await gaps('f32');
+      const f16 = await gaps('f16');
+      for (const [label, rows] of [['f32', f32], ['f16', f16]] as const) {
+        assert.equal(rows.length, 2, `${label}: two iterations`);
+        for (const [mean, max] of rows) assert.ok(Number.isFinite(mean) && Number.isFinite(max) && mean <= max, `${label}: the gap is logged (${mean}, ${max})`);
+      }
+      // f32 decoding differs from scoring only in summation order.
+      for (const [mean, max] of f32) assert.ok(mean < 1e-5 && max < 1e-4, `f32 gap ${mean}, ${max}`);
+      // The f16 copies round every weight, so the gap widens, yet stays a rounding's worth.
+      for (const [mean, max] of f16) assert.ok(max < 5e-2, `f16 gap ${mean}, ${max}`);
+      assert.ok(f16.some(([mean], i) => mean > 2 * f32[i][0]), `the f16 gap (${f16.map(([m]) => m)}) is not wider than the f32 one (${f32.map(([m]) => m)})`);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
   });
 });
