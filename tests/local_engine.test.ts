@@ -29,6 +29,13 @@ after(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
 const GREEDY: SamplingParams = { maxTokens: 10, temperature: 0, topP: 1, topK: 0 };
 const req = (promptIds: number[], params: Partial<SamplingParams> = {}): GenerationRequest => ({ promptIds, params: { ...GREEDY, ...params } });
 
+/**
+ * Decoding from the f32 weights, for tests that hold sampled log-probs to score()'s: on
+ * a real GPU the fused steps read f16 copies by default, whose gap is
+ * tests/half_weights.test.ts's to measure.
+ */
+const f32Decode = async <T>(body: () => Promise<T>) => withPolicy(await gpu(), { decode: { weights: 'f32' } }, body);
+
 describe('LocalEngine', () => {
   let model: QwenModel;
   let engine: LocalEngine;
@@ -80,7 +87,7 @@ describe('LocalEngine', () => {
     ];
     for (const c of cases) {
       const prompts = [prompt, prompt.slice(0, 3)];
-      const gen = await engine.generate(prompts.map((p) => req(p, { maxTokens: 8, ...c })));
+      const gen = await f32Decode(() => engine.generate(prompts.map((p) => req(p, { maxTokens: 8, ...c }))));
       const scored = await engine.score(prompts.map((p, i) => ({ promptIds: p, completionIds: gen[i].tokenIds })), { temperature: c.temperature || 1 });
       gen.forEach((g, i) => assertClose(g.logprobs, scored[i], { atol: 2e-4, rtol: 1e-4, label: `${JSON.stringify(c)} row ${i}` }));
     }
@@ -202,9 +209,9 @@ describe('LocalEngine', () => {
     const cases: Partial<SamplingParams>[] = [{ temperature: 0, logprobs: 3 }, { temperature: 0.8, topK: 20, seed: 4, logprobs: 2 }, { temperature: 1 }];
     const prompts = [prompt, prompt.slice(0, 3), prompt.slice(1)];
     const events: { index: number; id: number; logprob: number; done: boolean }[] = [];
-    const gen = await engine.generate(prompts.map((p, i) => req(p, { maxTokens: 4, ...cases[i] })), {
+    const gen = await f32Decode(() => engine.generate(prompts.map((p, i) => req(p, { maxTokens: 4, ...cases[i] })), {
       onToken: (index, t) => events.push({ index, id: t.id, logprob: t.logprob, done: t.result !== undefined }),
-    });
+    }));
     assert.equal(gen[2].topLogprobs, undefined, 'a request without logprobs gets no top lists');
     for (const [i, g] of gen.slice(0, 2).entries()) {
       const n = cases[i].logprobs!;
