@@ -13,10 +13,22 @@
 //                With top_n > 0 the row also lists its top_n most likely tokens (largest
 //                logit first, ties by smaller id) and their log-probs under the same
 //                softmax as the sampled token's (vLLM's top log-probs).
-//                out: [rows] ids, [rows] log-prob bits, [rows] threshold keys (a token
-//                was a candidate iff key(x) >= threshold; tests read the masks off it),
-//                then [rows, top_stride] top ids and [rows, top_stride] their log-prob
-//                bits (a row fills its first top_n slots).
+//                out, from out_base: [rows] ids, [rows] log-prob bits, [rows] threshold
+//                keys (a token was a candidate iff key(x) >= threshold; tests read the
+//                masks off it), then [rows, top_stride] top ids and [rows, top_stride]
+//                their log-prob bits (a row fills its first top_n slots).
+//   sample_step: one step of a decoding loop that runs many steps between readbacks.
+//                Each row's DecodeRow holds its settings and progress; a row that is
+//                done is skipped whole (it writes nothing). Otherwise the row samples as
+//                `sample` does with u = token_uniform(seed, produced), the counter-based
+//                uniform of util/random.ts uniformAt computed bit for bit, so a request's
+//                t-th token depends only on its seed and t; writes its results at
+//                out_base (a step's slot of the loop's record) and its id into next_ids
+//                (the next step's input), counts the token, and marks itself done when
+//                the id is one of its stop ids (stops[stop_at ..][..stop_count]) or the
+//                count reaches max_tokens. Every row, done or not, also advances its
+//                position id (positions[row] += 1): the next step's input, as the
+//                cache grows by a token for every row.
 //   token_stats: per row of a block of logits [rows, vocab] and its target id
 //                (targets[row0 + row]): log-prob under softmax(x * inv_t) and rank
 //                (1 + the number of strictly larger logits), into out[row0 + row] and
@@ -37,8 +49,8 @@ struct Params {
   row0: u32,    // token_stats: the block's first row in targets / out
   total: u32,   // token_stats: rows of the whole output
   inv_t: f32,   // token_stats: 1 / temperature
-  top_stride: u32, // sample: top-list slots per row (the largest top_n of the rows)
-  _pad1: u32,
+  top_stride: u32, // sample, sample_step: top-list slots per row (the largest top_n of the rows)
+  out_base: u32,   // sample, sample_step: where the results start in `out` (u32s)
   _pad2: u32,
 }
 
@@ -51,6 +63,22 @@ struct RowParams {
   _pad0: u32,
   _pad1: u32,
   _pad2: u32,
+}
+
+// A decoding row of sample_step: its settings as in RowParams (less u) and its progress.
+struct DecodeRow {
+  temperature: f32,
+  top_p: f32,
+  top_k: u32,
+  top_n: u32,
+  seed_lo: u32,     // the request's seed as two words (util/random.ts words)
+  seed_hi: u32,
+  produced: u32,    // tokens sampled so far: the counter of the next draw
+  max_tokens: u32,
+  stop_at: u32,     // the row's stop ids are stops[stop_at .. stop_at + stop_count]
+  stop_count: u32,
+  done: u32,        // 1 once the row sampled a stop id or its max_tokens-th token
+  _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -203,8 +231,8 @@ fn radix_select(base: u32, lid: u32, floor_key: u32, weighted: bool, want: u32, 
 fn top_list(base: u32, row: u32, lid: u32, n: u32, m: f32, inv_t: f32, log_s: f32) {
   var prev_key = 0u;
   var prev_idx = NO_INDEX;
-  let ids_at = 3u * p.rows + row * p.top_stride;
-  let lps_at = 3u * p.rows + p.rows * p.top_stride + row * p.top_stride;
+  let ids_at = p.out_base + 3u * p.rows + row * p.top_stride;
+  let lps_at = p.out_base + 3u * p.rows + p.rows * p.top_stride + row * p.top_stride;
   for (var j = 0u; j < n; j++) {
     var best_key = 0u;
     var best_idx = NO_INDEX;
@@ -249,14 +277,11 @@ fn top_list(base: u32, row: u32, lid: u32, n: u32, m: f32, inv_t: f32, log_s: f3
 @group(0) @binding(2) var<storage, read> rowp: array<RowParams>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
 
-@compute @workgroup_size(256)
-fn sample(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let row = wid.y * nwg.x + wid.x;
-  // Workgroup-uniform exit: every invocation of the group takes the same branch.
-  if (row >= p.rows) { return; }
-  let lid = lidv.x;
+// Samples row `row` with settings rp and writes its results from p.out_base. Every
+// invocation of the workgroup calls it (barriers); the sampled id is returned to
+// invocation 0 only.
+fn sample_row(row: u32, lid: u32, rp: RowParams) -> u32 {
   let base = row * p.vocab;
-  let rp = rowp[row];
   let greedy = rp.temperature <= 0.0;
   let inv_t = select(1.0 / rp.temperature, 1.0, greedy);
   row_stats(base, lid, inv_t);
@@ -324,16 +349,78 @@ fn sample(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv:
     }
   }
   workgroupBarrier();
+  var id = 0u;
   if (lid == 0u) {
-    var id = atomicLoad(&pick);
+    id = atomicLoad(&pick);
     // u * mass rounded up to the whole mass: the last candidate.
     if (id == NO_INDEX) { id = atomicLoad(&last_cand); }
-    out[row] = id;
-    out[p.rows + row] = bitcast<u32>((logits[base + id] - m) * inv_t - log_s);
-    out[2u * p.rows + row] = threshold;
+    out[p.out_base + row] = id;
+    out[p.out_base + p.rows + row] = bitcast<u32>((logits[base + id] - m) * inv_t - log_s);
+    out[p.out_base + 2u * p.rows + row] = threshold;
   }
   if (rp.top_n > 0u) {
     top_list(base, row, lid, min(rp.top_n, min(p.top_stride, p.vocab)), m, inv_t, log_s);
+  }
+  return id;
+}
+
+@compute @workgroup_size(256)
+fn sample(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let row = wid.y * nwg.x + wid.x;
+  // Workgroup-uniform exit: every invocation of the group takes the same branch.
+  if (row >= p.rows) { return; }
+  sample_row(row, lidv.x, rowp[row]);
+}
+
+// Chris Wellons' lowbias32, as util/random.ts has it.
+fn lowbias32(v: u32) -> u32 {
+  var x = v;
+  x ^= x >> 16u;
+  x *= 0x7feb352du;
+  x ^= x >> 15u;
+  x *= 0x846ca68bu;
+  x ^= x >> 16u;
+  return x;
+}
+
+// util/random.ts uniformAt(seed, t) for the seed's words lo, hi: 24 bits, exact in f32.
+fn token_uniform(lo: u32, hi: u32, t: u32) -> f32 {
+  let h = lowbias32(lowbias32(lowbias32(lo ^ 0x9e3779b9u) ^ hi) + t * 0x85ebca6bu);
+  return f32(h >> 8u) * (1.0 / 16777216.0);
+}
+
+@group(0) @binding(2) var<storage, read_write> decode_rows: array<DecodeRow>;
+@group(0) @binding(4) var<storage, read> stops: array<u32>;
+@group(0) @binding(5) var<storage, read_write> next_ids: array<i32>;
+@group(0) @binding(6) var<storage, read_write> positions: array<i32>;
+
+// The row's DecodeRow, read once and loaded uniformly: a read_write binding's loads
+// are not uniform, and the sampling passes branch on the settings around barriers.
+var<workgroup> row_state: DecodeRow;
+
+@compute @workgroup_size(256)
+fn sample_step(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let row = wid.y * nwg.x + wid.x;
+  if (row >= p.rows) { return; }
+  let lid = lidv.x;
+  if (lid == 0u) {
+    row_state = decode_rows[row];
+    positions[row] += 1;
+  }
+  let st = workgroupUniformLoad(&row_state);
+  // A finished row stops here, every invocation alike.
+  if (st.done != 0u) { return; }
+  let u = token_uniform(st.seed_lo, st.seed_hi, st.produced);
+  let id = sample_row(row, lid, RowParams(st.temperature, st.top_p, st.top_k, u, st.top_n, 0u, 0u, 0u));
+  if (lid == 0u) {
+    next_ids[row] = i32(id);
+    let produced = st.produced + 1u;
+    var stop = produced >= st.max_tokens;
+    for (var s = 0u; s < st.stop_count; s++) {
+      if (stops[st.stop_at + s] == id) { stop = true; }
+    }
+    decode_rows[row].produced = produced;
+    decode_rows[row].done = select(0u, 1u, stop);
   }
 }
 

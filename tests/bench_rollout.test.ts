@@ -19,6 +19,9 @@ describe('rollout bench', () => {
     assert.equal(r.batches, r.engine_calls);
     assert.ok(r.decode_steps >= r.batches && r.decode_steps <= 23 * r.batches, `decode steps ${r.decode_steps} for ${r.batches} batches`);
     assert.ok(r.live_row_share > 0 && r.live_row_share <= 1, `live share ${r.live_row_share}`);
+    // A readback per chunk of decode steps: at most ceil(24 / stepsPerReadback) a batch, at least one.
+    assert.ok(r.readbacks >= r.batches && r.readbacks <= r.batches * Math.ceil(24 / rt.policy.decode.stepsPerReadback), `${r.readbacks} readbacks for ${r.batches} batches`);
+    assert.ok(r.dispatches_per_token > 0 && r.submits_per_token > 0);
     assert.ok(r.generated_tokens > 0 && r.generated_tokens <= 24 * r.turns);
     assert.equal(rows.length > 1, rt.caps.timestampQuery, 'a kernel profile only where timestamps exist');
   });

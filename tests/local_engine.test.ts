@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { greedyGenerate } from '../src/models/generate.ts';
+import { greedyGenerate, lastLogits } from '../src/models/generate.ts';
 import { loadCausalLM, loadModel, randomModel, saveModel } from '../src/models/load.ts';
 import { loadLora } from '../src/models/lora.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
@@ -11,8 +11,12 @@ import { SafetensorsFile } from '../src/models/safetensors.ts';
 import type { GenerationRequest, SamplingParams } from '../src/rollout/engine.ts';
 import { EngineRequestError } from '../src/rollout/errors.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
-import { assertClose, gpu } from './support/gpu.ts';
+import { noGrad } from '../src/tensor/autograd.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { tensor } from '../src/tensor/tensor.ts';
+import { assertClose, gpu, withPolicy } from './support/gpu.ts';
 import { writeRandomAdapter } from './support/random_adapter.ts';
+import { stepDecode } from './support/step_decoder.ts';
 import { tinyTokenizer } from './support/tiny_tokenizer.ts';
 
 // The software GPU is slow and shared: GPU tests get more than the runner's 5 s default.
@@ -24,6 +28,13 @@ after(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
 
 const GREEDY: SamplingParams = { maxTokens: 10, temperature: 0, topP: 1, topK: 0 };
 const req = (promptIds: number[], params: Partial<SamplingParams> = {}): GenerationRequest => ({ promptIds, params: { ...GREEDY, ...params } });
+
+/**
+ * Decoding from the f32 weights, for tests that hold sampled log-probs to score()'s: on
+ * a real GPU the fused steps read f16 copies by default, whose gap is
+ * tests/half_weights.test.ts's to measure.
+ */
+const f32Decode = async <T>(body: () => Promise<T>) => withPolicy(await gpu(), { decode: { weights: 'f32' } }, body);
 
 describe('LocalEngine', () => {
   let model: QwenModel;
@@ -76,7 +87,7 @@ describe('LocalEngine', () => {
     ];
     for (const c of cases) {
       const prompts = [prompt, prompt.slice(0, 3)];
-      const gen = await engine.generate(prompts.map((p) => req(p, { maxTokens: 8, ...c })));
+      const gen = await f32Decode(() => engine.generate(prompts.map((p) => req(p, { maxTokens: 8, ...c }))));
       const scored = await engine.score(prompts.map((p, i) => ({ promptIds: p, completionIds: gen[i].tokenIds })), { temperature: c.temperature || 1 });
       gen.forEach((g, i) => assertClose(g.logprobs, scored[i], { atol: 2e-4, rtol: 1e-4, label: `${JSON.stringify(c)} row ${i}` }));
     }
@@ -93,6 +104,61 @@ describe('LocalEngine', () => {
     assert.deepEqual(one[1].tokenIds, alone.tokenIds);
     const others = await engine.generate([124, 125, 126].map((seed) => req(prompt, { ...p, seed })));
     assert.ok(others.some((o) => o.tokenIds.join() !== alone.tokenIds.join()), 'different seeds gave identical samples');
+  });
+
+  test('steps between readbacks give the one-step loop\'s tokens and log-probs bit for bit, in one readback a chunk (qwen3, fused too, qwen3.5, qwen2)', slow, async () => {
+    const rt = await gpu();
+    const others = ['qwen35-tiny', 'qwen2-tiny'].map((n) => [n, loadCausalLM(fixture(n), { trainable: false })] as const);
+    try {
+      for (const [name, m, fused] of [['qwen3-tiny', model, 'never'], ['qwen3-tiny', model, 'always'], ...others.map(([n, x]) => [n, x, 'auto'] as const)] as const) {
+        const requests = [
+          req(prompt, { maxTokens: 9, stopTokenIds: [want[3]], seed: 1 }),
+          req(prompt.slice(0, 3), { maxTokens: 9, temperature: 1, topK: 50, seed: 2 }),
+          req([7, 3, 250, 18], { maxTokens: 4, temperature: 0.8, topP: 0.9, seed: 3 }),
+          // A hundred and twenty stop ids: a sampled row that stops early.
+          req(prompt.slice(2), { maxTokens: 7, temperature: 1.2, seed: 4, stopTokenIds: Array.from({ length: 120 }, (_, i) => 100 + i) }),
+        ].map((r) => ({ ...r, params: { ...r.params, seed: r.params.seed! } }));
+        // f32 weights, as the reference reads them (the f16 copies: tests/half_weights.test.ts).
+        await withPolicy(rt, { decode: { fused, weights: 'f32' } }, async () => {
+          const want = await stepDecode(m, requests);
+          for (const stepsPerReadback of [1, 3, 16]) {
+            await withPolicy(rt, { decode: { stepsPerReadback } }, async () => {
+              const reads = rt.readCount;
+              const got = await new LocalEngine(m, { compactBelow: 0 }).generate(requests);
+              const where = `${name} (fused ${fused}), ${stepsPerReadback} steps a readback`;
+              got.forEach((g, i) => assert.deepEqual({ tokenIds: g.tokenIds, logprobs: g.logprobs }, want[i], `${where}: request ${i}`));
+              const steps = Math.max(...want.map((w) => w.tokenIds.length));
+              assert.equal(rt.readCount - reads, Math.ceil(steps / stepsPerReadback), `${where}: readbacks for ${steps} steps`);
+            });
+          }
+        });
+      }
+    } finally {
+      for (const [, m] of others) for (const t of m.parameters()) t.dispose();
+    }
+  });
+
+  test('a forward given its position ids and padding on the GPU equals one that uploads them; other shapes are refused', slow, async () => {
+    const run = async (gpuInputs: boolean) => scopeAsync(async () => {
+      const cache = model.newCache(2, 8, Int32Array.of(0, 3));
+      try {
+        noGrad(() => model.hiddenCached({ ids: Int32Array.from([...prompt.slice(0, 5), 0, 0, 0, 7, 9]), batch: 2, seq: 5 }, cache));
+        const onGpu = gpuInputs ? { positions: tensor(Int32Array.of(5, 2), [2, 1], 'i32'), pad: tensor(Int32Array.of(0, 3), [2], 'i32') } : undefined;
+        return [...(await noGrad(() => lastLogits(model, model.hiddenCached({ ids: Int32Array.of(11, 12), batch: 2, seq: 1, onGpu }, cache))).toArray())];
+      } finally {
+        cache.dispose();
+      }
+    });
+    assert.deepEqual(await run(true), await run(false));
+    await scopeAsync(async () => {
+      const cache = model.newCache(2, 8, Int32Array.of(0, 3));
+      try {
+        const onGpu = { positions: tensor(Int32Array.of(5, 2), [2], 'i32'), pad: tensor(Int32Array.of(0, 3), [2], 'i32') };
+        assert.throws(() => noGrad(() => model.hiddenCached({ ids: Int32Array.of(11, 12), batch: 2, seq: 1, onGpu }, cache)), /positions i32 \[2\] and pad i32 \[2\] on the GPU must be i32 \[2, 1\] and \[2\]/);
+      } finally {
+        cache.dispose();
+      }
+    });
   });
 
   test('finished rows leave the batch once half are done: the same tokens and log-probs as a batch that keeps them, fewer row-steps', slow, async () => {
@@ -143,9 +209,9 @@ describe('LocalEngine', () => {
     const cases: Partial<SamplingParams>[] = [{ temperature: 0, logprobs: 3 }, { temperature: 0.8, topK: 20, seed: 4, logprobs: 2 }, { temperature: 1 }];
     const prompts = [prompt, prompt.slice(0, 3), prompt.slice(1)];
     const events: { index: number; id: number; logprob: number; done: boolean }[] = [];
-    const gen = await engine.generate(prompts.map((p, i) => req(p, { maxTokens: 4, ...cases[i] })), {
+    const gen = await f32Decode(() => engine.generate(prompts.map((p, i) => req(p, { maxTokens: 4, ...cases[i] })), {
       onToken: (index, t) => events.push({ index, id: t.id, logprob: t.logprob, done: t.result !== undefined }),
-    });
+    }));
     assert.equal(gen[2].topLogprobs, undefined, 'a request without logprobs gets no top lists');
     for (const [i, g] of gen.slice(0, 2).entries()) {
       const n = cases[i].logprobs!;

@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as sk from '../src/kernels/sampling.ts';
 import * as ref from '../src/reference/sampling.ts';
-import { randn } from '../src/util/random.ts';
-import { deriveSeed, uniformAt } from '../src/util/random.ts';
+import { deriveSeed, randn, uniformAt } from '../src/util/random.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
-import { readTokenRanks, sampleNext, tokenRanks, type RowSampling } from '../src/tensor/ops/sampling.ts';
+import { decodeRows, disposeDecodeRows, readSteps, rewriteDecodeRows, readTokenRanks, sampleNext, sampleStep, tokenRanks, type DecodeRowState, type RowSampling } from '../src/tensor/ops/sampling.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu } from './support/gpu.ts';
@@ -175,6 +174,91 @@ describe('sampling kernel', () => {
     }
   });
 
+  test('sample_step draws the uniform of (seed, count) on the GPU bit for bit: equal logits expose its top 12 bits', slow, async () => {
+    await gpu();
+    // With every logit equal the mass is the vocabulary size exactly and u * 4096 is
+    // exact, so the drawn id is floor(u * 4096).
+    const vocab = 4096;
+    const seeds = [0, 1, 7, -1, -123456789, 2 ** 32, 2 ** 32 + 5, 2 ** 53 - 1, -(2 ** 53) + 1, 987654321012];
+    const rows: DecodeRowState[] = seeds.map((seed, i) => ({ temperature: 1, topP: 1, topK: 0, seed, produced: i, maxTokens: 100, stopIds: [], done: false }));
+    const steps = 5;
+    const got = await scopeAsync(async () => {
+      const d = decodeRows(rows, { ids: new Int32Array(rows.length), positions: new Int32Array(rows.length) }, vocab, steps);
+      try {
+        const logits = tensor(new Float32Array(rows.length * vocab), [rows.length, vocab]);
+        for (let j = 0; j < steps; j++) sampleStep(logits, d, j);
+        return await readSteps(d, steps);
+      } finally {
+        disposeDecodeRows(d);
+      }
+    });
+    got.forEach((step, j) => rows.forEach((r, i) => {
+      assert.equal(step.ids[i], Math.floor(uniformAt(r.seed, r.produced + j) * vocab), `seed ${r.seed}, draw ${r.produced + j}`);
+    }));
+  });
+
+  test('sample_step over several steps matches the CPU reference: draws, log-probs, stop ids, max tokens, done rows write nothing', slow, async () => {
+    await gpu();
+    const vocab = 97;
+    const steps = 6;
+    const settings: Omit<DecodeRowState, 'seed' | 'produced' | 'done'>[] = [
+      { temperature: 1, topP: 1, topK: 0, maxTokens: 50, stopIds: [] },
+      { temperature: 0.7, topP: 0.9, topK: 10, maxTokens: 3, stopIds: [] },
+      { temperature: 0, topP: 1, topK: 0, maxTokens: 50, stopIds: [], topN: 3 },
+      { temperature: 1.2, topP: 1, topK: 4, maxTokens: 50, stopIds: [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30] },
+      { temperature: 1, topP: 0.5, topK: 0, maxTokens: 50, stopIds: [3], topN: 2 },
+    ];
+    const rows: DecodeRowState[] = Array.from({ length: 13 }, (_, i) => ({ ...settings[i % settings.length], seed: 1000 + i, produced: i % 3, done: i === 12 }));
+    const logits = logitsFor(steps * rows.length, vocab, 77);
+    const got = await scopeAsync(async () => {
+      const d = decodeRows(rows, { ids: new Int32Array(rows.length).fill(1), positions: Int32Array.from(rows, (_, i) => 10 * i) }, vocab, steps);
+      try {
+        for (let j = 0; j < steps; j++) sampleStep(tensor(logits.subarray(j * rows.length * vocab, (j + 1) * rows.length * vocab), [rows.length, vocab]), d, j);
+        const record = await readSteps(d, steps);
+        return { record, state: new Uint32Array((await d.state.toArray()).buffer as ArrayBuffer), ids: [...(await d.ids.toArray())], positions: [...(await d.positions.toArray())] };
+      } finally {
+        disposeDecodeRows(d);
+      }
+    });
+    const refRows: ref.DecodeRowRef[] = rows.map((r) => ({ ...r, uniform: (t: number) => uniformAt(r.seed, t) }));
+    // Rows whose draw lands within rounding of a CDF edge may differ; they are followed no further.
+    const lost = new Set<number>();
+    const lastIds = new Array(rows.length).fill(1);
+    let compared = 0;
+    let finished = 0;
+    for (let j = 0; j < steps; j++) {
+      const wasDone = refRows.map((r) => r.done);
+      const want = ref.decodeStep(logits.subarray(j * rows.length * vocab, (j + 1) * rows.length * vocab), vocab, refRows, sk.GREEDY_BELOW);
+      const step = got.record[j];
+      want.forEach((w, i) => {
+        if (!w || lost.has(i)) return;
+        if (w.drawMargin < 1e-4 || w.topPMargin < 1e-4) {
+          lost.add(i);
+          return;
+        }
+        const where = `step ${j} row ${i}`;
+        assert.equal(step.ids[i], w.id, `${where}: id`);
+        assertClose([step.logprobs[i]], [w.logprob], { atol: 2e-5, rtol: 1e-5, label: `${where}: log-prob` });
+        const n = Math.min(rows[i].topN ?? 0, vocab);
+        assert.deepEqual([...step.topIds.subarray(i * step.topN, i * step.topN + n)], w.top.map((t) => t.id), `${where}: top ids`);
+        lastIds[i] = w.id;
+        compared++;
+        if (!wasDone[i] && refRows[i].done) finished++;
+      });
+    }
+    assert.ok(compared >= 50, `only ${compared} row-steps compared`);
+    assert.ok(finished >= 4, `only ${finished} rows finished within the steps`);
+    const words = sk.DECODE_ROW_BYTES / 4;
+    refRows.forEach((r, i) => {
+      if (lost.has(i)) return;
+      assert.equal(got.state[i * words + 6], r.produced, `row ${i}: produced`);
+      assert.equal(got.state[i * words + 10], Number(r.done), `row ${i}: done`);
+      assert.equal(got.ids[i], lastIds[i], `row ${i}: the next step's id`);
+    });
+    assert.equal(got.state[12 * words + 6], rows[12].produced, 'a row done from the start is not counted');
+    assert.deepEqual(got.positions, rows.map((_, i) => 10 * i + steps), 'every row, done or not, advances its position each step');
+  });
+
   test('bad input is refused with the op and the shapes named', slow, async () => {
     await gpu();
     await scopeAsync(async () => {
@@ -185,6 +269,21 @@ describe('sampling kernel', () => {
       await assert.rejects(sampleNext(x, [row, { ...row, topP: 0 }]), /row 1: top_p must be in \(0, 1\]/);
       await assert.rejects(sampleNext(x, [row, { ...row, u: 1 }]), /row 1: u must be in \[0, 1\)/);
       await assert.rejects(sampleNext(x, [row, { ...row, topN: -2 }]), /row 1: topN must be an integer >= 0/);
+      const dr: DecodeRowState = { temperature: 1, topP: 1, topK: 0, seed: 1, produced: 0, maxTokens: 4, stopIds: [2], done: false };
+      const two = { ids: new Int32Array(2), positions: new Int32Array(2) };
+      assert.throws(() => decodeRows([dr, { ...dr, stopIds: [3] }], two, 3, 2), /decodeRows: row 1: stop id 3 is not a token id in \[0, 3\)/);
+      assert.throws(() => decodeRows([dr, { ...dr, seed: 0.5 }], two, 3, 2), /decodeRows: row 1: seed must be a safe integer, got 0.5/);
+      assert.throws(() => decodeRows([dr], two, 3, 2), /decodeRows: 2 ids and 2 positions for 1 rows/);
+      const d = decodeRows([dr, dr], two, 3, 2);
+      try {
+        assert.throws(() => sampleStep(tensor(new Float32Array(8), [2, 4]), d, 0), /sampleStep: logits \[2, 4\] are not \[2, 3\]/);
+        assert.throws(() => sampleStep(x, d, 2), /sampleStep: slot 2 is not in \[0, 2\)/);
+        await assert.rejects(readSteps(d, 3), /readSteps: steps 3 is not in \[1, 2\]/);
+        assert.throws(() => rewriteDecodeRows(d, [dr], { ids: new Int32Array(1), positions: new Int32Array(1) }), /rewriteDecodeRows: 1 rows for decoding rows of 2/);
+        assert.throws(() => rewriteDecodeRows(d, [dr, { ...dr, stopIds: [] }], two), /rewriteDecodeRows: 1 stop ids for decoding rows made with 2/);
+      } finally {
+        disposeDecodeRows(d);
+      }
       assert.throws(() => tokenRanks(tensor(new Float32Array(6), [2, 3]), tensor(new Float32Array(8), [2, 4]), [0, 1]), /tokenRanks: hidden \[2, 3\] and weight \[2, 4\]/);
       assert.throws(() => tokenRanks(tensor(new Float32Array(6), [2, 3]), tensor(new Float32Array(6), [2, 3]), [0, 2]), /tokenRanks: target 2 at position 1 is outside the vocabulary \[0, 2\)/);
     });

@@ -6,6 +6,7 @@
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
+import { countsPer, gpuCounts, type GpuCounts } from './gpu_counts.ts';
 import { benchModel, randomIds } from './train_step.ts';
 
 export interface GenerateBenchOptions {
@@ -25,21 +26,21 @@ export async function benchGenerate(rt: Runtime, preset: string, opts: GenerateB
     await engine.generate(requests.map((r) => ({ ...r, params: { ...r.params, maxTokens: 4 } })));
     const seconds: number[] = [];
     let tokens = 0;
-    let dispatches = 0;
+    let counts: Record<string, number> = {};
     for (let run = 0; run < runs; run++) {
       const t0 = performance.now();
-      const d0 = rt.dispatchCount;
+      const before: GpuCounts = gpuCounts(rt);
       const out = await engine.generate(requests);
       seconds.push((performance.now() - t0) / 1000);
       tokens = out.reduce((n, r) => n + r.tokenIds.length, 0);
-      dispatches = rt.dispatchCount - d0;
+      // Per step of the batch (a token of every row), the prefill's included.
+      counts = countsPer(rt, before, tokens / B, 'step');
     }
     const s = [...seconds].sort((a, b) => a - b)[Math.floor(runs / 2)];
     rows.push({
       kind: 'generate', preset, batch: B, prompt: 128, new_tokens: newTokens, decoding: 'sampled, temperature 1', seconds: +s.toFixed(3),
       tokens_per_s: Math.round(tokens / s), tokens_per_s_runs: seconds.map((x) => Math.round(tokens / x)),
-      // One step per new token, the prefill (the first) included, sampling too.
-      dispatches_per_step: +(dispatches / newTokens).toFixed(1),
+      ...counts,
     });
   }
   await engine.close?.();

@@ -17,9 +17,10 @@ import type { Runtime } from '../gpu/runtime.ts';
 import { sizeClass } from '../gpu/buffer_pool.ts';
 import { matmul } from '../kernels/matmul/matmul.ts';
 import { autoTile } from '../kernels/matmul/select.ts';
-import { skinnyFits } from '../kernels/matmul/skinny.ts';
+import { matmulSkinnyHalf, skinnyFits } from '../kernels/matmul/skinny.ts';
 import { MATMUL_TILES, SKINNY_TILE, tileFits, type MatmulTile } from '../kernels/matmul/tiles.ts';
 import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul/tensor.ts';
+import { packF16 } from '../kernels/half.ts';
 import { defaultChunk } from '../tensor/ops/logprob.ts';
 import { mulberry32 } from '../util/random.ts';
 import { median, timePrimed } from './timing.ts';
@@ -137,7 +138,9 @@ async function sampledError(rt: Runtime, s: MatmulShape, rows: number, out: GPUB
 
 /** The f16 tensor-core kernel (its own tile choice), benchmarked beside the f32 tiles. */
 const TENSOR = 'tensor cores';
-type BenchKernel = MatmulTile | typeof TENSOR;
+/** The skinny kernel reading B as an f16 copy (decode steps' f16 weights), beside the f32 one. */
+const SKINNY_F16 = 'skinny f16';
+type BenchKernel = MatmulTile | typeof TENSOR | typeof SKINNY_F16;
 
 // Sampled outputs must stay this close (relative to the dot product's magnitude): f32
 // rounding stays far below 1e-3; f16 operands move a product by about 2^-11 each.
@@ -185,17 +188,24 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
   try {
     const auto = autoTile(rt, { m: rows, n, k, transA, transB });
     const candidates: Candidate[] = [];
-    for (const tile of tiles.filter((t) => t !== SKINNY_TILE || skinnyFits({ k, transA, transB }))) {
+    for (const tile of tiles.filter((t) => (t !== SKINNY_TILE && t !== SKINNY_F16) || skinnyFits({ k, transA, transB }))) {
+      let b16: GPUBuffer | null = null;
+      if (tile === SKINNY_F16) {
+        b16 = rt.pool.acquire(k * n * 2, 'bench B f16');
+        held.push(b16);
+        packF16(rt, b, b16, k * n);
+      }
       const product = (chunk: number) => {
         const args = { a, b, out: c, m: chunk, n, k, transA, transB };
         if (tile === TENSOR) matmulTensor(rt, args);
+        else if (tile === SKINNY_F16) matmulSkinnyHalf(rt, { ...args, b: b16!, offsetA: 0, offsetB: 0, offsetC: 0, act: 'none', accumulate: false });
         else matmul(rt, { ...args, tile });
       };
       // Checked after the first chunk alone: later (shorter) chunks overwrite its rows.
       product(Math.min(rows, m));
       const err = await sampledError(rt, s, Math.min(rows, m), c, pa, pb);
       candidates.push({
-        row: { ...base, tile, auto: tile === auto, chunks, relErr: err, ok: err < MAX_ERROR[tile === TENSOR ? 'f16' : 'f32'] },
+        row: { ...base, tile, auto: tile === auto, chunks, relErr: err, ok: err < MAX_ERROR[tile === TENSOR || tile === SKINNY_F16 ? 'f16' : 'f32'] },
         once: () => {
           for (let at = 0; at < m; at += rows) product(Math.min(rows, m - at));
         },
@@ -207,7 +217,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
       const ms = times[i];
       const timing: Record<string, number> = { ms, tflops: (2 * m * n * k) / (ms * 1e9) };
       // B streamed once per product: the figure that bounds a decode step's products.
-      if (row.tile !== TRAINED) timing.b_gb_s = +((n * k * 4) / (ms * 1e6)).toFixed(1);
+      if (row.tile !== TRAINED) timing.b_gb_s = +((n * k * (row.tile === SKINNY_F16 ? 2 : 4)) / (ms * 1e6)).toFixed(1);
       const { relErr, ok, ...rest } = row;
       return { ...rest, ...timing, relErr, ok };
     });
@@ -307,6 +317,7 @@ async function trainedCandidate(rt: Runtime, s: MatmulShape, opts: MatmulBenchOp
 export async function benchDecodeMatmul(rt: Runtime, rowCounts: number[] = [1, 8, 32, 64], opts: MatmulBenchOptions = {}): Promise<object[]> {
   const tiles: BenchKernel[] = ([...Object.keys(MATMUL_TILES), SKINNY_TILE] as MatmulTile[]).filter((t) => t !== '128x128/k16' && tileFits(rt, t));
   if (tensorMatmulAvailable(rt)) tiles.push(TENSOR);
+  tiles.push(SKINNY_F16);
   const rows: object[] = [];
   for (const m of rowCounts) for (const s of decodeMatmulShapes(m)) rows.push(...(await benchShape(rt, s, tiles, opts)));
   return rows;

@@ -12,6 +12,7 @@ import { loadModel } from '../models/load.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
+import { countsPer, gpuCounts } from './gpu_counts.ts';
 import { kernelTimes, profileRows } from './profile.ts';
 
 export interface RolloutBenchOptions {
@@ -40,7 +41,9 @@ export async function benchRollout(rt: Runtime, opts: RolloutBenchOptions = {}):
   try {
     await rollout(1);
     const before = { ...engine.usage };
+    const counts = gpuCounts(rt);
     const { stats } = await rollout(tasks);
+    const perToken = countsPer(rt, counts, stats.tokensGenerated, 'token');
     const u = engine.usage;
     const decodeSteps = u.decodeSteps - before.decodeSteps;
     rows.push({
@@ -49,7 +52,7 @@ export async function benchRollout(rt: Runtime, opts: RolloutBenchOptions = {}):
       engine_calls: stats.engineCalls, batches: u.batches - before.batches, decode_steps: decodeSteps,
       ms_per_decode_step: +((stats.generateSeconds * 1000) / Math.max(decodeSteps, 1)).toFixed(2),
       live_row_share: +((u.liveRowSteps - before.liveRowSteps) / Math.max(u.rowSteps - before.rowSteps, 1)).toFixed(3),
-      prompt_tokens: stats.promptTokens, generated_tokens: stats.tokensGenerated,
+      prompt_tokens: stats.promptTokens, generated_tokens: stats.tokensGenerated, ...perToken,
     });
     if (rt.caps.timestampQuery) rows.push(...profileRows(`rollout ${dir}`, await kernelTimes(rt, () => rollout(tasks))));
   } finally {

@@ -38,7 +38,10 @@ const suites: Record<string, Suite> = {
   train: (rt, args) => benchTrainStep(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
   generate: (rt, args) => benchGenerate(rt, presetOf(args)),
   profile: (rt, args) => benchProfile(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
-  rollout: (rt, args) => benchRollout(rt, { model: args.model as string | undefined }),
+  rollout: (rt, args) => benchRollout(rt, {
+    model: args.model as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
+    maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']),
+  }),
   'rl-iteration': (rt, args) => benchRlIteration(rt, {
     preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
     maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']), iterations: numberOf(args.iters),
@@ -61,15 +64,14 @@ export const benchCommand = defineCommand({
     seq: { type: 'string', description: 'sequence length for train and profile (default 512) and qwen35 (default 1024)' },
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
     iters: { type: 'string', description: 'qwen35 timed steps (default 3); rl-iteration iterations, the last reported (default 1)' },
-    tasks: { type: 'string', description: 'rl-iteration: tasks an iteration (default 16)' },
-    'group-size': { type: 'string', description: 'rl-iteration: runs of each task (default 8)' },
-    'max-turns': { type: 'string', description: 'rl-iteration: the turn limit (default 20)' },
-    'max-response-tokens': { type: 'string', description: 'rl-iteration: tokens a turn (default 64)' },
+    tasks: { type: 'string', description: 'rl-iteration: tasks an iteration (default 16); rollout: tasks (default 8)' },
+    'group-size': { type: 'string', description: 'rl-iteration and rollout: runs of each task (default 8)' },
+    'max-turns': { type: 'string', description: 'rl-iteration: the turn limit (default 20); rollout (default 30)' },
+    'max-response-tokens': { type: 'string', description: 'rl-iteration and rollout: tokens a turn (default 64)' },
     history: { type: 'string', description: 'rl-iteration: rollout.history, window (default) or conversation (one growing chat, whose turns can train as one sequence)' },
     'merge-turns': { type: 'string', description: 'rl-iteration: optim.mergeTurns, on (default) or off (one sequence per turn)' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit once the GPU is busy (the runtime default is 64; the first submits after it runs dry take 4, 8, 16, ...)' },
-    'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default), never, always (models/qwen_decode.ts)' },
     preset: {
       type: 'string',
       description: 'model shapes: train/generate/profile/rl-iteration qwen05b (Qwen2.5-0.5B, default), small (12.6M) or household (the bundled model\'s shapes); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
@@ -83,11 +85,6 @@ export const benchCommand = defineCommand({
     if (flushEvery !== undefined) {
       if (!Number.isInteger(flushEvery) || flushEvery < 1) throw new Error(`bench: --flush-every must be a positive integer, got ${args['flush-every']}`);
       rt.autoFlush = flushEvery;
-    }
-    const fused = args['decode-fused'];
-    if (fused !== undefined) {
-      if (fused !== 'auto' && fused !== 'never' && fused !== 'always') throw new Error(`bench: --decode-fused must be auto, never or always, got ${fused}`);
-      rt.policy.decode.fused = fused;
     }
     console.log(JSON.stringify({ kind: 'device', adapter: rt.gpu.description, runtime: rt.gpu.runtime, caps: rt.gpu.caps }));
     for (const n of names) {

@@ -2,6 +2,7 @@
 
 import type { ArgsDef } from 'citty';
 import { type Backend, isRobustness } from '../gpu/device.ts';
+import type { DecodePolicy } from '../gpu/kernel_policy.ts';
 import type { RuntimeOptions } from '../gpu/runtime.ts';
 
 export const gpuArgs = {
@@ -25,6 +26,9 @@ export const gpuArgs = {
     type: 'string',
     description: 'auto (default): uniform-buffer kernels on the software GPU, elsewhere blocked where its tiles fit workgroup memory, else tiled; blocked: flash attention with a block of scores and outputs per invocation (head dim 64, or 128 with 64 KiB of workgroup memory); tiled: one score and one output element per invocation; uniform: the software GPU\'s kernels',
   },
+  'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default: where the skinny kernels run, real GPUs), never, always (models/qwen_decode.ts)' },
+  'decode-weights': { type: 'string', description: 'what fused decode steps read: f16 (default) copies of the weights packed before each generation, or the f32 weights' },
+  'decode-steps': { type: 'string', description: 'decode steps between readbacks (default 4): sampling and stop checks stay on the GPU in between' },
 } as const satisfies ArgsDef;
 
 /** --gpu-memory in bytes, or undefined when not given. */
@@ -36,8 +40,33 @@ export function gpuMemoryBytes(args: { 'gpu-memory'?: string }): number | undefi
   return gib * 2 ** 30;
 }
 
-/** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention). */
-export function gpuOptions(args: { backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; 'matmul-tiles'?: string; attention?: string }): RuntimeOptions {
+/** The decode section of the kernel policy from --decode-fused, --decode-weights and --decode-steps (only what they set). */
+function decodePolicy(args: { 'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string }): Partial<DecodePolicy> {
+  const out: Partial<DecodePolicy> = {};
+  const fused = args['decode-fused'];
+  if (fused !== undefined) {
+    if (fused !== 'auto' && fused !== 'never' && fused !== 'always') throw new Error(`--decode-fused must be auto, never or always, got "${fused}"`);
+    out.fused = fused;
+  }
+  const weights = args['decode-weights'];
+  if (weights !== undefined) {
+    if (weights !== 'f16' && weights !== 'f32') throw new Error(`--decode-weights must be f16 or f32, got "${weights}"`);
+    out.weights = weights;
+  }
+  const steps = args['decode-steps'];
+  if (steps !== undefined) {
+    const n = Number(steps);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--decode-steps must be a positive integer, got "${steps}"`);
+    out.stepsPerReadback = n;
+  }
+  return out;
+}
+
+/** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention, --decode-*). */
+export function gpuOptions(args: {
+  backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; 'matmul-tiles'?: string; attention?: string;
+  'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string;
+}): RuntimeOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
   const tiles = args['matmul-tiles'] ?? 'rules';
@@ -49,7 +78,7 @@ export function gpuOptions(args: { backend?: string; adapter?: string; toggles?:
   const robustness = args.robustness;
   if (robustness !== undefined && !isRobustness(robustness)) throw new Error(`--robustness must be auto, on or off, got "${robustness}"`);
   const opts: RuntimeOptions = {
-    policy: { attention: { path: attention }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' }, matmul: { tiles } },
+    policy: { attention: { path: attention }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' }, matmul: { tiles }, decode: decodePolicy(args) },
   };
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;

@@ -176,7 +176,7 @@ export interface ReducePolicy {
   minSpan: number;
 }
 
-/** When Qwen decode steps take the fused layers (models/qwen_decode.ts; bench `--decode-fused`). */
+/** How decoding loops run (rollout/local_engine.ts) and when Qwen decode steps take the fused layers (models/qwen_decode.ts); `--decode-*`. */
 export interface DecodePolicy {
   /**
    * 'auto' where the skinny path would be taken, 'always' also on the software GPU
@@ -185,6 +185,27 @@ export interface DecodePolicy {
   fused: 'auto' | 'always' | 'never';
   /** Steps of up to this many rows fold their RMSNorms into the products that follow. */
   foldNormMaxRows: number;
+  /**
+   * Decode steps recorded between readbacks: sampling, stop checks and each row's
+   * progress stay on the GPU in between (tensor/ops/sampling.ts sampleStep), so a
+   * readback, a wait for the GPU, serves this many tokens of every row. More wait less
+   * often; fewer stop sooner once every row has finished (a chunk runs to its end) and
+   * let finished rows leave the batch sooner (it shrinks between chunks). A household
+   * rollout of the bundled model on the software GPU (16 episodes, 10 turns, 4,331
+   * tokens; one readback a step before): 4 steps took 334 decode steps (318 before)
+   * with 0.93 of the row-steps serving unfinished rows (0.94) and 86 readbacks (328);
+   * 8 took 366 steps, 0.82, 47 readbacks; 16 took 422, 0.80, 27. Not yet measured
+   * on the H200, where a readback costs 33-57 us against 0.2-3 ms a step.
+   */
+  stepsPerReadback: number;
+  /**
+   * What the fused decode layers and a sampling step's skinny LM head read: the f32
+   * parameters, or f16 copies of them (models/half_weights.ts; shaders/matmul/
+   * skinny_f16.wgsl) that rollout engines pack from the f32 masters before each
+   * generation. A decode step reads every weight once a token, so f16 halves the bytes
+   * that bound it. Prefill, scoring and training keep the f32 weights.
+   */
+  weights: 'f32' | 'f16';
 }
 
 /** How a long wait for the GPU paces the event loop (gpu/paced_wait.ts). */
@@ -218,7 +239,7 @@ function defaults(): KernelPolicy {
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
     attention: { path: 'auto' },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
-    decode: { fused: 'auto', foldNormMaxRows: 8 },
+    decode: { fused: 'auto', foldNormMaxRows: 8, stepsPerReadback: 4, weights: 'f16' },
     pacing: { spinMs: 3, napMs: 0.05 },
   };
 }

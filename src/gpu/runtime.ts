@@ -59,6 +59,12 @@ export class Runtime {
   /** Dispatches recorded since the runtime started (benchmarks read this). */
   dispatchCount = 0;
   submitCount = 0;
+  /** Readbacks (each a wait for the GPU) since the runtime started. */
+  readCount = 0;
+  /** Bind groups created (cache misses of bindGroup), the largest host cost of a dispatch. */
+  bindGroupCount = 0;
+  /** Copies recorded (staged uploads included): each ends the compute pass. */
+  copyCount = 0;
   /** Kernel choices measured on this device (policy values `autotune`); run when the GPU runs dry. */
   readonly autotune = new Autotune();
   // Measured on the H200 (Qwen2.5-0.5B shapes, 128 sampled tokens): submitting every
@@ -209,6 +215,7 @@ export class Runtime {
       if (b !== null) entries.push({ binding: i + 1, resource: 'buffer' in b ? b : { buffer: b } });
     });
     group = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
+    this.bindGroupCount++;
     if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.clear();
     this.bindGroups.set(key, group);
     return group;
@@ -248,6 +255,7 @@ export class Runtime {
   /** Copies between buffers in queue order with the recorded dispatches. */
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): void {
     if (bytes === 0) return;
+    this.copyCount++;
     this.endPass();
     this.beginBatch().copyBufferToBuffer(src, srcOffset, dst, dstOffset, bytes);
     this.pending++;
@@ -355,6 +363,7 @@ export class Runtime {
   /** Reads `bytes` from `src` at `offset` back to the CPU (then runs queued autotune measurements). */
   async read(src: GPUBuffer, offset: number, bytes: number): Promise<ArrayBuffer> {
     this.checkAlive();
+    this.readCount++;
     if (bytes === 0) {
       await this.checkErrors();
       return new ArrayBuffer(0);

@@ -3,15 +3,20 @@
 
 import type { CausalLM } from './causal_lm.ts';
 import { noGrad } from '../tensor/autograd.ts';
+import { linearSkinny } from '../tensor/ops/decode.ts';
+import type { HalfWeight } from '../tensor/ops/half.ts';
 import { linear, reshape, slice } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
-/** Logits [batch, vocab] of the last position of hidden [batch, seq, hidden]. */
-export function lastLogits(model: CausalLM, hidden: Tensor): Tensor {
+/**
+ * Logits [batch, vocab] of the last position of hidden [batch, seq, hidden]; with
+ * `head` (an f16 copy of the LM head, inference only) on the skinny kernels from it.
+ */
+export function lastLogits(model: CausalLM, hidden: Tensor, head?: HalfWeight): Tensor {
   const [B, T, H] = hidden.shape;
   const last = reshape(slice(hidden, 1, T - 1, T), [B, H]);
-  return linear(last, model.lmHead());
+  return head ? linearSkinny(last, head) : linear(last, model.lmHead());
 }
 
 function argmaxRows(logits: Float32Array, rows: number, vocab: number): Int32Array {

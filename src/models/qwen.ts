@@ -22,7 +22,7 @@ import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { KVCache } from './kv_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';
 import { fusable, fusedAttention, fusedMlp, fusesStep } from './qwen_decode.ts';
-import { checkTokenBatch, positionIds, type LayerStep, type TokenBatch } from './token_batch.ts';
+import { checkTokenBatch, stepInputs, type LayerStep, type TokenBatch } from './token_batch.ts';
 
 export class QwenModel implements CausalLM {
   /** LoRA branches by the HF name of the linear weight they adapt. */
@@ -84,10 +84,10 @@ export class QwenModel implements CausalLM {
     const step: LayerStep = {
       batch: B,
       seq: T,
-      positions: tensor(positionIds(B, T, batch.padLeft, offset), [B, T], 'i32'),
-      pad: batch.padLeft ? tensor(batch.padLeft, [B], 'i32') : undefined,
+      ...stepInputs(batch, offset),
       cache,
       offset,
+      halfWeights: batch.halfWeights,
     };
     // Decode steps under noGrad take the fused kernels (qwen_decode.ts) where they apply.
     const decode = fusesStep(this, B, T, cache) ? cache : null;
@@ -95,7 +95,7 @@ export class QwenModel implements CausalLM {
     for (let l = 0; l < cfg.layers; l++) {
       x = layerStep(x, (x) => {
         const h = decode && fusable(this, l, 'attention') ? fusedAttention(this, x, l, step, decode) : this.attentionBlock(x, l, step);
-        return decode && fusable(this, l, 'mlp') ? fusedMlp(this, h, l) : this.mlpBlock(h, l);
+        return decode && fusable(this, l, 'mlp') ? fusedMlp(this, h, l, step.halfWeights) : this.mlpBlock(h, l);
       }, () => layerParams(this, l), this.checkpointLayers);
     }
     return rmsNorm(x, this.param(`${this.prefix}norm.weight`), cfg.rmsEps);

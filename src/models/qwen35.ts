@@ -16,7 +16,7 @@ import type { CausalLM, ModelCache, ParamMap } from './causal_lm.ts';
 import type { ModelConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
 import type { LoraConfig } from './peft.ts';
-import { checkTokenBatch, positionIds, type TokenBatch } from './token_batch.ts';
+import { checkTokenBatch, stepInputs, type TokenBatch } from './token_batch.ts';
 import { RecurrentCache } from './recurrent_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
@@ -117,8 +117,7 @@ export class Qwen35Model implements CausalLM {
     const { batch: B, seq: T } = batch;
     const pass: Pass = {
       B, T, offset, cache,
-      positions: tensor(positionIds(B, T, batch.padLeft, offset), [B, T], 'i32'),
-      pad: batch.padLeft ? tensor(batch.padLeft, [B], 'i32') : undefined,
+      ...stepInputs(batch, offset),
     };
     let x = embedding(this.param(`${pre}embed_tokens.weight`), batch.ids, [B, T]);
     for (let l = 0; l < cfg.layers; l++) {

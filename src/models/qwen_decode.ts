@@ -20,17 +20,19 @@
 // no gradient and run on the skinny matmul kernels, so a step takes them only under
 // noGrad, with a KV cache, one token per sequence, and when the launcher would take
 // the skinny path for these products anyway (real GPUs, a few dozen rows); a block
-// with a LoRA-adapted projection keeps the op-by-op form.
+// with a LoRA-adapted projection keeps the op-by-op form. Given f16 copies of the
+// weights (the step's halfWeights, models/half_weights.ts), the fused layers read
+// those: half the bytes of a step that reads every weight once.
 
 import type { CausalLM } from './causal_lm.ts';
 import type { KVCache } from './kv_cache.ts';
-import type { LayerStep } from './token_batch.ts';
+import type { HalfWeightMap, LayerStep } from './token_batch.ts';
 import { autoTile } from '../kernels/matmul/select.ts';
 import { skinnyConcatTakesNorm } from '../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../kernels/matmul/tiles.ts';
 import { isGradEnabled } from '../tensor/autograd.ts';
 import { attention } from '../tensor/ops/attention.ts';
-import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../tensor/ops/decode.ts';
+import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache, type Weight } from '../tensor/ops/decode.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { permute, reshape } from '../tensor/ops/shape_ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -40,16 +42,55 @@ const foldsNorm = (x: Tensor, rows: number) => rows <= x.storage.rt.policy.decod
 
 /** Whether a step of `seq` new tokens for `batch` sequences takes the fused layers. */
 export function fusesStep(model: CausalLM, batch: number, seq: number, cache: KVCache | null): boolean {
+  return !!cache && seq === 1 && !isGradEnabled() && fusesRows(model, batch);
+}
+
+/**
+ * Whether decode steps of `rows` sequences take the fused layers (fusesStep without
+ * the step's own conditions): the policy allows them and the products fit the skinny
+ * kernels, which the launcher would take on this device anyway unless forced.
+ */
+export function fusesRows(model: CausalLM, rows: number): boolean {
   const rt = model.lmHead().storage.rt;
   const { fused } = rt.policy.decode;
-  if (!cache || seq !== 1 || isGradEnabled() || fused === 'never') return false;
+  if (fused === 'never') return false;
   const cfg = model.config;
   // The K of each product: hidden (q|k|v, gate|up), q heads (o_proj), intermediate (down_proj).
   const ks = [cfg.hidden, cfg.heads * cfg.headDim, cfg.intermediate];
   if (ks.some((k) => k % 4 !== 0)) return false;
   if (fused === 'always') return true;
-  return ks.every((k) => autoTile(rt, { m: batch, n: 1, k, transB: true }) === SKINNY_TILE);
+  return ks.every((k) => autoTile(rt, { m: rows, n: 1, k, transB: true }) === SKINNY_TILE);
 }
+
+/**
+ * Whether a sampling step's LM head product for `rows` rows runs on the skinny kernels,
+ * where an f16 copy of the head serves it: where the launcher would take that path
+ * for the f32 head (up to policy.matmul.skinnyMaxRows rows of a wide head on real
+ * GPUs), or with the fused layers forced.
+ */
+export function headOnSkinny(model: CausalLM, rows: number): boolean {
+  const rt = model.lmHead().storage.rt;
+  const cfg = model.config;
+  if (rt.policy.decode.fused === 'never' || cfg.hidden % 4 !== 0) return false;
+  return rt.policy.decode.fused === 'always' || autoTile(rt, { m: rows, n: cfg.vocabSize, k: cfg.hidden, transB: true }) === SKINNY_TILE;
+}
+
+/** The Hugging Face name of the model's LM head weight (the embedding when tied). */
+export function lmHeadName(model: CausalLM): string {
+  return model.config.tieEmbeddings ? `${model.config.weightPrefix}embed_tokens.weight` : 'lm_head.weight';
+}
+
+/** The weights a fused decode step reads as products: every layer's projections, and the LM head. */
+export function decodeWeightNames(model: CausalLM): string[] {
+  const names: string[] = [];
+  for (let l = 0; l < model.config.layers; l++) {
+    for (const p of [...ATTENTION_PROJECTIONS, ...MLP_PROJECTIONS]) names.push(`${model.config.weightPrefix}layers.${l}.${p}.weight`);
+  }
+  return [...names, lmHeadName(model)];
+}
+
+/** The weight `name` as a fused step reads it: its f16 copy where the step has one. */
+const weightOf = (model: CausalLM, name: string, half: HalfWeightMap | undefined): Weight => half?.get(name) ?? model.param(name);
 
 const ATTENTION_PROJECTIONS = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj'];
 const MLP_PROJECTIONS = ['mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'];
@@ -66,7 +107,7 @@ export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: Laye
   const pre = `${cfg.weightPrefix}layers.${l}`;
   const { batch: B, seq: T, offset } = step;
   const names = ['q', 'k', 'v'];
-  const weights = names.map((n) => model.param(`${pre}.self_attn.${n}_proj.weight`));
+  const weights = names.map((n) => weightOf(model, `${pre}.self_attn.${n}_proj.weight`, step.halfWeights));
   const biases = cfg.attentionBias ? names.map((n) => model.param(`${pre}.self_attn.${n}_proj.bias`)) : null;
   const norm = { weight: model.param(`${pre}.input_layernorm.weight`), eps: cfg.rmsEps };
   // The norm folds into the projections where the device has the binding that takes.
@@ -80,16 +121,16 @@ export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: Laye
   const o = attention(q, cache.keys[l], cache.values[l], { padLeft: step.pad, kvLen: offset + T });
   const merged = reshape(permute(o, [0, 2, 1, 3]), [B, T, cfg.heads * cfg.headDim]);
   const bias = cfg.outputBias ? model.param(`${pre}.self_attn.o_proj.bias`) : null;
-  return linearResidual(merged, model.param(`${pre}.self_attn.o_proj.weight`), bias, x);
+  return linearResidual(merged, weightOf(model, `${pre}.self_attn.o_proj.weight`, step.halfWeights), bias, x);
 }
 
-/** x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l. */
-export function fusedMlp(model: CausalLM, x: Tensor, l: number): Tensor {
+/** x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l (reading `half`'s copies where given). */
+export function fusedMlp(model: CausalLM, x: Tensor, l: number, half?: HalfWeightMap): Tensor {
   const cfg = model.config;
   const pre = `${cfg.weightPrefix}layers.${l}`;
   const norm = { weight: model.param(`${pre}.post_attention_layernorm.weight`), eps: cfg.rmsEps };
-  const gate = model.param(`${pre}.mlp.gate_proj.weight`);
-  const up = model.param(`${pre}.mlp.up_proj.weight`);
+  const gate = weightOf(model, `${pre}.mlp.gate_proj.weight`, half);
+  const up = weightOf(model, `${pre}.mlp.up_proj.weight`, half);
   const act = foldsNorm(x, x.size / cfg.hidden) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
-  return linearResidual(act, model.param(`${pre}.mlp.down_proj.weight`), null, x);
+  return linearResidual(act, weightOf(model, `${pre}.mlp.down_proj.weight`, half), null, x);
 }

@@ -4,7 +4,11 @@
 
 import type { KVCache } from './kv_cache.ts';
 import { ShapeError } from '../tensor/errors.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import type { HalfWeight } from '../tensor/ops/half.ts';
+import { tensor, type Tensor } from '../tensor/tensor.ts';
+
+/** f16 copies of weights by their Hugging Face names (models/half_weights.ts). */
+export type HalfWeightMap = ReadonlyMap<string, HalfWeight>;
 
 export interface TokenBatch {
   /**
@@ -16,6 +20,14 @@ export interface TokenBatch {
   seq: number;
   /** Left-padding length per row (positions and attention skip the padding). */
   padLeft?: Int32Array;
+  /** f16 copies of weights that fused decode steps read instead of the f32 parameters. */
+  halfWeights?: HalfWeightMap;
+  /**
+   * The position ids [batch, seq] and left padding [batch] (i32) already on the GPU,
+   * as a decoding loop keeps them between steps; they must be what padLeft and the
+   * cache give (positionIds), which are otherwise uploaded for every pass.
+   */
+  onGpu?: { positions: Tensor; pad: Tensor };
 }
 
 /** What every layer of one forward pass shares. */
@@ -29,6 +41,8 @@ export interface LayerStep {
   cache: KVCache | null;
   /** Tokens already in the cache (0 without one). */
   offset: number;
+  /** The batch's f16 weight copies, for the fused decode layers. */
+  halfWeights?: HalfWeightMap;
 }
 
 /**
@@ -43,6 +57,21 @@ export function checkTokenBatch(b: TokenBatch, past: number, capacity = past + b
   b.padLeft?.forEach((p, i) => {
     if (p < 0 || p >= capacity) throw new ShapeError(`forward: padLeft[${i}] = ${p} must be in [0, ${capacity})`);
   });
+  if (b.onGpu) {
+    const { positions, pad } = b.onGpu;
+    if (positions.dtype !== 'i32' || positions.rank !== 2 || positions.shape[0] !== b.batch || positions.shape[1] !== b.seq || pad.dtype !== 'i32' || pad.rank !== 1 || pad.shape[0] !== b.batch) {
+      throw new ShapeError(`forward: positions ${positions.dtype} [${positions.shape}] and pad ${pad.dtype} [${pad.shape}] on the GPU must be i32 [${b.batch}, ${b.seq}] and [${b.batch}]`);
+    }
+  }
+}
+
+/** The pass's position ids and left padding on the GPU: the batch's own, or uploaded. */
+export function stepInputs(b: TokenBatch, offset: number): { positions: Tensor; pad: Tensor | undefined } {
+  if (b.onGpu) return b.onGpu;
+  return {
+    positions: tensor(positionIds(b.batch, b.seq, b.padLeft, offset), [b.batch, b.seq], 'i32'),
+    pad: b.padLeft ? tensor(b.padLeft, [b.batch], 'i32') : undefined,
+  };
 }
 
 /** Position ids as HF computes them from a left-padded mask: cumsum(mask) - 1, clamped at 0. */

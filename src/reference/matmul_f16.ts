@@ -1,7 +1,8 @@
 // CPU reference for shaders/matmul/tensor.wgsl: the f32 reference (matmul.ts) applied
 // to operands rounded to f16 first, as the kernel rounds them when it stages them,
 // and a per-element bound on how far the kernel's f32 accumulation may stray from
-// that exact (f64) sum. Rounding is IEEE round to nearest, ties to even, computed
+// that exact (f64) sum; and for the f16 copies of weights (shaders/half.wgsl) that
+// the skinny f16 kernels read (their reference: the f32 one on the copies' values). Rounding is IEEE round to nearest, ties to even, computed
 // from the numbers themselves (not from bit patterns, so it does not share a bug with
 // the bit-level encoder in models/half.ts, which the tests compare it with).
 
@@ -27,6 +28,14 @@ export function roundToF16(x: number): number {
   const y = r * ulp;
   // Anything at or past 65520 (halfway to the next binade's first value) rounds up out of range.
   return Math.sign(x) * (y > F16_MAX ? Infinity : y);
+}
+
+/**
+ * What shaders/half.wgsl pack_f16 stores for each element (an f16 copy of a weight):
+ * clamped to the finite f16 range, then rounded to f16.
+ */
+export function packedF16(a: Float32Array): Float32Array {
+  return a.map((v) => roundToF16(Math.min(F16_MAX, Math.max(-F16_MAX, v))));
 }
 
 /** Every element rounded to f16, as a new array. */

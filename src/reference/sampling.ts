@@ -1,6 +1,7 @@
 // CPU references for shaders/sampling.wgsl (f64 math on f32 inputs): which tokens are
 // candidates after temperature / top-k / top-p, the inverse-CDF draw, the top-n list,
-// and per-target log-prob + rank. The kernel's launcher owns the settings' meaning
+// a decoding loop's step (its rows' progress and stop checks), and per-target
+// log-prob + rank. The kernel's launcher owns the settings' meaning
 // (kernels/sampling.ts: RowSampling, GREEDY_BELOW); a reference imports nothing from
 // the kernels, so callers pass the greedy threshold in.
 
@@ -117,6 +118,35 @@ export function sampleRow(x: Float32Array, r: SamplingRow, greedyBelow: number):
 /** `sample` over rows of logits [rows, vocab]. */
 export function sample(logits: Float32Array, vocab: number, rows: readonly SamplingRow[], greedyBelow: number): ReferenceSample[] {
   return rows.map((r, i) => sampleRow(logits.subarray(i * vocab, (i + 1) * vocab), r, greedyBelow));
+}
+
+/** A row of `sample_step`: its settings, its seed's uniform for each count, its progress. */
+export interface DecodeRowRef {
+  temperature: number;
+  topP: number;
+  topK: number;
+  topN?: number;
+  /** The uniform of draw t (the kernel hashes it from the seed; callers pass the CPU's). */
+  uniform: (t: number) => number;
+  produced: number;
+  maxTokens: number;
+  stopIds: readonly number[];
+  done: boolean;
+}
+
+/**
+ * `sample_step` over rows of logits [rows, vocab]: each row not done samples with
+ * u = uniform(produced), counts the token, and is done once the token is one of its
+ * stop ids or its count reaches maxTokens; rows change in place. Done rows give null.
+ */
+export function decodeStep(logits: Float32Array, vocab: number, rows: DecodeRowRef[], greedyBelow: number): (ReferenceSample | null)[] {
+  return rows.map((r, i) => {
+    if (r.done) return null;
+    const out = sampleRow(logits.subarray(i * vocab, (i + 1) * vocab), { ...r, u: r.uniform(r.produced) }, greedyBelow);
+    r.produced++;
+    r.done = r.stopIds.includes(out.id) || r.produced >= r.maxTokens;
+    return out;
+  });
 }
 
 /** `token_stats`: log-prob under softmax(x / T) and rank (1 + strictly larger logits) of each row's target. */

@@ -3,28 +3,36 @@
 //
 // A request list is sorted by prompt length and cut into batches of at most maxBatch
 // rows. Each batch is left-padded into one prefill, then decodes one token per step for
-// all rows at once; rows that finished keep stepping (greedily, their tokens dropped)
-// until at most half the batch is still generating, when the finished rows leave it:
-// the cache keeps only the live rows, so a few long answers do not cost a full batch
-// each step. Per step, the last position's logits are sampled on the GPU
-// (the sampleTokens op) and only [batch] ids and log-probs come back; the next step
-// reads the sampled ids on the GPU, so it is recorded while they travel. The draw for a
-// request's t-th token uses the uniform hash(seed, t), so a seed reproduces its tokens
-// whatever else shares the batch. A caller can follow each request's tokens as they
-// are accepted (onToken), which is how the server streams.
+// all rows at once, in chunks of steps between readbacks (rt.policy.decode
+// stepsPerReadback): each step samples on the GPU (the sampleStep op), which also
+// counts each row's tokens, checks its stop ids and token limit, and marks it done, so
+// a finished row stops sampling and writing at once while the others go on; the ids of
+// a step stay on the GPU as the next step's input. One readback per chunk brings the
+// chunk's ids and log-probs back; the host then accepts them in order, applies stop
+// strings (rare, so checked here: a row they end stops on the GPU from the next
+// chunk, its later tokens dropped), and at the start of each chunk the rows that
+// finished leave the batch once at most half are still generating: the cache keeps only
+// the live rows, so a few long answers do not cost a full batch each step. The draw for
+// a request's t-th token uses the uniform hash(seed, t) (computed on the GPU, bit for
+// bit as util/random.ts uniformAt), so a seed reproduces its tokens whatever else
+// shares the batch. A caller can follow each request's tokens as they are accepted
+// (onToken, a chunk at a time), which is how the server streams.
 
 import type { CausalLM, ModelCache } from '../models/causal_lm.ts';
 import { lastLogits } from '../models/generate.ts';
+import { HalfWeights } from '../models/half_weights.ts';
+import { QwenModel } from '../models/qwen.ts';
+import { fusesRows, headOnSkinny } from '../models/qwen_decode.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
-import { readSampled, sampledIds, sampleTokens, type RowSampling, type SampledTokens } from '../tensor/ops/sampling.ts';
-import { scope } from '../tensor/scope.ts';
-import { Tensor } from '../tensor/tensor.ts';
+import { decodeRows, disposeDecodeRows, readSteps, rewriteDecodeRows, sampleStep, type DecodeRowState, type DecodeRows, type SampledTokens } from '../tensor/ops/sampling.ts';
+import { keep, scope } from '../tensor/scope.ts';
+import { tensor, type Tensor } from '../tensor/tensor.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
 import { EngineRequestError } from './errors.ts';
 import { promptTokenStats, type PromptTokenStats } from './prompt_logprobs.ts';
-import { randomSeed, uniformAt } from '../util/random.ts';
+import { randomSeed } from '../util/random.ts';
 import { ServedModels } from './served_models.ts';
 import { StopStringWatcher } from './stop_strings.ts';
 
@@ -83,9 +91,6 @@ interface Row {
   stopText?: string;
 }
 
-// What finished rows step with: greedy skips the top-k / top-p passes.
-const IDLE_ROW: RowSampling = { temperature: 0, topP: 1, topK: 0, u: 0 };
-
 /** What a LocalEngine has run so far (benchmarks read it). */
 export interface LocalEngineUsage {
   /** Generation batches, each one prefill. */
@@ -101,6 +106,17 @@ export interface LocalEngineUsage {
 function topOf(out: SampledTokens, b: number, n: number): TopLogprob[] {
   const at = b * out.topN;
   return Array.from({ length: n }, (_, j) => ({ id: out.topIds[at + j], logprob: out.topLogprobs[at + j] }));
+}
+
+/**
+ * f16 copies of the weights `model`'s decode steps read (rt.policy.decode.weights),
+ * packed from its weights as they are now (after the latest update or reload), for
+ * one generate call: freed after it, so the update never holds them; null where its
+ * steps read the f32 weights.
+ */
+function halfWeights(model: CausalLM): HalfWeights | null {
+  const wanted = model.lmHead().storage.rt.policy.decode.weights === 'f16' && model instanceof QwenModel && fusesRows(model, 1);
+  return wanted ? HalfWeights.of(model) : null;
 }
 
 export class LocalEngine implements Engine, WeightSync {
@@ -182,7 +198,12 @@ export class LocalEngine implements Engine, WeightSync {
       const model = this.models.resolve(opts.model);
       const rows = requests.map((req, index) => this.newRow(req, index));
       const live = rows.filter((r) => !r.done).sort((a, b) => a.req.promptIds.length - b.req.promptIds.length);
-      for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, live.slice(i, i + this.maxBatch), opts.onToken);
+      const half = live.length ? halfWeights(model) : null;
+      try {
+        for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, half, live.slice(i, i + this.maxBatch), opts.onToken);
+      } finally {
+        half?.dispose();
+      }
       return rows.map((r) => this.result(r));
     });
   }
@@ -198,65 +219,93 @@ export class LocalEngine implements Engine, WeightSync {
     };
   }
 
-  private async runBatch(model: CausalLM, rows: Row[], onToken: GenerateOptions['onToken']): Promise<void> {
+  private async runBatch(model: CausalLM, half: HalfWeights | null, rows: Row[], onToken: GenerateOptions['onToken']): Promise<void> {
     const P = Math.max(...rows.map((r) => r.req.promptIds.length));
     const steps = Math.max(...rows.map((r) => r.req.params.maxTokens));
     const padLeft = Int32Array.from(rows, (r) => P - r.req.promptIds.length);
     const prompt = new Int32Array(rows.length * P);
     rows.forEach((r, b) => prompt.set(r.req.promptIds, b * P + padLeft[b]));
+    const perReadback = model.lmHead().storage.rt.policy.decode.stepsPerReadback;
     let cache = model.newCache(rows.length, P + steps - 1, padLeft);
     // The rows the cache holds, in its order.
     let batch = rows;
-    // One step of look-ahead: step t + 1 is recorded from the ids step t left on the GPU
-    // before step t's tokens come back, so the GPU does not idle through each readback
-    // and the host's recording. Done flags lag a step: a row that finished at step t
-    // still runs step t + 1 (its token is dropped), and the batch ends one step late.
-    let ids: Int32Array | Tensor = prompt;
-    let inFlight: Promise<SampledTokens> | null = null;
+    let gpu: DecodeRows | null = null;
+    let pad: Tensor | null = null;
     try {
       this.usage.batches++;
-      for (let t = 0; t < steps && batch.some((r) => !r.done); t++) {
-        const B = batch.length;
-        const settings = batch.map((r) => (r.done ? IDLE_ROW : { ...this.rowSampling(r.req.params), u: uniformAt(r.seed, t) }));
-        if (t > 0) this.usage.decodeSteps++;
-        this.usage.rowSteps += B;
-        const input = ids;
-        const step = scope(() =>
-          noGrad(() => {
-            const hidden = t === 0 ? this.prefill(model, prompt, B, P, cache) : model.hiddenCached({ ids: input, batch: B, seq: 1 }, cache);
-            const sampled = sampleTokens(lastLogits(model, hidden), settings);
-            return { next: sampledIds(sampled), read: readSampled(sampled) };
-          }),
-        );
-        if (input instanceof Tensor) input.dispose();
-        ids = step.next;
-        const previous = inFlight;
-        inFlight = step.read;
-        if (previous) this.acceptStep(batch, await previous, onToken);
-        const live = batch.filter((r) => !r.done).length;
-        if (live > 0 && live <= B * this.compactBelow && t + 1 < steps) {
-          // The kept rows' next ids are this step's: take it now (one step without look-ahead).
-          const out = await inFlight;
-          inFlight = null;
-          this.acceptStep(batch, out, onToken);
-          const kept = batch.flatMap((r, b) => (r.done ? [] : [b]));
-          if (kept.length === 0) break;
-          const smaller = cache.takeRows(kept);
+      for (let t = 0; t < steps;) {
+        const live = batch.flatMap((r, b) => (r.done ? [] : [b]));
+        if (live.length === 0) break;
+        if (t > 0 && live.length <= batch.length * this.compactBelow) {
+          const smaller = cache.takeRows(live);
           cache.dispose();
           cache = smaller;
-          ids.dispose();
-          ids = Int32Array.from(kept, (b) => out.ids[b]);
-          batch = kept.map((b) => batch[b]);
+          batch = live.map((b) => batch[b]);
         }
+        const B = batch.length;
+        const n = Math.min(perReadback, steps - t, this.chunkEnd(batch));
+        const pads = cache.padLeft!;
+        // The prefill's sampling step advances the positions to the first decode step's.
+        const next = t === 0 ? P - 1 : cache.length;
+        const states = batch.map((r) => this.decodeRow(r));
+        const start = { ids: Int32Array.from(batch, (r) => r.tokens.at(-1) ?? 0), positions: Int32Array.from(pads, (p) => next - p) };
+        // The batch keeps its buffers from chunk to chunk until it shrinks.
+        if (gpu?.count === B) rewriteDecodeRows(gpu, states, start);
+        else {
+          if (gpu) disposeDecodeRows(gpu);
+          pad?.dispose();
+          gpu = decodeRows(states, start, this.vocab, Math.min(perReadback, steps));
+          pad = keep(tensor(pads, [B], 'i32'));
+        }
+        const onGpu = { positions: gpu.positions, pad: pad! };
+        const rowsOnGpu = gpu;
+        const head = half && headOnSkinny(model, B) ? half.head : undefined;
+        for (let j = 0; j < n; j++, t++) {
+          const first = t === 0;
+          scope(() =>
+            noGrad(() => {
+              const hidden = first
+                ? this.prefill(model, prompt, B, P, cache)
+                : model.hiddenCached({ ids: rowsOnGpu.ids, batch: B, seq: 1, halfWeights: half?.weights, onGpu }, cache);
+              sampleStep(lastLogits(model, hidden, head), rowsOnGpu, j);
+            }),
+          );
+          if (!first) this.usage.decodeSteps++;
+          this.usage.rowSteps += B;
+        }
+        for (const out of await readSteps(gpu, n)) this.acceptStep(batch, out, onToken);
       }
-      if (inFlight) this.acceptStep(batch, await inFlight, onToken);
-      inFlight = null;
     } finally {
-      // A step abandoned by an error still has its readback pending; let it settle.
-      await inFlight?.catch(() => undefined);
-      if (ids instanceof Tensor) ids.dispose();
+      if (gpu) disposeDecodeRows(gpu);
+      pad?.dispose();
       cache.dispose();
     }
+  }
+
+  /**
+   * Steps until the batch's token limits call for a readback: when every live row has
+   * reached its limit, or sooner where the rows reaching theirs leave at most
+   * compactBelow of the batch generating, so it can shrink there.
+   */
+  private chunkEnd(batch: readonly Row[]): number {
+    const left = batch.flatMap((r) => (r.done ? [] : [r.req.params.maxTokens - r.tokens.length])).sort((a, b) => a - b);
+    for (let k = 0; k < left.length; k++) {
+      const after = left.length - k - 1;
+      if (left[k] === left[k + 1]) continue;
+      if (after > 0 && after <= batch.length * this.compactBelow) return left[k];
+    }
+    return left[left.length - 1];
+  }
+
+  /** A row's settings and progress as the GPU keeps them between readbacks. */
+  private decodeRow(r: Row): DecodeRowState {
+    const p = r.req.params;
+    return {
+      temperature: p.temperature, topP: p.topP, topK: p.topK > 0 ? p.topK : 0, topN: p.logprobs ?? 0,
+      seed: r.seed, produced: r.tokens.length, maxTokens: p.maxTokens, done: r.done,
+      // An id past the vocabulary (a config's EOS beyond a test model's) is never sampled.
+      stopIds: [...r.stopIds].filter((id) => id < this.vocab),
+    };
   }
 
   /** The prompts' hidden states at their last position's chunk, the cache filled with every position's keys and values. */
@@ -286,10 +335,6 @@ export class LocalEngine implements Engine, WeightSync {
       if (r.done) event.result = this.result(r);
       onToken(r.index, event);
     });
-  }
-
-  private rowSampling(p: SamplingParams): Omit<RowSampling, 'u'> {
-    return { temperature: p.temperature, topP: p.topP, topK: p.topK > 0 ? p.topK : 0, topN: p.logprobs ?? 0 };
   }
 
   private accept(r: Row, id: number, logprob: number, top: TopLogprob[] | null): void {

@@ -1,6 +1,8 @@
 // Launchers of the skinny kernels (shaders/matmul/skinny.wgsl): a few rows by a
 // weight stored [N, K], a decode step's products, with a decode layer's neighbouring
-// operations (residual, several projections at once, RMSNorm, SwiGLU) folded in.
+// operations (residual, several projections at once, RMSNorm, SwiGLU) folded in. Each
+// takes its weights as f32 or, with `half`, as f16 pairs (u32 [N, K / 2], element 2j
+// in the low half of word j; shaders/matmul/skinny_f16.wgsl).
 
 import { GpuError } from '../../gpu/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
@@ -12,7 +14,16 @@ export function skinnyFits(args: Pick<MatmulArgs, 'k' | 'batch' | 'transA' | 'tr
   return !!args.transB && !args.transA && (args.batch ?? 1) === 1 && args.k % 4 === 0 && (args.offsetA ?? 0) % 4 === 0 && (args.offsetB ?? 0) % 4 === 0;
 }
 
-export type SkinnyArgs = Required<Pick<MatmulArgs, 'a' | 'b' | 'out' | 'm' | 'n' | 'k' | 'offsetA' | 'offsetB' | 'offsetC' | 'act' | 'accumulate'>> & Pick<MatmulArgs, 'bias' | 'residual'>;
+export type SkinnyArgs = Required<Pick<MatmulArgs, 'a' | 'b' | 'out' | 'm' | 'n' | 'k' | 'offsetA' | 'offsetB' | 'offsetC' | 'act' | 'accumulate'>> & Pick<MatmulArgs, 'bias' | 'residual'> & {
+  /** B holds f16 pairs (offsetB still counts elements, a multiple of 4). */
+  half?: boolean;
+};
+
+/** The kernel family of weights stored as f32 or as f16 pairs. */
+const family = (half: boolean | undefined) => (half ? 'matmul/skinny_f16' : 'matmul/skinny');
+
+/** Words of a weight of `elements` values: f32 or f16 pairs. */
+const weightWords = (elements: number, half: boolean | undefined) => (half ? elements / 2 : elements);
 
 /**
  * Rows of A per skinny workgroup (SKINNY_ROWS in the shader, at most SKINNY_MAX_ROWS):
@@ -24,7 +35,7 @@ const skinnyRows = (m: number) => (m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
 
 export function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
   const rows = skinnyRows(r.m);
-  const kernel = rt.kernel('matmul/skinny', 'skinny', {
+  const kernel = rt.kernel(family(r.half), 'skinny', {
     SKINNY_ROWS: rows, BIAS: Number(!!r.bias), ACT: MATMUL_ACTS[r.act], ACCUM: Number(r.accumulate), RESID: Number(!!r.residual),
   });
   // 8 columns per workgroup (SKINNY_COLS).
@@ -33,6 +44,24 @@ export function matmulSkinny(rt: Runtime, r: SkinnyArgs): void {
   p.u.set([r.m, r.n, r.k, 0, 0, 0, 0, 0, gx, r.offsetA, r.offsetB, r.offsetC, 0]);
   // Without a bias or residual the bindings still need a buffer; A is read-only already.
   rt.dispatch(kernel, [r.a, r.b, r.bias ?? r.a, r.out, r.residual ?? r.a], p.u, [Math.ceil(r.m / rows), gx, gy]);
+}
+
+/**
+ * A skinny product with B as f16 pairs, checked as `matmul` checks the f32 ones it
+ * routes here (the f32 path always goes through matmul).
+ */
+export function matmulSkinnyHalf(rt: Runtime, r: Omit<SkinnyArgs, 'half'>): void {
+  const what = 'matmul (skinny f16)';
+  checkSkinny(what, r.m, r.k);
+  if (!isCount(r.n)) throw new GpuError(`${what}: n = ${r.n} is not a count`);
+  if (r.offsetA % 4 !== 0 || r.offsetB % 4 !== 0) throw new GpuError(`${what}: offsetA ${r.offsetA} and offsetB ${r.offsetB} must be multiples of 4`);
+  if (r.m === 0 || r.n === 0) return;
+  checkBuffer('A', r.a, r.offsetA + r.m * r.k);
+  checkBuffer('B', r.b, (r.offsetB + r.n * r.k) / 2);
+  checkBuffer('C', r.out, r.offsetC + r.m * r.n);
+  if (r.bias) checkBuffer('bias', r.bias, r.n);
+  if (r.residual) checkBuffer('residual', r.residual, r.offsetC + r.m * r.n);
+  matmulSkinny(rt, { ...r, half: true });
 }
 
 /** The skinny variants' uniform (SkinnyParams) and grid for an m x n output. */
@@ -80,6 +109,8 @@ export interface SkinnyConcatArgs {
    * with the ninth storage binding it takes (skinnyConcatTakesNorm).
    */
   norm?: SkinnyNorm;
+  /** The weights are f16 pairs. */
+  half?: boolean;
 }
 
 /** Storage buffers per shader stage that `skinny_concat_norm` binds. */
@@ -96,7 +127,7 @@ export function skinnyConcatTakesNorm(rt: Runtime): boolean {
  * start at offset 0.
  */
 export function matmulSkinnyConcat(rt: Runtime, args: SkinnyConcatArgs): void {
-  const { a, weights, ns, biases, out, m, k, norm } = args;
+  const { a, weights, ns, biases, out, m, k, norm, half } = args;
   const what = 'matmul (skinny concat)';
   checkSkinny(what, m, k);
   if (weights.length < 1 || weights.length > 3 || ns.length !== weights.length) {
@@ -112,12 +143,12 @@ export function matmulSkinnyConcat(rt: Runtime, args: SkinnyConcatArgs): void {
   }
   if (m === 0 || n === 0) return;
   checkBuffer('A', a, m * k);
-  weights.forEach((w, i) => checkBuffer(`weight ${i}`, w, ns[i] * k));
+  weights.forEach((w, i) => checkBuffer(`weight ${i}`, w, weightWords(ns[i] * k, half)));
   biases?.forEach((bb, i) => checkBuffer(`bias ${i}`, bb, ns[i]));
   checkBuffer('C', out, m * n);
   if (norm) checkBuffer('norm weight', norm.weight, k);
   const { params, grid } = skinnyLaunch(m, n, k, ns[0], ns[1] ?? 0, norm?.eps);
-  const kernel = rt.kernel('matmul/skinny', norm ? 'skinny_concat_norm' : 'skinny_concat', { SKINNY_ROWS: skinnyRows(m), BIAS: Number(!!biases) });
+  const kernel = rt.kernel(family(half), norm ? 'skinny_concat_norm' : 'skinny_concat', { SKINNY_ROWS: skinnyRows(m), BIAS: Number(!!biases) });
   // Missing weights and biases take a buffer that is bound but never read.
   const w = (i: number) => weights[i] ?? weights[0];
   const bias = (i: number) => biases?.[i] ?? biases?.[0] ?? a;
@@ -138,11 +169,13 @@ export interface SkinnySwigluArgs {
   k: number;
   /** RMSNorm A's rows with this weight first (A becomes rmsNorm(A, weight, eps)). */
   norm?: SkinnyNorm;
+  /** gate and up are f16 pairs. */
+  half?: boolean;
 }
 
 /** A gated MLP's gate and up projections and SwiGLU in one dispatch (`skinny_swiglu`); all at offset 0. */
 export function matmulSkinnySwiglu(rt: Runtime, args: SkinnySwigluArgs): void {
-  const { a, gate, up, out, m, n, k, norm } = args;
+  const { a, gate, up, out, m, n, k, norm, half } = args;
   const what = 'matmul (skinny swiglu)';
   checkSkinny(what, m, k);
   if (!isCount(n)) throw new GpuError(`${what}: n = ${n} is not a count`);
@@ -150,12 +183,12 @@ export function matmulSkinnySwiglu(rt: Runtime, args: SkinnySwigluArgs): void {
   checkNormEps(what, norm);
   if (m === 0 || n === 0) return;
   checkBuffer('A', a, m * k);
-  checkBuffer('gate', gate, n * k);
-  checkBuffer('up', up, n * k);
+  checkBuffer('gate', gate, weightWords(n * k, half));
+  checkBuffer('up', up, weightWords(n * k, half));
   checkBuffer('C', out, m * n);
   if (norm) checkBuffer('norm weight', norm.weight, k);
   const { params, grid } = skinnyLaunch(m, n, k, 0, 0, norm?.eps);
-  const kernel = rt.kernel('matmul/skinny', 'skinny_swiglu', { SKINNY_ROWS: skinnyRows(m), SKINNY_PLANES: 2, NORM_A: Number(!!norm) });
+  const kernel = rt.kernel(family(half), 'skinny_swiglu', { SKINNY_ROWS: skinnyRows(m), SKINNY_PLANES: 2, NORM_A: Number(!!norm) });
   // Without a norm its binding still needs a buffer; A is read-only already.
   rt.dispatch(kernel, [a, gate, up, out, norm?.weight ?? a], params, grid);
 }

@@ -1,12 +1,13 @@
 // Inference-only fused ops of a decode step (models/qwen_decode.ts): several projections
 // of the same rows in one dispatch, gate/up projections with SwiGLU, a projection with
-// its residual connection, and rotary embedding with the KV-cache append. They record
-// no gradient, so they refuse inputs that need one while gradients are enabled. The
-// products run on the skinny matmul kernels, which read K as vec4s: K must be a
-// multiple of 4.
+// its residual connection, a plain projection, and rotary embedding with the KV-cache
+// append. They record no gradient, so they refuse inputs that need one while gradients
+// are enabled. The products run on the skinny matmul kernels, which read K as vec4s: K
+// must be a multiple of 4. Their weights are f32 tensors or f16 copies (HalfWeight,
+// tensor/ops/half.ts), all of one kind within a call.
 
 import { matmul } from '../../kernels/matmul/matmul.ts';
-import { matmulSkinnyConcat, matmulSkinnySwiglu } from '../../kernels/matmul/skinny.ts';
+import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../../kernels/matmul/tiles.ts';
 import * as rk from '../../kernels/rope.ts';
 import { isGradEnabled } from '../autograd.ts';
@@ -14,6 +15,23 @@ import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { fmt, numel, sameShape } from '../shape.ts';
 import { empty, type Tensor } from '../tensor.ts';
+import { isHalfWeight, type HalfWeight } from './half.ts';
+
+/** A projection's weight [out, in]: f32, or its f16 copy. */
+export type Weight = Tensor | HalfWeight;
+
+const shapeOf = (w: Weight) => w.shape;
+const bufferOf = (w: Weight) => (isHalfWeight(w) ? w.packed.buffer : w.buffer);
+
+/** Whether `weights` are f16 copies; throws when they mix kinds. */
+function halfWeights(op: string, weights: readonly Weight[]): boolean {
+  const half = weights.map(isHalfWeight);
+  if (half.some((h) => h !== half[0])) throw new ShapeError(`${op}: weights mix f32 tensors and f16 copies`);
+  return half[0] ?? false;
+}
+
+/** The f32 tensors among `weights` (f16 copies carry no gradient). */
+const f32Of = (weights: readonly Weight[]) => weights.filter((w): w is Tensor => !isHalfWeight(w));
 
 function inferenceOnly(op: string, inputs: readonly (Tensor | null | undefined)[]): void {
   inputs.forEach((t, i) => {
@@ -23,13 +41,14 @@ function inferenceOnly(op: string, inputs: readonly (Tensor | null | undefined)[
 }
 
 /** Rows of x [..., in] and the checks every projection here shares. */
-function rowsOf(op: string, x: Tensor, weights: readonly Tensor[]): number {
+function rowsOf(op: string, x: Tensor, weights: readonly Weight[]): number {
   const inF = x.shape[x.rank - 1];
   // Built only for an error: decode steps run these checks hundreds of times a second.
-  const what = () => `${op}: x ${fmt(x.shape)}, weights ${weights.map((w) => fmt(w.shape)).join(' ')}`;
+  const what = () => `${op}: x ${fmt(x.shape)}, weights ${weights.map((w) => fmt(shapeOf(w))).join(' ')}`;
   if (x.rank < 1) throw new ShapeError(`${what()}: x needs a last dim`);
   for (const w of weights) {
-    if (w.rank !== 2 || w.shape[1] !== inF) throw new ShapeError(`${what()}: weights must be [out, ${inF}]`);
+    const s = shapeOf(w);
+    if (s.length !== 2 || s[1] !== inF) throw new ShapeError(`${what()}: weights must be [out, ${inF}]`);
   }
   if (inF % 4 !== 0) throw new ShapeError(`${what()}: in = ${inF} must be a multiple of 4`);
   return numel(x.shape.slice(0, -1));
@@ -52,21 +71,22 @@ function checkNorm(op: string, x: Tensor, norm: FoldedNorm | undefined): void {
  * `norm` rmsNorm(x, ...) (needs kernels/matmul/skinny.ts skinnyConcatTakesNorm). Biases come for all
  * weights or none.
  */
-export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: readonly Tensor[] | null = null, norm?: FoldedNorm): Tensor {
+export function linearConcat(x: Tensor, weights: readonly Weight[], biases: readonly Tensor[] | null = null, norm?: FoldedNorm): Tensor {
   const op = 'linearConcat';
-  inferenceOnly(op, [x, ...weights, ...(biases ?? []), norm?.weight]);
+  inferenceOnly(op, [x, ...f32Of(weights), ...(biases ?? []), norm?.weight]);
   const rows = rowsOf(op, x, weights);
   checkNorm(op, x, norm);
   if (weights.length < 1 || weights.length > 3) throw new ShapeError(`${op}: 1 to 3 weights, got ${weights.length}`);
-  const ns = weights.map((w) => w.shape[0]);
+  const half = halfWeights(op, weights);
+  const ns = weights.map((w) => shapeOf(w)[0]);
   if (biases && (biases.length !== weights.length || biases.some((b, i) => b.rank !== 1 || b.shape[0] !== ns[i]))) {
     throw new ShapeError(`${op}: biases ${biases.map((b) => fmt(b.shape)).join(' ')} do not match weights of ${ns.join(', ')} rows`);
   }
   const rt = x.storage.rt;
   const y = empty([...x.shape.slice(0, -1), ns.reduce((s, n) => s + n, 0)], 'f32', rt);
   matmulSkinnyConcat(rt, {
-    a: x.buffer, weights: weights.map((w) => w.buffer), ns, biases: biases?.map((b) => b.buffer), out: y.buffer, m: rows, k: x.shape[x.rank - 1],
-    norm: norm && { weight: norm.weight.buffer, eps: norm.eps },
+    a: x.buffer, weights: weights.map(bufferOf), ns, biases: biases?.map((b) => b.buffer), out: y.buffer, m: rows, k: x.shape[x.rank - 1],
+    norm: norm && { weight: norm.weight.buffer, eps: norm.eps }, half,
   });
   return y;
 }
@@ -75,10 +95,11 @@ export function linearConcat(x: Tensor, weights: readonly Tensor[], biases: read
  * silu(h @ gate^T) * (h @ up^T) in one dispatch; gate and up [out, in]. h is x, or
  * with `norm` rmsNorm(x, norm.weight, norm.eps) (the MLP's own norm, folded in).
  */
-export function linearSwiglu(x: Tensor, gate: Tensor, up: Tensor, norm?: FoldedNorm): Tensor {
+export function linearSwiglu(x: Tensor, gate: Weight, up: Weight, norm?: FoldedNorm): Tensor {
   const op = 'linearSwiglu';
-  inferenceOnly(op, [x, gate, up, norm?.weight]);
+  inferenceOnly(op, [x, ...f32Of([gate, up]), norm?.weight]);
   const rows = rowsOf(op, x, [gate, up]);
+  const half = halfWeights(op, [gate, up]);
   if (!sameShape(gate.shape, up.shape)) throw new ShapeError(`${op}: gate ${fmt(gate.shape)} and up ${fmt(up.shape)} differ in shape`);
   checkNorm(op, x, norm);
   const k = x.shape[x.rank - 1];
@@ -86,25 +107,36 @@ export function linearSwiglu(x: Tensor, gate: Tensor, up: Tensor, norm?: FoldedN
   const n = gate.shape[0];
   const y = empty([...x.shape.slice(0, -1), n], 'f32', rt);
   matmulSkinnySwiglu(rt, {
-    a: x.buffer, gate: gate.buffer, up: up.buffer, out: y.buffer, m: rows, n, k, norm: norm && { weight: norm.weight.buffer, eps: norm.eps },
+    a: x.buffer, gate: bufferOf(gate), up: bufferOf(up), out: y.buffer, m: rows, n, k, norm: norm && { weight: norm.weight.buffer, eps: norm.eps }, half,
   });
   return y;
 }
 
 /** residual + x @ weight^T (+ bias) in one dispatch, into a new tensor; residual [..., out]. */
-export function linearResidual(x: Tensor, weight: Tensor, bias: Tensor | null, residual: Tensor): Tensor {
-  const op = 'linearResidual';
-  inferenceOnly(op, [x, weight, bias, residual]);
+export function linearResidual(x: Tensor, weight: Weight, bias: Tensor | null, residual: Tensor): Tensor {
+  return skinnyProjection('linearResidual', x, weight, bias, residual);
+}
+
+/** x @ weight^T on the skinny kernels (a decode step's LM head), into a new tensor. */
+export function linearSkinny(x: Tensor, weight: Weight): Tensor {
+  return skinnyProjection('linearSkinny', x, weight, null, null);
+}
+
+function skinnyProjection(op: string, x: Tensor, weight: Weight, bias: Tensor | null, residual: Tensor | null): Tensor {
+  inferenceOnly(op, [x, ...f32Of([weight]), bias, residual]);
   const rows = rowsOf(op, x, [weight]);
-  const shape = [...x.shape.slice(0, -1), weight.shape[0]];
-  if (!sameShape(residual.shape, shape)) throw new ShapeError(`${op}: residual ${fmt(residual.shape)} must be ${fmt(shape)}`);
-  if (bias && (bias.rank !== 1 || bias.shape[0] !== weight.shape[0])) throw new ShapeError(`${op}: bias ${fmt(bias.shape)} must be [${weight.shape[0]}]`);
+  const n = shapeOf(weight)[0];
+  const shape = [...x.shape.slice(0, -1), n];
+  if (residual && !sameShape(residual.shape, shape)) throw new ShapeError(`${op}: residual ${fmt(residual.shape)} must be ${fmt(shape)}`);
+  if (bias && (bias.rank !== 1 || bias.shape[0] !== n)) throw new ShapeError(`${op}: bias ${fmt(bias.shape)} must be [${n}]`);
   const rt = x.storage.rt;
   const y = empty(shape, 'f32', rt);
-  matmul(rt, {
-    a: x.buffer, b: weight.buffer, bias: bias?.buffer, residual: residual.buffer, out: y.buffer,
-    m: rows, n: weight.shape[0], k: x.shape[x.rank - 1], transB: true, tile: SKINNY_TILE,
-  });
+  const args = {
+    a: x.buffer, b: bufferOf(weight), bias: bias?.buffer, residual: residual?.buffer, out: y.buffer,
+    m: rows, n, k: x.shape[x.rank - 1], offsetA: 0, offsetB: 0, offsetC: 0, act: 'none' as const, accumulate: false,
+  };
+  if (isHalfWeight(weight)) matmulSkinnyHalf(rt, args);
+  else matmul(rt, { ...args, transB: true, tile: SKINNY_TILE });
   return y;
 }
 
