@@ -2,7 +2,10 @@
 // the run directory with its configuration, metrics (truncated to the checkpoint a
 // resumed run continues from), trajectory files, checkpoints, the seeded validation
 // panel, the HTML report, and what an interrupted run says about itself. Ctrl-C once
-// finishes the iteration in hand and saves a checkpoint; twice stops at once.
+// finishes the iteration in hand and saves a checkpoint; again, a moment later, stops
+// at once. Copies of the first signal that arrive within that moment are the same
+// Ctrl-C: the terminal signals every process of the foreground group, and a wrapper
+// that forwards it (`bun run`, npm's scripts) delivers it a second time.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -53,6 +56,9 @@ export interface RolloutSetup {
 
 const ROLLOUT_FILE = /^(?:iter|val|val-noskills|teacher-val)-(\d+)\.jsonl$/;
 
+/** Interrupts this close to the first one are copies of it (a wrapper's forwarded signal), not a second Ctrl-C. */
+export const SAME_INTERRUPT_MS = 1500;
+
 export class Run {
   readonly dir: string;
   readonly checkpoints: string;
@@ -66,7 +72,8 @@ export class Run {
   readonly progress: Progress;
   readonly env: Environment;
   readonly log: (line: string) => void;
-  private interrupts = 0;
+  /** When the first Ctrl-C arrived (ms since the epoch), or null. */
+  private interruptedAt: number | null = null;
   private lastSaved: { iteration: number; dir: string } | null = null;
   private readonly onInterrupt = () => this.interrupt();
 
@@ -107,11 +114,13 @@ export class Run {
   }
 
   private interrupt(): void {
-    this.interrupts++;
-    if (this.interrupts === 1) {
-      this.log('\ninterrupted: finishing this iteration and saving a checkpoint (Ctrl-C again to stop now)');
+    const now = Date.now();
+    if (this.interruptedAt === null) {
+      this.interruptedAt = now;
+      this.log(`\ninterrupted: finishing this iteration and saving a checkpoint (Ctrl-C again, more than ${SAME_INTERRUPT_MS / 1000} s from now, to stop at once)`);
       return;
     }
+    if (now - this.interruptedAt < SAME_INTERRUPT_MS) return;
     const saved = this.lastSaved ? `the last checkpoint is ${this.lastSaved.dir} (iteration ${this.lastSaved.iteration})` : 'no checkpoint has been saved yet';
     this.log(`\nstopped: ${saved}; ${this.lastSaved ? 'continue with the same command and --resume' : 'run the command again to start over'}`);
     process.exit(130);
@@ -119,7 +128,7 @@ export class Run {
 
   /** The user asked the run to stop (Ctrl-C): end after the iteration in hand. */
   get stopRequested(): boolean {
-    return this.interrupts > 0;
+    return this.interruptedAt !== null;
   }
 
   async save(contents: CheckpointContents): Promise<string> {
