@@ -1,7 +1,9 @@
 // Ctrl-C through the CLI, as a terminal delivers it: to the whole foreground process
 // group. Under `bun run train` (the README's command) the wrapper forwards its own copy,
 // so the trainer sees two signals at once; that is still one Ctrl-C, which finishes the
-// iteration and saves a checkpoint. A second Ctrl-C a moment later stops at once.
+// iteration and saves a checkpoint. A second Ctrl-C a moment later stops at once. A run
+// stopped before its first checkpoint, by Ctrl-C or by a checkpoint that could not be
+// written (a full disk), starts over when the same command is given again.
 
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -91,7 +93,30 @@ describe('Ctrl-C through the CLI', () => {
     ctrlC(p.child);
     const code = await p.exited;
     assert.equal(code, 130, `${p.out}\n${p.err}`);
-    assert.match(p.out, /^stopped: no checkpoint has been saved yet/m);
+    assert.match(p.out, /^stopped: no checkpoint has been saved yet; run the same command again to start it over$/m);
     assert.doesNotMatch(p.out, /checkpoint .*ckpt-1$/m);
+
+    const again = start(['src/cli/main.ts', 'train', ...words('twice')]);
+    await again.waitFor(/^training grpo/m);
+    ctrlC(again.child);
+    assert.equal(await again.exited, 0, `${again.out}\n${again.err}`);
+    assert.match(again.out, /twice holds a run that stopped before its first checkpoint; starting it over/);
+    assert.match(again.out, /checkpoint .*twice\/checkpoints\/ckpt-1$/m);
+  });
+
+  test('a checkpoint that cannot be written stops the run; the same command starts it over once that is fixed', slow, async () => {
+    const args = ['src/cli/main.ts', 'train', ...words('unwritable'), 'iterations=1', 'rollout.tasksPerIteration=1'];
+    // The `latest` pointer cannot replace a directory, as it could not be written on a full disk.
+    const blocked = path.join(dir, 'unwritable', 'checkpoints', 'latest');
+    fs.mkdirSync(path.join(blocked, 'in-the-way'), { recursive: true });
+    const failed = start(args);
+    assert.equal(await failed.exited, 1, `${failed.out}\n${failed.err}`);
+    assert.match(failed.err, /saving checkpoint .*ckpt-1 failed: .*; there is no earlier checkpoint/);
+    assert.match(failed.out, /stopped by an error: no checkpoint was saved; once it is fixed, run the same command again to start it over/);
+    fs.rmSync(blocked, { recursive: true });
+    const again = start(args);
+    assert.equal(await again.exited, 0, `${again.out}\n${again.err}`);
+    assert.match(again.out, /unwritable holds a run that stopped before its first checkpoint; starting it over/);
+    assert.match(again.out, /checkpoint .*unwritable\/checkpoints\/ckpt-1$/m);
   });
 });

@@ -263,7 +263,7 @@ function prune(root: string, current: number, keep: number): void {
 
 function latestName(root: string): string | null {
   const file = path.join(root, LATEST_FILE);
-  if (!fs.existsSync(file)) return null;
+  if (!fs.statSync(file, { throwIfNoEntry: false })?.isFile()) return null;
   const name = fs.readFileSync(file, 'utf8').trim();
   return CKPT_NAME.test(name) && fs.existsSync(path.join(root, name, MANIFEST)) ? name : null;
 }

@@ -1,14 +1,12 @@
-import * as path from 'node:path';
 import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { tensorCoreNote } from '../kernels/matmul/precision.ts';
-import { findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 import { describeConfig, loadConfig, runDir, type TrainConfig } from '../config/config.ts';
-import { assertNewRun } from '../report/metrics.ts';
+import { planRunStart } from '../run/run_start.ts';
 import { checkEnvironment } from '../eval/environment.ts';
 import { checkRunInputs, firstRunConfig, train } from '../trainer/train.ts';
-import { CliError, configWords, intArg, numberArg } from './args.ts';
+import { configWords, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
 /** What train() would refuse about the run directory once the GPU is up and the model loaded, refused before. */
@@ -17,8 +15,7 @@ function checkRunDirectory(cfg: TrainConfig, resume: boolean, overwrite: boolean
   const chained = first !== cfg;
   const dir = runDir(first);
   // A staged method's --resume may find its first stage done or not begun.
-  if (!resume) assertNewRun(dir, { overwrite });
-  else if (!chained && !findLatestCheckpoint(path.join(dir, 'checkpoints'))) throw new CliError(`--resume: no checkpoint under ${path.join(dir, 'checkpoints')}`);
+  if (!resume || !chained) planRunStart(dir, { resume, overwrite });
 }
 
 export const trainCommand = defineCommand({

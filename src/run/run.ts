@@ -14,13 +14,14 @@ import type { Tokenizer } from '../models/tokenizer.ts';
 import { runRollout, type RolloutOptions, type RolloutResult, type SkillsMode } from '../rollout/agent_loop.ts';
 import type { Engine } from '../rollout/engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
-import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
+import { assertResumable, loadCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
 import { configHash, runDir, writeRunConfig, type TrainConfig } from '../config/config.ts';
 import { agentSpec, makeEnvironment, validationPanel } from '../eval/environment.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { MetricsLogger, rolloutMetrics, type Metrics } from '../report/metrics.ts';
 import { Progress } from '../report/progress.ts';
 import { writeReport } from '../report/report.ts';
+import { planRunStart } from './run_start.ts';
 
 export interface TrainOptions {
   /** Continue the run in the output directory from its latest checkpoint. */
@@ -82,15 +83,16 @@ export class Run {
     this.dir = runDir(cfg);
     this.checkpoints = path.join(this.dir, 'checkpoints');
     this.hash = configHash(cfg);
-    this.checkpointDir = opts.resume ? findLatestCheckpoint(this.checkpoints) : null;
-    if (opts.resume && !this.checkpointDir) throw new Error(`--resume: no checkpoint under ${this.checkpoints}`);
+    const start = planRunStart(this.dir, opts);
+    this.checkpointDir = start.kind === 'resume' ? start.checkpoint : null;
     this.checkpoint = this.checkpointDir ? loadCheckpoint(this.checkpointDir) : null;
     if (this.checkpoint) assertResumable(this.checkpoint.trainerState, this.hash, this.checkpointDir!);
     this.start = this.checkpoint?.trainerState.iteration ?? 0;
     if (this.checkpoint) this.lastSaved = { iteration: this.start, dir: this.checkpointDir! };
     fs.mkdirSync(this.dir, { recursive: true });
     writeRunConfig(this.dir, cfg);
-    this.metrics = new MetricsLogger(this.dir, { tensorboard: cfg.output.tensorboard, resumeFrom: this.checkpoint ? this.start : undefined, overwrite: opts.overwrite });
+    if (start.kind === 'restart' && start.note) this.log(start.note);
+    this.metrics = new MetricsLogger(this.dir, { tensorboard: cfg.output.tensorboard, resumeFrom: this.checkpoint ? this.start : undefined, overwrite: start.kind === 'restart' });
     // The iterations after the checkpoint are done again: their trajectory files start over.
     this.dropRolloutsAfter(this.start);
     this.progress = new Progress(process.stdout, cfg.output.progress);
@@ -122,8 +124,13 @@ export class Run {
     }
     if (now - this.interruptedAt < SAME_INTERRUPT_MS) return;
     const saved = this.lastSaved ? `the last checkpoint is ${this.lastSaved.dir} (iteration ${this.lastSaved.iteration})` : 'no checkpoint has been saved yet';
-    this.log(`\nstopped: ${saved}; ${this.lastSaved ? 'continue with the same command and --resume' : 'run the command again to start over'}`);
+    this.log(`\nstopped: ${saved}; ${this.continuation()}`);
     process.exit(130);
+  }
+
+  /** The command that carries on from where the run stands. */
+  private continuation(): string {
+    return this.lastSaved ? 'continue with the same command and --resume' : 'run the same command again to start it over';
   }
 
   /** The user asked the run to stop (Ctrl-C): end after the iteration in hand. */
@@ -214,9 +221,11 @@ export class Run {
     return report;
   }
 
-  /** Releases what the run holds when it ends early (an error). */
+  /** Releases what the run holds when it ends early (an error), and says how to carry on. */
   abandon(): void {
     process.off('SIGINT', this.onInterrupt);
     this.metrics.close();
+    const saved = this.lastSaved ? `the last checkpoint is ${this.lastSaved.dir} (iteration ${this.lastSaved.iteration})` : 'no checkpoint was saved';
+    this.log(`stopped by an error: ${saved}; once it is fixed, ${this.continuation()}`);
   }
 }
