@@ -24,6 +24,7 @@ import { readPeftAdapter } from '../models/peft.ts';
 import type { QwenModel } from '../models/qwen.ts';
 import { SafetensorsReader } from '../models/safetensors.ts';
 import { writeSafetensors } from '../models/safetensors_writer.ts';
+import { processAlive } from '../util/process_alive.ts';
 import type { RngState } from '../util/random.ts';
 
 export const CHECKPOINT_FORMAT = 'wgt-checkpoint';
@@ -230,15 +231,6 @@ function removeAbandonedTemps(root: string): void {
   for (const entry of fs.readdirSync(root)) {
     const m = TEMP_NAME.exec(entry);
     if (m && Number(m[1]) !== process.pid && !processAlive(Number(m[1]))) fs.rmSync(path.join(root, entry), { recursive: true, force: true });
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

@@ -3,6 +3,7 @@ import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { tensorCoreNote } from '../kernels/matmul/precision.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 import { describeConfig, loadConfig, runDir, type TrainConfig } from '../config/config.ts';
+import { assertRunUnlocked } from '../run/run_lock.ts';
 import { planRunStart } from '../run/run_start.ts';
 import { checkEnvironment } from '../eval/environment.ts';
 import { checkRunInputs, firstRunConfig, train } from '../trainer/train.ts';
@@ -14,6 +15,7 @@ function checkRunDirectory(cfg: TrainConfig, resume: boolean, overwrite: boolean
   const first = firstRunConfig(cfg);
   const chained = first !== cfg;
   const dir = runDir(first);
+  assertRunUnlocked(dir);
   // A staged method's --resume may find its first stage done or not begun.
   if (!resume || !chained) planRunStart(dir, { resume, overwrite });
 }

@@ -21,6 +21,7 @@ import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { MetricsLogger, rolloutMetrics, type Metrics } from '../report/metrics.ts';
 import { Progress } from '../report/progress.ts';
 import { writeReport } from '../report/report.ts';
+import { RunLock } from './run_lock.ts';
 import { planRunStart } from './run_start.ts';
 
 export interface TrainOptions {
@@ -73,6 +74,7 @@ export class Run {
   readonly progress: Progress;
   readonly env: Environment;
   readonly log: (line: string) => void;
+  private readonly lock: RunLock;
   /** When the first Ctrl-C arrived (ms since the epoch), or null. */
   private interruptedAt: number | null = null;
   private lastSaved: { iteration: number; dir: string } | null = null;
@@ -83,20 +85,28 @@ export class Run {
     this.dir = runDir(cfg);
     this.checkpoints = path.join(this.dir, 'checkpoints');
     this.hash = configHash(cfg);
-    const start = planRunStart(this.dir, opts);
-    this.checkpointDir = start.kind === 'resume' ? start.checkpoint : null;
-    this.checkpoint = this.checkpointDir ? loadCheckpoint(this.checkpointDir) : null;
-    if (this.checkpoint) assertResumable(this.checkpoint.trainerState, this.hash, this.checkpointDir!);
-    this.start = this.checkpoint?.trainerState.iteration ?? 0;
-    if (this.checkpoint) this.lastSaved = { iteration: this.start, dir: this.checkpointDir! };
-    fs.mkdirSync(this.dir, { recursive: true });
-    writeRunConfig(this.dir, cfg);
-    if (start.kind === 'restart' && start.note) this.log(start.note);
-    this.metrics = new MetricsLogger(this.dir, { tensorboard: cfg.output.tensorboard, resumeFrom: this.checkpoint ? this.start : undefined, overwrite: start.kind === 'restart' });
-    // The iterations after the checkpoint are done again: their trajectory files start over.
-    this.dropRolloutsAfter(this.start);
-    this.progress = new Progress(process.stdout, cfg.output.progress);
-    this.env = makeEnvironment(cfg);
+    const existed = fs.existsSync(this.dir);
+    this.lock = RunLock.acquire(this.dir, this.log);
+    try {
+      const start = planRunStart(this.dir, opts);
+      this.checkpointDir = start.kind === 'resume' ? start.checkpoint : null;
+      this.checkpoint = this.checkpointDir ? loadCheckpoint(this.checkpointDir) : null;
+      if (this.checkpoint) assertResumable(this.checkpoint.trainerState, this.hash, this.checkpointDir!);
+      this.start = this.checkpoint?.trainerState.iteration ?? 0;
+      if (this.checkpoint) this.lastSaved = { iteration: this.start, dir: this.checkpointDir! };
+      writeRunConfig(this.dir, cfg);
+      if (start.kind === 'restart' && start.note) this.log(start.note);
+      this.metrics = new MetricsLogger(this.dir, { tensorboard: cfg.output.tensorboard, resumeFrom: this.checkpoint ? this.start : undefined, overwrite: start.kind === 'restart' });
+      // The iterations after the checkpoint are done again: their trajectory files start over.
+      this.dropRolloutsAfter(this.start);
+      this.progress = new Progress(process.stdout, cfg.output.progress);
+      this.env = makeEnvironment(cfg);
+    } catch (e) {
+      this.lock.release();
+      // A run refused before it wrote anything leaves no directory behind.
+      if (!existed && fs.readdirSync(this.dir).length === 0) fs.rmdirSync(this.dir);
+      throw e;
+    }
     process.on('SIGINT', this.onInterrupt);
     if (this.checkpoint) this.log(`resuming ${this.dir} after iteration ${this.start} (${this.checkpointDir})`);
   }
@@ -215,6 +225,7 @@ export class Run {
   finish(end: number, total: number): string {
     process.off('SIGINT', this.onInterrupt);
     this.metrics.close();
+    this.lock.release();
     const report = writeReport(this.dir);
     this.log(`report ${report}`);
     if (end < total) this.log(`stopped after iteration ${end} of ${total}; continue with the same command and --resume`);
@@ -225,6 +236,7 @@ export class Run {
   abandon(): void {
     process.off('SIGINT', this.onInterrupt);
     this.metrics.close();
+    this.lock.release();
     const saved = this.lastSaved ? `the last checkpoint is ${this.lastSaved.dir} (iteration ${this.lastSaved.iteration})` : 'no checkpoint was saved';
     this.log(`stopped by an error: ${saved}; once it is fixed, ${this.continuation()}`);
   }
