@@ -6,6 +6,7 @@ import { benchCommand } from './bench.ts';
 import { compareCommand } from './compare.ts';
 import { envCommand } from './env.ts';
 import { evalCommand } from './eval.ts';
+import { exportCommand } from './export.ts';
 import { gpuInfoCommand } from './gpu_info.ts';
 import { makeDefaultModelCommand } from './make_default_model.ts';
 import { resultsCommand } from './results.ts';
@@ -21,6 +22,7 @@ const main = defineCommand({
     compare: compareCommand,
     env: envCommand,
     eval: evalCommand,
+    export: exportCommand,
     gpu: gpuInfoCommand,
     'make-default-model': makeDefaultModelCommand,
     results: resultsCommand,

@@ -1,7 +1,7 @@
 import { defineCommand } from 'citty';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { loadCausalLM } from '../models/load.ts';
+import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
 import { scoreSequences } from '../models/score.ts';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { CliError, intArg } from './args.ts';
@@ -26,17 +26,17 @@ export const scoreCommand = defineCommand({
   meta: { name: 'score', description: 'Per-token log-probs of token sequences under a model (JSONL in, JSONL out)' },
   args: {
     ...gpuArgs,
-    model: { type: 'string', description: 'Hugging Face checkpoint directory', required: true },
+    model: { type: 'string', description: 'model directory, training checkpoint (ckpt-N) or run directory (its latest checkpoint)', required: true },
     input: { type: 'string', description: 'JSONL file, one {"token_ids": [...]} per line', required: true },
     output: { type: 'string', description: 'output JSONL (default: standard output)' },
     'batch-tokens': { type: 'string', description: 'tokens per forward batch (default 8192)', default: '8192' },
   },
   async run({ args }) {
-    if (!existsSync(args.model)) throw new CliError(`--model ${args.model}: no such directory`);
+    const source = resolveModelSource(args.model, '--model', { tokenizer: 'optional' });
     if (!existsSync(args.input)) throw new CliError(`--input ${args.input}: no such file`);
     const budget = intArg('--batch-tokens', args['batch-tokens'], 2);
     await initRuntime(gpuOptions(args));
-    const model = loadCausalLM(args.model, { trainable: false });
+    const model = loadModelSource(source, '--model');
     const seqs: number[][] = [];
     let n = 0;
     for await (const line of createInterface({ input: createReadStream(args.input) })) {
