@@ -23,7 +23,7 @@ import { loadLora, saveLora } from '../models/lora.ts';
 import { readPeftAdapter } from '../models/peft.ts';
 import type { QwenModel } from '../models/qwen.ts';
 import { SafetensorsReader } from '../models/safetensors.ts';
-import { writeSafetensors } from '../models/safetensors_writer.ts';
+import { writeSafetensors, type StorageDType } from '../models/safetensors_writer.ts';
 import { processAlive } from '../util/process_alive.ts';
 import type { RngState } from '../util/random.ts';
 
@@ -53,11 +53,15 @@ export interface TrainerState {
   [key: string]: unknown;
 }
 
-export type ModelSnapshot =
+export type ModelSnapshot = (
   /** Full fine-tuning; tokenizer files are copied from `tokenizerDir` (usually the starting checkpoint) so the saved model stands alone. */
   | { kind: 'full'; model: QwenModel; tokenizerDir?: string }
   /** LoRA: only the adapter is saved; `basePath` is the frozen base model it applies to. */
-  | { kind: 'lora'; model: QwenModel; basePath: string };
+  | { kind: 'lora'; model: QwenModel; basePath: string }
+) & {
+  /** Float type of the saved weights (default f32). */
+  dtype?: StorageDType;
+};
 
 export interface CheckpointContents {
   model: ModelSnapshot;
@@ -143,9 +147,9 @@ export async function saveCheckpoint(root: string, contents: CheckpointContents,
 async function fill(dir: string, { model, optimizerState, trainerState }: CheckpointContents, io: CheckpointIO): Promise<void> {
   if (model.kind === 'full') {
     if (model.model.lora.size) throw new CheckpointError('saveCheckpoint: the model has LoRA adapters attached; save it as { kind: "lora" } (or merge first)');
-    await saveModel(model.model, path.join(dir, 'model'), { tokenizerDir: model.tokenizerDir });
+    await saveModel(model.model, path.join(dir, 'model'), { tokenizerDir: model.tokenizerDir, dtype: model.dtype });
   } else {
-    await saveLora(model.model, path.join(dir, 'adapter'));
+    await saveLora(model.model, path.join(dir, 'adapter'), { dtype: model.dtype });
   }
   const tensors: [string, Float32Array, number[]][] = [];
   const scalars: Record<string, number> = {};

@@ -199,6 +199,13 @@ const checkpointSchema = z.strictObject({
   every: nonNegInt.default(10),
   /** Checkpoints kept on disk; 0 keeps all. */
   keepLast: nonNegInt.default(3),
+  /**
+   * Float type of the checkpoints' model files (full weights; a LoRA adapter when set).
+   * Default: what the model.path's weights are stored in, f32 for LoRA adapters. The
+   * optimizer state is always f32. A resumed run continues from the saved weights, so
+   * only f32 resumes exactly where a run in memory was.
+   */
+  dtype: z.enum(['bf16', 'f16', 'f32']).optional(),
 });
 
 const outputSchema = z.strictObject({

@@ -10,6 +10,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Environment } from '../envs/types.ts';
+import { openCheckpoint, storedDtype } from '../models/checkpoint.ts';
+import type { StorageDType } from '../models/safetensors_writer.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { runRollout, type RolloutOptions, type RolloutResult, type SkillsMode } from '../rollout/agent_loop.ts';
 import type { Engine } from '../rollout/engine.ts';
@@ -78,6 +80,7 @@ export class Run {
   /** When the first Ctrl-C arrived (ms since the epoch), or null. */
   private interruptedAt: number | null = null;
   private lastSaved: { iteration: number; dir: string } | null = null;
+  private savedDtype: { dtype: StorageDType | undefined } | null = null;
   private readonly onInterrupt = () => this.interrupt();
 
   constructor(readonly cfg: TrainConfig, opts: RunOptions = {}) {
@@ -148,8 +151,23 @@ export class Run {
     return this.interruptedAt !== null;
   }
 
+  /** The float type of the checkpoints' model files: checkpoint.dtype, else the model's own for full weights, f32 for an adapter. */
+  private modelDtype(): StorageDType | undefined {
+    const set = this.cfg.checkpoint.dtype;
+    if (set) return set.toUpperCase() as StorageDType;
+    if (this.cfg.model.lora) return undefined;
+    const source = openCheckpoint(this.cfg.model.path);
+    try {
+      return storedDtype(source);
+    } finally {
+      source.close();
+    }
+  }
+
   async save(contents: CheckpointContents): Promise<string> {
-    const where = await saveCheckpoint(this.checkpoints, contents, { keepLast: this.cfg.checkpoint.keepLast });
+    this.savedDtype ??= { dtype: this.modelDtype() };
+    const model = { ...contents.model, dtype: contents.model.dtype ?? this.savedDtype.dtype };
+    const where = await saveCheckpoint(this.checkpoints, { ...contents, model }, { keepLast: this.cfg.checkpoint.keepLast });
     this.lastSaved = { iteration: contents.trainerState.iteration, dir: where };
     this.log(`checkpoint ${where}`);
     return where;
