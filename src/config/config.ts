@@ -273,7 +273,14 @@ export function runDir(cfg: TrainConfig): string {
   return path.join(cfg.output.dir, cfg.output.runName);
 }
 
-/** The resolved configuration in a run directory. */
+/** The configuration recorded in a run directory as plain data, or null when it has none that reads. */
+export function readRunConfig(dir: string): unknown {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(dir, RUN_CONFIG_FILE), 'utf8'));
+  } catch {
+    return null;
+  }
+}
 
 /** Records the resolved configuration in the run directory; validateConfig reads it back unchanged. */
 export function writeRunConfig(dir: string, cfg: TrainConfig): string {

@@ -16,8 +16,8 @@ import type { Tokenizer } from '../models/tokenizer.ts';
 import { runRollout, type RolloutOptions, type RolloutResult, type SkillsMode } from '../rollout/agent_loop.ts';
 import type { Engine } from '../rollout/engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
-import { assertResumable, loadCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
-import { configHash, runDir, writeRunConfig, type TrainConfig } from '../config/config.ts';
+import { assertResumable, loadResumeCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
+import { configHash, readRunConfig, runDir, writeRunConfig, type TrainConfig } from '../config/config.ts';
 import { agentSpec, makeEnvironment, validationPanel } from '../eval/environment.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { MetricsLogger, rolloutMetrics, type Metrics } from '../report/metrics.ts';
@@ -29,6 +29,8 @@ import { planRunStart } from './run_start.ts';
 export interface TrainOptions {
   /** Continue the run in the output directory from its latest checkpoint. */
   resume?: boolean;
+  /** With resume: the checkpoint (ckpt-N) to continue from instead of the newest intact one. */
+  resumeFrom?: string;
   /** Replace an existing run's metrics instead of refusing. */
   overwrite?: boolean;
   /** Stop after this many iterations in this invocation (time-boxed jobs); `resume` continues. */
@@ -46,6 +48,8 @@ export interface TrainResult {
 
 export interface RunOptions {
   resume?: boolean;
+  /** With resume: the checkpoint (ckpt-N) to continue from instead of the newest intact one. */
+  resumeFrom?: string;
   overwrite?: boolean;
   log?: (line: string) => void;
 }
@@ -92,9 +96,9 @@ export class Run {
     this.lock = RunLock.acquire(this.dir, this.log);
     try {
       const start = planRunStart(this.dir, opts);
-      this.checkpointDir = start.kind === 'resume' ? start.checkpoint : null;
-      this.checkpoint = this.checkpointDir ? loadCheckpoint(this.checkpointDir) : null;
-      if (this.checkpoint) assertResumable(this.checkpoint.trainerState, this.hash, this.checkpointDir!);
+      this.checkpoint = start.kind === 'resume' ? loadResumeCheckpoint(this.checkpoints, { name: opts.resumeFrom, log: this.log }) : null;
+      this.checkpointDir = this.checkpoint?.dir ?? null;
+      if (this.checkpoint) assertResumable(this.checkpoint.trainerState, this.hash, this.checkpoint.dir, cfg, readRunConfig(this.dir));
       this.start = this.checkpoint?.trainerState.iteration ?? 0;
       if (this.checkpoint) this.lastSaved = { iteration: this.start, dir: this.checkpointDir! };
       writeRunConfig(this.dir, cfg);
@@ -167,7 +171,8 @@ export class Run {
   async save(contents: CheckpointContents): Promise<string> {
     this.savedDtype ??= { dtype: this.modelDtype() };
     const model = { ...contents.model, dtype: contents.model.dtype ?? this.savedDtype.dtype };
-    const where = await saveCheckpoint(this.checkpoints, { ...contents, model }, { keepLast: this.cfg.checkpoint.keepLast });
+    const trainerState = { ...contents.trainerState, config: this.cfg };
+    const where = await saveCheckpoint(this.checkpoints, { ...contents, model, trainerState }, { keepLast: this.cfg.checkpoint.keepLast });
     this.lastSaved = { iteration: contents.trainerState.iteration, dir: where };
     this.log(`checkpoint ${where}`);
     return where;

@@ -6,7 +6,7 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
+import { checkpointName, findLatestCheckpoint, listCheckpoints } from '../checkpoint/checkpoint.ts';
 import { METRICS_FILE, RUN_CONFIG_FILE } from '../report/run_files.ts';
 
 export type RunStart =
@@ -21,9 +21,15 @@ function holdsRun(dir: string): boolean {
 }
 
 /** How a run in `dir` starts; throws, naming the flags that work, where the directory's run must not be lost or there is nothing to resume. */
-export function planRunStart(dir: string, opts: { resume?: boolean; overwrite?: boolean }): RunStart {
+export function planRunStart(dir: string, opts: { resume?: boolean; resumeFrom?: string; overwrite?: boolean }): RunStart {
   const root = path.join(dir, 'checkpoints');
   const checkpoint = findLatestCheckpoint(root);
+  if (opts.resumeFrom) {
+    const named = path.join(root, opts.resumeFrom);
+    if (listCheckpoints(root).map(checkpointName).includes(opts.resumeFrom)) return { kind: 'resume', checkpoint: named };
+    const have = listCheckpoints(root).map(checkpointName);
+    throw new Error(`--resume ${opts.resumeFrom}: no complete checkpoint ${named}${have.length ? `; ${root} holds ${have.join(', ')}` : ''}`);
+  }
   if (opts.resume) {
     if (checkpoint) return { kind: 'resume', checkpoint };
     if (!holdsRun(dir)) throw new Error(`--resume: there is no run in ${dir} to continue; run the command without --resume to start it`);
