@@ -2,7 +2,7 @@ import { defineCommand } from 'citty';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { tensorCoreNote } from '../kernels/matmul/precision.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRecord } from '../config/default_run.ts';
-import { describeConfig, loadConfig, runDir, type TrainConfig } from '../config/config.ts';
+import { configWarnings, describeConfig, loadConfig, runDir, type TrainConfig } from '../config/config.ts';
 import { assertRunUnlocked } from '../run/run_lock.ts';
 import { planRunStart } from '../run/run_start.ts';
 import { checkEnvironment } from '../eval/environment.ts';
@@ -81,6 +81,7 @@ export const trainCommand = defineCommand({
     // A run replaced at full size loses the old record; a resumed one keeps its own.
     if (scale || !target.resume) writeScaleRecord(runDir(cfg), scale);
     console.log(describeConfig(cfg));
+    for (const warning of configWarnings(cfg)) console.log(`warning: ${warning}`);
     await train(cfg, { resume: target.resume, resumeFrom: target.from, overwrite: args.overwrite, stopAfter, timeLimitSeconds });
     destroyRuntime();
   },
