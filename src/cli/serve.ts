@@ -33,6 +33,7 @@ export const serveCommand = defineCommand({
     'max-batch': { type: 'string', description: 'rows per generation batch', default: '64' },
     'max-body-bytes': { type: 'string', description: 'request size cap', default: String(SERVER_DEFAULTS.maxBodyBytes) },
     'max-logprobs': { type: 'string', description: 'most top log-probs a request may ask for per token', default: String(SERVER_DEFAULTS.maxLogprobs) },
+    'disable-access-log': { type: 'boolean', description: 'do not print a line for each request answered (as vLLM\'s --disable-uvicorn-access-log)' },
   },
   async run({ args }) {
     const source = resolveModelSource(args.model, 'MODEL', { tokenizer: 'optional' });
@@ -59,6 +60,7 @@ export const serveCommand = defineCommand({
       maxBodyBytes,
       maxLogprobs,
       maxQueuedRows: Math.max(maxBatch, SERVER_DEFAULTS.maxQueuedRows),
+      accessLog: args['disable-access-log'] ? null : (line) => console.log(line),
     });
     console.log(`serving ${engine.name}${tokenizer ? '' : ' (no tokenizer: token ids only)'} at ${handle.url}`);
     const stop = async () => {
