@@ -25,7 +25,6 @@ export const compareCommand = defineCommand({
       '`compare examples/grpo_household.yaml --methods grpo,sdar,rlsd,skill_sd --seeds 3 --parallel 4`.',
   },
   args: {
-    ...gpuArgs,
     config: { type: 'positional', required: false, description: 'YAML or JSON config file, then any number of key=value overrides for every run' },
     methods: { type: 'string', required: true, description: `comma-separated methods (${METHODS.join(', ')})` },
     seeds: { type: 'string', default: '3', description: 'a count N (seeds 0..N-1) or a comma-separated list' },
@@ -37,6 +36,7 @@ export const compareCommand = defineCommand({
     'full-size': { type: 'boolean', description: 'on a software GPU, run the configuration as given instead of scaling it down' },
     'time-limit': { type: 'string', description: 'per run: stop with a checkpoint before an iteration that would end after M minutes (continue with --resume)' },
     'table-only': { type: 'boolean', description: 'only (re)build the table and report from the runs already in the directory' },
+    ...gpuArgs,
   },
   async run({ args }) {
     const { file, overrides } = configWords('compare', args._ as string[]);

@@ -90,7 +90,6 @@ export const evalCommand = defineCommand({
       'MODEL is a Hugging Face model directory, a training checkpoint, or a run directory (its latest checkpoint).',
   },
   args: {
-    ...gpuArgs,
     model: { type: 'positional', required: true, description: 'model directory, checkpoint directory, or run directory' },
     env: { type: 'string', description: `environment: ${ENV_NAMES.join(', ')} (default: the run's, else household)` },
     'env-url': { type: 'string', description: "the environment's server (default: the run's env.url, else the built-in environment)" },
@@ -114,6 +113,7 @@ export const evalCommand = defineCommand({
     out: { type: 'string', description: 'JSON report: settings, summary and every episode' },
     trajectories: { type: 'string', description: 'every trajectory as JSONL' },
     progress: { type: 'string', description: 'auto, bar, plain or none', default: 'auto' },
+    ...gpuArgs,
   },
   async run({ args }) {
     const seeds = intArg('--seeds', args.seeds, 1);

@@ -11,11 +11,11 @@ export const exportCommand = defineCommand({
     description: 'Write a model, training checkpoint or run (its latest checkpoint) as a Hugging Face model directory, or a LoRA checkpoint as its PEFT adapter',
   },
   args: {
-    ...gpuArgs,
     model: { type: 'positional', description: 'model directory, training checkpoint (ckpt-N) or run directory', required: true },
     out: { type: 'string', description: 'directory to write (replaced whole)', required: true },
     dtype: { type: 'string', description: "weights' float type: bf16, f16 or f32 (default: as stored)" },
     merge: { type: 'boolean', description: 'LoRA: write the base model with the adapter folded in (uses the GPU) instead of the adapter' },
+    ...gpuArgs,
   },
   async run({ args }) {
     const dtype = dtypeArg('--dtype', args.dtype);

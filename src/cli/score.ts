@@ -25,11 +25,11 @@ function parseLine(line: string, where: string, vocab: number): number[] {
 export const scoreCommand = defineCommand({
   meta: { name: 'score', description: 'Per-token log-probs of token sequences under a model (JSONL in, JSONL out)' },
   args: {
-    ...gpuArgs,
     model: { type: 'string', description: 'model directory, training checkpoint (ckpt-N) or run directory (its latest checkpoint)', required: true },
     input: { type: 'string', description: 'JSONL file, one {"token_ids": [...]} per line', required: true },
     output: { type: 'string', description: 'output JSONL (default: standard output)' },
-    'batch-tokens': { type: 'string', description: 'tokens per forward batch (default 8192)', default: '8192' },
+    'batch-tokens': { type: 'string', description: 'tokens per forward batch', default: '8192' },
+    ...gpuArgs,
   },
   async run({ args }) {
     const source = resolveModelSource(args.model, '--model', { tokenizer: 'optional' });

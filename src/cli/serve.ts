@@ -21,7 +21,6 @@ function adapterArgs(spec: string | undefined): [string, string][] {
 export const serveCommand = defineCommand({
   meta: { name: 'serve', description: 'Serve a model over a vLLM-compatible HTTP API (completions and chat, streaming, log-probs, LoRA adapters, weight reload)' },
   args: {
-    ...gpuArgs,
     model: { type: 'positional', description: 'model directory, training checkpoint (ckpt-N) or run directory (its latest checkpoint)', required: true },
     tokenizer: { type: 'string', description: "tokenizer directory (default: the model's, when it has tokenizer.json)" },
     'served-model-name': { type: 'string', description: 'name clients put in "model" (default: the model path as given)' },
@@ -34,6 +33,7 @@ export const serveCommand = defineCommand({
     'max-body-bytes': { type: 'string', description: 'request size cap', default: String(SERVER_DEFAULTS.maxBodyBytes) },
     'max-logprobs': { type: 'string', description: 'most top log-probs a request may ask for per token', default: String(SERVER_DEFAULTS.maxLogprobs) },
     'disable-access-log': { type: 'boolean', description: 'do not print a line for each request answered (as vLLM\'s --disable-uvicorn-access-log)' },
+    ...gpuArgs,
   },
   async run({ args }) {
     const source = resolveModelSource(args.model, 'MODEL', { tokenizer: 'optional' });

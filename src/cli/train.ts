@@ -42,7 +42,6 @@ export const trainCommand = defineCommand({
       'Overrides are key=value words after the config, e.g. `train examples/grpo_household.yaml optim.lr=2e-5 rollout.groupSize=4`.',
   },
   args: {
-    ...gpuArgs,
     config: { type: 'positional', required: false, description: 'YAML or JSON config file, then any number of key=value overrides' },
     method: { type: 'string', description: 'shortcut for method=NAME' },
     iterations: { type: 'string', description: 'shortcut for iterations=N' },
@@ -51,6 +50,7 @@ export const trainCommand = defineCommand({
     'time-limit': { type: 'string', description: 'stop, with a checkpoint, before an iteration that would end after M minutes (continue later with --resume)' },
     overwrite: { type: 'boolean', description: 'replace an existing run of the same name instead of refusing' },
     'full-size': { type: 'boolean', description: 'on a software GPU, run the configuration as given instead of scaling it down' },
+    ...gpuArgs,
   },
   async run({ args, rawArgs }) {
     const target = resumeTarget(rawArgs, args._ as string[]);
