@@ -8,6 +8,7 @@ import { comparePlan, runComparison, writeComparison, type CompareRun } from '..
 import { findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
 import { readMetrics } from '../report/metrics.ts';
 import { checkRunInputs } from '../trainer/train.ts';
+import { hubModelDir } from '../hub/hub_model.ts';
 import { CliError, configWords, intArg } from './args.ts';
 import { gpuArgs } from './gpu_args.ts';
 
@@ -46,6 +47,9 @@ export const compareCommand = defineCommand({
     const parallel = intArg('--parallel', args.parallel, 1, 64);
     // Every run's configuration is checked before any starts, so a typo fails at once.
     let base = loadConfig(file, overrides);
+    // A Hub id is downloaded once, here, and every run trains from the snapshot.
+    const modelDir = await hubModelDir(base.model.path);
+    if (modelDir !== base.model.path) overrides.push(`model.path=${modelDir}`);
     const runConfig = (run: CompareRun): TrainConfig => loadConfig(file, [...overrides, `method=${run.method}`, `seed=${run.seed}`]);
     for (const method of methods) {
       base = loadConfig(file, [...overrides, `method=${method}`]);

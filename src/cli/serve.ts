@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import * as path from 'node:path';
 import { initRuntime } from '../gpu/runtime.ts';
 import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
+import { hubModelDir } from '../hub/hub_model.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { SERVER_DEFAULTS, startServer } from '../serve/server.ts';
@@ -21,7 +22,7 @@ function adapterArgs(spec: string | undefined): [string, string][] {
 export const serveCommand = defineCommand({
   meta: { name: 'serve', description: 'Serve a model over a vLLM-compatible HTTP API (completions and chat, streaming, log-probs, LoRA adapters, weight reload)' },
   args: {
-    model: { type: 'positional', description: 'model directory, training checkpoint (ckpt-N) or run directory (its latest checkpoint)', required: true },
+    model: { type: 'positional', description: 'model directory, training checkpoint (ckpt-N), run directory (its latest checkpoint) or Hub model id (owner/name)', required: true },
     tokenizer: { type: 'string', description: "tokenizer directory (default: the model's, when it has tokenizer.json)" },
     'served-model-name': { type: 'string', description: 'name clients put in "model" (default: the model path as given)' },
     host: { type: 'string', description: 'address to bind', default: SERVER_DEFAULTS.host },
@@ -36,7 +37,7 @@ export const serveCommand = defineCommand({
     ...gpuArgs,
   },
   async run({ args }) {
-    const source = resolveModelSource(args.model, 'MODEL', { tokenizer: 'optional' });
+    const source = resolveModelSource(await hubModelDir(args.model), 'MODEL', { tokenizer: 'optional' });
     const tokDir = args.tokenizer ?? source.tokenizerDir;
     const port = intArg('--port', args.port, 0, 65535);
     const maxBatch = intArg('--max-batch', args['max-batch'], 1);

@@ -6,6 +6,7 @@ import { configWarnings, describeConfig, loadConfig, runDir, type TrainConfig } 
 import { assertRunUnlocked } from '../run/run_lock.ts';
 import { planRunStart } from '../run/run_start.ts';
 import { checkEnvironment } from '../eval/environment.ts';
+import { hubModelDir } from '../hub/hub_model.ts';
 import { checkRunInputs, firstRunConfig, train } from '../trainer/train.ts';
 import { CliError, configWords, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
@@ -60,6 +61,9 @@ export const trainCommand = defineCommand({
     if (args['gpu-memory'] !== undefined) overrides.push(`gpu.memory=${args['gpu-memory']}`);
     // Everything about the configuration and the run directory is checked before the GPU is touched.
     let cfg = loadConfig(file, file ? overrides : [...EMBEDDED_RECIPE, ...overrides]);
+    // A Hub id trains from its snapshot in the Hugging Face cache (downloaded once), which the run records.
+    const modelDir = await hubModelDir(cfg.model.path);
+    if (modelDir !== cfg.model.path) cfg = { ...cfg, model: { ...cfg.model, path: modelDir } };
     checkRunInputs(cfg);
     checkRunDirectory(cfg, target.resume, target.from, !!args.overwrite);
     await checkEnvironment(cfg);

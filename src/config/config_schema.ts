@@ -37,7 +37,7 @@ const loraSchema = z.strictObject({
 });
 
 const modelSchema = z.strictObject({
-  /** Hugging Face checkpoint directory. */
+  /** Hugging Face checkpoint directory, or a Hub id (owner/name) that the CLI downloads into the Hugging Face cache and replaces with its snapshot directory. */
   path: name.default(DEFAULT_MODEL_PATH),
   /** LoRA adapters (the base freezes), or null to train the weights themselves. */
   lora: loraSchema.nullable().default(null),
