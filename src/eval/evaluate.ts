@@ -15,6 +15,7 @@ import { loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
 import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
+import { readModelConfig } from '../models/checkpoint.ts';
 import { DEFAULT_MEMORY_GIB, GIB, planMemory } from '../models/memory_plan.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
@@ -70,7 +71,7 @@ export interface EvalOptions {
   samplingSeed?: number;
   /** Episodes the engine decodes together (default: the configuration's rollout.maxBatch); speed only, a seed's episode is the same in any batch. */
   maxBatch?: number;
-  /** The GPU memory budget in bytes (default 4 GiB): the batch is narrowed to fit it, and the buffer pool never holds more. */
+  /** The GPU memory budget in bytes (default: the configuration's gpu.memory, else 4 GiB): the batch is narrowed to fit it, and the buffer pool holds no more. */
   memoryBytes?: number;
   /** pass@k for these k (default 1, 2, 4, 8 up to S); every k must be <= S. */
   ks?: readonly number[];
@@ -231,6 +232,12 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const skills = o.skills ?? 'none';
   if (temperature === 0 && seeds > 1) log(`note: temperature 0 is greedy, so the ${seeds} seeds run identical episodes (std 0, pass@k = pass@1)`);
 
+  // Planned from config.json, before the weights are on the GPU: a batch that cannot fit is refused first.
+  const memory = planMemory({
+    model: readModelConfig(source.weights.kind === 'full' ? source.weights.dir : source.weights.basePath), trains: 'none', referenceCopy: false,
+    microBatchTokens: 1, checkpointing: 'off', rolloutRows: o.maxBatch ?? cfg.rollout.maxBatch, rowTokens: cfg.rollout.maxPromptTokens + maxResponseTokens,
+    budgetBytes: o.memoryBytes ?? (cfg.gpu.memory ?? DEFAULT_MEMORY_GIB) * GIB,
+  });
   const model = loadModelSource(source);
   try {
     const tokenizer = await loadTokenizer(source.tokenizerDir);
@@ -238,11 +245,6 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
     const where = cfg.env.url ? ` (${cfg.env.agentgym ? 'AgentGym ' : ''}server ${cfg.env.url})` : '';
     const which = panelSeed === null ? `tasks ${panel.tasks[0].seed}..${panel.tasks[tasks - 1].seed} of the server's ${split} set` : `seeds ${panelSeed}..${panelSeed + tasks - 1}`;
     log(`evaluating ${described} on ${cfg.env.name}${where} ${split}: ${tasks} tasks (${which}) x ${seeds} runs, temperature ${temperature}, at most ${maxTurns} turns of ${maxResponseTokens} tokens${SKILLS_NOTE[skills]}`);
-    const memory = planMemory({
-      model: model.config, trains: 'none', referenceCopy: false, microBatchTokens: 1, checkpointing: 'off',
-      rolloutRows: o.maxBatch ?? cfg.rollout.maxBatch, rowTokens: cfg.rollout.maxPromptTokens + maxResponseTokens,
-      budgetBytes: o.memoryBytes ?? DEFAULT_MEMORY_GIB * GIB,
-    });
     runtime().pool.limit = memory.budgetBytes;
     for (const note of memory.notes) log(`memory: ${note}`);
     const progress = new Progress(process.stdout, o.progress ?? 'auto');
@@ -264,6 +266,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         maxResponseTokens,
         maxTurns,
         stopAfterAction: cfg.rollout.stopAfterAction,
+        history: cfg.rollout.history,
         concurrency: cfg.rollout.concurrency,
         envTimeoutMs: cfg.env.timeoutMs,
         groupIdPrefix: 'eval-',

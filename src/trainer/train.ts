@@ -14,8 +14,7 @@ import { methodDefinition } from '../algos/methods/index.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { zeroGrad } from '../tensor/autograd.ts';
 import { PhaseMemory } from '../gpu/phase_memory.ts';
-import { describePlan } from '../models/memory_plan.ts';
-import { trainingMemoryPlan } from '../run/memory.ts';
+import { applyMemoryPlan, trainingMemoryPlan } from '../run/memory.ts';
 import { checkModelContext } from '../run/model_context.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
@@ -30,7 +29,7 @@ import { findLatestCheckpoint, loadCheckpoint } from '../checkpoint/checkpoint.t
 import { assertImplemented, METHODS, runDir as runDirOf, warmupIterations, type TrainConfig } from '../config/config.ts';
 import { checkEnvironment, drawTrainingTasks } from '../eval/environment.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
-import { trainingIteration, type Reference } from './iteration.ts';
+import { describePacking, trainingIteration, type Reference } from './iteration.ts';
 import { runMethod } from '../config/methods.ts';
 import { rolloutMetrics, summaryLine, type Metrics } from '../report/metrics.ts';
 import { Rng } from '../util/random.ts';
@@ -133,10 +132,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
   const ckpt = run.checkpoint;
   const lora = cfg.model.lora;
   const modelPath = ckpt?.model.kind === 'full' ? ckpt.model.dir : cfg.model.path;
-  const memory = trainingMemoryPlan(cfg);
-  runtime().pool.limit = memory.budgetBytes;
-  log(`${describePlan(memory)}${cfg.gpu.memory === undefined ? ' (the default budget: set gpu.memory or --gpu-memory for a larger GPU)' : ''}`);
-  for (const note of memory.notes) log(`memory: ${note}`);
+  const memory = applyMemoryPlan(cfg, log);
   const model = loadCausalLM(modelPath, { trainable: !lora });
   model.checkpointLayers = memory.checkpointLayers;
   if (lora) {
@@ -193,6 +189,8 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
     let end = Math.min(cfg.iterations, opts.stopAfter !== undefined ? start + opts.stopAfter : cfg.iterations);
     const startedAt = performance.now();
     let slowest = 0;
+    // The run log says how episodes are scored and trained at the first iteration, and again whenever that changes.
+    let packing = '';
     for (let it = start + 1; it <= end; it++) {
       const iterationStart = performance.now();
       const tasks = drawTrainingTasks(cfg, rng, cfg.rollout.tasksPerIteration);
@@ -222,6 +220,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
           temperature: scoringTemperature(cfg.rollout.temperature),
           shuffle: (n) => shuffleRng.shuffle(Array.from({ length: n }, (_, i) => i)),
         },
+        mergeTurns: cfg.optim.mergeTurns,
         reference,
         plan,
         teacher,
@@ -231,6 +230,11 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
         memory: phaseMemory,
       });
       trajectoryLog?.close();
+      const packed = describePacking(result, cfg.optim.mergeTurns);
+      if (packed && packed.key !== packing) {
+        log(packed.line);
+        packing = packed.key;
+      }
       const syncStart = performance.now();
       if (remote && result.update) await remote.push(model, it);
       const t = result.times;
@@ -254,7 +258,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
       if (noted) log(noted);
       if (run.isDue(cfg.validation.every, it, cfg.iterations)) {
         Object.assign(m, await validate(it));
-        phaseMemory.end('validation');
+        await phaseMemory.end('validation');
         const line = method.observe({ kind: 'validation', iteration: it, success: m['val/success'] });
         if (line) log(line);
       }
