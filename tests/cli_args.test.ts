@@ -37,8 +37,10 @@ describe('unknown options', () => {
     assert.throws(() => check('train --resume --resum'), /unknown option --resum/, 'a boolean takes no value');
   });
 
-  test('an unknown command is left to citty to report', () => {
-    check('traim --iterations 3');
-    check('env serv household --prot 1');
+  test('an unknown command is named, with the command meant when one is close', () => {
+    assert.throws(() => check('traim --iterations 3'), { name: 'CliError', message: 'unknown command traim; did you mean train? (commands: train, eval, env)' });
+    assert.throws(() => check('env serv household --prot 1'), { name: 'CliError', message: 'env: unknown command serv; did you mean serve? (commands: serve, expert)' });
+    assert.throws(() => check('frobnicate'), (e: Error) => e.message === 'unknown command frobnicate (commands: train, eval, env)');
+    check('env');
   });
 });

@@ -76,7 +76,7 @@ describe('first run', () => {
 
     const again = cli(dir, ['train', ...small]);
     assert.equal(again.code, 1);
-    assert.match(again.err, /runs\/household-grpo-s0 already holds a run \(metrics\.jsonl\): pass --resume to continue it, --overwrite to replace it/);
+    assert.match(again.err, /runs\/household-grpo-s0 already holds a run \(checkpoints up to ckpt-1\): pass --resume to continue it, --overwrite to replace it/);
     assert.doesNotMatch(again.out, /GPU:/, 'refused before the GPU starts');
   });
 

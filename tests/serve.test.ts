@@ -137,6 +137,28 @@ describe('serve over HTTP', () => {
     assertClose(ec.logprobs.token_logprobs.slice(prompt.length), local[0], { atol: 1e-4 });
     assert.equal(ec.prompt_logprobs.length, prompt.length + want.length);
     assert.equal(ec.text, tok.decode([...prompt, ...want]));
+
+    // echo with logprobs N, as vLLM answers it: the prompt positions carry their top N too (and prompt_logprobs with them).
+    const top = await post(`${server.url}/v1/completions`, { prompt: [...prompt, ...want], max_tokens: 0, echo: true, logprobs: 2 });
+    assert.equal(top.status, 200, JSON.stringify(top.body));
+    const tc = top.body.choices[0];
+    assert.equal(tc.logprobs.top_logprobs[0], null);
+    want.forEach((id, k) => {
+      const at = prompt.length + k;
+      const entry = tc.logprobs.top_logprobs[at];
+      // The greedy continuation is its position's most likely token: the token itself and one more.
+      assert.deepEqual(Object.keys(entry).length, 2, JSON.stringify(entry));
+      assertClose([entry[tok.decode([id])]], [local[0][k]], { atol: 1e-4 });
+      const ranked = tc.prompt_logprobs[at] as Record<string, { rank: number; logprob: number }>;
+      assert.deepEqual(Object.values(ranked).map((e) => e.rank).sort(), [1, 2]);
+      assert.equal(ranked[String(id)].rank, 1);
+    });
+    // A prompt position's top list is the one generation reports for the same prefix.
+    const next = await post(`${server.url}/v1/completions`, { prompt, max_tokens: 1, temperature: 0, logprobs: 2 });
+    const generated = next.body.choices[0].logprobs.top_logprobs[0];
+    const echoed = tc.logprobs.top_logprobs[prompt.length];
+    assert.deepEqual(Object.keys(echoed).sort(), Object.keys(generated).sort());
+    for (const name of Object.keys(generated)) assertClose([echoed[name]], [generated[name]], { atol: 1e-4, label: name });
   });
 
   test('text prompts, stop strings, n with a seed, tokenize and detokenize', slow, async () => {
@@ -242,8 +264,7 @@ describe('serve over HTTP', () => {
     await expectError(post(url, { prompt: [1, 2], stream: true, prompt_logprobs: 0 }), 400, /"prompt_logprobs" is not available when streaming/);
     await expectError(post(url, { prompt: [1, 2], stream_options: { include_usage: true } }), 400, /only allowed with "stream": true/);
     await expectError(post(url, { prompt: [1, 2], logprobs: 21 }), 400, /"logprobs" is 21, more than the 20 top log-probs/);
-    await expectError(post(url, { prompt: [1, 2], logprobs: 2, echo: true }), 400, /use "logprobs": 0 with "echo": true/);
-    await expectError(post(url, { prompt: [1, 2], prompt_logprobs: 3 }), 400, /only 0/);
+    await expectError(post(url, { prompt: [1, 2], prompt_logprobs: 21 }), 400, /"prompt_logprobs" is 21, more than the 20 top log-probs/);
     await expectError(post(url, { prompt: [1, 2], presence_penalty: 0.5 }), 400, /presence_penalty" is not supported/);
     await expectError(post(url, { prompt: [] }), 400, /field "prompt"/);
     await expectError(post(url, { prompt: [1, 2], model: 'gpt-4' }), 404, /the model "gpt-4" does not exist/);

@@ -157,7 +157,7 @@ describe('runSft', () => {
     await assert.rejects(runSft(withModel('other-thinking'), quiet), /sampled with model\.thinking=on, and this run renders prompts with model\.thinking=off; set model\.thinking=on/);
     assert.ok(!existsSync(join(root, 'other-thinking')), 'no run directory');
     await assert.rejects(runSft(cfgFor('no-model'), quiet), /model\.path: .*model-unused is not a Hugging Face model directory/);
-    await assert.rejects(runSft(loadConfig(undefined, settings(real, 'resume')), { ...quiet, resume: true }), /--resume: no checkpoint under .*resume/);
+    await assert.rejects(runSft(loadConfig(undefined, settings(real, 'resume')), { ...quiet, resume: true }), /--resume: there is no run in .*resume to continue/);
     await assert.rejects(runSft(withModel('linear', ['optim.schedule=linear']), quiet), /optim\.schedule: method sft supports "constant" and "cosine"/);
     await assert.rejects(runSft(loadConfig(undefined, [...settings(real, 'grpo'), 'method=grpo']), quiet), /runSft runs supervised fine-tuning, and grpo trains by rl/);
   });

@@ -85,7 +85,7 @@ describe('an interrupted run', () => {
     assert.equal(run.stopRequested, false);
     process.emit('SIGINT');
     assert.equal(run.stopRequested, true);
-    assert.match(lines.join('\n'), /interrupted: finishing this iteration and saving a checkpoint \(Ctrl-C again to stop now\)/);
+    assert.match(lines.join('\n'), /interrupted: finishing this iteration and saving a checkpoint \(Ctrl-C again, more than 1.5 s from now, to stop at once\)/);
     run.metrics.log(0, { 'val/success': 0 });
     run.finish(3, 10);
     assert.match(lines.at(-1)!, /stopped after iteration 3 of 10; continue with the same command and --resume/);

@@ -18,6 +18,7 @@ import {
   assertResumable, findLatestCheckpoint, LATEST_FILE, listCheckpoints, loadCheckpoint, restoreModel, saveCheckpoint, type CheckpointIO, type TrainerState,
 } from '../src/checkpoint/checkpoint.ts';
 import { Rng } from '../src/util/random.ts';
+import { validateConfig } from '../src/config/config.ts';
 import type { Tensor } from '../src/tensor/tensor.ts';
 import { gpu, read } from './support/gpu.ts';
 
@@ -214,7 +215,8 @@ describe('training checkpoints', () => {
     fs.rmSync(path.join(noModel, 'model', 'config.json'));
     assert.throws(() => loadCheckpoint(noModel), /model\/config\.json: missing \(listed in checkpoint\.json\)/);
     assert.throws(() => loadCheckpoint(path.join(tmp, 'nowhere')), /checkpoint directory not found/);
-    assertResumable(loadCheckpoint(dir).trainerState, 'abc123', dir);
-    assert.throws(() => assertResumable(loadCheckpoint(dir).trainerState, 'zzz', dir), /config hash abc123, this run's is zzz/);
+    const cfg = validateConfig({});
+    assertResumable(loadCheckpoint(dir).trainerState, 'abc123', dir, cfg);
+    assert.throws(() => assertResumable(loadCheckpoint(dir).trainerState, 'zzz', dir, cfg), /another configuration; its config hash is abc123, this run's zzz/);
   });
 });

@@ -23,8 +23,11 @@ import { loadLora, saveLora } from '../models/lora.ts';
 import { readPeftAdapter } from '../models/peft.ts';
 import type { QwenModel } from '../models/qwen.ts';
 import { SafetensorsReader } from '../models/safetensors.ts';
-import { writeSafetensors } from '../models/safetensors_writer.ts';
+import { writeSafetensors, type StorageDType } from '../models/safetensors_writer.ts';
+import { processAlive } from '../util/process_alive.ts';
 import type { RngState } from '../util/random.ts';
+import { configDifferences, RESUMABLE_CHANGES } from '../config/config_diff.ts';
+import type { TrainConfig } from '../config/config_schema.ts';
 
 export const CHECKPOINT_FORMAT = 'wgt-checkpoint';
 export const CHECKPOINT_VERSION = 1;
@@ -48,15 +51,21 @@ export interface TrainerState {
   metrics?: Record<string, number>;
   /** The method's state between iterations (RetireOPD's retirement, ...), as JSON. */
   methodState?: unknown;
+  /** The run's configuration, to name what changed when a resume is refused. */
+  config?: unknown;
   /** Anything else the loop keeps, as JSON. */
   [key: string]: unknown;
 }
 
-export type ModelSnapshot =
+export type ModelSnapshot = (
   /** Full fine-tuning; tokenizer files are copied from `tokenizerDir` (usually the starting checkpoint) so the saved model stands alone. */
   | { kind: 'full'; model: QwenModel; tokenizerDir?: string }
   /** LoRA: only the adapter is saved; `basePath` is the frozen base model it applies to. */
-  | { kind: 'lora'; model: QwenModel; basePath: string };
+  | { kind: 'lora'; model: QwenModel; basePath: string }
+) & {
+  /** Float type of the saved weights (default f32). */
+  dtype?: StorageDType;
+};
 
 export interface CheckpointContents {
   model: ModelSnapshot;
@@ -142,9 +151,9 @@ export async function saveCheckpoint(root: string, contents: CheckpointContents,
 async function fill(dir: string, { model, optimizerState, trainerState }: CheckpointContents, io: CheckpointIO): Promise<void> {
   if (model.kind === 'full') {
     if (model.model.lora.size) throw new CheckpointError('saveCheckpoint: the model has LoRA adapters attached; save it as { kind: "lora" } (or merge first)');
-    await saveModel(model.model, path.join(dir, 'model'), { tokenizerDir: model.tokenizerDir });
+    await saveModel(model.model, path.join(dir, 'model'), { tokenizerDir: model.tokenizerDir, dtype: model.dtype });
   } else {
-    await saveLora(model.model, path.join(dir, 'adapter'));
+    await saveLora(model.model, path.join(dir, 'adapter'), { dtype: model.dtype });
   }
   const tensors: [string, Float32Array, number[]][] = [];
   const scalars: Record<string, number> = {};
@@ -233,15 +242,6 @@ function removeAbandonedTemps(root: string): void {
   }
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Iterations of the complete-looking checkpoint directories under `root`, ascending. */
 export function listCheckpoints(root: string): number[] {
   if (!fs.existsSync(root)) return [];
@@ -263,7 +263,7 @@ function prune(root: string, current: number, keep: number): void {
 
 function latestName(root: string): string | null {
   const file = path.join(root, LATEST_FILE);
-  if (!fs.existsSync(file)) return null;
+  if (!fs.statSync(file, { throwIfNoEntry: false })?.isFile()) return null;
   const name = fs.readFileSync(file, 'utf8').trim();
   return CKPT_NAME.test(name) && fs.existsSync(path.join(root, name, MANIFEST)) ? name : null;
 }
@@ -380,12 +380,41 @@ export function restoreModel(ckpt: Pick<LoadedCheckpoint, 'model'>, opts: LoadOp
   return model;
 }
 
-/** Refuses to resume a checkpoint made under a different configuration. */
-export function assertResumable(state: TrainerState, configHash: string, where: string): void {
-  if (state.configHash !== configHash) {
-    throw new CheckpointError(
-      `${where}: the checkpoint was made with config hash ${state.configHash}, this run's is ${configHash}; `
-      + 'only iterations, checkpoint.* and output.* may change on resume',
-    );
+/**
+ * Refuses to resume a checkpoint made under a different configuration, naming the
+ * settings that differ: from the checkpoint's own record of its configuration, else
+ * `recorded` (the run directory's config.json), else only the hashes.
+ */
+export function assertResumable(state: TrainerState, configHash: string, where: string, current: TrainConfig, recorded: unknown = null): void {
+  if (state.configHash === configHash) return;
+  const before = state.config ?? recorded;
+  const changes = before ? configDifferences(before, current) : [];
+  const what = changes.length ? `these settings differ from the checkpoint's: ${changes.join(', ')}` : `its config hash is ${state.configHash}, this run's ${configHash}`;
+  throw new CheckpointError(
+    `${where}: the checkpoint was made with another configuration; ${what}. Only ${RESUMABLE_CHANGES.map((k) => (k === 'iterations' ? k : `${k}.*`)).join(', ')} `
+    + 'may change on resume: put the settings back, or start a new run (output.runName=NAME, or --overwrite)',
+  );
+}
+
+/**
+ * The checkpoint a resumed run starts from: `name` (ckpt-N) when given, else the newest
+ * one that loads. A damaged newest checkpoint (truncated, a file missing) is passed over
+ * for the one before, and `log` says so; a named one must load.
+ */
+export function loadResumeCheckpoint(root: string, opts: { name?: string; log?: (line: string) => void } = {}): LoadedCheckpoint {
+  if (opts.name) return loadCheckpoint(path.join(root, opts.name));
+  const pointer = latestName(root);
+  const names = [...new Set([...(pointer ? [pointer] : []), ...listCheckpoints(root).reverse().map(checkpointName)])];
+  const damaged: string[] = [];
+  for (const name of names) {
+    try {
+      const ckpt = loadCheckpoint(path.join(root, name));
+      if (damaged.length) opts.log?.(`${damaged.join('; ')}; resuming from ${name}, the newest intact checkpoint`);
+      return ckpt;
+    } catch (e) {
+      if (!(e instanceof CheckpointError)) throw e;
+      damaged.push(`${name} is damaged (${e.message})`);
+    }
   }
+  throw new CheckpointError(damaged.length ? `no intact checkpoint under ${root}: ${damaged.join('; ')}` : `no checkpoint under ${root}`);
 }

@@ -18,7 +18,7 @@ export class ModelSourceError extends Error {
   override name = 'ModelSourceError';
 }
 
-export interface ModelSource {
+export interface ModelSource<Tokenizer extends string | null = string> {
   /** The path as given. */
   input: string;
   kind: 'model' | 'checkpoint' | 'run';
@@ -27,7 +27,8 @@ export interface ModelSource {
   /** Its iteration (for an SFT run, its optimizer steps). */
   iteration: number | null;
   weights: CheckpointModel;
-  tokenizerDir: string;
+  /** Where tokenizer.json is (null: none, where the caller allowed that). */
+  tokenizerDir: Tokenizer;
   /** The configuration of the run the checkpoint belongs to, when it can be found and read. */
   runConfig: TrainConfig | null;
   /** Why a run configuration next to the checkpoint was not used. */
@@ -50,7 +51,12 @@ function hasTokenizer(dir: string): boolean {
   return fs.existsSync(path.join(dir, 'tokenizer.json'));
 }
 
-function fromCheckpoint(input: string, dir: string, kind: 'checkpoint' | 'run', runDir: string | null, option: string): ModelSource {
+interface ResolveOptions {
+  /** Whether a model without tokenizer.json is refused (default) or resolved with tokenizerDir null. */
+  tokenizer?: 'required' | 'optional';
+}
+
+function fromCheckpoint(input: string, dir: string, kind: 'checkpoint' | 'run', runDir: string | null, option: string, opts: ResolveOptions): ModelSource<string | null> {
   let ckpt;
   try {
     ckpt = loadCheckpoint(dir);
@@ -59,35 +65,38 @@ function fromCheckpoint(input: string, dir: string, kind: 'checkpoint' | 'run', 
   }
   const run = runDir ? readRunConfig(runDir) : { config: null, problem: null };
   const candidates = ckpt.model.kind === 'full' ? [ckpt.model.dir, run.config?.model.path] : [ckpt.model.basePath];
-  const tokenizerDir = candidates.find((d): d is string => d !== undefined && hasTokenizer(d));
-  if (!tokenizerDir) throw new ModelSourceError(`${option} ${input}: no tokenizer.json in ${candidates.filter(Boolean).join(' or ')}`);
+  const tokenizerDir = candidates.find((d): d is string => d !== undefined && hasTokenizer(d)) ?? null;
+  if (!tokenizerDir && opts.tokenizer !== 'optional') throw new ModelSourceError(`${option} ${input}: no tokenizer.json in ${candidates.filter(Boolean).join(' or ')}`);
   return { input, kind, checkpoint: dir, iteration: ckpt.iteration, weights: ckpt.model, tokenizerDir, runConfig: run.config, runConfigProblem: run.problem };
 }
 
 /** Resolves `input`; `option` names it in messages (a flag or an argument name). */
-export function resolveModelSource(input: string, option = 'model'): ModelSource {
+export function resolveModelSource(input: string, option?: string): ModelSource;
+export function resolveModelSource(input: string, option: string, opts: ResolveOptions): ModelSource<string | null>;
+export function resolveModelSource(input: string, option = 'model', opts: ResolveOptions = {}): ModelSource<string | null> {
   if (!fs.existsSync(input)) throw new ModelSourceError(`${option} ${input}: no such directory`);
   if (!fs.statSync(input).isDirectory()) throw new ModelSourceError(`${option} ${input}: not a directory`);
   if (fs.existsSync(path.join(input, CHECKPOINT_MANIFEST))) {
     // <run>/checkpoints/ckpt-N: the run is two levels up.
     const runDir = path.dirname(path.dirname(path.resolve(input)));
-    return fromCheckpoint(input, input, 'checkpoint', fs.existsSync(path.join(runDir, 'checkpoints')) ? runDir : null, option);
+    return fromCheckpoint(input, input, 'checkpoint', fs.existsSync(path.join(runDir, 'checkpoints')) ? runDir : null, option, opts);
   }
   const root = path.join(input, 'checkpoints');
   if (fs.existsSync(root)) {
     const latest = findLatestCheckpoint(root);
     if (!latest) throw new ModelSourceError(`${option} ${input}: a run directory with no complete checkpoint under ${root}`);
-    return fromCheckpoint(input, latest, 'run', input, option);
+    return fromCheckpoint(input, latest, 'run', input, option, opts);
   }
   if (!fs.existsSync(path.join(input, 'config.json'))) {
     throw new ModelSourceError(`${option} ${input}: not a Hugging Face model directory (config.json), a training checkpoint (${CHECKPOINT_MANIFEST}) or a run directory (checkpoints/)`);
   }
-  if (!hasTokenizer(input)) throw new ModelSourceError(`${option} ${input}: the model directory has no tokenizer.json`);
-  return { input, kind: 'model', checkpoint: null, iteration: null, weights: { kind: 'full', dir: input }, tokenizerDir: input, runConfig: null, runConfigProblem: null };
+  const tokenizerDir = hasTokenizer(input) ? input : null;
+  if (!tokenizerDir && opts.tokenizer !== 'optional') throw new ModelSourceError(`${option} ${input}: the model directory has no tokenizer.json`);
+  return { input, kind: 'model', checkpoint: null, iteration: null, weights: { kind: 'full', dir: input }, tokenizerDir, runConfig: null, runConfigProblem: null };
 }
 
 /** Loads the source's weights on the GPU, frozen: a full model, or the base with the adapter attached. */
-export function loadModelSource(src: ModelSource, option = 'model'): CausalLM {
+export function loadModelSource(src: ModelSource<string | null>, option = 'model'): CausalLM {
   const w = src.weights;
   try {
     if (w.kind === 'full') return loadCausalLM(w.dir, { trainable: false });

@@ -58,7 +58,6 @@ const OPT_IN = new Set(['rl-iteration']);
 export const benchCommand = defineCommand({
   meta: { name: 'bench', description: 'Benchmark kernels and steps on this GPU; prints JSON lines' },
   args: {
-    ...gpuArgs,
     only: { type: 'string', description: `comma-separated suites (${Object.keys(suites).join(', ')}); without it, all but ${[...OPT_IN].join(', ')}` },
     batch: { type: 'string', description: 'batch size for train and profile (default 8) and qwen35 (default 4)' },
     seq: { type: 'string', description: 'sequence length for train and profile (default 512) and qwen35 (default 1024)' },
@@ -76,6 +75,7 @@ export const benchCommand = defineCommand({
       type: 'string',
       description: 'model shapes: train/generate/profile/rl-iteration qwen05b (Qwen2.5-0.5B, default), small (12.6M) or household (the bundled model\'s shapes); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
     },
+    ...gpuArgs,
   },
   async run({ args }) {
     const names = args.only ? args.only.split(',').map((s) => s.trim()) : Object.keys(suites).filter((n) => !OPT_IN.has(n));

@@ -8,6 +8,7 @@ import { comparePlan, runComparison, writeComparison, type CompareRun } from '..
 import { findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
 import { readMetrics } from '../report/metrics.ts';
 import { checkRunInputs } from '../trainer/train.ts';
+import { hubModelDir } from '../hub/hub_model.ts';
 import { CliError, configWords, intArg } from './args.ts';
 import { gpuArgs } from './gpu_args.ts';
 
@@ -25,7 +26,6 @@ export const compareCommand = defineCommand({
       '`compare examples/grpo_household.yaml --methods grpo,sdar,rlsd,skill_sd --seeds 3 --parallel 4`.',
   },
   args: {
-    ...gpuArgs,
     config: { type: 'positional', required: false, description: 'YAML or JSON config file, then any number of key=value overrides for every run' },
     methods: { type: 'string', required: true, description: `comma-separated methods (${METHODS.join(', ')})` },
     seeds: { type: 'string', default: '3', description: 'a count N (seeds 0..N-1) or a comma-separated list' },
@@ -37,6 +37,7 @@ export const compareCommand = defineCommand({
     'full-size': { type: 'boolean', description: 'on a software GPU, run the configuration as given instead of scaling it down' },
     'time-limit': { type: 'string', description: 'per run: stop with a checkpoint before an iteration that would end after M minutes (continue with --resume)' },
     'table-only': { type: 'boolean', description: 'only (re)build the table and report from the runs already in the directory' },
+    ...gpuArgs,
   },
   async run({ args }) {
     const { file, overrides } = configWords('compare', args._ as string[]);
@@ -46,6 +47,9 @@ export const compareCommand = defineCommand({
     const parallel = intArg('--parallel', args.parallel, 1, 64);
     // Every run's configuration is checked before any starts, so a typo fails at once.
     let base = loadConfig(file, overrides);
+    // A Hub id is downloaded once, here, and every run trains from the snapshot.
+    const modelDir = await hubModelDir(base.model.path);
+    if (modelDir !== base.model.path) overrides.push(`model.path=${modelDir}`);
     const runConfig = (run: CompareRun): TrainConfig => loadConfig(file, [...overrides, `method=${run.method}`, `seed=${run.seed}`]);
     for (const method of methods) {
       base = loadConfig(file, [...overrides, `method=${method}`]);

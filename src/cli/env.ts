@@ -28,8 +28,8 @@ const serve = defineCommand({
   meta: { name: 'serve', description: 'Serve an environment over HTTP (protocol in docs/PROTOCOLS.md section 4); settings as key=value words, e.g. `env serve household grammar=put`' },
   args: {
     name: { type: 'positional', description: `environment: ${environmentNames().join(', ')}`, required: true },
-    port: { type: 'string', description: 'port (default 8101)', default: '8101' },
-    host: { type: 'string', description: 'address to bind (default 127.0.0.1)', default: '127.0.0.1' },
+    port: { type: 'string', description: 'port', default: '8101' },
+    host: { type: 'string', description: 'address to bind', default: '127.0.0.1' },
     'retriever-url': { type: 'string', description: 'search: a retrieval server\'s /retrieve endpoint instead of the built-in corpus (env.search.retriever.url)' },
     agentgym: { type: 'boolean', description: "answer as AgentGym's server for the environment does (household: agentenv-alfworld, shop: agentenv-webshop), playing ours; docs/AGENTGYM.md", default: false },
   },

@@ -7,6 +7,7 @@ import { readScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 import { formatMeanStd, type GroupStats } from '../report/eval_stats.ts';
 import { EVAL_DEFAULTS, evaluate, type EvalReport, type EvalSkills } from '../eval/evaluate.ts';
 import { resolveModelSource, type ModelSource } from '../checkpoint/model_source.ts';
+import { hubModelDir } from '../hub/hub_model.ts';
 import { RETRIEVER_PROTOCOLS } from '../../envs/search/http_retriever.ts';
 import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuMemoryBytes, gpuOptions } from './gpu_args.ts';
@@ -87,10 +88,9 @@ export const evalCommand = defineCommand({
   meta: {
     name: 'eval',
     description: 'Evaluate a model over several seeds on a fixed task panel: success mean ± std, pass@k, per task type (shop: native score). ' +
-      'MODEL is a Hugging Face model directory, a training checkpoint, or a run directory (its latest checkpoint).',
+      'MODEL is a Hugging Face model directory, a training checkpoint, a run directory (its latest checkpoint) or a Hub model id.',
   },
   args: {
-    ...gpuArgs,
     model: { type: 'positional', required: true, description: 'model directory, checkpoint directory, or run directory' },
     env: { type: 'string', description: `environment: ${ENV_NAMES.join(', ')} (default: the run's, else household)` },
     'env-url': { type: 'string', description: "the environment's server (default: the run's env.url, else the built-in environment)" },
@@ -114,6 +114,7 @@ export const evalCommand = defineCommand({
     out: { type: 'string', description: 'JSON report: settings, summary and every episode' },
     trajectories: { type: 'string', description: 'every trajectory as JSONL' },
     progress: { type: 'string', description: 'auto, bar, plain or none', default: 'auto' },
+    ...gpuArgs,
   },
   async run({ args }) {
     const seeds = intArg('--seeds', args.seeds, 1);
@@ -125,10 +126,11 @@ export const evalCommand = defineCommand({
     const progress = args.progress as 'auto' | 'bar' | 'plain' | 'none';
     if (!['auto', 'bar', 'plain', 'none'].includes(progress)) throw new CliError(`--progress ${args.progress}: expected auto, bar, plain or none`);
     const opt = (flag: string, v: string | undefined, min: number) => (v === undefined ? undefined : intArg(flag, v, min));
-    // The model path is checked before the GPU starts.
-    const source = resolveModelSource(args.model, 'MODEL');
+    // The model path is checked (a Hub id downloaded) before the GPU starts.
+    const model = await hubModelDir(args.model);
+    const source = resolveModelSource(model, 'MODEL');
     const opts = {
-      model: args.model,
+      model,
       env,
       envUrl: args['env-url'],
       agentgym: args.agentgym as boolean | undefined,

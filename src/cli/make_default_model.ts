@@ -13,7 +13,6 @@ export const makeDefaultModelCommand = defineCommand({
     description: "Build the bundled household model: word tokenizer, tiny Qwen2, SFT on expert episodes, export, greedy valid_seen eval",
   },
   args: {
-    ...gpuArgs,
     out: { type: 'string', description: 'output checkpoint directory (replaced)', default: 'models/household-tiny' },
     steps: { type: 'string', description: 'optimizer steps', default: '1200' },
     'batch-tokens': { type: 'string', description: 'sequence tokens per step', default: '16384' },
@@ -37,6 +36,7 @@ export const makeDefaultModelCommand = defineCommand({
     'eval-max-turns': { type: 'string', description: 'turn cap of the evaluation episodes', default: '50' },
     'max-response-tokens': { type: 'string', description: 'response budget per turn', default: '64' },
     'log-every': { type: 'string', description: 'print a progress line every N steps', default: '20' },
+    ...gpuArgs,
   },
   async run({ args, rawArgs }) {
     const dtype = DTYPES[args.dtype as keyof typeof DTYPES];

@@ -1,7 +1,8 @@
 import { defineCommand } from 'citty';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { loadCausalLM } from '../models/load.ts';
+import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
+import { hubModelDir } from '../hub/hub_model.ts';
 import { scoreSequences } from '../models/score.ts';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { CliError, intArg } from './args.ts';
@@ -25,18 +26,18 @@ function parseLine(line: string, where: string, vocab: number): number[] {
 export const scoreCommand = defineCommand({
   meta: { name: 'score', description: 'Per-token log-probs of token sequences under a model (JSONL in, JSONL out)' },
   args: {
-    ...gpuArgs,
-    model: { type: 'string', description: 'Hugging Face checkpoint directory', required: true },
+    model: { type: 'string', description: 'model directory, training checkpoint (ckpt-N), run directory (its latest checkpoint) or Hub model id (owner/name)', required: true },
     input: { type: 'string', description: 'JSONL file, one {"token_ids": [...]} per line', required: true },
     output: { type: 'string', description: 'output JSONL (default: standard output)' },
-    'batch-tokens': { type: 'string', description: 'tokens per forward batch (default 8192)', default: '8192' },
+    'batch-tokens': { type: 'string', description: 'tokens per forward batch', default: '8192' },
+    ...gpuArgs,
   },
   async run({ args }) {
-    if (!existsSync(args.model)) throw new CliError(`--model ${args.model}: no such directory`);
+    const source = resolveModelSource(await hubModelDir(args.model), '--model', { tokenizer: 'optional' });
     if (!existsSync(args.input)) throw new CliError(`--input ${args.input}: no such file`);
     const budget = intArg('--batch-tokens', args['batch-tokens'], 2);
     await initRuntime(gpuOptions(args));
-    const model = loadCausalLM(args.model, { trainable: false });
+    const model = loadModelSource(source, '--model');
     const seqs: number[][] = [];
     let n = 0;
     for await (const line of createInterface({ input: createReadStream(args.input) })) {

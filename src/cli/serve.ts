@@ -2,7 +2,8 @@ import { defineCommand } from 'citty';
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
 import { initRuntime } from '../gpu/runtime.ts';
-import { loadCausalLM } from '../models/load.ts';
+import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
+import { hubModelDir } from '../hub/hub_model.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { SERVER_DEFAULTS, startServer } from '../serve/server.ts';
@@ -21,9 +22,8 @@ function adapterArgs(spec: string | undefined): [string, string][] {
 export const serveCommand = defineCommand({
   meta: { name: 'serve', description: 'Serve a model over a vLLM-compatible HTTP API (completions and chat, streaming, log-probs, LoRA adapters, weight reload)' },
   args: {
-    ...gpuArgs,
-    model: { type: 'positional', description: 'Hugging Face checkpoint directory', required: true },
-    tokenizer: { type: 'string', description: 'tokenizer directory (default: the model directory when it has tokenizer.json)' },
+    model: { type: 'positional', description: 'model directory, training checkpoint (ckpt-N), run directory (its latest checkpoint) or Hub model id (owner/name)', required: true },
+    tokenizer: { type: 'string', description: "tokenizer directory (default: the model's, when it has tokenizer.json)" },
     'served-model-name': { type: 'string', description: 'name clients put in "model" (default: the model path as given)' },
     host: { type: 'string', description: 'address to bind', default: SERVER_DEFAULTS.host },
     port: { type: 'string', description: 'port', default: String(SERVER_DEFAULTS.port) },
@@ -33,10 +33,12 @@ export const serveCommand = defineCommand({
     'max-batch': { type: 'string', description: 'rows per generation batch', default: '64' },
     'max-body-bytes': { type: 'string', description: 'request size cap', default: String(SERVER_DEFAULTS.maxBodyBytes) },
     'max-logprobs': { type: 'string', description: 'most top log-probs a request may ask for per token', default: String(SERVER_DEFAULTS.maxLogprobs) },
+    'disable-access-log': { type: 'boolean', description: 'do not print a line for each request answered (as vLLM\'s --disable-uvicorn-access-log)' },
+    ...gpuArgs,
   },
   async run({ args }) {
-    if (!existsSync(path.join(args.model, 'config.json'))) throw new CliError(`${args.model}: not a checkpoint directory (no config.json)`);
-    const tokDir = args.tokenizer ?? (existsSync(path.join(args.model, 'tokenizer.json')) ? args.model : null);
+    const source = resolveModelSource(await hubModelDir(args.model), 'MODEL', { tokenizer: 'optional' });
+    const tokDir = args.tokenizer ?? source.tokenizerDir;
     const port = intArg('--port', args.port, 0, 65535);
     const maxBatch = intArg('--max-batch', args['max-batch'], 1);
     const maxBodyBytes = intArg('--max-body-bytes', args['max-body-bytes'], 1024);
@@ -47,8 +49,9 @@ export const serveCommand = defineCommand({
     const budget = gpuMemoryBytes(args);
     if (budget !== undefined) rt.pool.limit = budget;
     const tokenizer: Tokenizer | null = tokDir ? await loadTokenizer(tokDir) : null;
-    const model = loadCausalLM(args.model, { trainable: false });
-    const engine = new LocalEngine(model, { tokenizer, name: args['served-model-name'] ?? args.model, path: path.resolve(args.model), maxBatch });
+    const model = loadModelSource(source, 'MODEL');
+    const weights = source.weights.kind === 'full' ? source.weights.dir : source.weights.adapterDir;
+    const engine = new LocalEngine(model, { tokenizer, name: args['served-model-name'] ?? args.model, path: path.resolve(weights), maxBatch });
     for (const [name, dir] of adapters) await engine.loadLoraAdapter(name, dir);
     const handle = await startServer(engine, {
       host: args.host,
@@ -58,6 +61,7 @@ export const serveCommand = defineCommand({
       maxBodyBytes,
       maxLogprobs,
       maxQueuedRows: Math.max(maxBatch, SERVER_DEFAULTS.maxQueuedRows),
+      accessLog: args['disable-access-log'] ? null : (line) => console.log(line),
     });
     console.log(`serving ${engine.name}${tokenizer ? '' : ' (no tokenizer: token ids only)'} at ${handle.url}`);
     const stop = async () => {

@@ -1,16 +1,20 @@
-// Refusing options a command does not define. citty ignores an unknown flag, so a
-// misspelling (`--iteratons 3`) silently runs with the default instead; every command
-// line is checked against the definition of the command it reaches first.
+// Refusing commands and options that are not defined. citty ignores an unknown flag, so
+// a misspelling (`--iteratons 3`) silently runs with the default instead, and names an
+// unknown command without the one meant; every command line is checked against the
+// definition of the command it reaches first.
 
 import type { ArgsDef, CommandDef } from 'citty';
 import { CliError } from './args.ts';
 
-interface Resolved {
+export interface Resolved {
   /** The command path as typed ("env serve"). */
   name: string;
+  cmd: CommandDef;
   args: ArgsDef;
   /** The words after the command path. */
   words: string[];
+  /** Whether the command is a group that needs one of its subcommands, and none was given. */
+  incomplete: boolean;
 }
 
 const plain = <T>(v: unknown, what: string): T => {
@@ -18,16 +22,20 @@ const plain = <T>(v: unknown, what: string): T => {
   return v as T;
 };
 
-/** The command `rawArgs` reaches (subcommands are the leading words that name one), or null for a word naming none, which citty reports. */
-function resolve(cmd: CommandDef, rawArgs: readonly string[], name: string): Resolved | null {
+/** The command `rawArgs` reaches: subcommands are the leading words that name one; a word that names none is refused, with the closest name. */
+export function resolveCommand(cmd: CommandDef, rawArgs: readonly string[], name = ''): Resolved {
   const subs = plain<Record<string, CommandDef> | undefined>(cmd.subCommands, `${name} subCommands`);
+  const args = plain<ArgsDef | undefined>(cmd.args, `${name} args`) ?? {};
   if (subs && Object.keys(subs).length) {
     const first = rawArgs[0];
-    if (first === undefined || first.startsWith('-')) return null;
-    if (!Object.hasOwn(subs, first)) return null;
-    return resolve(plain<CommandDef>(subs[first], `${name} ${first}`), rawArgs.slice(1), `${name} ${first}`.trim());
+    if (first === undefined || first.startsWith('-')) return { name, cmd, args, words: [...rawArgs], incomplete: true };
+    if (!Object.hasOwn(subs, first)) {
+      const hint = closest(first, Object.keys(subs));
+      throw new CliError(`${name ? `${name}: ` : ''}unknown command ${first}${hint ? `; did you mean ${hint}?` : ''} (commands: ${Object.keys(subs).join(', ')})`);
+    }
+    return resolveCommand(plain<CommandDef>(subs[first], `${name} ${first}`), rawArgs.slice(1), `${name} ${first}`.trim());
   }
-  return { name, args: plain<ArgsDef | undefined>(cmd.args, `${name} args`) ?? {}, words: [...rawArgs] };
+  return { name, cmd, args, words: [...rawArgs], incomplete: false };
 }
 
 const kebab = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, '$1-$2').toLowerCase();
@@ -46,11 +54,16 @@ function editDistance(a: string, b: string): number {
   return row[b.length];
 }
 
-/** Throws a CliError naming the first option `rawArgs` gives that its command does not define (with the closest one it does). */
+/** The name in `known` nearest `word`, when it is near enough to be the one meant. */
+function closest(word: string, known: readonly string[]): string | null {
+  const near = known.map((k) => ({ k, d: editDistance(word, k) })).sort((a, b) => a.d - b.d)[0];
+  return near && near.d <= Math.max(2, Math.floor(near.k.length / 3)) ? near.k : null;
+}
+
+/** Throws a CliError naming the first command or option `rawArgs` gives that is not defined (with the closest one that is). */
 export function assertKnownOptions(root: CommandDef, rawArgs: readonly string[], rootName = ''): void {
-  const target = resolve(root, rawArgs, rootName);
-  if (!target) return;
-  const { name, args, words } = target;
+  const { name, args, words, incomplete } = resolveCommand(root, rawArgs, rootName);
+  if (incomplete) return;
   const options = new Map<string, 'boolean' | 'string'>();
   for (const [key, def] of Object.entries(args)) {
     if (def.type === 'positional') continue;
@@ -70,9 +83,8 @@ export function assertKnownOptions(root: CommandDef, rawArgs: readonly string[],
     let kind = options.get(flag) ?? options.get(kebab(flag));
     if (kind === undefined && flag.startsWith('no-') && options.get(flag.slice(3)) === 'boolean') kind = 'boolean';
     if (kind === undefined) {
-      const known = [...new Set(Object.keys(args).filter((k) => args[k].type !== 'positional'))];
-      const near = known.map((k) => ({ k, d: editDistance(flag, k) })).sort((a, b) => a.d - b.d)[0];
-      const hint = near && near.d <= Math.max(2, Math.floor(near.k.length / 3)) ? `; did you mean --${near.k}?` : '';
+      const near = closest(flag, Object.keys(args).filter((k) => args[k].type !== 'positional'));
+      const hint = near ? `; did you mean --${near}?` : '';
       throw new CliError(`${name ? `${name}: ` : ''}unknown option ${word.slice(0, word.length - (eq < 0 ? 0 : body.length - eq))}${hint} (\`${name ? `${name} ` : ''}--help\` lists the options)`);
     }
     // A string option's value is the next word unless given as --name=value.

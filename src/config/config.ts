@@ -11,7 +11,7 @@ import { isMap, isScalar, isSeq, LineCounter, parseDocument, stringify, type Doc
 import type { z } from 'zod';
 import { resolveConfig, TrainConfigSchema, type Method, type TrainConfig } from './config_schema.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
-import { runMethod } from './methods.ts';
+import { runMethod, singleRunProblem } from './methods.ts';
 import { RUN_CONFIG_FILE } from '../report/run_files.ts';
 
 export * from './config_schema.ts';
@@ -51,13 +51,11 @@ function readSource(file: string): Source {
   return { data, origin: (p) => nodeLine(doc, p, lines, file) };
 }
 
+/** The line of the file that sets `fieldPath`; null when the file does not set it (its value is a default or an override's). */
 function nodeLine(doc: Document, fieldPath: string, lines: LineCounter, file: string): string | null {
   const keys = fieldPath === '' ? [] : fieldPath.split('.');
-  for (let n = keys.length; n >= 0; n--) {
-    const node = n === 0 ? doc.contents : doc.getIn(keys.slice(0, n), true);
-    if ((isScalar(node) || isMap(node) || isSeq(node)) && node.range) return `${file}:${lines.linePos(node.range[0]).line}`;
-  }
-  return null;
+  const node = keys.length === 0 ? doc.contents : doc.getIn(keys, true);
+  return (isScalar(node) || isMap(node) || isSeq(node)) && node.range ? `${file}:${lines.linePos(node.range[0]).line}` : null;
 }
 
 interface Override {
@@ -103,13 +101,26 @@ export function loadConfig(file?: string, overrides: readonly string[] = []): Tr
   const source: Source = file ? readSource(file) : { data: {}, origin: () => null };
   const data = structuredClone(source.data) as Record<string, unknown>;
   const applied = overrides.map((o) => applyOverride(data, o));
-  return validateConfig(data, (fieldPath) => {
+  const origin: Origins = (fieldPath) => {
     const keys = fieldPath === '' ? [] : fieldPath.split('.');
     // The last override touching this field (or a group containing it) decided its value.
     const o = [...applied].reverse().find((a) => a.keys.every((k, i) => i >= keys.length || keys[i] === k));
     if (o) return o.flag;
     return source.origin(fieldPath);
-  });
+  };
+  const cfg = validateConfig(data, origin);
+  const single = singleRunProblem(cfg);
+  if (single && 'refuse' in single) {
+    const where = origin('rollout.groupSize');
+    throw new ConfigError(`rollout.groupSize: 1 refused: ${single.refuse}${where ? ` (from ${where})` : ''}`);
+  }
+  return cfg;
+}
+
+/** What the run will do that the user may not expect, to print before it starts. */
+export function configWarnings(cfg: TrainConfig): string[] {
+  const single = singleRunProblem(cfg);
+  return single && 'warn' in single ? [single.warn] : [];
 }
 
 /** Validates plain data (a parsed file, or a trainer state's saved config) and fills the defaults. */
@@ -273,7 +284,14 @@ export function runDir(cfg: TrainConfig): string {
   return path.join(cfg.output.dir, cfg.output.runName);
 }
 
-/** The resolved configuration in a run directory. */
+/** The configuration recorded in a run directory as plain data, or null when it has none that reads. */
+export function readRunConfig(dir: string): unknown {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(dir, RUN_CONFIG_FILE), 'utf8'));
+  } catch {
+    return null;
+  }
+}
 
 /** Records the resolved configuration in the run directory; validateConfig reads it back unchanged. */
 export function writeRunConfig(dir: string, cfg: TrainConfig): string {

@@ -37,7 +37,7 @@ const loraSchema = z.strictObject({
 });
 
 const modelSchema = z.strictObject({
-  /** Hugging Face checkpoint directory. */
+  /** Hugging Face checkpoint directory, or a Hub id (owner/name) that the CLI downloads into the Hugging Face cache and replaces with its snapshot directory. */
   path: name.default(DEFAULT_MODEL_PATH),
   /** LoRA adapters (the base freezes), or null to train the weights themselves. */
   lora: loraSchema.nullable().default(null),
@@ -213,12 +213,21 @@ const checkpointSchema = z.strictObject({
   every: nonNegInt.default(10),
   /** Checkpoints kept on disk; 0 keeps all. */
   keepLast: nonNegInt.default(3),
+  /**
+   * Float type of the checkpoints' model files (full weights; a LoRA adapter when set).
+   * Default: what the model.path's weights are stored in, f32 for LoRA adapters. The
+   * optimizer state is always f32. A resumed run continues from the saved weights, so
+   * only f32 resumes exactly where a run in memory was.
+   */
+  dtype: z.enum(['bf16', 'f16', 'f32']).optional(),
 });
 
 const outputSchema = z.strictObject({
   dir: name.default('runs'),
   /** Default: <env>-<method>-s<seed>. */
-  runName: z.string().regex(/^[A-Za-z0-9._-]+$/, 'expected letters, digits, ".", "_" or "-"').optional(),
+  runName: z.string()
+    .refine((v) => /^[A-Za-z0-9._-]+$/.test(v) && v !== '.' && v !== '..', 'expected a name of letters, digits, ".", "_" or "-" (a directory under output.dir, not a path)')
+    .optional(),
   tensorboard: z.boolean().default(true),
   /** Every trajectory as JSONL (rollouts/iter-N.jsonl). */
   trajectories: z.boolean().default(true),
@@ -259,7 +268,8 @@ export const TrainConfigSchema = TrainConfigSchemaBase.superRefine((c, ctx) => {
   if (c.optim.warmupIterations !== undefined && c.optim.warmupRatio !== undefined) {
     ctx.addIssue({ code: 'custom', path: ['optim', 'warmupRatio'], message: 'set optim.warmupIterations or optim.warmupRatio, not both', input: c.optim.warmupRatio });
   }
-  if (c.optim.minLr > c.optim.lr) ctx.addIssue({ code: 'custom', path: ['optim', 'minLr'], message: `must not exceed optim.lr (${c.optim.lr})`, input: c.optim.minLr });
+  // Compared only once optim.lr itself is valid, so its own message stands alone.
+  if (c.optim.lr > 0 && c.optim.minLr > c.optim.lr) ctx.addIssue({ code: 'custom', path: ['optim', 'minLr'], message: `must not exceed optim.lr (${c.optim.lr})`, input: c.optim.minLr });
   const longest = envPlugin(c.env.name).longestStep?.(envOptionsOf(c));
   if (longest && longest.ms >= c.env.timeoutMs) {
     ctx.addIssue({ code: 'custom', path: ['env', 'timeoutMs'], message: `must exceed the ${longest.ms} ms one ${c.env.name} step may take (${longest.settings}); raise it or lower those`, input: c.env.timeoutMs });

@@ -37,3 +37,31 @@ export function runMethod(cfg: TrainConfig, state?: unknown): RunMethod {
     observe: (event) => def.observe?.(own, event, options) ?? null,
   };
 }
+
+/** The RL methods a run trains with: its own, or each stage's. */
+function rlMethodsOf(cfg: TrainConfig): TrainConfig[] {
+  const def = methodDefinition(cfg.method);
+  const stages = def.stages?.(cfg.algorithm[cfg.method], cfg.iterations);
+  const runs = stages ? stages.map((st) => ({ ...cfg, method: st.method as TrainConfig['method'], iterations: st.iterations })) : [cfg];
+  return runs.filter((r) => methodDefinition(r.method).loop === 'rl');
+}
+
+/**
+ * What one run per task (rollout.groupSize 1) does to the run's methods. The group of
+ * GRPO's advantage is then one episode's turns, which share its return: the advantage
+ * tells valid turns from invalid ones, never success from failure. A method that learns
+ * only from it is refused; one with a teacher term still learns from that, with a warning.
+ */
+export function singleRunProblem(cfg: TrainConfig): { refuse: string } | { warn: string } | null {
+  if (cfg.rollout.groupSize !== 1) return null;
+  const why = 'with one run per task the group is one episode\'s turns, which share its return, so the advantage tells valid turns from invalid ones, never success from failure';
+  let policyGradient = false;
+  for (const run of rlMethodsOf(cfg)) {
+    const method = runMethod(run);
+    const plans = Array.from({ length: run.iterations }, (_, i) => method.plan(i + 1));
+    const pg = plans.some((p) => p.policyGradient);
+    if (pg && !plans.some((p) => p.teacher || p.aux)) return { refuse: `${run.method} learns only from GRPO's group-relative advantage, and ${why}; set rollout.groupSize to 2 or more` };
+    policyGradient ||= pg;
+  }
+  return policyGradient ? { warn: `rollout.groupSize 1: ${why}; ${cfg.method} still learns from its teacher's term` } : null;
+}

@@ -137,6 +137,17 @@ export function openCheckpoint(dir: string): Checkpoint {
   };
 }
 
+/** The float type most of the checkpoint's parameter bytes are stored in: what a copy of it keeps by default. */
+export function storedDtype(ckpt: Checkpoint): StorageDType {
+  const bytes = new Map<string, number>();
+  for (const name of ckpt.names()) {
+    const info = ckpt.info(name);
+    bytes.set(info.dtype, (bytes.get(info.dtype) ?? 0) + info.byteLength);
+  }
+  const [dtype] = [...bytes].sort((a, b) => b[1] - a[1])[0] ?? ['F32'];
+  return dtype as StorageDType;
+}
+
 /** Tokenizer files transformers and vLLM look for; the first two are required. */
 export const TOKENIZER_FILES = [
   'tokenizer.json', 'tokenizer_config.json', 'vocab.json', 'merges.txt', 'special_tokens_map.json',

@@ -3,6 +3,7 @@
 // the branches into the base weights (W += scaling * B @ A).
 
 import type { CausalLM } from './causal_lm.ts';
+import type { StorageDType } from './safetensors_writer.ts';
 import { loraScale, loraTargets, readPeftAdapter, writePeftAdapter, type LoraConfig, type LoraWeights } from './peft.ts';
 import { uniform } from '../util/random.ts';
 import { noGrad, requireGrad } from '../tensor/autograd.ts';
@@ -53,14 +54,14 @@ export function loraParameters(model: CausalLM): Tensor[] {
   return [...model.lora.values()].flatMap((l) => [l.a, l.b]);
 }
 
-export async function saveLora(model: CausalLM, dir: string): Promise<void> {
+export async function saveLora(model: CausalLM, dir: string, opts: { dtype?: StorageDType } = {}): Promise<void> {
   const config = model.loraConfig;
   if (!config) throw new ShapeError('saveLora: the model has no LoRA adapter attached');
   const weights = new Map<string, LoraWeights>();
   for (const [weightName, l] of model.lora) {
     weights.set(weightName.slice(0, -'.weight'.length), { a: (await l.a.toArray()) as Float32Array, b: (await l.b.toArray()) as Float32Array });
   }
-  await writePeftAdapter(dir, model.config, config, weights);
+  await writePeftAdapter(dir, model.config, config, weights, opts);
 }
 
 /** Folds every branch into its base weight and removes the adapters. */

@@ -396,10 +396,10 @@ export class LocalEngine implements Engine, WeightSync {
   }
 
   /** Log-prob and rank of every token after its prefix (tokens 1..n-1 of each sequence), for prompt_logprobs. */
-  async promptLogprobs(seqs: readonly (readonly number[])[], opts: { model?: string; temperature?: number } = {}): Promise<PromptTokenStats[]> {
+  async promptLogprobs(seqs: readonly (readonly number[])[], opts: { model?: string; temperature?: number; top?: number } = {}): Promise<PromptTokenStats[]> {
     seqs.forEach((s, i) => this.checkIds(s as number[], `sequence ${i}`));
     const temperature = LocalEngine.checkTemperature(opts.temperature);
-    return this.serial(async () => promptTokenStats(this.models.resolve(opts.model), seqs, { temperature, maxBatchTokens: this.scoreBatchTokens }));
+    return this.serial(async () => promptTokenStats(this.models.resolve(opts.model), seqs, { temperature, top: opts.top, maxBatchTokens: this.scoreBatchTokens }));
   }
 
   loadLoraAdapter(name: string, path: string): Promise<void> {

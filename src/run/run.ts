@@ -2,26 +2,35 @@
 // the run directory with its configuration, metrics (truncated to the checkpoint a
 // resumed run continues from), trajectory files, checkpoints, the seeded validation
 // panel, the HTML report, and what an interrupted run says about itself. Ctrl-C once
-// finishes the iteration in hand and saves a checkpoint; twice stops at once.
+// finishes the iteration in hand and saves a checkpoint; again, a moment later, stops
+// at once. Copies of the first signal that arrive within that moment are the same
+// Ctrl-C: the terminal signals every process of the foreground group, and a wrapper
+// that forwards it (`bun run`, npm's scripts) delivers it a second time.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Environment } from '../envs/types.ts';
+import { openCheckpoint, storedDtype } from '../models/checkpoint.ts';
+import type { StorageDType } from '../models/safetensors_writer.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { runRollout, type RolloutOptions, type RolloutResult, type SkillsMode } from '../rollout/agent_loop.ts';
 import type { Engine } from '../rollout/engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
-import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
-import { configHash, runDir, writeRunConfig, type TrainConfig } from '../config/config.ts';
+import { assertResumable, loadResumeCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
+import { configHash, readRunConfig, runDir, writeRunConfig, type TrainConfig } from '../config/config.ts';
 import { agentSpec, makeEnvironment, validationPanel } from '../eval/environment.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { MetricsLogger, rolloutMetrics, type Metrics } from '../report/metrics.ts';
 import { Progress } from '../report/progress.ts';
 import { writeReport } from '../report/report.ts';
+import { RunLock } from './run_lock.ts';
+import { planRunStart } from './run_start.ts';
 
 export interface TrainOptions {
   /** Continue the run in the output directory from its latest checkpoint. */
   resume?: boolean;
+  /** With resume: the checkpoint (ckpt-N) to continue from instead of the newest intact one. */
+  resumeFrom?: string;
   /** Replace an existing run's metrics instead of refusing. */
   overwrite?: boolean;
   /** Stop after this many iterations in this invocation (time-boxed jobs); `resume` continues. */
@@ -39,6 +48,8 @@ export interface TrainResult {
 
 export interface RunOptions {
   resume?: boolean;
+  /** With resume: the checkpoint (ckpt-N) to continue from instead of the newest intact one. */
+  resumeFrom?: string;
   overwrite?: boolean;
   log?: (line: string) => void;
 }
@@ -53,6 +64,9 @@ export interface RolloutSetup {
 
 const ROLLOUT_FILE = /^(?:iter|val|val-noskills|teacher-val)-(\d+)\.jsonl$/;
 
+/** Interrupts this close to the first one are copies of it (a wrapper's forwarded signal), not a second Ctrl-C. */
+export const SAME_INTERRUPT_MS = 1500;
+
 export class Run {
   readonly dir: string;
   readonly checkpoints: string;
@@ -66,8 +80,11 @@ export class Run {
   readonly progress: Progress;
   readonly env: Environment;
   readonly log: (line: string) => void;
-  private interrupts = 0;
+  private readonly lock: RunLock;
+  /** When the first Ctrl-C arrived (ms since the epoch), or null. */
+  private interruptedAt: number | null = null;
   private lastSaved: { iteration: number; dir: string } | null = null;
+  private savedDtype: { dtype: StorageDType | undefined } | null = null;
   private readonly onInterrupt = () => this.interrupt();
 
   constructor(readonly cfg: TrainConfig, opts: RunOptions = {}) {
@@ -75,19 +92,28 @@ export class Run {
     this.dir = runDir(cfg);
     this.checkpoints = path.join(this.dir, 'checkpoints');
     this.hash = configHash(cfg);
-    this.checkpointDir = opts.resume ? findLatestCheckpoint(this.checkpoints) : null;
-    if (opts.resume && !this.checkpointDir) throw new Error(`--resume: no checkpoint under ${this.checkpoints}`);
-    this.checkpoint = this.checkpointDir ? loadCheckpoint(this.checkpointDir) : null;
-    if (this.checkpoint) assertResumable(this.checkpoint.trainerState, this.hash, this.checkpointDir!);
-    this.start = this.checkpoint?.trainerState.iteration ?? 0;
-    if (this.checkpoint) this.lastSaved = { iteration: this.start, dir: this.checkpointDir! };
-    fs.mkdirSync(this.dir, { recursive: true });
-    writeRunConfig(this.dir, cfg);
-    this.metrics = new MetricsLogger(this.dir, { tensorboard: cfg.output.tensorboard, resumeFrom: this.checkpoint ? this.start : undefined, overwrite: opts.overwrite });
-    // The iterations after the checkpoint are done again: their trajectory files start over.
-    this.dropRolloutsAfter(this.start);
-    this.progress = new Progress(process.stdout, cfg.output.progress);
-    this.env = makeEnvironment(cfg);
+    const existed = fs.existsSync(this.dir);
+    this.lock = RunLock.acquire(this.dir, this.log);
+    try {
+      const start = planRunStart(this.dir, opts);
+      this.checkpoint = start.kind === 'resume' ? loadResumeCheckpoint(this.checkpoints, { name: opts.resumeFrom, log: this.log }) : null;
+      this.checkpointDir = this.checkpoint?.dir ?? null;
+      if (this.checkpoint) assertResumable(this.checkpoint.trainerState, this.hash, this.checkpoint.dir, cfg, readRunConfig(this.dir));
+      this.start = this.checkpoint?.trainerState.iteration ?? 0;
+      if (this.checkpoint) this.lastSaved = { iteration: this.start, dir: this.checkpointDir! };
+      writeRunConfig(this.dir, cfg);
+      if (start.kind === 'restart' && start.note) this.log(start.note);
+      this.metrics = new MetricsLogger(this.dir, { tensorboard: cfg.output.tensorboard, resumeFrom: this.checkpoint ? this.start : undefined, overwrite: start.kind === 'restart' });
+      // The iterations after the checkpoint are done again: their trajectory files start over.
+      this.dropRolloutsAfter(this.start);
+      this.progress = new Progress(process.stdout, cfg.output.progress);
+      this.env = makeEnvironment(cfg);
+    } catch (e) {
+      this.lock.release();
+      // A run refused before it wrote anything leaves no directory behind.
+      if (!existed && fs.readdirSync(this.dir).length === 0) fs.rmdirSync(this.dir);
+      throw e;
+    }
     process.on('SIGINT', this.onInterrupt);
     if (this.checkpoint) this.log(`resuming ${this.dir} after iteration ${this.start} (${this.checkpointDir})`);
   }
@@ -107,23 +133,46 @@ export class Run {
   }
 
   private interrupt(): void {
-    this.interrupts++;
-    if (this.interrupts === 1) {
-      this.log('\ninterrupted: finishing this iteration and saving a checkpoint (Ctrl-C again to stop now)');
+    const now = Date.now();
+    if (this.interruptedAt === null) {
+      this.interruptedAt = now;
+      this.log(`\ninterrupted: finishing this iteration and saving a checkpoint (Ctrl-C again, more than ${SAME_INTERRUPT_MS / 1000} s from now, to stop at once)`);
       return;
     }
+    if (now - this.interruptedAt < SAME_INTERRUPT_MS) return;
     const saved = this.lastSaved ? `the last checkpoint is ${this.lastSaved.dir} (iteration ${this.lastSaved.iteration})` : 'no checkpoint has been saved yet';
-    this.log(`\nstopped: ${saved}; ${this.lastSaved ? 'continue with the same command and --resume' : 'run the command again to start over'}`);
+    this.log(`\nstopped: ${saved}; ${this.continuation()}`);
     process.exit(130);
+  }
+
+  /** The command that carries on from where the run stands. */
+  private continuation(): string {
+    return this.lastSaved ? 'continue with the same command and --resume' : 'run the same command again to start it over';
   }
 
   /** The user asked the run to stop (Ctrl-C): end after the iteration in hand. */
   get stopRequested(): boolean {
-    return this.interrupts > 0;
+    return this.interruptedAt !== null;
+  }
+
+  /** The float type of the checkpoints' model files: checkpoint.dtype, else the model's own for full weights, f32 for an adapter. */
+  private modelDtype(): StorageDType | undefined {
+    const set = this.cfg.checkpoint.dtype;
+    if (set) return set.toUpperCase() as StorageDType;
+    if (this.cfg.model.lora) return undefined;
+    const source = openCheckpoint(this.cfg.model.path);
+    try {
+      return storedDtype(source);
+    } finally {
+      source.close();
+    }
   }
 
   async save(contents: CheckpointContents): Promise<string> {
-    const where = await saveCheckpoint(this.checkpoints, contents, { keepLast: this.cfg.checkpoint.keepLast });
+    this.savedDtype ??= { dtype: this.modelDtype() };
+    const model = { ...contents.model, dtype: contents.model.dtype ?? this.savedDtype.dtype };
+    const trainerState = { ...contents.trainerState, config: this.cfg };
+    const where = await saveCheckpoint(this.checkpoints, { ...contents, model, trainerState }, { keepLast: this.cfg.checkpoint.keepLast });
     this.lastSaved = { iteration: contents.trainerState.iteration, dir: where };
     this.log(`checkpoint ${where}`);
     return where;
@@ -200,15 +249,19 @@ export class Run {
   finish(end: number, total: number): string {
     process.off('SIGINT', this.onInterrupt);
     this.metrics.close();
+    this.lock.release();
     const report = writeReport(this.dir);
     this.log(`report ${report}`);
     if (end < total) this.log(`stopped after iteration ${end} of ${total}; continue with the same command and --resume`);
     return report;
   }
 
-  /** Releases what the run holds when it ends early (an error). */
+  /** Releases what the run holds when it ends early (an error), and says how to carry on. */
   abandon(): void {
     process.off('SIGINT', this.onInterrupt);
     this.metrics.close();
+    this.lock.release();
+    const saved = this.lastSaved ? `the last checkpoint is ${this.lastSaved.dir} (iteration ${this.lastSaved.iteration})` : 'no checkpoint was saved';
+    this.log(`stopped by an error: ${saved}; once it is fixed, ${this.continuation()}`);
   }
 }

@@ -5,10 +5,10 @@ import type { Tokenizer } from '../models/tokenizer.ts';
 import { GREEDY_BELOW } from '../tensor/ops/sampling.ts';
 import type { GenerationResult } from '../rollout/engine.ts';
 import type { PromptTokenStats } from '../rollout/prompt_logprobs.ts';
-import { boolField, intField, neutralOnly, stringField, tokenIds, type Body } from './fields.ts';
+import { boolField, neutralOnly, stringField, tokenIds, type Body } from './fields.ts';
 import { ApiError } from './http.ts';
 import { logprobsCount, needTokenizer, readSampling, type RequestLimits, type SamplingRequest } from './sampling.ts';
-import { choiceText, completionLogprobs, scoredTokens, tokenName, type ScoredToken, type TokenNaming } from './text.ts';
+import { choiceText, completionLogprobs, jsonLogprob, scoredTokens, tokenName, type ScoredToken, type TokenNaming } from './text.ts';
 
 export interface CompletionRequest extends SamplingRequest {
   model: string | undefined;
@@ -16,6 +16,8 @@ export interface CompletionRequest extends SamplingRequest {
   echo: boolean;
   /** Whether the prompt tokens' log-probs are computed (prompt_logprobs, or echo with logprobs). */
   promptLogprobs: boolean;
+  /** Most likely tokens listed at each prompt position: prompt_logprobs, else echo's logprobs (vLLM takes one for the other). */
+  promptTop: number;
   /** Temperature for prompt log-probs: the request's, or 1 when it asks for greedy. */
   promptTemperature: number;
 }
@@ -40,10 +42,8 @@ export function parseCompletion(body: Body, tok: Tokenizer | null, limits: Reque
     if (p.length === 0) throw new ApiError(400, `prompt ${i} is empty`, 'prompt');
   });
   const logprobs = logprobsCount(body, 'logprobs', limits.maxLogprobs);
-  const promptLogprobs = intField(body, 'prompt_logprobs', null, 0);
-  if (promptLogprobs !== null && promptLogprobs > 0) throw new ApiError(400, 'field "prompt_logprobs": only 0 (the prompt tokens\' own log-probs) is supported', 'prompt_logprobs');
+  const promptLogprobs = logprobsCount(body, 'prompt_logprobs', limits.maxLogprobs);
   const echo = boolField(body, 'echo', false);
-  if (echo && logprobs) throw new ApiError(400, 'field "logprobs": echo gives the prompt tokens\' own log-probs only, so use "logprobs": 0 with "echo": true', 'logprobs');
   // vLLM's default is 16 new tokens; an explicit null means up to the context length.
   const sampling = readSampling(body, prompts, tok, limits, { maxTokensField: 'max_tokens', defaultMaxTokens: 16, logprobs });
   if (sampling.stream && promptLogprobs !== null) throw new ApiError(400, 'field "prompt_logprobs" is not available when streaming', 'prompt_logprobs');
@@ -51,19 +51,25 @@ export function parseCompletion(body: Body, tok: Tokenizer | null, limits: Reque
   return {
     ...sampling, model, prompts, echo,
     promptLogprobs: promptLogprobs !== null || (echo && logprobs !== null),
+    promptTop: promptLogprobs ?? (echo ? (logprobs ?? 0) : 0),
     promptTemperature: temperature >= GREEDY_BELOW ? temperature : 1,
   };
 }
 
 type PromptLogprobEntry = Record<string, { logprob: number; rank: number; decoded_token: string }> | null;
 
+/** vLLM's prompt_logprobs: per position the prompt's own token, then the most likely ones (ranks 1..N). */
 function promptLogprobEntries(ids: readonly number[], stats: PromptTokenStats, naming: TokenNaming): PromptLogprobEntry[] {
-  return [null, ...ids.slice(1).map((id, i) => ({ [String(id)]: { logprob: stats.logprobs[i], rank: stats.ranks[i], decoded_token: tokenName(id, naming) } }))];
+  return [null, ...ids.slice(1).map((id, i) => {
+    const entry: NonNullable<PromptLogprobEntry> = { [String(id)]: { logprob: jsonLogprob(stats.logprobs[i]), rank: stats.ranks[i], decoded_token: tokenName(id, naming) } };
+    stats.top?.[i].forEach((t, j) => (entry[String(t.id)] ??= { logprob: jsonLogprob(t.logprob), rank: j + 1, decoded_token: tokenName(t.id, naming) }));
+    return entry;
+  })];
 }
 
-/** The echoed prompt's tokens for a logprobs object: the first has no log-prob. */
+/** The echoed prompt's tokens for a logprobs object: the first has no log-prob; the rest their top lists when asked for. */
 function echoedTokens(promptIds: readonly number[], stats: PromptTokenStats): ({ id: number; logprob: null } | ScoredToken)[] {
-  return promptIds.map((id, i) => (i === 0 ? { id, logprob: null } : { id, logprob: stats.logprobs[i - 1] }));
+  return promptIds.map((id, i) => (i === 0 ? { id, logprob: null } : { id, logprob: stats.logprobs[i - 1], top: stats.top?.[i - 1] }));
 }
 
 function echoText(c: CompletionRequest, promptIds: readonly number[], tok: Tokenizer | null): string {

@@ -14,7 +14,7 @@
 import { listen } from '../net/listen.ts';
 import { timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import { CheckpointError, ConfigError, SafetensorsError } from '../models/errors.ts';
 import { EngineRequestError } from '../rollout/errors.ts';
 import type { LocalEngine } from '../rollout/local_engine.ts';
@@ -43,6 +43,8 @@ export interface ServerOptions {
   maxLogprobs?: number;
   /** Rows of concurrent requests merged into one engine call. */
   maxQueuedRows?: number;
+  /** Where each request's line goes once it is answered, as vLLM's (uvicorn's) access log writes it; none: not logged. */
+  accessLog?: ((line: string) => void) | null;
 }
 
 export interface ServerHandle {
@@ -61,6 +63,7 @@ export const SERVER_DEFAULTS = {
   maxChoices: 4096,
   maxLogprobs: 20,
   maxQueuedRows: 1024,
+  accessLog: null,
 } as const;
 
 /** Engine and checkpoint errors the client caused become 4xx; the rest are ours (500). */
@@ -69,6 +72,12 @@ function apiError(e: unknown): ApiError {
   if (e instanceof EngineRequestError) return new ApiError(e.kind === 'not_found' ? 404 : 400, e.message);
   if (e instanceof CheckpointError || e instanceof ConfigError || e instanceof SafetensorsError) return new ApiError(400, e.message);
   return new ApiError(500, `internal error: ${(e as Error)?.message ?? String(e)}`);
+}
+
+/** A client address as uvicorn's access log writes it (IPv4-mapped IPv6 addresses as IPv4). */
+function hostPort(address: string | undefined, port: number | undefined): string {
+  const host = (address ?? '-').replace(/^::ffff:/, '');
+  return `${host.includes(':') ? `[${host}]` : host}:${port ?? '-'}`;
 }
 
 function sameSecret(given: string, expected: string): boolean {
@@ -104,7 +113,7 @@ export async function startServer(engine: LocalEngine, options: ServerOptions = 
     engine.models.resolve(c.model);
     const id = newId('cmpl');
     const modelName = c.model ?? engine.name;
-    const promptStats = () => scheduler.exclusive(() => engine.promptLogprobs(c.prompts, { model: c.model, temperature: c.promptTemperature }));
+    const promptStats = () => scheduler.exclusive(() => engine.promptLogprobs(c.prompts, { model: c.model, temperature: c.promptTemperature, top: c.promptTop }));
     if (c.stream) return stream(res, c.model, c, new CompletionChunks(c, id, modelName, tok), c.promptLogprobs ? await promptStats() : null);
     const [results, stats] = await Promise.all([scheduler.generate(c.model, c.requests), c.promptLogprobs ? promptStats() : null]);
     sendJson(res, 200, completionResponse(c, id, modelName, results, stats, tok));
@@ -239,6 +248,10 @@ export async function startServer(engine: LocalEngine, options: ServerOptions = 
   };
 
   const server = createServer((req, res) => {
+    const log = opts.accessLog;
+    if (log) {
+      res.on('finish', () => log(`INFO:     ${hostPort(req.socket.remoteAddress, req.socket.remotePort)} - "${req.method} ${req.url} HTTP/${req.httpVersion}" ${res.statusCode} ${STATUS_CODES[res.statusCode] ?? ''}`.trimEnd()));
+    }
     route(req, res).catch((e: unknown) => {
       const err = apiError(e);
       // What is left of a refused body is not worth reading on a kept-alive connection.

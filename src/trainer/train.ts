@@ -15,6 +15,7 @@ import { runtime } from '../gpu/runtime.ts';
 import { zeroGrad } from '../tensor/autograd.ts';
 import { PhaseMemory } from '../gpu/phase_memory.ts';
 import { applyMemoryPlan, trainingMemoryPlan } from '../run/memory.ts';
+import { checkModelContext } from '../run/model_context.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
@@ -48,6 +49,7 @@ export function checkRunInputs(cfg: TrainConfig): void {
     throw new Error(`model.path: ${model} is not a Hugging Face checkpoint directory (no config.json)${model === 'models/household-tiny' ? '; make it with `bun run cli make-default-model`' : ''}`);
   }
   if (!fs.existsSync(path.join(model, 'tokenizer.json'))) throw new Error(`model.path: ${model} has no tokenizer.json`);
+  checkModelContext(cfg);
   if (cfg.rollout.engine === 'http') requireServedModel(cfg);
   const teacher = methodDefinition(cfg.method).frozenTeacher?.(cfg.algorithm[cfg.method]);
   if (teacher && !isTeacherDir(teacher)) {
