@@ -11,6 +11,7 @@ import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundScaledToF
 import { randn, mulberry32 } from '../src/util/random.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
+import { headOnSkinny } from '../src/models/qwen_decode.ts';
 import { forwardMatmul, gradientMatmuls, gradientUsesTensorCores, tensorCoreNote, usesTensorCores } from '../src/kernels/matmul/precision.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
@@ -292,6 +293,17 @@ describe('routing forward products to tensor cores', () => {
     assert.equal(usesTensorCores(h200, { ...big, tile: '128x128/k8' }), false, 'a forced f32 tile stays');
     h200.policy.tensorCores.enabled = false;
     assert.equal(usesTensorCores(h200, big), false);
+  });
+
+  test('a sampling step keeps a wide LM head on tensor cores where the plain forward would take them', () => {
+    const caps = { f16: true, subgroups: true, subgroupMatrix: true, subgroupMatrixF16F32: true, subgroupMatrixConfigs: [], subgroupMinSize: 32, subgroupMaxSize: 32, compatibility: false };
+    const limits = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024, maxStorageBuffersPerShaderStage: 10 };
+    const rt = { caps, gpu: { description: 'H200', limits }, policy: kernelPolicy() } as unknown as Runtime;
+    const model = { lmHead: () => ({ storage: { rt } }), config: { hidden: 896, vocabSize: 151936 } } as unknown as Parameters<typeof headOnSkinny>[0];
+    assert.equal(headOnSkinny(model, 8), true, 'a few rows read the head on the skinny kernel');
+    assert.equal(headOnSkinny(model, 32), false, 'at wideMinRows rows the head is a tensor-core product');
+    rt.policy.tensorCores.enabled = false;
+    assert.equal(headOnSkinny(model, 32), true, 'without tensor cores 32 rows stay skinny');
   });
 
   test('--tensor-cores auto, forward and off set the runtime\'s policy; anything else is refused', () => {

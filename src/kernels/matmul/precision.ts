@@ -31,10 +31,14 @@ export function tensorCoreNote(rt: Runtime): string | null {
 
 /** Whether `args` (a forward product) would run on the tensor-core kernel on this device. */
 export function usesTensorCores(rt: Runtime, args: MatmulArgs): boolean {
+  return args.tile === undefined && (args.act ?? 'none') === 'none' && !args.residual && shapeTakesTensorCores(rt, args);
+}
+
+/** Whether a plain forward product of this shape (no epilogue, no forced tile) would run on the tensor-core kernel. */
+export function shapeTakesTensorCores(rt: Runtime, shape: { m: number; n: number; k: number; batch?: number }): boolean {
   const p = rt.policy.tensorCores;
-  const rows = args.m > p.maxSkinnyRows || (args.n > rt.policy.matmul.narrowMaxColumns && args.m >= p.wideMinRows);
-  return p.enabled && args.tile === undefined && (args.act ?? 'none') === 'none' && !args.residual && rows &&
-    args.m * args.n * args.k * (args.batch ?? 1) >= p.minMacs && tensorMatmulAvailable(rt);
+  const rows = shape.m > p.maxSkinnyRows || (shape.n > rt.policy.matmul.narrowMaxColumns && shape.m >= p.wideMinRows);
+  return p.enabled && rows && shape.m * shape.n * shape.k * (shape.batch ?? 1) >= p.minMacs && tensorMatmulAvailable(rt);
 }
 
 /** A product of activations by weights: on tensor cores when usesTensorCores says so, else matmul(). */
