@@ -13,11 +13,10 @@ import { loadModel } from '../src/models/load.ts';
 import { attachLora, loraParameters } from '../src/models/lora.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { AdamW } from '../src/optim/adamw.ts';
-import { randn } from '../src/util/random.ts';
 import {
   assertResumable, findLatestCheckpoint, LATEST_FILE, listCheckpoints, loadCheckpoint, restoreModel, saveCheckpoint, type CheckpointIO, type TrainerState,
 } from '../src/checkpoint/checkpoint.ts';
-import { Rng } from '../src/util/random.ts';
+import { randn, Rng } from '../src/util/random.ts';
 import { validateConfig } from '../src/config/config.ts';
 import type { Tensor } from '../src/tensor/tensor.ts';
 import { gpu, read } from './support/gpu.ts';

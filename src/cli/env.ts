@@ -1,10 +1,8 @@
 import { defineCommand } from 'citty';
-import { environmentNames, getEnvironment } from '../../envs/registry.ts';
+import { environmentNames, envPlugin, getEnvironment } from '../../envs/registry.ts';
 import { serveEnvironment } from '../../envs/server.ts';
 import { AGENTGYM_STAND_INS } from '../../envs/agentgym/index.ts';
-import { envPlugin } from '../../envs/registry.ts';
-import type { Environment } from '../envs/types.ts';
-import { SPLITS, type Split } from '../envs/types.ts';
+import { SPLITS, type Environment, type Split } from '../envs/types.ts';
 import { loadConfig } from '../config/config.ts';
 import { makeEnvironment } from '../eval/environment.ts';
 import { CliError, intArg } from './args.ts';

@@ -2,11 +2,10 @@
 // disk and uploaded on its own, so host memory holds one parameter at a time), or from
 // a config with seeded random weights (small models made by this project, benchmarks).
 
-import type { CausalLM } from './causal_lm.ts';
+import type { CausalLM, ParamMap } from './causal_lm.ts';
 import { openCheckpoint, expectedShapes, exportCheckpoint, type Checkpoint, type ExportOptions } from './checkpoint.ts';
 import type { ModelConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
-import type { ParamMap } from './causal_lm.ts';
 import { QwenModel } from './qwen.ts';
 import { Qwen35Model } from './qwen35.ts';
 import { SafetensorsReader } from './safetensors.ts';

@@ -1,8 +1,7 @@
 import * as ew from '../../kernels/elementwise.ts';
 import { runtime, type Runtime } from '../../gpu/runtime.ts';
-import type { DType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
-import { expectDType } from '../dtype.ts';
+import { expectDType, type DType } from '../dtype.ts';
 import type { Shape } from '../shape.ts';
 import { empty, type Tensor } from '../tensor.ts';
 
