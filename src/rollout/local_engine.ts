@@ -292,7 +292,8 @@ export class LocalEngine implements Engine, WeightSync {
           const outs = await inFlight.read;
           this.usage.readbackWaitMs += performance.now() - waited;
           const ended = outs.flatMap((out) => this.acceptStep(inFlight!.batch, out, onToken));
-          // The GPU cannot see stop strings: the rows they ended stop there from the next chunk.
+          // The GPU cannot see stop strings: the rows they ended stop there after the chunk
+          // already recorded, whose tokens for them are dropped.
           const stopped = ended.map((r) => batch.indexOf(r)).filter((b) => b >= 0);
           if (stopped.length) finishDecodeRows(gpu!, stopped);
         }
