@@ -19,6 +19,9 @@ describe('rollout bench', () => {
     assert.equal(r.batches, r.engine_calls);
     assert.ok(r.decode_steps >= r.batches && r.decode_steps <= 23 * r.batches, `decode steps ${r.decode_steps} for ${r.batches} batches`);
     assert.ok(r.live_row_share > 0 && r.live_row_share <= 1, `live share ${r.live_row_share}`);
+    // Every batch of more than one chunk records its second while its first runs.
+    assert.ok(r.overlapped_chunk_share > 0 && r.overlapped_chunk_share < 1, `overlapped share ${r.overlapped_chunk_share}`);
+    assert.ok(r.readback_wait_ms_per_decode_step >= 0);
     // A readback per chunk of decode steps: at most ceil(24 / stepsPerReadback) a batch, at least one.
     assert.ok(r.readbacks >= r.batches && r.readbacks <= r.batches * Math.ceil(24 / rt.policy.decode.stepsPerReadback), `${r.readbacks} readbacks for ${r.batches} batches`);
     assert.ok(r.dispatches_per_token > 0 && r.submits_per_token > 0);

@@ -138,6 +138,31 @@ describe('LocalEngine', () => {
     }
   });
 
+  test('the next chunk is recorded and submitted before the chunk before it is read back', slow, async () => {
+    const rt = await gpu();
+    const read = rt.read;
+    let outstanding = 0;
+    let most = 0;
+    rt.read = (...args) => {
+      most = Math.max(most, ++outstanding);
+      return read.apply(rt, args).finally(() => outstanding--);
+    };
+    try {
+      await withPolicy(rt, { decode: { stepsPerReadback: 2 } }, async () => {
+        const e = new LocalEngine(model);
+        const reads = rt.readCount;
+        const [r] = await e.generate([req(prompt, { maxTokens: 8, ignoreEos: true })]);
+        assert.deepEqual(r.tokenIds, want.slice(0, 8));
+        assert.equal(most, 2, 'readbacks in flight at once');
+        // Token limits are known ahead: no chunk past the last token.
+        assert.equal(rt.readCount - reads, 4);
+        assert.deepEqual([e.usage.chunks, e.usage.overlappedChunks], [4, 3]);
+      });
+    } finally {
+      rt.read = read;
+    }
+  });
+
   test('a forward given its position ids and padding on the GPU equals one that uploads them; other shapes are refused', slow, async () => {
     const run = async (gpuInputs: boolean) => scopeAsync(async () => {
       const cache = model.newCache(2, 8, Int32Array.of(0, 3));

@@ -4,7 +4,7 @@ import * as sk from '../src/kernels/sampling.ts';
 import * as ref from '../src/reference/sampling.ts';
 import { deriveSeed, randn, uniformAt } from '../src/util/random.ts';
 import { linear } from '../src/tensor/ops/matmul.ts';
-import { decodeRows, disposeDecodeRows, readSteps, rewriteDecodeRows, readTokenRanks, sampleNext, sampleStep, tokenRanks, type DecodeRowState, type RowSampling } from '../src/tensor/ops/sampling.ts';
+import { decodeRows, disposeDecodeRows, finishDecodeRows, readSteps, readTokenRanks, sampleNext, sampleStep, takeDecodeRows, tokenRanks, type DecodeRowState, type RowSampling } from '../src/tensor/ops/sampling.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu } from './support/gpu.ts';
@@ -259,6 +259,42 @@ describe('sampling kernel', () => {
     assert.deepEqual(got.positions, rows.map((_, i) => 10 * i + steps), 'every row, done or not, advances its position each step');
   });
 
+  test('rows taken on the GPU behind unread steps keep their progress; a row the host finishes samples no more', slow, async () => {
+    await gpu();
+    // Equal logits: the drawn id is floor(u * 4096), so each id names its draw's count.
+    const vocab = 4096;
+    const rows: DecodeRowState[] = [0, 1, 2, 3, 4].map((i) => ({ temperature: 1, topP: 1, topK: 0, seed: 50 + i, produced: 0, maxTokens: 100, stopIds: [], done: false }));
+    const drawn = (row: number, t: number) => Math.floor(uniformAt(rows[row].seed, t) * vocab);
+    const taken = [3, 1, 4];
+    const got = await scopeAsync(async () => {
+      const logits = tensor(new Float32Array(rows.length * vocab), [rows.length, vocab]);
+      const d = decodeRows(rows, { ids: new Int32Array(rows.length), positions: Int32Array.from(rows, (_, i) => 10 * i) }, vocab, 2);
+      for (let j = 0; j < 2; j++) sampleStep(logits, d, j);
+      // Nothing read back: the copies follow the steps in the queue.
+      const e = takeDecodeRows(d, taken);
+      disposeDecodeRows(d);
+      try {
+        finishDecodeRows(e, [1]);
+        const fewer = tensor(new Float32Array(taken.length * vocab), [taken.length, vocab]);
+        for (let j = 0; j < 2; j++) sampleStep(fewer, e, j);
+        const record = await readSteps(e, 2);
+        return { record, state: new Uint32Array((await e.state.toArray()).buffer as ArrayBuffer), ids: [...(await e.ids.toArray())], positions: [...(await e.positions.toArray())] };
+      } finally {
+        disposeDecodeRows(e);
+      }
+    });
+    const words = sk.DECODE_ROW_BYTES / 4;
+    for (const i of [0, 2]) {
+      got.record.forEach((step, j) => assert.equal(step.ids[i], drawn(taken[i], 2 + j), `row ${taken[i]}, draw ${2 + j}`));
+      assert.equal(got.state[i * words + 6], 4, `row ${taken[i]}: produced`);
+      assert.equal(got.ids[i], drawn(taken[i], 3));
+    }
+    assert.equal(got.state[words + 6], 2, 'a finished row counts no more draws');
+    assert.equal(got.state[words + sk.DONE_WORD], 1);
+    assert.equal(got.ids[1], drawn(1, 1), 'a finished row keeps its last id');
+    assert.deepEqual(got.positions, taken.map((i) => 10 * i + 4), 'positions advance behind and after the copy');
+  });
+
   test('bad input is refused with the op and the shapes named', slow, async () => {
     await gpu();
     await scopeAsync(async () => {
@@ -279,8 +315,9 @@ describe('sampling kernel', () => {
         assert.throws(() => sampleStep(tensor(new Float32Array(8), [2, 4]), d, 0), /sampleStep: logits \[2, 4\] are not \[2, 3\]/);
         assert.throws(() => sampleStep(x, d, 2), /sampleStep: slot 2 is not in \[0, 2\)/);
         await assert.rejects(readSteps(d, 3), /readSteps: steps 3 is not in \[1, 2\]/);
-        assert.throws(() => rewriteDecodeRows(d, [dr], { ids: new Int32Array(1), positions: new Int32Array(1) }), /rewriteDecodeRows: 1 rows for decoding rows of 2/);
-        assert.throws(() => rewriteDecodeRows(d, [dr, { ...dr, stopIds: [] }], two), /rewriteDecodeRows: 1 stop ids for decoding rows made with 2/);
+        assert.throws(() => takeDecodeRows(d, []), /takeDecodeRows: no rows/);
+        assert.throws(() => takeDecodeRows(d, [0, 2]), /takeRows: rows\[1\] = 2 is not a row of \[2, 12\]/);
+        assert.throws(() => finishDecodeRows(d, [2]), /finishDecodeRows: row 2 is not in \[0, 2\)/);
       } finally {
         disposeDecodeRows(d);
       }

@@ -2,8 +2,10 @@
 // the bundled one) through the local engine, as the trainer's rollout runs them.
 // Reports the wall time, the share spent waiting on the engine (the rest is the host:
 // environments, prompt rendering, tokenization), the engine's batches and decoding
-// steps with the fraction of row-steps that served unfinished rows, and, on adapters
-// with timestamp queries, a second identical rollout's GPU milliseconds per kernel.
+// steps with the fraction of row-steps that served unfinished rows, the share of chunks
+// recorded while the one before ran and the host's time waiting for readbacks, and, on
+// adapters with timestamp queries, a second identical rollout's GPU milliseconds per
+// kernel.
 
 import { HouseholdEnvironment } from '../../envs/household/index.ts';
 import { householdPlugin } from '../../envs/household/plugin.ts';
@@ -52,6 +54,9 @@ export async function benchRollout(rt: Runtime, opts: RolloutBenchOptions = {}):
       engine_calls: stats.engineCalls, batches: u.batches - before.batches, decode_steps: decodeSteps,
       ms_per_decode_step: +((stats.generateSeconds * 1000) / Math.max(decodeSteps, 1)).toFixed(2),
       live_row_share: +((u.liveRowSteps - before.liveRowSteps) / Math.max(u.rowSteps - before.rowSteps, 1)).toFixed(3),
+      // Near 1 with waits near 0: the host's recording is the bound, the GPU kept busy.
+      overlapped_chunk_share: +((u.overlappedChunks - before.overlappedChunks) / Math.max(u.chunks - before.chunks, 1)).toFixed(3),
+      readback_wait_ms_per_decode_step: +((u.readbackWaitMs - before.readbackWaitMs) / Math.max(decodeSteps, 1)).toFixed(3),
       prompt_tokens: stats.promptTokens, generated_tokens: stats.tokensGenerated, ...perToken,
     });
     if (rt.caps.timestampQuery) rows.push(...profileRows(`rollout ${dir}`, await kernelTimes(rt, () => rollout(tasks))));

@@ -61,6 +61,8 @@ export function sampleRows(rt: Runtime, logits: GPUBuffer, rowParams: GPUBuffer,
 
 /** Bytes of one row's DecodeRow (sample_step). */
 export const DECODE_ROW_BYTES = 48;
+/** The u32 of a DecodeRow that says it is done. */
+export const DONE_WORD = 10;
 
 /** A decoding row's settings and progress, as sample_step keeps them. */
 export interface DecodeRowState {
@@ -102,7 +104,7 @@ export function packDecodeRows(rows: readonly DecodeRowState[], vocab: number): 
     u[o + 7] = r.maxTokens;
     u[o + 8] = at;
     u[o + 9] = r.stopIds.length;
-    u[o + 10] = Number(r.done);
+    u[o + DONE_WORD] = Number(r.done);
     stops.set(r.stopIds, at);
     at += r.stopIds.length;
   });

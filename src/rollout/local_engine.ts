@@ -6,17 +6,20 @@
 // all rows at once, in chunks of steps between readbacks (rt.policy.decode
 // stepsPerReadback): each step samples on the GPU (the sampleStep op), which also
 // counts each row's tokens, checks its stop ids and token limit, and marks it done, so
-// a finished row stops sampling and writing at once while the others go on; the ids of
-// a step stay on the GPU as the next step's input. One readback per chunk brings the
-// chunk's ids and log-probs back; the host then accepts them in order, applies stop
-// strings (rare, so checked here: a row they end stops on the GPU from the next
-// chunk, its later tokens dropped), and at the start of each chunk the rows that
-// finished leave the batch once at most half are still generating: the cache keeps only
-// the live rows, so a few long answers do not cost a full batch each step. The draw for
-// a request's t-th token uses the uniform hash(seed, t) (computed on the GPU, bit for
-// bit as util/random.ts uniformAt), so a seed reproduces its tokens whatever else
-// shares the batch. A caller can follow each request's tokens as they are accepted
-// (onToken, a chunk at a time), which is how the server streams.
+// a finished row stops sampling and writing at once while the others go on; the ids and
+// positions of a step stay on the GPU as the next step's input. One readback per chunk
+// brings the chunk's ids and log-probs back, and the host records the next chunk before
+// awaiting it, so the GPU runs one chunk while the host records the next: the GPU's
+// rows carry their own progress from chunk to chunk, and the host's view lags by the
+// chunk in flight. The host accepts a chunk's tokens in order and applies stop strings
+// (rare, so checked here: a row they end stops on the GPU from the next chunk recorded,
+// its later tokens dropped). Once at most half the rows are still generating, the
+// finished ones leave the batch: the cache and the GPU's rows are cut to the live rows
+// on the GPU, behind the chunk in flight, so a few long answers do not cost a full
+// batch each step. The draw for a request's t-th token uses the uniform hash(seed, t)
+// (computed on the GPU, bit for bit as util/random.ts uniformAt), so a seed reproduces
+// its tokens whatever else shares the batch. A caller can follow each request's tokens
+// as they are accepted (onToken, a chunk at a time), which is how the server streams.
 
 import type { CausalLM, ModelCache } from '../models/causal_lm.ts';
 import { lastLogits } from '../models/generate.ts';
@@ -26,7 +29,7 @@ import { fusesRows, headOnSkinny } from '../models/qwen_decode.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
-import { decodeRows, disposeDecodeRows, readSteps, rewriteDecodeRows, sampleStep, type DecodeRowState, type DecodeRows, type SampledTokens } from '../tensor/ops/sampling.ts';
+import { decodeRows, disposeDecodeRows, finishDecodeRows, readSteps, sampleStep, takeDecodeRows, type DecodeRowState, type DecodeRows, type SampledTokens } from '../tensor/ops/sampling.ts';
 import { keep, scope } from '../tensor/scope.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
@@ -100,6 +103,18 @@ export interface LocalEngineUsage {
   /** Rows stepped (rows x steps, prefill steps included), and of those, rows not yet finished. */
   rowSteps: number;
   liveRowSteps: number;
+  /** Chunks of steps between readbacks, and of those, the ones recorded while the one before was still running. */
+  chunks: number;
+  overlappedChunks: number;
+  /** Time the host spent awaiting chunks' readbacks: what is left of the GPU's time after the host's recording. */
+  readbackWaitMs: number;
+}
+
+/** A chunk of steps recorded and submitted: the rows it stepped, in order, and its readback. */
+interface Chunk {
+  batch: readonly Row[];
+  steps: number;
+  read: Promise<SampledTokens[]>;
 }
 
 /** Row b's top list of a step (its first n slots). */
@@ -126,7 +141,7 @@ export class LocalEngine implements Engine, WeightSync {
   get contextLength(): number {
     return this.models.config.maxPositions;
   }
-  readonly usage: LocalEngineUsage = { batches: 0, decodeSteps: 0, rowSteps: 0, liveRowSteps: 0 };
+  readonly usage: LocalEngineUsage = { batches: 0, decodeSteps: 0, rowSteps: 0, liveRowSteps: 0, chunks: 0, overlappedChunks: 0, readbackWaitMs: 0 };
   readonly models: ServedModels;
   readonly tokenizer: Tokenizer | null;
   readonly maxBatch: number;
@@ -227,53 +242,62 @@ export class LocalEngine implements Engine, WeightSync {
     rows.forEach((r, b) => prompt.set(r.req.promptIds, b * P + padLeft[b]));
     const perReadback = model.lmHead().storage.rt.policy.decode.stepsPerReadback;
     let cache = model.newCache(rows.length, P + steps - 1, padLeft);
-    // The rows the cache holds, in its order.
+    // The rows the cache and `gpu` hold, in their order.
     let batch = rows;
     let gpu: DecodeRows | null = null;
     let pad: Tensor | null = null;
+    // The chunk the GPU runs while the host records the next, its tokens not yet accepted.
+    let inFlight: Chunk | null = null;
     try {
       this.usage.batches++;
-      for (let t = 0; t < steps;) {
-        const live = batch.flatMap((r, b) => (r.done ? [] : [b]));
-        if (live.length === 0) break;
-        if (t > 0 && live.length <= batch.length * this.compactBelow) {
-          const smaller = cache.takeRows(live);
-          cache.dispose();
-          cache = smaller;
-          batch = live.map((b) => batch[b]);
+      for (let t = 0; ;) {
+        // The host's counts lag the GPU's by the chunk in flight: the rows its steps take
+        // to their token limits will be done, and the next chunk is sized from there. A
+        // row a stop id ends in it is seen a chunk late: its extra steps are wasted, not
+        // wrong, since the GPU stopped it.
+        const ahead = inFlight?.steps ?? 0;
+        const live = batch.flatMap((r, b) => (!r.done && r.req.params.maxTokens - r.tokens.length > ahead ? [b] : []));
+        let next: Chunk | null = null;
+        if (t < steps && live.length > 0) {
+          if (!gpu) {
+            // The prefill's sampling step advances the positions to the first decode step's.
+            const start = { ids: new Int32Array(batch.length), positions: Int32Array.from(padLeft, (p) => P - 1 - p) };
+            gpu = decodeRows(batch.map((r) => this.decodeRow(r)), start, this.vocab, Math.min(perReadback, steps));
+            pad = keep(tensor(padLeft, [batch.length], 'i32'));
+          } else if (live.length <= batch.length * this.compactBelow) {
+            // Copied on the GPU behind the chunk in flight, so the rows keep its progress.
+            const smaller = cache.takeRows(live);
+            cache.dispose();
+            cache = smaller;
+            const kept = takeDecodeRows(gpu, live);
+            disposeDecodeRows(gpu);
+            gpu = kept;
+            pad!.dispose();
+            pad = keep(tensor(cache.padLeft!, [live.length], 'i32'));
+            batch = live.map((b) => batch[b]);
+          }
+          const n = Math.min(perReadback, steps - t, this.chunkEnd(batch, ahead));
+          this.recordChunk(model, half, gpu, pad!, cache, t === 0 ? prompt : null, n);
+          t += n;
+          // Its copy out of the record is recorded now, before the next chunk writes it.
+          next = { batch, steps: n, read: readSteps(gpu, n) };
+          // Awaited below, unless an error ends the batch first.
+          next.read.catch(() => undefined);
+          this.usage.chunks++;
+          if (inFlight) this.usage.overlappedChunks++;
         }
-        const B = batch.length;
-        const n = Math.min(perReadback, steps - t, this.chunkEnd(batch));
-        const pads = cache.padLeft!;
-        // The prefill's sampling step advances the positions to the first decode step's.
-        const next = t === 0 ? P - 1 : cache.length;
-        const states = batch.map((r) => this.decodeRow(r));
-        const start = { ids: Int32Array.from(batch, (r) => r.tokens.at(-1) ?? 0), positions: Int32Array.from(pads, (p) => next - p) };
-        // The batch keeps its buffers from chunk to chunk until it shrinks.
-        if (gpu?.count === B) rewriteDecodeRows(gpu, states, start);
-        else {
-          if (gpu) disposeDecodeRows(gpu);
-          pad?.dispose();
-          gpu = decodeRows(states, start, this.vocab, Math.min(perReadback, steps));
-          pad = keep(tensor(pads, [B], 'i32'));
+        if (!inFlight && !next) break;
+        if (inFlight) {
+          const waited = performance.now();
+          const outs = await inFlight.read;
+          this.usage.readbackWaitMs += performance.now() - waited;
+          const ended = outs.flatMap((out) => this.acceptStep(inFlight!.batch, out, onToken));
+          // The GPU cannot see stop strings: the rows they ended stop there after the chunk
+          // already recorded, whose tokens for them are dropped.
+          const stopped = ended.map((r) => batch.indexOf(r)).filter((b) => b >= 0);
+          if (stopped.length) finishDecodeRows(gpu!, stopped);
         }
-        const onGpu = { positions: gpu.positions, pad: pad! };
-        const rowsOnGpu = gpu;
-        const head = half && headOnSkinny(model, B) ? half.head : undefined;
-        for (let j = 0; j < n; j++, t++) {
-          const first = t === 0;
-          scope(() =>
-            noGrad(() => {
-              const hidden = first
-                ? this.prefill(model, prompt, B, P, cache)
-                : model.hiddenCached({ ids: rowsOnGpu.ids, batch: B, seq: 1, halfWeights: half?.weights, onGpu }, cache);
-              sampleStep(lastLogits(model, hidden, head), rowsOnGpu, j);
-            }),
-          );
-          if (!first) this.usage.decodeSteps++;
-          this.usage.rowSteps += B;
-        }
-        for (const out of await readSteps(gpu, n)) this.acceptStep(batch, out, onToken);
+        inFlight = next;
       }
     } finally {
       if (gpu) disposeDecodeRows(gpu);
@@ -283,12 +307,37 @@ export class LocalEngine implements Engine, WeightSync {
   }
 
   /**
+   * Records `steps` steps on `gpu`'s rows, the first of them the batch's prefill of
+   * `prompt` where one is given; each step reads the ids and positions the one before
+   * left on the GPU.
+   */
+  private recordChunk(model: CausalLM, half: HalfWeights | null, gpu: DecodeRows, pad: Tensor, cache: ModelCache, prompt: Int32Array | null, steps: number): void {
+    const B = gpu.count;
+    const onGpu = { positions: gpu.positions, pad };
+    const head = half && headOnSkinny(model, B) ? half.head : undefined;
+    for (let j = 0; j < steps; j++) {
+      const prefill = j === 0 ? prompt : null;
+      scope(() =>
+        noGrad(() => {
+          const hidden = prefill
+            ? this.prefill(model, prefill, B, prefill.length / B, cache)
+            : model.hiddenCached({ ids: gpu.ids, batch: B, seq: 1, halfWeights: half?.weights, onGpu }, cache);
+          sampleStep(lastLogits(model, hidden, head), gpu, j);
+        }),
+      );
+      if (!prefill) this.usage.decodeSteps++;
+      this.usage.rowSteps += B;
+    }
+  }
+
+  /**
    * Steps until the batch's token limits call for a readback: when every live row has
    * reached its limit, or sooner where the rows reaching theirs leave at most
-   * compactBelow of the batch generating, so it can shrink there.
+   * compactBelow of the batch generating, so it can shrink there. The limits are
+   * counted from `ahead` steps past the tokens the host has accepted.
    */
-  private chunkEnd(batch: readonly Row[]): number {
-    const left = batch.flatMap((r) => (r.done ? [] : [r.req.params.maxTokens - r.tokens.length])).sort((a, b) => a - b);
+  private chunkEnd(batch: readonly Row[], ahead: number): number {
+    const left = batch.flatMap((r) => (r.done ? [] : [r.req.params.maxTokens - r.tokens.length - ahead])).filter((n) => n > 0).sort((a, b) => a - b);
     for (let k = 0; k < left.length; k++) {
       const after = left.length - k - 1;
       if (left[k] === left[k + 1]) continue;
@@ -323,18 +372,22 @@ export class LocalEngine implements Engine, WeightSync {
     return hidden!;
   }
 
-  private acceptStep(rows: readonly Row[], out: SampledTokens, onToken: GenerateOptions['onToken']): void {
+  /** Accepts a step's tokens for the rows not done yet; returns the rows a stop string ended. */
+  private acceptStep(rows: readonly Row[], out: SampledTokens, onToken: GenerateOptions['onToken']): Row[] {
+    const ended: Row[] = [];
     rows.forEach((r, b) => {
       if (r.done) return;
       this.usage.liveRowSteps++;
       const top = r.top && topOf(out, b, r.req.params.logprobs!);
       this.accept(r, out.ids[b], out.logprobs[b], top);
+      if (r.stopText !== undefined) ended.push(r);
       if (!onToken) return;
       const event: TokenEvent = { id: out.ids[b], logprob: out.logprobs[b] };
       if (top) event.top = top;
       if (r.done) event.result = this.result(r);
       onToken(r.index, event);
     });
+    return ended;
   }
 
   private accept(r: Row, id: number, logprob: number, top: TopLogprob[] | null): void {

@@ -12,6 +12,7 @@ import { ShapeError } from '../errors.ts';
 import { fmt } from '../shape.ts';
 import { keep } from '../scope.ts';
 import { empty, tensor, type Tensor } from '../tensor.ts';
+import { clone, takeRows } from './create.ts';
 import { checkHeadInputs, inverseTemperature, targetIds, type Targets } from './logprob.ts';
 
 export { GREEDY_BELOW, type DecodeRowState, type RowSampling } from '../../kernels/sampling.ts';
@@ -95,7 +96,7 @@ export interface DecodeRows {
   /** Top-list slots per row in the record: the largest topN of the rows. */
   readonly topStride: number;
   readonly slots: number;
-  /** sample_step's DecodeRow per row (u32 [count * 12]). */
+  /** sample_step's DecodeRow per row (u32 [count, 12]). */
   readonly state: Tensor;
   readonly stops: Tensor;
   /** [count] i32: each row's last sampled id, the next step's input. */
@@ -142,7 +143,7 @@ export function decodeRows(rows: readonly sk.DecodeRowState[], start: StepInputs
   const topStride = sk.topStride(rows, vocab);
   return {
     count: n, vocab, topStride, slots,
-    state: keep(tensor(new Uint32Array(packed.rows), [n * (sk.DECODE_ROW_BYTES / 4)], 'u32')),
+    state: keep(tensor(new Uint32Array(packed.rows), [n, sk.DECODE_ROW_BYTES / 4], 'u32')),
     stops: keep(tensor(packed.stops, [packed.stops.length], 'u32')),
     ids: keep(tensor(start.ids, [n], 'i32')),
     positions: keep(tensor(start.positions, [n, 1], 'i32')),
@@ -151,21 +152,34 @@ export function decodeRows(rows: readonly sk.DecodeRowState[], start: StepInputs
 }
 
 /**
- * Uploads the same rows' progress again (as the host knows it after a readback) into
- * `d`, and the inputs the next chunk's first step reads: the buffers stay, so the
- * steps' bind groups are the ones the runtime already made. The rows' settings and
- * stop ids must be those `d` was made with.
+ * Rows `rows` of `d` (indices, in their new order) as new decoding rows, copied on the
+ * GPU in queue order: their progress is what the steps recorded so far leave, so a
+ * batch can shrink while a chunk of steps the host has not read back is still running.
+ * `d` is left as it was (the caller disposes it).
  */
-export function rewriteDecodeRows(d: DecodeRows, rows: readonly sk.DecodeRowState[], start: StepInputs): void {
-  const op = 'rewriteDecodeRows';
-  checkDecodeRows(op, rows, start, d.vocab);
-  if (rows.length !== d.count || sk.topStride(rows, d.vocab) !== d.topStride) throw new ShapeError(`${op}: ${rows.length} rows for decoding rows of ${d.count}`);
-  const packed = sk.packDecodeRows(rows, d.vocab);
-  if (packed.stops.length !== d.stops.size) throw new ShapeError(`${op}: ${packed.stops.length} stop ids for decoding rows made with ${d.stops.size}`);
+export function takeDecodeRows(d: DecodeRows, rows: readonly number[]): DecodeRows {
+  if (rows.length === 0) throw new ShapeError('takeDecodeRows: no rows');
+  return {
+    count: rows.length, vocab: d.vocab, topStride: d.topStride, slots: d.slots,
+    state: keep(takeRows(d.state, rows)),
+    // The rows index the stop list where they were made, so it is kept whole.
+    stops: keep(clone(d.stops)),
+    ids: keep(takeRows(d.ids, rows)),
+    positions: keep(takeRows(d.positions, rows)),
+    record: keep(empty([d.slots, 3 + 2 * d.topStride, rows.length], 'u32')),
+  };
+}
+
+/**
+ * Marks rows `rows` of `d` done from the next step recorded on: the host ended them
+ * (a stop string) where the GPU could not see it.
+ */
+export function finishDecodeRows(d: DecodeRows, rows: readonly number[]): void {
   const rt = d.state.storage.rt;
-  rt.upload(d.state.buffer, 0, new Uint32Array(packed.rows));
-  rt.upload(d.ids.buffer, 0, start.ids);
-  rt.upload(d.positions.buffer, 0, start.positions);
+  for (const b of rows) {
+    if (!Number.isInteger(b) || b < 0 || b >= d.count) throw new RangeError(`finishDecodeRows: row ${b} is not in [0, ${d.count})`);
+    rt.upload(d.state.buffer, b * sk.DECODE_ROW_BYTES + 4 * sk.DONE_WORD, Uint32Array.of(1));
+  }
 }
 
 export function disposeDecodeRows(d: DecodeRows): void {
@@ -194,6 +208,8 @@ export function sampleStep(logits: Tensor, rows: DecodeRows, slot: number): void
 /**
  * The first `steps` slots of the record, in one readback. A row's entries in a slot
  * are meaningful only if it was not done before that step (done rows write nothing).
+ * The copy out of the record is recorded and submitted by the call itself, so the
+ * steps recorded after it may write the record again while the readback is awaited.
  */
 export async function readSteps(rows: DecodeRows, steps: number): Promise<SampledTokens[]> {
   if (!Number.isInteger(steps) || steps < 1 || steps > rows.slots) throw new RangeError(`readSteps: steps ${steps} is not in [1, ${rows.slots}]`);
