@@ -92,10 +92,20 @@ const envSchema = z.strictObject({
 
 const engineFields = {
   engine: z.enum(['local', 'http']).default('local'),
-  /** OpenAI-compatible server (vLLM) base URL, for engine http. */
-  url: url.optional(),
-  /** Model name at the server (a LoRA adapter name on vLLM). */
+  /** OpenAI-compatible servers (vLLM, our `serve`) for engine http: a base URL or a list of them. */
+  url: z.union([url, z.array(url).min(1)]).optional(),
+  /** Model name at the server (default: the base model its /v1/models lists). */
   model: name.optional(),
+  /** Bearer token for the servers (vLLM's --api-key); default: VLLM_API_KEY, else OPENAI_API_KEY. Never written to the run directory. */
+  apiKey: name.optional(),
+  /** How long a request keeps retrying a server that stops answering (restart, 5xx) before the run gives up on it. */
+  serverWaitSeconds: posNum.default(300),
+  /**
+   * Weights check: the mean absolute difference, in nats per token, between the
+   * server's and the trainer's log-probs of a fixed probe sequence above which the
+   * server is taken to hold other weights (src/fleet/weight_probe.ts).
+   */
+  probeTolerance: posNum.default(0.1),
 };
 
 const rolloutSchema = z.strictObject({
