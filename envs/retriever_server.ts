@@ -1,15 +1,27 @@
-// A Search-R1 compatible retrieval server (docs/PROTOCOLS.md section 3) on node:http:
-//   POST /retrieve {"queries": [...], "topk": 3, "return_scores": true}
-//     -> {"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}
-// plus the single-query form {"query": "..."} and bare documents when return_scores is
-// false. Bad requests get a 4xx with a message; nothing a client sends can stop it.
-// Run directly: `bun envs/retriever_server.ts [--corpus corpus.jsonl] [--port 8000]`
-// (without --corpus it serves the built-in search world's corpus).
+// A retrieval server that answers as the references' FastAPI servers do (docs/PROTOCOLS.md
+// section 3), on node:http, over any Retriever (BM25 over a corpus by default):
+// - protocol search-r1 (Search-R1's search_r1/search/retrieval_server.py):
+//     POST /retrieve {"queries": [...], "topk": k, "return_scores": bool}
+// - protocol sdar (SDAR's examples/search/retriever/retrieval_server.py):
+//     POST /retrieve {"query": "...", "topk": k, "return_scores": bool}
+// both answered {"result": [[{"document": {"id", "contents"}, "score"}, ...] per query]}
+// (bare documents without return_scores). A topk of 0 or null takes the server's
+// default (Python's `if not request.topk`). Bad bodies get FastAPI's 422
+// {"detail": [...]} (pydantic_body.ts); other routes and methods 404 and 405
+// {"detail": ...}; a retriever that throws, 500 "Internal Server Error" with the error
+// on the server's stderr, as uvicorn does. Beyond the references, the server caps
+// queries per request, topk and the body size (413 and 422 naming the limit).
+// Run directly: `bun envs/retriever_server.ts [--corpus corpus.jsonl] [--port 8000]
+// [--protocol search-r1|sdar] [--topk 3] [--max-queries 16384]` (without --corpus it
+// serves the built-in search world's corpus).
 
-import { listen } from '../src/net/listen.ts';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
+import { listen } from '../src/net/listen.ts';
+import { readBody } from '../src/net/request_body.ts';
+import { parseModelBody, ValidationFailure, type FieldSpec } from './pydantic_body.ts';
 import { builtInSearchData } from './search/env.ts';
+import { RETRIEVER_PROTOCOLS, type RetrieverProtocol } from './search/http_retriever.ts';
 import { loadCorpus } from './search/jsonl.ts';
 import { Bm25Retriever, type Retriever } from './search/retriever.ts';
 
@@ -18,13 +30,15 @@ export interface RetrieverServerOptions {
   host?: string;
   /** Default 0: an ephemeral port (read it from the result). */
   port?: number;
-  /** Largest request body accepted, in bytes (default 1 MiB). */
+  /** Which reference server's request it takes (default search-r1). */
+  protocol?: RetrieverProtocol;
+  /** Largest request body accepted, in bytes (default 16 MiB). */
   maxBodyBytes?: number;
-  /** Most queries in one request (default 1024). */
+  /** Most queries in one request (default 16,384; Search-R1's GRPO recipe sends 512 x 5 = 2,560). */
   maxQueries?: number;
   /** Largest topk accepted (default 100). */
   maxTopk?: number;
-  /** topk when the request gives none (default 3). */
+  /** topk when the request gives none, or 0 (default 3, the references' --topk). */
   defaultTopk?: number;
 }
 
@@ -35,107 +49,79 @@ export interface RetrieverServer {
   close(): Promise<void>;
 }
 
-class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
+class Refusal extends Error {
+  constructor(readonly status: number, readonly detail: unknown, readonly headers: Record<string, string> = {}) {
+    super(typeof detail === 'string' ? detail : JSON.stringify(detail));
   }
 }
 
-function readBody(req: IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const declared = Number(req.headers['content-length'] ?? 0);
-    if (declared > limit) {
-      req.resume();
-      reject(new HttpError(413, `request body over ${limit} bytes`));
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        req.removeAllListeners('data');
-        req.resume();
-        reject(new HttpError(413, `request body over ${limit} bytes`));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
+const COMMON: FieldSpec[] = [
+  { name: 'topk', kind: 'optional[int]', default: null },
+  { name: 'return_scores', kind: 'bool', default: false },
+];
+
+const REQUEST_MODELS: Record<RetrieverProtocol, FieldSpec[]> = {
+  'search-r1': [{ name: 'queries', kind: 'list[str]' }, ...COMMON],
+  sdar: [{ name: 'query', kind: 'str' }, ...COMMON],
+};
+
+/** FastAPI reads a body as JSON for application/json and application/*+json. */
+function isJson(req: IncomingMessage): boolean {
+  const type = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
 }
 
-interface RetrieveRequest {
-  queries: string[];
-  topk: number;
-  returnScores: boolean;
-}
-
-function parseRequest(text: string, opts: Required<Omit<RetrieverServerOptions, 'host' | 'port'>>): RetrieveRequest {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw new HttpError(400, 'body is not valid JSON');
-  }
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError(400, 'body must be a JSON object');
-  const b = body as Record<string, unknown>;
-  if (b.queries !== undefined && b.query !== undefined) throw new HttpError(400, 'give either "query" or "queries", not both');
-  let queries: string[];
-  if (b.queries !== undefined) {
-    if (!Array.isArray(b.queries) || !b.queries.every((q) => typeof q === 'string')) throw new HttpError(400, '"queries" must be a list of strings');
-    queries = b.queries;
-  } else if (typeof b.query === 'string') {
-    queries = [b.query];
-  } else {
-    throw new HttpError(400, 'missing "queries" (list of strings) or "query" (string)');
-  }
-  if (queries.length > opts.maxQueries) throw new HttpError(400, `at most ${opts.maxQueries} queries per request`);
-  const topk = b.topk ?? opts.defaultTopk;
-  if (typeof topk !== 'number' || !Number.isInteger(topk) || topk < 1 || topk > opts.maxTopk) {
-    throw new HttpError(400, `"topk" must be an integer from 1 to ${opts.maxTopk}`);
-  }
-  const returnScores = b.return_scores ?? false;
-  if (typeof returnScores !== 'boolean') throw new HttpError(400, '"return_scores" must be a boolean');
-  return { queries, topk, returnScores };
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  if (res.headersSent) return;
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
 }
 
 export async function startRetrieverServer(retriever: Retriever, options: RetrieverServerOptions = {}): Promise<RetrieverServer> {
-  const opts = {
-    maxBodyBytes: options.maxBodyBytes ?? 1 << 20,
-    maxQueries: options.maxQueries ?? 1024,
-    maxTopk: options.maxTopk ?? 100,
-    defaultTopk: options.defaultTopk ?? 3,
-  };
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
-    if (path === '/health' && req.method === 'GET') return send(res, 200, { ok: true });
-    if (path !== '/retrieve') throw new HttpError(404, `no route ${path}`);
-    if (req.method !== 'POST') throw new HttpError(405, 'use POST /retrieve');
-    const request = parseRequest(await readBody(req, opts.maxBodyBytes), opts);
-    const lists = await retriever.retrieve(request.queries, request.topk);
+  const protocol = options.protocol ?? 'search-r1';
+  const maxBodyBytes = options.maxBodyBytes ?? 16 << 20;
+  const maxQueries = options.maxQueries ?? 16_384;
+  const maxTopk = options.maxTopk ?? 100;
+  const defaultTopk = options.defaultTopk ?? 3;
+
+  const retrieve = async (req: IncomingMessage) => {
+    const text = await readBody(req, maxBodyBytes, (status, message) => new Refusal(status, message));
+    const body = parseModelBody(text, isJson(req), REQUEST_MODELS[protocol]);
+    const queries = protocol === 'sdar' ? [body.query as string] : (body.queries as string[]);
+    const asked = body.topk as number | null;
+    if (asked !== null && (asked < 0 || asked > maxTopk)) {
+      const [type, msg, ctx] = asked < 0 ? ['greater_than_equal', 'Input should be greater than or equal to 0', { ge: 0 }] : ['less_than_equal', `Input should be less than or equal to ${maxTopk}`, { le: maxTopk }];
+      throw new ValidationFailure([{ type: type as string, loc: ['body', 'topk'], msg: msg as string, input: asked, ctx: ctx as Record<string, unknown> }]);
+    }
+    if (queries.length > maxQueries) throw new Refusal(413, `${queries.length} queries in one request; this server takes at most ${maxQueries} (--max-queries)`);
+    const topk = asked === null || asked === 0 ? defaultTopk : asked;
+    const lists = await retriever.retrieve(queries, topk);
     const result = lists.map((hits) =>
       hits.map((h) => {
         const document = { id: h.document.id, contents: h.document.contents };
-        return request.returnScores ? { document, score: h.score } : document;
+        return body.return_scores ? { document, score: h.score } : document;
       }),
     );
-    send(res, 200, { result });
+    return { result };
   };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    if (path === '/health' && req.method === 'GET') return send(res, 200, { ok: true });
+    if (path !== '/retrieve') throw new Refusal(404, 'Not Found');
+    if (req.method !== 'POST') throw new Refusal(405, 'Method Not Allowed', { allow: 'POST' });
+    send(res, 200, await retrieve(req));
+  };
+
   const server = createServer((req, res) => {
     handle(req, res).catch((e: unknown) => {
-      const status = e instanceof HttpError ? e.status : 500;
-      const message = e instanceof Error ? e.message : String(e);
-      if (status === 413) res.setHeader('connection', 'close');
-      send(res, status, { error: message });
+      if (e instanceof ValidationFailure) return send(res, 422, { detail: e.detail });
+      if (e instanceof Refusal) return send(res, e.status, { detail: e.detail }, e.status === 413 ? { ...e.headers, connection: 'close' } : e.headers);
+      console.error(`retriever server: ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+      if (res.headersSent || res.destroyed) return;
+      res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8', 'content-length': 21 });
+      res.end('Internal Server Error');
     });
   });
   server.on('clientError', (_err, socket) => {
@@ -153,7 +139,13 @@ export async function startRetrieverServer(retriever: Retriever, options: Retrie
   };
 }
 
-/** The command line: `--corpus <jsonl>` (default: the built-in world), `--host`, `--port`, `--topk`. */
+function intFlag(flag: string, value: string, min: number): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) throw new Error(`${flag} ${value}: expected an integer >= ${min}`);
+  return n;
+}
+
+/** The command line: `--corpus <jsonl>` (default: the built-in world), `--host`, `--port`, `--protocol`, `--topk`, `--max-queries`. */
 export async function runRetrieverServer(argv: string[]): Promise<RetrieverServer> {
   const { values } = parseArgs({
     args: argv,
@@ -161,12 +153,19 @@ export async function runRetrieverServer(argv: string[]): Promise<RetrieverServe
       corpus: { type: 'string' },
       host: { type: 'string', default: '127.0.0.1' },
       port: { type: 'string', default: '8000' },
+      protocol: { type: 'string', default: 'search-r1' },
       topk: { type: 'string', default: '3' },
+      'max-queries': { type: 'string', default: '16384' },
     },
   });
+  const protocol = values.protocol as RetrieverProtocol;
+  if (!RETRIEVER_PROTOCOLS.includes(protocol)) throw new Error(`--protocol ${values.protocol}: expected ${RETRIEVER_PROTOCOLS.join(' or ')}`);
   const retriever = values.corpus !== undefined ? new Bm25Retriever(loadCorpus(values.corpus)) : builtInSearchData().retriever;
-  const server = await startRetrieverServer(retriever, { host: values.host, port: Number(values.port), defaultTopk: Number(values.topk) });
-  console.log(`retriever listening on ${server.url}`);
+  const server = await startRetrieverServer(retriever, {
+    host: values.host, port: intFlag('--port', values.port, 0), protocol,
+    defaultTopk: intFlag('--topk', values.topk, 1), maxQueries: intFlag('--max-queries', values['max-queries'], 1),
+  });
+  console.log(`retriever (${protocol} protocol) listening on ${server.url}`);
   return server;
 }
 

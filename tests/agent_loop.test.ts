@@ -7,7 +7,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { HouseholdEnvironment, householdKeywordSkills, householdSkills } from '../envs/household/index.ts';
-import { SearchEnvironment } from '../envs/search/index.ts';
+import { searchAgent, SearchEnvironment } from '../envs/search/index.ts';
 import { serveEnvironment } from '../envs/server.ts';
 import { ShopEnvironment } from '../envs/shop/index.ts';
 import { RemoteEnvironment } from '../src/envs/client.ts';
@@ -407,12 +407,23 @@ describe('agent loop over shop and search', () => {
     assert.ok(Object.keys(stats.successByType).length >= 1);
   });
 
-  test('search: responses run to the end of the turn and are trained whole, the end token included', async () => {
+  test('search read as Search-R1 (GRPO\'s default): what follows the action is cut from the response and the sample, and the action acted on', async () => {
     const tokenizer = await qwen3();
     const tasks = [0, 1].map((seed) => ({ split: 'train' as const, seed }));
-    const run = (engine: Engine) => runRollout({ spec: SEARCH, env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET });
+    const rambling = await runRollout({ spec: SEARCH, env: new SearchEnvironment(), engine: new RamblingEngine(new ExpertEngine(tokenizer, SEARCH), tokenizer), tokenizer, tasks, groupSize: 2, ...BUDGET });
+    const stopped = await runRollout({ spec: SEARCH, env: new SearchEnvironment(), engine: new ExpertEngine(tokenizer, SEARCH), tokenizer, tasks, groupSize: 2, ...BUDGET, stopAfterAction: true });
+    assert.deepEqual([rambling.stats.successRate, rambling.stats.invalidActionRate], [1, 0]);
+    for (const t of rambling.trajectories) for (const u of t.turns) assert.match(u.response, /<\/(search|answer)>$/);
+    assert.deepEqual(rambling.samples.map((s) => s.responseIds), stopped.samples.map((s) => s.responseIds));
+  });
+
+  test('search read as SDAR: responses run to the end of the turn and are trained whole; extra tags flag the turn, which is acted on', async () => {
+    const tokenizer = await qwen3();
+    const sdar = searchAgent('sdar');
+    const tasks = [0, 1].map((seed) => ({ split: 'train' as const, seed }));
+    const run = (engine: Engine) => runRollout({ spec: sdar, env: new SearchEnvironment(), engine, tokenizer, tasks, groupSize: 2, ...BUDGET });
     // Words after the action stay in the response and in the sample; the environment gets the action.
-    const musing = await run(new RamblingEngine(new ExpertEngine(tokenizer, SEARCH), tokenizer, ' and that is all'));
+    const musing = await run(new RamblingEngine(new ExpertEngine(tokenizer, sdar), tokenizer, ' and that is all'));
     assert.equal(musing.stats.successRate, 1);
     for (const t of musing.trajectories) {
       for (const u of t.turns) {
@@ -421,10 +432,10 @@ describe('agent loop over shop and search', () => {
       }
     }
     assert.ok(musing.samples.every((s) => s.valid && s.responseIds.at(-1) === IM_END));
-    // A second action after the first makes the turn invalid: the reference's projection counts tags in the whole response.
-    const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer, SEARCH), tokenizer));
-    assert.equal(rambling.stats.invalidActionRate, 1);
-    assert.equal(rambling.stats.successRate, 0);
+    // A second block after the first flags the turn (the projection counts tags in the whole response); the first is still played.
+    const rambling = await run(new RamblingEngine(new ExpertEngine(tokenizer, sdar), tokenizer));
+    assert.deepEqual([rambling.stats.successRate, rambling.stats.invalidActionRate], [1, 1]);
+    assert.ok(rambling.samples.every((s) => !s.valid && s.responseIds.at(-1) === IM_END));
   });
 
   test('search with stopAfterAction: the expert answers; responses are cut after the first closing tag', async () => {

@@ -4,16 +4,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { EnvInputError, EpisodeDoneError } from '../envs/errors.ts';
-import {
-  builtInSearchData, formatInformation, INVALID_ACTION_MESSAGE, SEARCH_ACTIONS, SearchEnvironment, searchEnvironmentFromFiles, type SearchSession,
-} from '../envs/search/env.ts';
+import { loadQuestions } from '../envs/search/dataset.ts';
+import { builtInSearchData, INVALID_ACTION_MESSAGE, SEARCH_ACTIONS, SearchEnvironment, type SearchSession } from '../envs/search/env.ts';
 import { searchExpertAction } from '../envs/search/expert.ts';
 import { generate, generateSearchData } from '../envs/search/generate.ts';
-import { loadCorpus, loadDataset } from '../envs/search/jsonl.ts';
+import { loadCorpus } from '../envs/search/jsonl.ts';
 import { exactMatch, normalizeAnswer } from '../envs/search/normalize.ts';
-import { parseSearchResponse } from '../envs/search/parse.ts';
+import { searchEnvironmentFrom, searchOptions } from '../envs/search/options.ts';
 import { renderSearchPrompt } from '../envs/search/prompt.ts';
 import { drawQuestion, parseQuestion, TEMPLATES } from '../envs/search/questions.ts';
+import { formatInformation } from '../envs/search/result_format.ts';
 import { searchSkills } from '../envs/search/skills.ts';
 import { generateWorld } from '../envs/search/world.ts';
 import { SPLITS, type StepResult } from '../src/envs/types.ts';
@@ -65,52 +65,39 @@ describe('search world and questions', () => {
 });
 
 describe('search answer scoring', () => {
-  test('normalisation: case, punctuation, articles, whitespace', () => {
-    assert.equal(normalizeAnswer('  The Eiffel-Tower! '), 'eiffeltower');
-    assert.equal(normalizeAnswer('An apple a  day'), 'apple day');
-    assert.equal(normalizeAnswer('Theatre of the Absurd'), 'theatre of absurd');
-    assert.equal(normalizeAnswer('São Paulo'), 'são paulo');
-    assert.equal(normalizeAnswer('"1984."'), '1984');
+  test('normalisation as qa_em.py: case, punctuation, articles, and the whitespace of Python\'s str.split()', () => {
+    // Each expected value is Python 3.11's normalize_answer of the input.
+    const cases: [string, string][] = [
+      ['  The Eiffel-Tower! ', 'eiffeltower'],
+      ['An apple a  day', 'apple day'],
+      ['Theatre of the Absurd', 'theatre of absurd'],
+      ['São Paulo', 'são paulo'],
+      ['"1984."', '1984'],
+      ['new\ufeffyork', 'new\ufeffyork'],
+      ['new\u0085york', 'new york'],
+      ['new\u001cyork', 'new york'],
+      ['new\u001fyork', 'new york'],
+      ['new\u00a0york', 'new york'],
+      ['new\u200byork', 'new\u200byork'],
+      ['\u3000Tokyo\u3000', 'tokyo'],
+      ['東京', '東京'],
+      ['ÉCOLE the école', 'école école'],
+      ['the_a an', 'thea'],
+      ['a\u0301 b', '\u0301 b'],
+      ['Ｔｈｅ Beatles', 'ｔｈｅ beatles'],
+      ['ΟΔΟΣ', 'οδος'],
+      ['İstanbul', 'i\u0307stanbul'],
+    ];
+    for (const [input, expected] of cases) assert.equal(normalizeAnswer(input), expected, JSON.stringify(input));
   });
 
   test('exact match against any gold answer', () => {
     assert.ok(exactMatch('the Beatles', ['The Beatles']));
     assert.ok(exactMatch('Marrow', ['Marrow Freight', 'Marrow']));
     assert.ok(exactMatch('paris.', ['London', 'Paris']));
+    assert.ok(exactMatch('東京', ['Tokyo', '東京']));
     assert.ok(!exactMatch('Paris, France', ['Paris']));
     assert.ok(!exactMatch('', ['Paris']));
-  });
-});
-
-describe('search turn parsing', () => {
-  test('one search or one answer is valid; the response is cut after the first closing tag', () => {
-    const s = parseSearchResponse('<think>need it</think><search> Foo Bar born </search>\n<information>made up</information>');
-    assert.deepEqual(s.parsed, { kind: 'search', query: 'Foo Bar born' });
-    assert.equal(s.valid, true);
-    assert.equal(s.cut, '<think>need it</think><search> Foo Bar born </search>');
-    assert.equal(s.action, '<search> Foo Bar born </search>');
-    const a = parseSearchResponse('<think>known</think> <answer>Paris</answer> trailing');
-    assert.deepEqual(a.parsed, { kind: 'answer', answer: 'Paris' });
-    assert.equal(a.cut, '<think>known</think> <answer>Paris</answer>');
-  });
-
-  test('neither, both, twice, unclosed, empty or CJK is invalid', () => {
-    for (const bad of [
-      '<think>hmm</think> Paris',
-      '<think>x</think><search>q</search><answer>a</answer>',
-      '<think>x</think><answer>a</answer><search>q</search>',
-      '<search>a</search><search>b</search>',
-      '<answer>a</answer> <answer>b</answer>',
-      '<think>x</think><search> q',
-      '<search>   </search>',
-      '<think>答案</think><answer>a</answer>',
-      '',
-    ]) {
-      const p = parseSearchResponse(bad);
-      assert.equal(p.valid, false, bad);
-      assert.equal(p.parsed, null, bad);
-      assert.equal(p.action, '', bad);
-    }
   });
 });
 
@@ -118,7 +105,7 @@ describe('search environment', () => {
   test('the expert wins every task of 200 seeds in each split', async () => {
     for (const split of SPLITS) {
       for (let seed = 0; seed < 200; seed++) {
-        const session = env.create({ split, seed });
+        const session = await env.create({ split, seed });
         const { steps } = await runExpert(session);
         const last = steps[steps.length - 1];
         assert.equal(last.info.won, true, `${split}/${seed}: ${session.task}`);
@@ -132,14 +119,14 @@ describe('search environment', () => {
   });
 
   test('the same seed gives the same task and episode', async () => {
-    const a = env.create({ split: 'valid_unseen', seed: 17 });
-    const b = env.create({ split: 'valid_unseen', seed: 17 });
+    const a = await env.create({ split: 'valid_unseen', seed: 17 });
+    const b = await env.create({ split: 'valid_unseen', seed: 17 });
     assert.deepEqual(a.question, b.question);
     assert.deepEqual(await runExpert(a), await runExpert(b));
-    assert.notEqual(env.create({ split: 'train', seed: 17 }).task, a.task);
+    assert.notEqual((await env.create({ split: 'train', seed: 17 })).task, a.task);
   });
 
-  test('the expert reads the documents, not the gold answer', () => {
+  test('the expert reads the documents, not the gold answer; a question it cannot parse gets retrieve-and-read', () => {
     const question = 'in which country was Foo Bar born?';
     assert.equal(searchExpertAction(question, []), '<search> Foo Bar born </search>');
     const docs = [
@@ -149,11 +136,12 @@ describe('search environment', () => {
     assert.equal(searchExpertAction(question, docs), '<search> Nowhereville city </search>');
     const more = [...docs, { id: 'c', contents: '"Nowhereville"\nNowhereville is a city in Imaginaria.' }];
     assert.equal(searchExpertAction(question, more), '<answer> Imaginaria </answer>');
-    assert.equal(searchExpertAction('who wrote the iliad?', more), null);
+    assert.equal(searchExpertAction('who wrote the iliad?', []), '<search> who wrote the iliad? </search>');
+    assert.equal(searchExpertAction('who wrote the iliad?', [{ id: 'h', contents: '"Iliad"\nThe Iliad is attributed to Homer.' }, ...more]), '<answer> Iliad </answer>');
   });
 
-  test('results come back in Search-R1 information format', async () => {
-    const session = env.create({ split: 'train', seed: 4 });
+  test('results come back as Search-R1 renders them, or as SDAR does (verl-agent)', async () => {
+    const session = await env.create({ split: 'train', seed: 4 });
     const reset = session.reset();
     assert.equal(reset.observation, session.task);
     assert.deepEqual(reset.admissible_actions, SEARCH_ACTIONS);
@@ -163,44 +151,54 @@ describe('search environment', () => {
     assert.equal(r.reward, 0);
     const hit = { document: { id: '7', contents: '"T"\nline one\nline two' }, score: 1 };
     assert.equal(formatInformation([hit]), '\n\n<information>Doc 1(Title: "T") line one\nline two</information>\n\n');
-    // verl-agent's form, which the SDAR reference's search tool renders.
-    assert.equal(formatInformation([hit, hit], 'verl-agent'), '\n<information>Doc 1: "T"\nline one\nline two\nDoc 2: "T"\nline one\nline two\n</information>\n');
+    // SDAR: json.dumps({"result": ...}) with ASCII escapes, the outer newlines stripped (Python 3.11 on SDAR's code gives these).
+    assert.equal(formatInformation([hit, hit], 'verl-agent'), '<information>{"result": "Doc 1: \\"T\\"\\nline one\\nline two\\nDoc 2: \\"T\\"\\nline one\\nline two\\n"}</information>');
+    const tokyo = { document: { id: '6', contents: '  "Tokyo"\nTokyo (東京) is the capital of Japan.\t😀\u007f\n' }, score: 1 };
+    assert.equal(formatInformation([tokyo], 'verl-agent'), '<information>{"result": "Doc 1: \\"Tokyo\\"\\nTokyo (\\u6771\\u4eac) is the capital of Japan.\\t\\ud83d\\ude00\\u007f\\n"}</information>');
+    assert.equal(formatInformation([], 'verl-agent'), '<information>{"result": ""}</information>');
+    assert.equal(formatInformation([]), '\n\n<information></information>\n\n');
   });
 
-  test('invalid turns cost a turn; four turns end the episode; a wrong answer scores 0', async () => {
-    const session = env.create({ split: 'train', seed: 8 });
+  test('invalid turns cost a turn; four turns end the episode; a wrong answer scores 0; an empty search is sent', async () => {
+    const session = await env.create({ split: 'train', seed: 8 });
     session.reset();
     const r1 = await session.step('<think>hmm</think> no tags here');
     assert.equal(r1.observation, INVALID_ACTION_MESSAGE);
     assert.equal(r1.info.valid, false);
     assert.equal(r1.done, false);
-    await session.step('<search> a </search><search> b </search>');
+    const empty = await session.step('<search> </search>');
+    assert.equal(empty.info.valid, true);
+    assert.match(empty.observation, /^\n\n<information>/);
     await session.step('<search> anything </search>');
     const r4 = await session.step('<search> again </search>');
     assert.equal(r4.done, true);
     assert.equal(r4.reward, 0);
     assert.equal(r4.info.won, false);
     await assert.rejects(async () => session.step('<answer> x </answer>'), EpisodeDoneError);
-    const wrong = env.create({ split: 'train', seed: 8 });
+    const wrong = await env.create({ split: 'train', seed: 8 });
     wrong.reset();
     const r = await wrong.step('<think>guess</think><answer> Atlantis </answer>');
     assert.equal(r.done, true);
     assert.equal(r.reward, 0);
     assert.equal(r.info.answer, 'Atlantis');
-    const right = env.create({ split: 'train', seed: 8 });
+    const right = await env.create({ split: 'train', seed: 8 });
     right.reset();
     assert.equal((await right.step(`<answer> ${right.question.golden_answers[0].toUpperCase()}. </answer>`)).reward, 1);
   });
 
-  test('explicit tasks and bad create options', () => {
-    const s = env.create({ split: 'train', seed: 0, task: { question: 'who wrote the iliad?', golden_answers: ['Homer'], data_source: 'nq' } });
+  test('explicit tasks and bad create options', async () => {
+    const s = await env.create({ split: 'train', seed: 0, task: { question: 'who wrote the iliad?', golden_answers: ['Homer'], data_source: 'nq' } });
     assert.equal(s.task, 'who wrote the iliad?');
     const reset = s.reset();
     assert.equal(reset.info.task_type, 'nq');
-    assert.equal(reset.info.expert_action, null);
-    assert.throws(() => env.create({ split: 'train', seed: 0, task: { question: 'q', golden_answers: [] } }), EnvInputError);
-    assert.throws(() => env.create({ split: 'train', seed: 0.5 }), EnvInputError);
-    assert.throws(() => env.create({ split: 'test' as 'train', seed: 0 }), EnvInputError);
+    assert.equal(reset.info.expert_action, '<search> who wrote the iliad? </search>');
+    const cjk = await env.create({ split: 'train', seed: 0, task: { question: 'capital of japan?', golden_answers: ['Tokyo', '東京'] } });
+    cjk.reset();
+    assert.equal((await cjk.step('<think>日本</think><answer> 東京 </answer>')).reward, 1);
+    await assert.rejects(async () => env.create({ split: 'train', seed: 0, task: { question: 'q', golden_answers: [] } }), EnvInputError);
+    await assert.rejects(async () => env.create({ split: 'train', seed: 0.5 }), EnvInputError);
+    await assert.rejects(async () => env.create({ split: 'test' as 'train', seed: 0 }), EnvInputError);
+    assert.equal(await env.taskCount('valid_seen'), null);
   });
 });
 
@@ -210,32 +208,40 @@ describe('search data files', () => {
     try {
       const { data, files } = generate(dir, { counts: { train: 40, valid_seen: 10, valid_unseen: 10 } });
       assert.deepEqual(loadCorpus(files.corpus), data.corpus);
-      for (const s of SPLITS) assert.deepEqual(loadDataset(files[s]), data.splits[s]);
-      const fromFiles = searchEnvironmentFromFiles({ train: files.train, valid_unseen: files.valid_unseen, corpus: files.corpus });
-      for (let seed = 0; seed < 12; seed++) {
-        const session = fromFiles.create({ split: 'valid_unseen', seed });
-        assert.equal(session.task, data.splits.valid_unseen[seed % 10].question);
-        assert.equal(session.question.task_type, data.splits.valid_unseen[seed % 10].data_source);
+      for (const s of SPLITS) assert.deepEqual(await loadQuestions(files[s]), data.splits[s]);
+      const fromFiles = searchEnvironmentFrom(searchOptions.parse({ train: files.train, test: files.valid_unseen, corpus: files.corpus }));
+      await fromFiles.check();
+      assert.equal(await fromFiles.taskCount('valid_unseen'), 10);
+      const seen = new Set<string>();
+      for (let seed = 0; seed < 10; seed++) {
+        const session = await fromFiles.create({ split: 'valid_unseen', seed });
+        seen.add(session.task);
+        const row = data.splits.valid_unseen.find((q) => q.question === session.task)!;
+        assert.equal(session.question.task_type, row.data_source);
         assert.equal((await runExpert(session)).steps.at(-1)!.info.won, true);
       }
-      assert.throws(() => fromFiles.create({ split: 'valid_seen', seed: 0 }), EnvInputError);
+      // Ten consecutive seeds are the file's ten rows; the validation split stands in for the test file when it is the only held-out one.
+      assert.equal(seen.size, 10);
+      assert.equal((await fromFiles.create({ split: 'valid_seen', seed: 3 })).task, (await fromFiles.create({ split: 'valid_unseen', seed: 3 })).task);
+      const trainOnly = searchEnvironmentFrom(searchOptions.parse({ train: files.train, corpus: files.corpus }));
+      await assert.rejects(async () => trainOnly.create({ split: 'valid_seen', seed: 0 }), /no question file for split valid_seen \(set env\.search\.validation or env\.search\.test\)/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  test('malformed rows are refused with their line number', () => {
+  test('malformed rows are refused with their line number', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'search-bad-'));
     try {
       const path = join(dir, 'bad.jsonl');
       writeFileSync(path, '{"question": "q", "golden_answers": ["a"], "data_source": "nq"}\n\n{not json}\n');
-      assert.throws(() => loadDataset(path), (e: Error) => e instanceof EnvInputError && e.message.includes('bad.jsonl:3'));
-      writeFileSync(path, '{"question": "q", "golden_answers": "a"}\n');
-      assert.throws(() => loadDataset(path), /golden_answers/);
+      await assert.rejects(loadQuestions(path), (e: Error) => e instanceof EnvInputError && e.message.includes('bad.jsonl:3'));
+      writeFileSync(path, '{"question": "q", "golden_answers": 3}\n');
+      await assert.rejects(loadQuestions(path), /bad\.jsonl:1: golden_answers must be a string or a non-empty list of strings, got 3/);
       writeFileSync(path, '{"id": 1, "contents": "\\"T\\"\\nbody"}\n{"id": 2}\n');
       assert.throws(() => loadCorpus(path), /bad.jsonl:2/);
-      writeFileSync(path, '{"question": "q", "golden_answers": ["a"], "extra": 1}\n');
-      assert.deepEqual(loadDataset(path), [{ question: 'q', golden_answers: ['a'], data_source: 'unknown' }]);
+      writeFileSync(path, '{"question": "q", "golden_answers": "a", "extra": 1}\n');
+      assert.deepEqual(await loadQuestions(path), [{ question: 'q', golden_answers: ['a'], data_source: 'unknown' }]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,8 +1,11 @@
 // The expert reads, it does not look up: it parses the question into a subject and a
 // chain of relations, searches for the subject with the relation's key word, and
 // extracts each fact from the text of the documents retrieved so far in the episode.
-// Gold answers never reach it.
+// A question it cannot parse (a dataset's) gets the retrieve-and-read baseline: search
+// the question as asked, then answer with the title of the best passage. Gold answers
+// never reach it.
 
+import { splitDocument } from './jsonl.ts';
 import type { RetrievedDocument } from './retriever.ts';
 import { parseQuestion, type Relation } from './questions.ts';
 
@@ -45,10 +48,13 @@ export function readFact(relation: Relation, subject: string, documents: readonl
   return undefined;
 }
 
-/** The expert's next turn: a search for the first unknown fact, or the answer. Null for questions it cannot parse. */
-export function searchExpertAction(question: string, documents: readonly RetrievedDocument[]): string | null {
+/** The expert's next turn: a search for the first unknown fact, or the answer. */
+export function searchExpertAction(question: string, documents: readonly RetrievedDocument[]): string {
   const parsed = parseQuestion(question);
-  if (parsed === null) return null;
+  if (parsed === null) {
+    // Search-R1's title is the first line without its quotes (retrieval_server.py's content.split("\n")[0].strip('"')).
+    return documents.length === 0 ? `<search> ${question} </search>` : `<answer> ${splitDocument(documents[0].contents).title.replace(/^"+|"+$/g, '')} </answer>`;
+  }
   let entity = parsed.subject;
   for (const relation of parsed.template.relations) {
     const value = readFact(relation, entity, documents);

@@ -6,7 +6,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { SPLITS, type Split } from '../../src/envs/types.ts';
 import { worldCorpus } from './documents.ts';
-import { saveJsonl, type CorpusDocument, type QaExample } from './jsonl.ts';
+import type { QaExample } from './dataset.ts';
+import { saveJsonl, type CorpusDocument } from './jsonl.ts';
 import { drawQuestion } from './questions.ts';
 import { generateWorld, WORLD_SEED, type World } from './world.ts';
 

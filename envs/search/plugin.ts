@@ -1,25 +1,21 @@
-// The search-QA environment (Search-R1's format, a BM25 retriever over a generated
-// corpus) as the trainer sees it.
+// The search-QA environment (Search-R1's format) as the trainer sees it: its settings
+// (options.ts), the environment they make, and the turn contract they choose.
 
-import { z } from 'zod';
 import { defineEnv } from '../../src/envs/plugin.ts';
 import { searchAgent } from './agent.ts';
-import { SearchEnvironment } from './env.ts';
-import { HttpRetriever } from './http_retriever.ts';
+import { longestSearchStep, parsingOf, resolveSearchOptions, searchEnvironmentFrom, searchOptions } from './options.ts';
 
 export const searchPlugin = defineEnv({
   name: 'search',
   aliases: [],
   description: 'question answering with a search tool in the Search-R1 format (exact-match reward)',
-  options: z.strictObject({
-    /** A Search-R1 compatible retrieval endpoint (POST /retrieve) instead of the built-in BM25 over the generated corpus. */
-    retrieverUrl: z.url({ protocol: /^https?$/ }).optional(),
-    /** How results are shown: Search-R1's `Doc 1(Title: ...)` between blank lines, or verl-agent's `Doc 1: ...`. */
-    resultFormat: z.enum(['search-r1', 'verl-agent']).default('search-r1'),
-  }),
-  create: (o) => new SearchEnvironment({ resultFormat: o.resultFormat, ...(o.retrieverUrl ? { retriever: new HttpRetriever(o.retrieverUrl) } : {}) }),
-  agent: searchAgent,
-  // Search-R1's recipe validates greedily, once, at the end, and warms the learning rate up over 10% of the run.
+  options: searchOptions,
+  create: searchEnvironmentFrom,
+  agent: searchAgent('search-r1'),
+  agentFor: (o) => searchAgent(parsingOf(o)),
+  resolveOptions: resolveSearchOptions,
+  longestStep: longestSearchStep,
+  // SDAR's search launchers (128 x 8, 4 turns) validate greedily, once, at the end, and warm the learning rate up over 10% of the run; Search-R1's own are in docs/SEARCH_R1.md.
   recipe: {
     tasksPerIteration: 128, maxTurns: 4, maxPromptTokens: 4096, klCoef: 0.001, invalidPenalty: 0.01, miniBatchSize: 256,
     validationEvery: 0, validationTasks: 128, validationTemperature: 0, warmupRatio: 0.1,

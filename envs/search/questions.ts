@@ -6,7 +6,7 @@
 
 import type { Split } from '../../src/envs/types.ts';
 import { hash32, Prng } from '../../src/util/random.ts';
-import type { QaExample } from './jsonl.ts';
+import type { QaExample } from './dataset.ts';
 import type { World } from './world.ts';
 
 export type Relation = 'born_in' | 'works_for' | 'married_to' | 'founded_year' | 'founded_by' | 'headquartered_in' | 'located_in' | 'capital';

@@ -30,14 +30,14 @@ const serve = defineCommand({
     name: { type: 'positional', description: `environment: ${environmentNames().join(', ')}`, required: true },
     port: { type: 'string', description: 'port (default 8101)', default: '8101' },
     host: { type: 'string', description: 'address to bind (default 127.0.0.1)', default: '127.0.0.1' },
-    'retriever-url': { type: 'string', description: 'search: a Search-R1 retrieval endpoint (POST /retrieve) instead of the built-in corpus (env.search.retrieverUrl)' },
+    'retriever-url': { type: 'string', description: 'search: a retrieval server\'s /retrieve endpoint instead of the built-in corpus (env.search.retriever.url)' },
     agentgym: { type: 'boolean', description: "answer as AgentGym's server for the environment does (household: agentenv-alfworld, shop: agentenv-webshop), playing ours; docs/AGENTGYM.md", default: false },
   },
   async run({ args }) {
     if (args.agentgym) return serveStandIn(args.name, args.host, intArg('--port', args.port, 0, 65535), args._ as string[]);
     const url = args['retriever-url'];
     if (url !== undefined && args.name !== 'search') throw new CliError(`--retriever-url: only the search environment has a retriever, not ${args.name}`);
-    const env = environmentWithSettings(args.name, [...(args._ as string[]), ...(url === undefined ? [] : [`retrieverUrl=${url}`])]);
+    const env = environmentWithSettings(args.name, [...(args._ as string[]), ...(url === undefined ? [] : [`retriever.url=${url}`])]);
     const handle = await serveEnvironment(env, { host: args.host, port: intArg('--port', args.port, 0, 65535) });
     console.log(`${env.name} environment serving at ${handle.url}`);
     const stop = async () => {

@@ -7,6 +7,7 @@ import { readScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 import { formatMeanStd, type GroupStats } from '../report/eval_stats.ts';
 import { EVAL_DEFAULTS, evaluate, type EvalReport, type EvalSkills } from '../eval/evaluate.ts';
 import { resolveModelSource, type ModelSource } from '../checkpoint/model_source.ts';
+import { RETRIEVER_PROTOCOLS } from '../../envs/search/http_retriever.ts';
 import { CliError, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuMemoryBytes, gpuOptions } from './gpu_args.ts';
 
@@ -64,6 +65,24 @@ export function scaledRunNote(dir: string, record: ScaleRecord, given: ReadonlyS
     `Pass ${inherited.map((s) => `${s.flag} ${s.from}`).join(' ')} to evaluate with the configured settings.`;
 }
 
+/** The search flags as env.search settings (the dataset replaces both held-out files), or undefined when none is given. */
+function searchOptions(args: Record<string, unknown>, env: string): Record<string, unknown> | undefined {
+  const given = SEARCH_FLAGS.filter((f) => args[f] !== undefined);
+  if (given.length === 0) return undefined;
+  if (env !== 'search') throw new CliError(`--${given[0]}: only the search environment has question files and a retriever, not ${env}`);
+  const protocol = args['retriever-protocol'] as string | undefined;
+  if (protocol !== undefined && !(RETRIEVER_PROTOCOLS as readonly string[]).includes(protocol)) throw new CliError(`--retriever-protocol ${protocol}: expected ${RETRIEVER_PROTOCOLS.join(' or ')}`);
+  const retriever = Object.fromEntries(Object.entries({
+    url: args.retriever,
+    protocol,
+    topk: args.topk === undefined ? undefined : intArg('--topk', args.topk as string, 1),
+  }).filter(([, v]) => v !== undefined));
+  const dataset = args.dataset as string | undefined;
+  return { ...(dataset === undefined ? {} : { test: path.resolve(dataset), validation: undefined }), retriever };
+}
+
+const SEARCH_FLAGS = ['dataset', 'retriever', 'retriever-protocol', 'topk'] as const;
+
 export const evalCommand = defineCommand({
   meta: {
     name: 'eval',
@@ -76,8 +95,12 @@ export const evalCommand = defineCommand({
     env: { type: 'string', description: `environment: ${ENV_NAMES.join(', ')} (default: the run's, else household)` },
     'env-url': { type: 'string', description: "the environment's server (default: the run's env.url, else the built-in environment)" },
     agentgym: { type: 'boolean', description: "the server is AgentGym's (--no-agentgym: ours); default: the run's env.agentgym" },
+    dataset: { type: 'string', description: "search: the held-out questions to evaluate, a Search-R1 file (JSONL or parquet), instead of the run's validation and test files; every question by default" },
+    retriever: { type: 'string', description: "search: a retrieval server's /retrieve URL (env.search.retriever.url; default: the run's)" },
+    'retriever-protocol': { type: 'string', description: "search: search-r1 ({\"queries\"}) or sdar ({\"query\"}) (env.search.retriever.protocol)" },
+    topk: { type: 'string', description: 'search: passages per search (env.search.retriever.topk)' },
     seeds: { type: 'string', description: 'S: runs of every task, one per seed', default: String(EVAL_DEFAULTS.seeds) },
-    tasks: { type: 'string', description: "panel size (default: the environment's validation.tasks; AgentGym: the whole split)" },
+    tasks: { type: 'string', description: "panel size (default: the environment's validation.tasks; AgentGym or a search dataset: the whole split)" },
     split: { type: 'string', description: 'task split: train, valid_seen, valid_unseen (default: validation.split); AgentGym: train, validation, test (default: test)' },
     'panel-seed': { type: 'string', description: "environment seed of the panel's first task (default: validation.seed; not with AgentGym, whose tasks are its indices)" },
     temperature: { type: 'string', description: 'sampling temperature; 0 is greedy (identical across seeds)', default: String(EVAL_DEFAULTS.temperature) },
@@ -111,11 +134,14 @@ export const evalCommand = defineCommand({
     const server = args.engine === 'http'
       ? { urls: args.url!.split(',').map((u) => u.trim()).filter(Boolean), model: args['served-model'], apiKey: process.env.VLLM_API_KEY || process.env.OPENAI_API_KEY || undefined }
       : undefined;
+    // The model path is checked before the GPU starts.
+    const source = resolveModelSource(args.model, 'MODEL');
     const opts = {
       model: args.model,
       env,
       envUrl: args['env-url'],
       agentgym: args.agentgym as boolean | undefined,
+      envOptions: searchOptions(args, env ?? source.runConfig?.env.name ?? 'household'),
       seeds,
       split,
       tasks: opt('--tasks', args.tasks, 1),
@@ -133,8 +159,6 @@ export const evalCommand = defineCommand({
       progress,
       server,
     };
-    // The model path is checked before the GPU starts.
-    const source = resolveModelSource(args.model, 'MODEL');
     const dir = runDirOf(source);
     const record = dir ? readScaleRecord(dir) : null;
     const given = new Set(INHERITED.map(([, flag]) => flag).filter((flag) => args[flag.slice(2)] !== undefined));

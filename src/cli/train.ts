@@ -6,7 +6,7 @@ import { findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 import { describeConfig, loadConfig, runDir, type TrainConfig } from '../config/config.ts';
 import { assertNewRun } from '../report/metrics.ts';
-import { checkEnvironmentServer } from '../eval/environment.ts';
+import { checkEnvironment } from '../eval/environment.ts';
 import { checkRunInputs, firstRunConfig, train } from '../trainer/train.ts';
 import { CliError, configWords, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
@@ -47,7 +47,7 @@ export const trainCommand = defineCommand({
     let cfg = loadConfig(file, file ? overrides : [...EMBEDDED_RECIPE, ...overrides]);
     checkRunInputs(cfg);
     checkRunDirectory(cfg, !!args.resume, !!args.overwrite);
-    await checkEnvironmentServer(cfg);
+    await checkEnvironment(cfg);
     const stopAfter = args['stop-after'] === undefined ? undefined : intArg('--stop-after', args['stop-after'], 1);
     const timeLimitSeconds = args['time-limit'] === undefined ? undefined : numberArg('--time-limit', args['time-limit'], 0) * 60;
     const rt = await initRuntime(gpuOptions(args));

@@ -123,8 +123,9 @@ const rolloutSchema = z.strictObject({
   /**
    * End each response at its action's closing tag (search's </search>, </answer>)
    * and train only up to there: faster, but the end-of-turn token is never trained.
-   * Default: responses run to the end of the turn and are trained whole, as the
-   * reference generates them; the parser reads the action from the whole text.
+   * Default: responses run to the end of the turn, as the references generate them,
+   * and the environment's reading decides what is kept (search read as Search-R1 cuts
+   * what follows the action, as SDAR keeps it whole).
    */
   stopAfterAction: z.boolean().default(false),
   /** Episodes live at once (unset: all of an iteration's). */
@@ -255,6 +256,10 @@ export const TrainConfigSchema = TrainConfigSchemaBase.superRefine((c, ctx) => {
     ctx.addIssue({ code: 'custom', path: ['optim', 'warmupRatio'], message: 'set optim.warmupIterations or optim.warmupRatio, not both', input: c.optim.warmupRatio });
   }
   if (c.optim.minLr > c.optim.lr) ctx.addIssue({ code: 'custom', path: ['optim', 'minLr'], message: `must not exceed optim.lr (${c.optim.lr})`, input: c.optim.minLr });
+  const longest = envPlugin(c.env.name).longestStep?.(envOptionsOf(c));
+  if (longest && longest.ms >= c.env.timeoutMs) {
+    ctx.addIssue({ code: 'custom', path: ['env', 'timeoutMs'], message: `must exceed the ${longest.ms} ms one ${c.env.name} step may take (${longest.settings}); raise it or lower those`, input: c.env.timeoutMs });
+  }
 });
 
 /** The AgentGym layout of the config's environment, or null when it has none. */
@@ -325,8 +330,14 @@ export interface TrainConfig extends Omit<ParsedConfig, 'rollout' | 'algorithm' 
 }
 
 /** The settings of the run's environment: its env.<name> block. */
-export function envOptionsOf(cfg: Pick<TrainConfig, 'env'>): Record<string, unknown> {
+export function envOptionsOf(cfg: { env: Pick<TrainConfig['env'], 'name'> }): Record<string, unknown> {
   return (cfg.env as unknown as Record<string, Record<string, unknown>>)[cfg.env.name];
+}
+
+/** The env block with the environment's method-dependent defaults filled in. */
+function resolveEnv(c: ParsedConfig): ParsedConfig['env'] {
+  const resolve = envPlugin(c.env.name).resolveOptions;
+  return resolve ? { ...c.env, [c.env.name]: resolve(envOptionsOf(c), c.method) } : c.env;
 }
 
 /** Warmup iterations of a run of `iterations` (SFT: optimizer steps): optim.warmupIterations, else its warmupRatio share. */
@@ -340,6 +351,7 @@ export function resolveConfig(c: ParsedConfig): TrainConfig {
   const methods = Object.fromEntries(METHOD_NAMES.map((m) => [m, methodDefinition(m).resolve(c.algorithm[m], c.env.name)])) as MethodOptions;
   return {
     ...c,
+    env: resolveEnv(c),
     rollout: {
       ...c.rollout,
       tasksPerIteration: c.rollout.tasksPerIteration ?? d.tasksPerIteration,

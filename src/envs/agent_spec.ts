@@ -28,7 +28,7 @@ export interface TurnPromptInput {
 export type SkillReader = 'policy' | 'teacher';
 
 export interface ParsedTurn {
-  /** What the environment receives: the action when valid, the spec's no-op otherwise. */
+  /** What the environment receives: the turn's action (an invalid turn's too, where the reference acts on it), or the spec's no-op when it has none. */
   send: string;
   /** What later prompts show as this turn's action. */
   historyAction: string;
@@ -48,12 +48,18 @@ export interface AgentSpec {
    * Strings that close an action (search's </search>, </answer>). With the rollout's
    * stopAfterAction they are the engine's stop strings and the loop cuts responses
    * with `cutResponse`; otherwise responses run to the end of the turn, as the
-   * reference generates them, and only the parser looks for the action.
+   * reference generates them, and are cut only where `cutsAfterAction` says so.
    */
   readonly actionStops?: readonly string[];
   renderPrompt(input: TurnPromptInput): string;
   /** The response up to the end of its action: the whole text, or (search) up to the first closing tag. */
   cutResponse(response: string): string;
+  /**
+   * The turn keeps only `cutResponse` of what was generated, even when generation ran
+   * on past the action: the rest is neither trained nor recorded (Search-R1 drops what
+   * follows its first </search>, else </answer>).
+   */
+  readonly cutsAfterAction?: boolean;
   /** `response` with what the prompt opened in front (a thinking template's '<think>\n'); `reasoning` as the prompt asked (default 'tags'). */
   parse(response: string, reasoning?: ReasoningFormat): ParsedTurn;
   /**

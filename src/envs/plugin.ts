@@ -85,6 +85,16 @@ export interface EnvPlugin<Schema extends z.ZodObject = z.ZodObject> {
   /** A fresh in-process environment with these settings. */
   create(options: z.output<Schema>): Environment;
   readonly agent: AgentSpec;
+  /** The turn contract under these settings, where they change it (search's parsing); default `agent`. */
+  agentFor?(options: z.output<Schema>): AgentSpec;
+  /** The settings with the defaults that follow the training method filled in (search parses as the method's reference does). */
+  resolveOptions?(options: z.output<Schema>, method: string): z.output<Schema>;
+  /**
+   * The longest one step can take by these settings before it fails on its own (a
+   * search step's retries against its retriever), and which settings make it so: the
+   * config refuses an env.timeoutMs that would cut such a step short.
+   */
+  longestStep?(options: z.output<Schema>): { ms: number; settings: string } | null;
   readonly recipe: EnvRecipe;
   readonly reward: RewardScale;
   readonly expert?: ExpertData;

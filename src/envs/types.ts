@@ -71,4 +71,10 @@ export interface Environment {
    * kind of environment; throws saying which server, what it answered and what to do.
    */
   check?(): Promise<void>;
+  /**
+   * How many distinct tasks `split` holds when it is a finite set (a search dataset's
+   * rows), for an evaluation that plays all of them; null (or absent) when tasks are
+   * drawn from seeds without end.
+   */
+  taskCount?(split: TaskSplit): Promise<number | null>;
 }

@@ -8,6 +8,7 @@
 import { envPlugin } from '../../envs/registry.ts';
 import { AgentGymEnvironment } from '../envs/agentgym.ts';
 import { RemoteEnvironment } from '../envs/client.ts';
+import type { AgentSpec } from '../envs/agent_spec.ts';
 import type { Environment, ServerSplit, Split } from '../envs/types.ts';
 import type { RolloutTask } from '../rollout/agent_loop.ts';
 import { envOptionsOf, serverTaskSet, type TrainConfig } from '../config/config_schema.ts';
@@ -29,9 +30,19 @@ export function makeEnvironment(cfg: Pick<TrainConfig, 'env' | 'rollout'>): Envi
   return plugin.create(envOptionsOf(cfg));
 }
 
-/** The config's environment server (env.url) answers and serves its kind; throws saying what is wrong. Nothing to check in-process. */
-export async function checkEnvironmentServer(cfg: Pick<TrainConfig, 'env' | 'rollout'>): Promise<void> {
-  if (cfg.env.url) await makeEnvironment(cfg).check?.();
+/**
+ * Before the first rollout: the config's environment server (env.url) answers and serves
+ * its kind, and an in-process environment's own inputs are there (a search
+ * environment's question files and retriever); throws saying what is wrong.
+ */
+export async function checkEnvironment(cfg: Pick<TrainConfig, 'env' | 'rollout'>): Promise<void> {
+  await makeEnvironment(cfg).check?.();
+}
+
+/** The turn contract of the config's environment under its settings. */
+export function agentSpec(cfg: Pick<TrainConfig, 'env'>): AgentSpec {
+  const plugin = envPlugin(cfg.env.name);
+  return plugin.agentFor?.(envOptionsOf(cfg)) ?? plugin.agent;
 }
 
 /** `count` tasks of `split` with environment seeds seed, seed + 1, ...: the same tasks every time. */

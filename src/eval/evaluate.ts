@@ -10,7 +10,7 @@
 // defaults to 0.4 (the RL recipes' validation temperature) for every environment, even
 // search, whose training validates greedily: greedy runs are identical across seeds.
 
-import { isSplit, SERVER_SPLITS, SPLITS, type ServerSplit, type Split, type TaskSplit } from '../envs/types.ts';
+import { isSplit, SERVER_SPLITS, SPLITS, type Environment, type ServerSplit, type Split, type TaskSplit } from '../envs/types.ts';
 import { loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
 import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
@@ -20,10 +20,9 @@ import { probeIds } from '../fleet/weight_probe.ts';
 import { DEFAULT_MEMORY_GIB, GIB, planMemory } from '../models/memory_plan.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
-import { envPlugin } from '../../envs/registry.ts';
-import { ConfigError, ENV_NAMES, serverTaskSet, validateConfig, type EnvName, type TrainConfig } from '../config/config.ts';
+import { ConfigError, ENV_NAMES, envOptionsOf, serverTaskSet, validateConfig, type EnvName, type TrainConfig } from '../config/config.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
-import { makeEnvironment, playsServerTasks, serverPanel, taskPanel } from './environment.ts';
+import { agentSpec, makeEnvironment, playsServerTasks, serverPanel, taskPanel } from './environment.ts';
 import { summarizeEval, type EpisodeOutcome, type EvalSummary } from '../report/eval_stats.ts';
 import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
 import { Progress, type ProgressMode } from '../report/progress.ts';
@@ -53,9 +52,11 @@ export interface EvalOptions {
   envUrl?: string;
   /** The server is AgentGym's (default: the run's env.agentgym, else false). */
   agentgym?: boolean;
+  /** Settings laid over the environment's env.<name> block (search: its question files and retriever); a key set to undefined is unset. */
+  envOptions?: Record<string, unknown>;
   /** S: runs of every task (default 8). */
   seeds?: number;
-  /** Panel size (default: the configuration's validation.tasks; on an AgentGym server, the whole task set). */
+  /** Panel size (default: the configuration's validation.tasks; on an AgentGym server or a search dataset, every task of the split). */
   tasks?: number;
   /** Default: the configuration's validation.split; on an AgentGym server, test (train, validation or test). */
   split?: TaskSplit;
@@ -174,20 +175,33 @@ function checkOptions(o: EvalOptions): void {
  */
 function baseConfig(runConfig: TrainConfig | null, o: EvalOptions): TrainConfig {
   const base = runConfig && (o.env === undefined || o.env === runConfig.env.name) ? runConfig : validateConfig({ env: { name: o.env ?? 'household' } });
-  if (o.envUrl === undefined && o.agentgym === undefined) return base;
+  if (o.envUrl === undefined && o.agentgym === undefined && o.envOptions === undefined) return base;
   const env: Record<string, unknown> = { ...base.env, url: o.envUrl ?? base.env.url, agentgym: o.agentgym ?? base.env.agentgym };
   // A run's AgentGym task sets mean nothing to another kind of server.
   if (!env.agentgym) env.tasks = {};
+  if (o.envOptions) env[base.env.name] = overlay(envOptionsOf(base), o.envOptions);
   try {
     return validateConfig({ ...base, env });
   } catch (e) {
-    if (e instanceof ConfigError) throw new EvalError(`the environment (envUrl, agentgym): ${e.message}`);
+    if (e instanceof ConfigError) throw new EvalError(`the environment (envUrl, agentgym, envOptions): ${e.message}`);
     throw e;
   }
 }
 
-/** The panel: the first tasks of an AgentGym server's set, or `tasks` seeded tasks of a built-in split. */
-function evalPanel(cfg: TrainConfig, o: EvalOptions): { split: TaskSplit; panelSeed: number | null; tasks: RolloutTask[] } {
+const isPlainObject = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === 'object' && !Array.isArray(x);
+
+/** `over` laid over `base`, nested objects merged, keys set to undefined removed. */
+function overlay(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    if (v === undefined) delete out[k];
+    else out[k] = isPlainObject(v) && isPlainObject(out[k]) ? overlay(out[k], v) : v;
+  }
+  return out;
+}
+
+/** The panel: the first tasks of an AgentGym server's set, or `tasks` seeded tasks of a built-in split (by default all of a split that is a finite set). */
+async function evalPanel(cfg: TrainConfig, o: EvalOptions, env: Environment): Promise<{ split: TaskSplit; panelSeed: number | null; tasks: RolloutTask[] }> {
   if (playsServerTasks(cfg)) {
     const split = o.split ?? 'test';
     if (isSplit(split) && split !== 'train') throw new EvalError(`split: an AgentGym server's task sets are ${SERVER_SPLITS.join(', ')} (env.tasks), got ${split}`);
@@ -199,7 +213,8 @@ function evalPanel(cfg: TrainConfig, o: EvalOptions): { split: TaskSplit; panelS
   const split = o.split ?? (cfg.validation.split as Split);
   if (!isSplit(split)) throw new EvalError(`split: ${split} is a task set of AgentGym servers; ${cfg.env.name} has ${SPLITS.join(', ')}`);
   const panelSeed = o.panelSeed ?? cfg.validation.seed;
-  return { split, panelSeed, tasks: taskPanel(split, panelSeed, o.tasks ?? cfg.validation.tasks) };
+  const count = o.tasks ?? (await env.taskCount?.(split)) ?? cfg.validation.tasks;
+  return { split, panelSeed, tasks: taskPanel(split, panelSeed, count) };
 }
 
 function writeJsonAtomic(file: string, value: unknown): void {
@@ -214,7 +229,10 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const cfg = baseConfig(source.runConfig, o);
   const seeds = o.seeds ?? EVAL_DEFAULTS.seeds;
   const ks = [...(o.ks ?? EVAL_DEFAULTS.ks.filter((k) => k <= seeds))];
-  const panel = evalPanel(cfg, o);
+  const env = makeEnvironment(cfg);
+  // A server that is down or of another kind, or a search dataset that cannot be read, fails here, before the model loads.
+  await env.check?.();
+  const panel = await evalPanel(cfg, o, env);
   const { split, panelSeed } = panel;
   const tasks = panel.tasks.length;
   const temperature = o.temperature ?? EVAL_DEFAULTS.temperature;
@@ -222,9 +240,6 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const maxTurns = o.maxTurns ?? cfg.rollout.maxTurns;
   const maxResponseTokens = o.maxResponseTokens ?? cfg.rollout.maxResponseTokens;
   const skills = o.skills ?? 'none';
-  const env = makeEnvironment(cfg);
-  // A server that is down or of another kind fails here, before the model loads.
-  await env.check?.();
   if (temperature === 0 && seeds > 1) log(`note: temperature 0 is greedy, so the ${seeds} seeds run identical episodes (std 0, pass@k = pass@1)`);
 
   const tokenizer = await loadTokenizer(source.tokenizerDir);
@@ -270,7 +285,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
     try {
       result = await runRollout({
         env,
-        spec: envPlugin(cfg.env.name).agent,
+        spec: agentSpec(cfg),
         engine,
         tokenizer,
         thinking: cfg.model.thinking,

@@ -190,7 +190,7 @@ export class Episode {
   /** Plays the response: parses its action, steps the environment, records the turn and its sample. */
   async act(ctx: EpisodeContext, turn: PreparedTurn, result: GenerationResult): Promise<void> {
     let { tokenIds, logprobs, text } = result;
-    const cut = ctx.stopAfterAction ? ctx.spec.cutResponse(text) : text;
+    const cut = ctx.stopAfterAction || ctx.spec.cutsAfterAction ? ctx.spec.cutResponse(text) : text;
     if (cut !== text) {
       const kept = cutTokens(ctx.tokenizer, tokenIds, cut);
       tokenIds = tokenIds.slice(0, kept.keep);

@@ -6,7 +6,6 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { envPlugin } from '../../envs/registry.ts';
 import type { Environment } from '../envs/types.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { runRollout, type RolloutOptions, type RolloutResult, type SkillsMode } from '../rollout/agent_loop.ts';
@@ -14,7 +13,7 @@ import type { Engine } from '../rollout/engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { assertResumable, findLatestCheckpoint, loadCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
 import { configHash, runDir, writeRunConfig, type TrainConfig } from '../config/config.ts';
-import { makeEnvironment, validationPanel } from '../eval/environment.ts';
+import { agentSpec, makeEnvironment, validationPanel } from '../eval/environment.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { MetricsLogger, rolloutMetrics, type Metrics } from '../report/metrics.ts';
 import { Progress } from '../report/progress.ts';
@@ -140,7 +139,7 @@ export class Run {
     const cfg = this.cfg;
     return {
       env: this.env,
-      spec: envPlugin(cfg.env.name).agent,
+      spec: agentSpec(cfg),
       engine: setup.engine,
       tokenizer: setup.tokenizer,
       thinking: cfg.model.thinking,

@@ -20,12 +20,13 @@ import { SPLITS, type Split } from '../envs/types.ts';
 import { THINKING_MODES, thinkingFormat, type ThinkingMode } from '../models/thinking.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
+import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { encodeTurnPrompt, renderedResponseIds, TemplateTurnError } from '../rollout/tokenize_turn.ts';
 import type { SftSample } from './sft.ts';
 import { ExpertEngine } from '../rollout/expert_engine.ts';
 import type { TrajectoryRecord } from '../rollout/sample.ts';
 import type { TrainConfig } from '../config/config_schema.ts';
-import { makeEnvironment } from '../eval/environment.ts';
+import { agentSpec, makeEnvironment } from '../eval/environment.ts';
 import { envPlugin } from '../../envs/registry.ts';
 import type { ExpertTurn } from '../envs/plugin.ts';
 import type { Rng } from '../util/random.ts';
@@ -177,10 +178,11 @@ export async function expertSamples(cfg: TrainConfig, tokenizer: Tokenizer, epis
     const samples = [...plugin.expert.samples({ split, seeds, detour: plugin.expert.defaultDetour, rngSeed: rng.seed(), reasoning: thinking.reasoning })];
     return { samples, skippedEpisodes: 0, skippedTurns: 0 };
   }
+  const spec = agentSpec(cfg);
   const { trajectories } = await runRollout({
     env: makeEnvironment(cfg),
-    spec: plugin.agent,
-    engine: new ExpertEngine(tokenizer, plugin.agent, thinking),
+    spec,
+    engine: new ExpertEngine(tokenizer, spec, thinking),
     tokenizer,
     thinking: cfg.model.thinking,
     tasks: seeds.map((seed) => ({ split, seed })),
@@ -192,5 +194,7 @@ export async function expertSamples(cfg: TrainConfig, tokenizer: Tokenizer, epis
     concurrency: cfg.rollout.concurrency,
     envTimeoutMs: cfg.env.timeoutMs,
   });
+  // Episodes that failed in the environment (a server or retriever that is down) stop the run as in RL.
+  checkEnvFailures(countEnvFailures(trajectories), cfg.env.maxFailedShare, 'expert demonstrations');
   return selectTurns(trajectories);
 }

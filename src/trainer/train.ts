@@ -26,7 +26,7 @@ import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { findLatestCheckpoint, loadCheckpoint } from '../checkpoint/checkpoint.ts';
 import { assertImplemented, METHODS, runDir as runDirOf, usesTeacher, warmupIterations, type TrainConfig } from '../config/config.ts';
-import { checkEnvironmentServer, drawTrainingTasks } from '../eval/environment.ts';
+import { checkEnvironment, drawTrainingTasks } from '../eval/environment.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { trainingIteration, type Reference } from './iteration.ts';
 import { runMethod } from '../config/methods.ts';
@@ -102,7 +102,7 @@ async function trainStages(cfg: TrainConfig, stages: Stage<unknown>[], opts: Tra
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
   checkRunInputs(cfg);
   // An environment server that is down or of another kind stops the run before anything is made.
-  await checkEnvironmentServer(cfg);
+  await checkEnvironment(cfg);
   const def = methodDefinition(cfg.method);
   if (def.loop === 'sft') return runSft(cfg, opts);
   const stages = def.stages?.(cfg.algorithm[cfg.method], cfg.iterations);
