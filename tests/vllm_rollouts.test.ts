@@ -184,6 +184,27 @@ describe('rollouts through a vLLM-faithful server, through the CLI', () => {
     assert.deepEqual(fs.readdirSync(path.join(out, 'oldvllm', 'checkpoints')).filter((n) => n.startsWith('ckpt-')), ['ckpt-1'], 'the update is saved although no checkpoint was due');
   });
 
+  test('compare --parallel 2 gives each run a server of its own from rollout.url, and refuses to share one', slow, async () => {
+    const [a, b] = [await standin({ runtimeLora: true, maxModelLen: 512 }), await standin({ runtimeLora: true, maxModelLen: 512 })];
+    const dir = path.join(out, 'cmp');
+    const words = (urls: string[]) => [
+      'compare', 'examples/smoke.yaml', '--methods', 'grpo', '--seeds', '2', '--parallel', '2', '--out', dir, '--full-size',
+      'rollout.engine=http', `rollout.url=${JSON.stringify(urls)}`, 'rollout.tasksPerIteration=1', 'rollout.maxTurns=2', 'rollout.maxPromptTokens=400',
+      'validation.tasks=1', 'model.lora={"r":2,"alpha":4}',
+    ];
+    const shared = await cli(words([a.url]));
+    assert.notEqual(shared.code, 0);
+    assert.match(shared.out, /parallel runs would push their weights into the same server .* Give rollout\.url a list of at least 2 servers/);
+    const r = await cli(words([a.url, b.url]));
+    assert.equal(r.code, 0, r.out);
+    // Each server saw the adapters of one run only (one tag), and both runs finished.
+    const tags = (s: VllmStandin) => new Set(s.seen.filter((x) => x.path === '/v1/load_lora_adapter' && x.model).map((x) => /^policy-([0-9a-f]{8})-step/.exec(x.model!)![1]));
+    assert.equal(tags(a).size, 1);
+    assert.equal(tags(b).size, 1);
+    assert.notDeepEqual([...tags(a)], [...tags(b)]);
+    for (const run of ['grpo-s0', 'grpo-s1']) assert.ok(fs.existsSync(path.join(dir, run, 'metrics.jsonl')), run);
+  });
+
   test('eval --engine http --served-model evaluates what the server serves, by adapter name', slow, async () => {
     const s = await standin({ runtimeLora: true, maxModelLen: 512 });
     const r = await cli(smoke('evalsrc', s.url, 'model.lora={"r":2,"alpha":4}', 'optim.lr=1e-2'));
