@@ -38,8 +38,8 @@ export interface PoolSettings extends ServerSettings {
 
 export interface PreflightNeeds {
   tokenizer: Tokenizer;
-  /** The longest request the run sends (prompt + response + 1 scored), and the settings that make it up. */
-  context?: { tokens: number; settings: string };
+  /** The longest request the run sends (prompt + response + 1 scored), the settings that make it up, and which to lower to fit a context. */
+  context?: { tokens: number; settings: string; lower: (maxModelLen: number) => string };
   /** The run directory: a pool that pushes weights takes each server's writer lock for it. */
   runDir?: string;
 }
@@ -140,7 +140,7 @@ export class ServerPool implements Engine {
     if (needs.context && base.maxModelLen !== null && base.maxModelLen < needs.context.tokens) {
       throw new ServerMismatchError(
         `${needs.context.settings} = ${needs.context.tokens} tokens do not fit the context of ${where} (max_model_len ${base.maxModelLen}): ` +
-        `start vLLM with --max-model-len ${needs.context.tokens} or more, or lower the settings`,
+        `start vLLM with --max-model-len ${needs.context.tokens} or more (at most the model's max_position_embeddings), or ${needs.context.lower(base.maxModelLen)}`,
       );
     }
     const ours = needs.tokenizer.encode(PROBE_TEXT, { addSpecialTokens: false });

@@ -49,6 +49,7 @@ export async function connectServers(cfg: TrainConfig, tokenizer: Tokenizer, log
   const context = {
     tokens: cfg.rollout.maxPromptTokens + cfg.rollout.maxResponseTokens + 1,
     settings: `rollout.maxPromptTokens (${cfg.rollout.maxPromptTokens}) + rollout.maxResponseTokens (${cfg.rollout.maxResponseTokens}) + 1 (the token a scoring request generates)`,
+    lower: (len: number) => `set rollout.maxPromptTokens to ${len - cfg.rollout.maxResponseTokens - 1} or less`,
   };
   const pool = (role: 'rollout' | 'teacher', urls: string[], synced: boolean) => {
     const block = cfg[role];
