@@ -73,7 +73,7 @@ describe('rollouts through a vLLM-faithful server, through the CLI', () => {
   test('LoRA: every rollout and teacher score names the current step\'s adapter; the API key reaches the server only', slow, async () => {
     const key = 'sk-test-4f1c9a';
     const s = await standin({ runtimeLora: true, apiKey: key, maxModelLen: 512 });
-    const r = await cli(smoke('lora', s.url, 'method=sdar', 'teacher.engine=http', `teacher.url=${s.url}`, 'iterations=2', 'model.lora={"r":2,"alpha":4}', 'optim.lr=1e-2'), { VLLM_API_KEY: key });
+    const r = await cli(smoke('lora', s.url, 'method=sdar', 'teacher.engine=http', `teacher.url=${s.url}`, 'iterations=2', 'model.lora={"r":2,"alpha":4}', 'optim.lr=1e-2', `rollout.apiKey=${key}`, `teacher.apiKey=${key}`));
     assert.equal(r.code, 0, r.out);
     const completions = s.seen.filter((x) => x.path === '/v1/completions');
     const loads = s.seen.filter((x) => x.path === '/v1/load_lora_adapter' && x.model !== undefined).map((x) => x.model!);
@@ -88,10 +88,10 @@ describe('rollouts through a vLLM-faithful server, through the CLI', () => {
     }
     assert.deepEqual(s.adapters(), [loads[2]], 'earlier versions were unloaded');
     const runDir = path.join(out, 'lora');
-    for (const file of ['config.json', 'train.log', 'report.html'].map((f) => path.join(runDir, f)).filter((f) => fs.existsSync(f))) {
-      assert.ok(!fs.readFileSync(file, 'utf8').includes(key), `${file} holds the key`);
-    }
+    const written = ['config.json', 'report.html', 'metrics.jsonl'].map((f) => path.join(runDir, f));
+    for (const file of written) assert.ok(fs.existsSync(file) && !fs.readFileSync(file, 'utf8').includes(key), `${file} holds the key`);
     assert.ok(!r.out.includes(key), 'the log shows the key');
+    assert.equal(JSON.parse(fs.readFileSync(written[0], 'utf8')).rollout.apiKey, undefined);
   });
 
   test('a server restarted mid-run (10 s down) gets the current weights back before the next rollout; the run goes on', slow, async () => {
