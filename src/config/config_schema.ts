@@ -72,8 +72,8 @@ const serverTasksSchema = z.strictObject({
 
 const envSchema = z.strictObject({
   name: z.enum(ENV_NAMES as [string, ...string[]]).default('household'),
-  /** An environment server (docs/PROTOCOLS.md); unset runs the built-in environment in-process. */
-  url: url.optional(),
+  /** An environment server (docs/PROTOCOLS.md), or a list of them (each episode's session on one); unset runs the built-in environment in-process. */
+  url: z.union([url, z.array(url).min(1)]).optional(),
   /** The server speaks AgentGym's protocol instead of ours. */
   agentgym: z.boolean().default(false),
   trainSplit: z.enum(['train', 'valid_seen', 'valid_unseen']).default('train'),
@@ -100,6 +100,8 @@ const engineFields = {
   apiKey: name.optional(),
   /** How long a request keeps retrying a server that stops answering (restart, 5xx) before the run gives up on it. */
   serverWaitSeconds: posNum.default(300),
+  /** With several servers: how long a failing one is retried before it leaves the pool and its episodes start over on the others. */
+  failoverSeconds: posNum.default(15),
   /**
    * Weights check: the mean absolute difference, in nats per token, between the
    * server's and the trainer's log-probs of a fixed probe sequence above which the

@@ -114,8 +114,8 @@ export interface EvalReport {
   /** The servers that generated, and the model they were asked for; null when the model ran here. */
   server: { urls: string[]; model: string } | null;
   env: EnvName;
-  /** The environment server, when not the built-in environment, and whether it is AgentGym's. */
-  envUrl: string | null;
+  /** The environment server (or servers), when not the built-in environment, and whether it is AgentGym's. */
+  envUrl: string | string[] | null;
   agentgym: boolean;
   split: TaskSplit;
   /** Null on an AgentGym server: the tasks are the set's first indices. */
@@ -229,7 +229,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const cfg = baseConfig(source.runConfig, o);
   const seeds = o.seeds ?? EVAL_DEFAULTS.seeds;
   const ks = [...(o.ks ?? EVAL_DEFAULTS.ks.filter((k) => k <= seeds))];
-  const env = makeEnvironment(cfg);
+  const env = makeEnvironment(cfg, log);
   // A server that is down or of another kind, or a search dataset that cannot be read, fails here, before the model loads.
   await env.check?.();
   const panel = await evalPanel(cfg, o, env);

@@ -42,6 +42,34 @@ export class InferenceServer {
    * training has barely moved.
    */
   away = false;
+  /** Takes requests: it answers and (for a pool that pushes weights) holds the current version. */
+  inPool = true;
+  /** Work done since the last stats were taken. */
+  private work = { requests: 0, tokens: 0, busyMs: 0 };
+  private inFlight = 0;
+  private busySince = 0;
+
+  /** A request starts. */
+  begin(): void {
+    if (this.inFlight++ === 0) this.busySince = performance.now();
+  }
+
+  /** A request ends, having generated `tokens`. */
+  end(tokens: number): void {
+    this.work.requests++;
+    this.work.tokens += tokens;
+    if (--this.inFlight === 0) this.work.busyMs += performance.now() - this.busySince;
+  }
+
+  /** Requests, generated tokens and seconds with a request in flight since the last call. */
+  takeWork(): { requests: number; tokens: number; busySeconds: number } {
+    const now = performance.now();
+    const busyMs = this.work.busyMs + (this.inFlight > 0 ? now - this.busySince : 0);
+    if (this.inFlight > 0) this.busySince = now;
+    const out = { requests: this.work.requests, tokens: this.work.tokens, busySeconds: busyMs / 1000 };
+    this.work = { requests: 0, tokens: 0, busyMs: 0 };
+    return out;
+  }
 
   constructor(
     readonly url: string,
@@ -55,8 +83,8 @@ export class InferenceServer {
     return this.settings.waitSeconds * 1000;
   }
 
-  /** Waits until GET /health answers, reporting the wait every 10 s; throws after waitSeconds. */
-  async waitUntilUp(why = 'waiting for it to answer'): Promise<void> {
+  /** Waits until GET /health answers, reporting the wait every 10 s; throws after `waitMs` (default: waitSeconds). */
+  async waitUntilUp(why = 'waiting for it to answer', waitMs = this.waitMs): Promise<void> {
     const started = performance.now();
     let reported = -Infinity;
     let backoff = 250;
@@ -69,8 +97,8 @@ export class InferenceServer {
         this.away = true;
         const waited = performance.now() - started;
         const reason = e instanceof Error ? e.message : String(e);
-        if (waited >= this.waitMs) {
-          throw new EngineHttpError(`server ${this.url} did not answer within ${this.settings.waitSeconds} s (serverWaitSeconds): ${reason}`, e instanceof EngineHttpError ? e.status : null, this.url);
+        if (waited >= waitMs) {
+          throw new EngineHttpError(`server ${this.url} did not answer within ${(waitMs / 1000).toFixed(0)} s: ${reason}`, e instanceof EngineHttpError ? e.status : null, this.url);
         }
         if (waited - reported >= REPORT_EVERY_MS) {
           reported = waited;

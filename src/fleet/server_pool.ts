@@ -11,11 +11,19 @@
 //     adapter unknown): a restarted server is back on its base weights;
 //   - every request names the weights it must be served by (the version's adapter
 //     with LoRA).
+// With several servers, an episode's requests go to the server with the least work in
+// flight when it starts, and stay there. A server that stops answering past
+// failoverSeconds, or misses a push, leaves the pool until it is back and holds the
+// current version again: its episodes start over on the others (the request comes back
+// `lost`), scoring requests go elsewhere, and the run stops only when no server is
+// left after serverWaitSeconds. Requests go only to servers holding the current
+// version, so an iteration's rollouts never mix versions.
 
 import { EngineHttpError } from '../net/http_call.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import type { Engine, GenerationRequest, GenerationResult, ScoreRequest } from '../rollout/engine.ts';
 import { InferenceServer, ServerMismatchError, type ServerSettings } from './inference_server.ts';
+import type { AttemptFailure } from '../net/http_call.ts';
 import { PROBE_TEXT } from './weight_probe.ts';
 import type { WeightVersion, WeightVersions } from './weight_versions.ts';
 import { WriterLock } from './writer_lock.ts';
@@ -34,6 +42,17 @@ export interface PoolSettings extends ServerSettings {
   versions: WeightVersions | null;
   probeIds: readonly number[];
   probeTolerance: number;
+  /** With other servers to take the work, how long a failing one is retried before its episodes move (default 15). */
+  failoverSeconds?: number;
+}
+
+/** One server's load since the last stats were taken. */
+export interface ServerLoad {
+  url: string;
+  requests: number;
+  tokens: number;
+  busySeconds: number;
+  inPool: boolean;
 }
 
 export interface PreflightNeeds {
@@ -65,6 +84,20 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, 
 }
 
 const REPORT_EVERY_MS = 10_000;
+/** A server out of the pool is tried again this often. */
+const CATCH_UP_EVERY_MS = 5_000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A pause that does not keep the process alive: between tries of a server out of the pool. */
+const idle = (ms: number) => new Promise<void>((r) => (setTimeout(r, ms) as { unref?: () => void }).unref?.());
+
+const LOST = Symbol('lost');
+
+/** A failure that says the server, not the request, is the problem. */
+function serverFailure(e: unknown): boolean {
+  if (e instanceof ServerMismatchError) return true;
+  return e instanceof EngineHttpError && (e.kind === 'unreachable' || e.kind === 'timeout' || e.kind === 'server');
+}
 
 export class ServerPool implements Engine {
   readonly name: string;
@@ -74,6 +107,12 @@ export class ServerPool implements Engine {
   private readonly reported = new Map<InferenceServer, number>();
   /** Requests (tokens asked for) in flight per server, for least-outstanding-work dispatch. */
   private readonly outstanding = new Map<InferenceServer, number>();
+  /** The server each episode runs on (by trajectory id). */
+  private readonly pins = new Map<string, InferenceServer>();
+  private readonly catchingUp = new Map<InferenceServer, Promise<void>>();
+  /** Servers with a rejoin under way (waiting for them, or pushing to them). */
+  private readonly rejoining = new Set<InferenceServer>();
+  private closed = false;
 
   constructor(private readonly settings: PoolSettings) {
     if (!settings.urls.length) throw new Error(`${settings.role}.url: no server given`);
@@ -86,7 +125,8 @@ export class ServerPool implements Engine {
         if (f.kind === 'unreachable' || f.kind === 'timeout') s.away = true;
         this.report(s, f);
       };
-      s.engine.beforeRetry = () => this.restore(s);
+      s.engine.beforeRetry = (f) => this.beforeRetry(s, f);
+      s.engine.patience = () => this.patienceMs(s);
       this.outstanding.set(s, 0);
       return s;
     });
@@ -178,19 +218,37 @@ export class ServerPool implements Engine {
     if (v) await Promise.all(this.servers.map((s) => this.ensureHolds(s, v, 'start')));
   }
 
-  /** After an update: the current version to every server, each checked with the probe; the seconds it took. */
+  /**
+   * After an update: the current version to every server in the pool, each checked with
+   * the probe; the seconds it took. A server that misses it leaves the pool until it
+   * catches up; the push fails only when no server got it.
+   */
   async push(): Promise<number> {
     const versions = this.versions;
     const v = this.current;
     if (!versions || !v) throw new Error('push: this pool has no weights of the run to push');
     const t0 = performance.now();
-    await Promise.all(this.servers.map(async (s) => {
+    const targets = this.servers.filter((s) => s.inPool);
+    const outcomes = await Promise.allSettled(targets.map(async (s) => {
       await s.push(v, (n) => versions.isOurs(n));
       // A server that restarted between the push and the check is back on its base weights: it gets them once more.
       if ((await s.probe(v, this.settings.probeIds)) <= this.settings.probeTolerance) return this.held(s, v);
       await this.ensureHolds(s, v, 'restore');
     }));
+    const failed = outcomes.flatMap((o, i) => (o.status === 'rejected' ? [{ s: targets[i], e: o.reason as unknown }] : []));
+    if (failed.length && !this.servers.some((s) => this.serving(s))) throw failed[0].e;
+    for (const { s, e } of failed) this.dropOut(s, `missed the push of step ${v.step}: ${(e as Error)?.message ?? e}`);
     return (performance.now() - t0) / 1000;
+  }
+
+  /** Servers taking requests now. */
+  get inPool(): number {
+    return this.servers.filter((s) => this.serving(s)).length;
+  }
+
+  /** Each server's load since the last call. */
+  takeLoad(): ServerLoad[] {
+    return this.servers.map((s) => ({ url: s.url, ...s.takeWork(), inPool: this.serving(s) }));
   }
 
   /** The largest probe distance the servers showed at their last check. */
@@ -199,10 +257,21 @@ export class ServerPool implements Engine {
     return ds.length ? Math.max(...ds) : null;
   }
 
-  /** Before a rollout: every server still holds the current version (a restart between requests loses it silently). */
+  /**
+   * Before a rollout: every server in the pool still holds the current version (a
+   * restart between requests loses it silently), and each server out of the pool that
+   * answers within a second gets it and comes back.
+   */
   async ensureCurrent(): Promise<void> {
+    this.pins.clear();
     const v = this.current;
-    if (v) await Promise.all(this.servers.map((s) => this.ensureHolds(s, v, 'check')));
+    if (!v) return;
+    await Promise.all(this.servers.filter((s) => !s.inPool && !this.rejoining.has(s)).map((s) => this.rejoin(s, v, 1000).catch(() => undefined)));
+    const targets = this.servers.filter((s) => s.inPool);
+    const outcomes = await Promise.allSettled(targets.map((s) => this.ensureHolds(s, v, 'check')));
+    const failed = outcomes.flatMap((o, i) => (o.status === 'rejected' ? [{ s: targets[i], e: o.reason as unknown }] : []));
+    if (failed.length && !this.servers.some((s) => this.serving(s))) throw failed[0].e;
+    for (const { s, e } of failed) this.dropOut(s, (e as Error)?.message ?? String(e));
   }
 
   /** Puts `v` on `s` unless the server shows it holds it already. */
@@ -255,16 +324,33 @@ export class ServerPool implements Engine {
     this.settings.log(`server ${s.url}: ${f.reason}; retrying (${(f.elapsedMs / 1000).toFixed(0)} s of up to ${(f.deadlineMs / 1000).toFixed(0)} s)`);
   }
 
+  /** Whether `s` takes requests: in the pool and, for a pool that pushes weights, on the current version. */
+  private serving(s: InferenceServer): boolean {
+    return s.inPool && (!this.versions || s.holds === this.current);
+  }
+
+  /** How long a request to `s` keeps retrying: briefly when other servers can take its work. */
+  private patienceMs(s: InferenceServer): number {
+    const others = this.servers.some((o) => o !== s && this.serving(o));
+    return others ? (this.settings.failoverSeconds ?? 15) * 1000 : s.waitMs;
+  }
+
   /**
    * Before a generation or scoring request is sent again: once the server answers, it
    * must hold the current weights (a server that came back restarted is on its base
-   * weights). One restore per server at a time.
+   * weights). A server out of the pool is not waited for.
    */
-  private restore(s: InferenceServer): Promise<void> {
+  private async beforeRetry(s: InferenceServer, f: AttemptFailure): Promise<void> {
+    if (!s.inPool) throw new EngineHttpError(`server ${s.url} left the pool`, null, s.url, 'unreachable');
+    await this.restore(s, Math.max(1000, this.patienceMs(s) - f.elapsedMs));
+  }
+
+  /** Waits up to `waitMs` for `s` to answer, then puts the current version back on it; one restore per server at a time. */
+  private restore(s: InferenceServer, waitMs = s.waitMs): Promise<void> {
     let p = this.restoring.get(s);
     if (!p) {
       p = (async () => {
-        await s.waitUntilUp('not answering (restarting?)');
+        await s.waitUntilUp('not answering (restarting?)', waitMs);
         const v = this.current;
         if (v) await this.ensureHolds(s, v, 'restore');
       })().finally(() => this.restoring.delete(s));
@@ -273,29 +359,97 @@ export class ServerPool implements Engine {
     return p;
   }
 
-  /** The server with the least work in flight. */
-  private pick(): InferenceServer {
-    let best = this.servers[0];
-    for (const s of this.servers) if (this.outstanding.get(s)! < this.outstanding.get(best)!) best = s;
-    return best;
+  /** Takes `s` out of the pool until it answers and holds the current version again; its episodes start over elsewhere. */
+  private dropOut(s: InferenceServer, why: string): void {
+    if (!s.inPool) return;
+    s.inPool = false;
+    s.away = true;
+    this.settings.log(`server ${s.url} is out of the pool (${why}); ${this.inPool} of ${this.servers.length} left, its episodes start over on them`);
+    if (this.catchingUp.has(s)) return;
+    const p = (async () => {
+      while (!this.closed && !s.inPool) {
+        // Short waits, the pauses between them unreferenced: a run that ends does not wait for a dead server.
+        await this.rejoin(s, this.current, 1000).catch(() => undefined);
+        if (!s.inPool) await idle(CATCH_UP_EVERY_MS);
+      }
+    })().finally(() => this.catchingUp.delete(s));
+    this.catchingUp.set(s, p);
   }
 
-  /** Runs a request on a server, counting its work; a request for an adapter the server lost restores it once and retries. */
-  private async on<T>(work: number, fn: (s: InferenceServer, model: string) => Promise<T>, model?: string): Promise<T> {
-    const s = this.pick();
-    this.outstanding.set(s, this.outstanding.get(s)! + work);
+  /** Brings `s` back into the pool once it answers (within `waitMs`) and holds `v`, the current version. */
+  private async rejoin(s: InferenceServer, v: WeightVersion | null, waitMs: number): Promise<void> {
+    if (s.inPool || this.rejoining.has(s)) return;
+    this.rejoining.add(s);
     try {
-      const name = () => model ?? this.settings.model ?? s.modelFor(this.current);
-      try {
-        return await fn(s, name());
-      } catch (e) {
-        const lost = e instanceof EngineHttpError && e.status === 404 && this.current?.lora && model === undefined && this.settings.model === undefined;
-        if (!lost) throw e;
-        await this.restore(s);
-        return await fn(s, name());
-      }
+      await s.waitUntilUp('out of the pool, waiting for it', waitMs);
+      if (v) await this.ensureHolds(s, v, 'restore');
+      if (this.current !== v || this.closed || s.inPool) return;
+      s.inPool = true;
+      this.settings.log(`server ${s.url} is back in the pool${v ? ` with step ${v.step}` : ''}`);
     } finally {
-      this.outstanding.set(s, this.outstanding.get(s)! - work);
+      this.rejoining.delete(s);
+    }
+  }
+
+  /** The serving server with the least work in flight; with none, waits for one to come back (up to serverWaitSeconds). */
+  private async pick(): Promise<InferenceServer> {
+    const started = performance.now();
+    for (;;) {
+      let best: InferenceServer | null = null;
+      for (const s of this.servers) if (this.serving(s) && (best === null || this.outstanding.get(s)! < this.outstanding.get(best)!)) best = s;
+      if (best) return best;
+      if (performance.now() - started > this.settings.waitSeconds * 1000 || this.closed) {
+        throw new Error(`${this.settings.role}: no inference server left (${this.servers.map((s) => s.url).join(', ')} all stopped answering or missed a push, and none came back within ${this.settings.waitSeconds} s)`);
+      }
+      await sleep(250);
+    }
+  }
+
+  /** The server a request goes to: its episode's (a later turn on a server that was lost: LOST), else the least loaded. */
+  private async choose(r?: { trajectoryId: string; turn: number }): Promise<InferenceServer | typeof LOST> {
+    const pinned = r ? this.pins.get(r.trajectoryId) : undefined;
+    if (r && pinned && r.turn > 0) return this.serving(pinned) ? pinned : LOST;
+    const s = await this.pick();
+    if (r) this.pins.set(r.trajectoryId, s);
+    return s;
+  }
+
+  /**
+   * Runs a request on a server, counting its work. A request for an adapter the server
+   * lost restores it once and retries. With other servers left, a server that fails
+   * leaves the pool: an episode's request comes back LOST (the episode starts over),
+   * any other request goes to another server.
+   */
+  private async on<T>(work: number, fn: (s: InferenceServer, model: string) => Promise<T>, opts: { model?: string; episode?: { trajectoryId: string; turn: number } }): Promise<{ value: T; server: InferenceServer } | { lost: string }> {
+    for (;;) {
+      const s = await this.choose(opts.episode);
+      if (s === LOST) return { lost: 'the inference server running the episode left the pool' };
+      this.outstanding.set(s, this.outstanding.get(s)! + work);
+      s.begin();
+      let tokens = 0;
+      try {
+        const name = () => opts.model ?? this.settings.model ?? s.modelFor(this.current);
+        try {
+          const value = await fn(s, name());
+          tokens = Array.isArray((value as { tokenIds?: unknown }).tokenIds) ? (value as { tokenIds: unknown[] }).tokenIds.length : 0;
+          return { value, server: s };
+        } catch (e) {
+          const lostAdapter = e instanceof EngineHttpError && e.status === 404 && this.current?.lora && opts.model === undefined && this.settings.model === undefined;
+          if (lostAdapter) {
+            await this.restore(s);
+            const value = await fn(s, name());
+            return { value, server: s };
+          }
+          throw e;
+        }
+      } catch (e) {
+        if (!(this.servers.length > 1 && serverFailure(e))) throw e;
+        this.dropOut(s, (e as Error).message);
+        if (opts.episode) return { lost: `server ${s.url} left the pool: ${(e as Error).message}` };
+      } finally {
+        this.outstanding.set(s, this.outstanding.get(s)! - work);
+        s.end(tokens);
+      }
     }
   }
 
@@ -304,15 +458,29 @@ export class ServerPool implements Engine {
   }
 
   generate(requests: readonly GenerationRequest[], opts: { model?: string } = {}): Promise<GenerationResult[]> {
-    return mapLimit(requests, this.concurrency, (r) => this.on(r.promptIds.length + r.params.maxTokens, (s, model) => s.engine.generateOne(r, model), opts.model));
+    return mapLimit(requests, this.concurrency, async (r) => {
+      const c = r.context;
+      const episode = c ? { trajectoryId: c.trajectoryId, turn: c.turn } : undefined;
+      const out = await this.on(r.promptIds.length + r.params.maxTokens, (s, model) => s.engine.generateOne(r, model), { model: opts.model, episode });
+      if ('lost' in out) return { tokenIds: [], logprobs: [], finishReason: 'length', text: '', lost: out.lost } satisfies GenerationResult;
+      const result: GenerationResult = { ...out.value, server: out.server.url };
+      const v = this.current;
+      if (v) result.version = v.step;
+      return result;
+    });
   }
 
-  score(requests: readonly ScoreRequest[], opts: { model?: string; temperature?: number } = {}): Promise<number[][]> {
-    return mapLimit(requests, this.concurrency, (r) => this.on(r.promptIds.length + r.completionIds.length, (s, model) => s.engine.scoreOne(r, model, opts.temperature ?? 1), opts.model));
+  async score(requests: readonly ScoreRequest[], opts: { model?: string; temperature?: number } = {}): Promise<number[][]> {
+    return mapLimit(requests, this.concurrency, async (r) => {
+      const out = await this.on(r.promptIds.length + r.completionIds.length, (s, model) => s.engine.scoreOne(r, model, opts.temperature ?? 1), { model: opts.model });
+      if ('lost' in out) throw new Error(out.lost);
+      return out.value;
+    });
   }
 
-  /** Gives the servers' writer locks back. */
+  /** Gives the servers' writer locks back and stops waiting for servers out of the pool. */
   close(): void {
+    this.closed = true;
     for (const l of this.locks.splice(0)) l.release();
   }
 }

@@ -84,6 +84,8 @@ export class HttpEngine implements Engine, WeightSync {
   beforeRetry: ((failure: AttemptFailure) => Promise<void> | void) | undefined;
   /** Called before any request is sent again (progress lines while a server is away). */
   onWait: ((failure: AttemptFailure) => void) | undefined;
+  /** How long the next request keeps retrying, when it depends on more than this engine (other servers could take the work). */
+  patience: (() => number) | undefined;
 
   constructor(private readonly opts: HttpEngineOptions) {
     let url: URL;
@@ -126,9 +128,10 @@ export class HttpEngine implements Engine, WeightSync {
       this.onWait?.(f);
       if (opts.guarded) await this.beforeRetry?.(f);
     };
+    const base = { ...this.retry, deadlineMs: this.patience?.() ?? this.retry.deadlineMs };
     const retry: RetryOptions = opts.once
-      ? { ...this.retry, retries: 0 }
-      : opts.guarded ? { ...this.retry, beforeRetry } : { ...this.retry, beforeRetry, retryStatus: (s) => s >= 502 && s <= 504 };
+      ? { ...base, retries: 0 }
+      : opts.guarded ? { ...base, beforeRetry } : { ...base, beforeRetry, retryStatus: (s) => s >= 502 && s <= 504 };
     return callServer({ url: `${this.base}${path}`, method, body, apiKey: this.opts.apiKey }, retry);
   }
 

@@ -87,7 +87,7 @@ export class Run {
     // The iterations after the checkpoint are done again: their trajectory files start over.
     this.dropRolloutsAfter(this.start);
     this.progress = new Progress(process.stdout, cfg.output.progress);
-    this.env = makeEnvironment(cfg);
+    this.env = makeEnvironment(cfg, this.log);
     process.on('SIGINT', this.onInterrupt);
     if (this.checkpoint) this.log(`resuming ${this.dir} after iteration ${this.start} (${this.checkpointDir})`);
   }

@@ -11,6 +11,8 @@ import * as path from 'node:path';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { runDir, type TrainConfig } from '../config/config.ts';
 import { ServerPool } from '../fleet/server_pool.ts';
+import type { TrajectoryRecord } from '../rollout/sample.ts';
+import type { Metrics } from '../report/metrics.ts';
 import { probeIds } from '../fleet/weight_probe.ts';
 import { runTag, WeightVersions } from '../fleet/weight_versions.ts';
 
@@ -57,7 +59,7 @@ export async function connectServers(cfg: TrainConfig, tokenizer: Tokenizer, log
       role, urls, versions: synced ? versions : null,
       baseModel: synced ? block.model : undefined,
       model: synced ? undefined : block.model,
-      apiKey: serverApiKey(block), waitSeconds: block.serverWaitSeconds, probeTolerance: block.probeTolerance, probeIds: ids, log,
+      apiKey: serverApiKey(block), waitSeconds: block.serverWaitSeconds, failoverSeconds: block.failoverSeconds, probeTolerance: block.probeTolerance, probeIds: ids, log,
     });
   };
   const rollout = rolloutUrls.length ? pool('rollout', rolloutUrls, true) : null;
@@ -73,4 +75,46 @@ export async function connectServers(cfg: TrainConfig, tokenizer: Tokenizer, log
     throw e;
   }
   return servers;
+}
+
+/** A server's address as metric keys name it: host:port. */
+function serverKey(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * Each rollout server's share of the iteration: the training episodes it ran (each
+ * episode once, by the server its trajectory names), the tokens it generated and the
+ * seconds it had requests in flight (every phase: rollout, teacher, validation); and
+ * the servers left in the pool. With its summary line for the log.
+ */
+export function serverLoadMetrics(pool: ServerPool, trajectories: readonly TrajectoryRecord[]): { metrics: Metrics; line: string } {
+  const episodes = new Map<string, number>();
+  for (const t of trajectories) if (t.server !== undefined) episodes.set(t.server, (episodes.get(t.server) ?? 0) + 1);
+  const metrics: Metrics = { 'fleet/servers_in_pool': pool.inPool };
+  const parts: string[] = [];
+  for (const load of pool.takeLoad()) {
+    const key = `server/${serverKey(load.url)}`;
+    const n = episodes.get(load.url) ?? 0;
+    metrics[`${key}/episodes`] = n;
+    metrics[`${key}/tokens`] = load.tokens;
+    metrics[`${key}/busy_seconds`] = load.busySeconds;
+    parts.push(`${serverKey(load.url)} ${n} episodes, ${load.tokens} tokens, ${load.busySeconds.toFixed(1)} s${load.inPool ? '' : ' (out of the pool)'}`);
+  }
+  return { metrics, line: `servers: ${parts.join('; ')}` };
+}
+
+/** The training episodes each environment server's sessions played, when there are several (env.url a list). */
+export function envServerMetrics(trajectories: readonly TrajectoryRecord[]): Metrics {
+  const metrics: Metrics = {};
+  for (const t of trajectories) {
+    if (t.envServer === undefined) continue;
+    const key = `env_server/${serverKey(t.envServer)}/episodes`;
+    metrics[key] = (metrics[key] ?? 0) + 1;
+  }
+  return metrics;
 }

@@ -38,7 +38,7 @@ import { runSft } from '../sft/sft_run.ts';
 import { isTeacherDir, loadTeacher, type TeacherSource } from './teacher.ts';
 import { trainableParams } from '../run/trainable.ts';
 import { scoringTemperature } from './update.ts';
-import { connectServers, type RunServers } from './servers.ts';
+import { connectServers, envServerMetrics, serverLoadMetrics, type RunServers } from './servers.ts';
 
 /** Checks what the config names on disk, so a typo fails before any GPU work. */
 export function checkRunInputs(cfg: TrainConfig): void {
@@ -280,6 +280,12 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
         if (line) log(line);
       }
       Object.assign(m, phaseMemory.metrics());
+      Object.assign(m, envServerMetrics(result.rollout.trajectories));
+      if (servers.rollout) {
+        const load = serverLoadMetrics(servers.rollout, result.rollout.trajectories);
+        Object.assign(m, load.metrics);
+        if (servers.rollout.servers.length > 1) log(load.line);
+      }
       run.metrics.log(it, m);
       log(summaryLine(it, cfg.iterations, m));
       last = m;
