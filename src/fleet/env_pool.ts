@@ -62,11 +62,12 @@ export class EnvironmentPool implements Environment {
   async create(opts: CreateOptions): Promise<EnvSession> {
     let last: unknown = null;
     for (const m of this.order()) {
+      // Counted before the server answers, so the sessions created at once spread.
+      m.live++;
       try {
-        const session = await m.env.create(opts);
-        m.live++;
-        return new PooledSession(this, m, session);
+        return new PooledSession(this, m, await m.env.create(opts));
       } catch (e) {
+        m.live--;
         if (!serverGone(e)) throw e;
         this.setAside(m, e);
         last = e;

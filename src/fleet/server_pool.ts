@@ -391,27 +391,37 @@ export class ServerPool implements Engine {
     }
   }
 
-  /** The serving server with the least work in flight; with none, waits for one to come back (up to serverWaitSeconds). */
-  private async pick(): Promise<InferenceServer> {
+  /** The serving server with the least work in flight, or null when none serves. */
+  private leastLoaded(): InferenceServer | null {
+    let best: InferenceServer | null = null;
+    for (const s of this.servers) if (this.serving(s) && (best === null || this.outstanding.get(s)! < this.outstanding.get(best)!)) best = s;
+    return best;
+  }
+
+  /**
+   * The server a request goes to: its episode's (a later turn whose server was lost:
+   * LOST), else the least loaded; null when no server serves now. Synchronous, so the
+   * work is counted before the next request chooses.
+   */
+  private chooseNow(r?: { trajectoryId: string; turn: number }): InferenceServer | typeof LOST | null {
+    const pinned = r ? this.pins.get(r.trajectoryId) : undefined;
+    if (r && pinned && r.turn > 0) return this.serving(pinned) ? pinned : LOST;
+    const s = this.leastLoaded();
+    if (r && s) this.pins.set(r.trajectoryId, s);
+    return s;
+  }
+
+  /** chooseNow, waiting (up to serverWaitSeconds) for a server to come back when none serves. */
+  private async choose(r?: { trajectoryId: string; turn: number }): Promise<InferenceServer | typeof LOST> {
     const started = performance.now();
     for (;;) {
-      let best: InferenceServer | null = null;
-      for (const s of this.servers) if (this.serving(s) && (best === null || this.outstanding.get(s)! < this.outstanding.get(best)!)) best = s;
-      if (best) return best;
+      const s = this.chooseNow(r);
+      if (s !== null) return s;
       if (performance.now() - started > this.settings.waitSeconds * 1000 || this.closed) {
-        throw new Error(`${this.settings.role}: no inference server left (${this.servers.map((s) => s.url).join(', ')} all stopped answering or missed a push, and none came back within ${this.settings.waitSeconds} s)`);
+        throw new Error(`${this.settings.role}: no inference server left (${this.servers.map((x) => x.url).join(', ')} all stopped answering or missed a push, and none came back within ${this.settings.waitSeconds} s)`);
       }
       await sleep(250);
     }
-  }
-
-  /** The server a request goes to: its episode's (a later turn on a server that was lost: LOST), else the least loaded. */
-  private async choose(r?: { trajectoryId: string; turn: number }): Promise<InferenceServer | typeof LOST> {
-    const pinned = r ? this.pins.get(r.trajectoryId) : undefined;
-    if (r && pinned && r.turn > 0) return this.serving(pinned) ? pinned : LOST;
-    const s = await this.pick();
-    if (r) this.pins.set(r.trajectoryId, s);
-    return s;
   }
 
   /**
@@ -422,7 +432,7 @@ export class ServerPool implements Engine {
    */
   private async on<T>(work: number, fn: (s: InferenceServer, model: string) => Promise<T>, opts: { model?: string; episode?: { trajectoryId: string; turn: number } }): Promise<{ value: T; server: InferenceServer } | { lost: string }> {
     for (;;) {
-      const s = await this.choose(opts.episode);
+      const s = this.chooseNow(opts.episode) ?? (await this.choose(opts.episode));
       if (s === LOST) return { lost: 'the inference server running the episode left the pool' };
       this.outstanding.set(s, this.outstanding.get(s)! + work);
       s.begin();

@@ -56,11 +56,15 @@ export interface SeenRequest {
   /** Where the base weights it met came from (the model directory, or the last reload's). */
   weights: string | null;
   status: number;
+  /** When it arrived (performance.now()), to order requests across servers. */
+  at: number;
 }
 
 export interface VllmStandin {
   readonly url: string;
   readonly seen: SeenRequest[];
+  /** Adapters the server fails to load (answered 500, as vLLM answers a load that raises), by name; null: none. */
+  refuseLoad: ((name: string) => boolean) | null;
   /** Adapters loaded now, by name. */
   adapters(): string[];
   /** The checkpoint the base weights were last loaded from. */
@@ -118,7 +122,7 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
     ],
   });
 
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<number> => {
+  const route = async (req: IncomingMessage, res: ServerResponse): Promise<number> => {
     const path = new URL(req.url ?? '/', 'http://x').pathname;
     const method = req.method ?? 'GET';
     const text = method === 'POST' ? await readBody(req) : '';
@@ -161,7 +165,7 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
     switch (path) {
       case '/v1/completions': {
         const model = body.model;
-        const record: SeenRequest = { method, path, model: typeof model === 'string' ? model : undefined, scoring: body.prompt_logprobs !== undefined, adapters: [...loras.keys()], weights: weights(), status: 0 };
+        const record: SeenRequest = { method, path, model: typeof model === 'string' ? model : undefined, scoring: body.prompt_logprobs !== undefined, adapters: [...loras.keys()], weights: weights(), status: 0, at: performance.now() };
         seen.push(record);
         if (typeof model === 'string' && model !== o.servedModelName && !loras.has(model)) {
           send(res, 404, errorBody(`The model \`${model}\` does not exist.`, 'NotFoundError', 404, 'model'));
@@ -191,7 +195,8 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
         if (!o.runtimeLora) return notFound();
         const name = body.lora_name;
         const dir = body.lora_path;
-        seen.push({ method, path, model: typeof name === 'string' ? name : undefined, adapters: [...loras.keys()], weights: weights(), status: 0 });
+        const record: SeenRequest = { method, path, model: typeof name === 'string' ? name : undefined, adapters: [...loras.keys()], weights: weights(), status: 0, at: performance.now() };
+        seen.push(record);
         if (typeof name !== 'string' || typeof dir !== 'string' || !name || !dir) {
           send(res, 400, errorBody("Both 'lora_name' and 'lora_path' must be provided.", 'InvalidUserInput', 400));
           return 400;
@@ -200,19 +205,23 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
           send(res, 400, errorBody(`The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`, 'InvalidUserInput', 400));
           return 400;
         }
+        if (handle.refuseLoad?.(name)) {
+          send(res, 500, errorBody(`Failed to load the LoRA adapter '${name}' (refused by the test)`, 'InternalServerError', 500));
+          return (record.status = 500);
+        }
         const r = await forward(path, JSON.stringify({ lora_name: name, lora_path: dir }));
         if (r.status !== 200) {
           send(res, 500, errorBody(JSON.parse(r.text).error?.message ?? r.text, 'InternalServerError', 500));
-          return 500;
+          return (record.status = 500);
         }
         loras.set(name, dir);
         send(res, 200, `Success: LoRA adapter '${name}' added successfully.`);
-        return 200;
+        return (record.status = 200);
       }
       case '/v1/unload_lora_adapter': {
         if (!o.runtimeLora) return notFound();
         const name = body.lora_name;
-        seen.push({ method, path, model: typeof name === 'string' ? name : undefined, adapters: [...loras.keys()], weights: weights(), status: 0 });
+        seen.push({ method, path, model: typeof name === 'string' ? name : undefined, adapters: [...loras.keys()], weights: weights(), status: 0, at: performance.now() });
         if (typeof name !== 'string' || !name) {
           send(res, 400, errorBody("'lora_name' needs to be provided to unload a LoRA adapter.", 'InvalidUserInput', 400));
           return 400;
@@ -228,7 +237,7 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
       }
       case '/collective_rpc': {
         if (!o.devMode) return notFound();
-        seen.push({ method, path, adapters: [...loras.keys()], weights: weights(), status: 0 });
+        seen.push({ method, path, adapters: [...loras.keys()], weights: weights(), status: 0, at: performance.now() });
         if (body.method === undefined || body.method === null) {
           send(res, 400, { detail: "Missing 'method' in request body" });
           return 400;
@@ -251,7 +260,7 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
   let front: Server = createServer();
   const open = async (port: number) => {
     front = createServer((req, res) => {
-      handle(req, res).catch((e: unknown) => send(res, 500, errorBody(String((e as Error)?.message ?? e), 'InternalServerError', 500)));
+      route(req, res).catch((e: unknown) => send(res, 500, errorBody(String((e as Error)?.message ?? e), 'InternalServerError', 500)));
     });
     await new Promise<void>((resolve) => front.listen(port, '127.0.0.1', resolve));
     return (front.address() as AddressInfo).port;
@@ -264,9 +273,10 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
   const port = await open(0);
   const url = `http://127.0.0.1:${port}`;
 
-  return {
+  const handle: VllmStandin = {
     url,
     seen,
+    refuseLoad: null,
     adapters: () => [...loras.keys()],
     basePath: () => engine.models.list()[0].path,
     async restart(downMs: number) {
@@ -277,11 +287,12 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
       await engine.reloadWeights(o.modelDir);
       await new Promise((r) => setTimeout(r, downMs));
       await open(port);
-      seen.push({ method: 'RESTARTED', path: '', adapters: [], weights: weights(), status: 0 });
+      seen.push({ method: 'RESTARTED', path: '', adapters: [], weights: weights(), status: 0, at: performance.now() });
     },
     async close() {
       await shut();
       await inner.close();
     },
   };
+  return handle;
 }
