@@ -15,6 +15,7 @@ import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { saveCheckpoint } from '../src/checkpoint/checkpoint.ts';
 import { validateConfig, writeRunConfig } from '../src/config/config.ts';
 import { evaluate, type EvalOptions, type EvalReport } from '../src/eval/evaluate.ts';
+import { gpu } from './support/gpu.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 
 // The software GPU is slow and shared: GPU tests get minutes, not bun's default 5 s.
@@ -142,6 +143,13 @@ describe('evaluate', () => {
     await assert.rejects(evaluate({ model, seeds: 0, ...quiet }), /seeds: expected an integer >= 1, got 0/);
     await assert.rejects(evaluate({ model, seeds: 2, ks: [1, 4], ...quiet }), /ks: pass@4 needs at least 4 runs per task, but seeds is 2/);
     await assert.rejects(evaluate({ model, maxBatch: 0, ...quiet }), /maxBatch: expected an integer >= 1, got 0/);
+    // A budget that holds no decoding row is refused from config.json, before the weights are on the GPU.
+    const rt = await gpu();
+    await rt.sync();
+    const held = rt.pool.stats.inUse;
+    rt.pool.resetPeaks();
+    await assert.rejects(evaluate({ model, memoryBytes: 1024, ...quiet }), /one rollout row of \d+ tokens needs about .* over the GPU memory budget of 0\.00 GiB; set a larger gpu\.memory \(--gpu-memory\)/);
+    assert.equal(rt.pool.stats.peakInUse, held, 'no weights were loaded');
 
     const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
     const noModel = spawnSync(process.execPath, [cli, 'eval', missing], { encoding: 'utf8' });

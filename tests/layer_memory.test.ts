@@ -71,6 +71,21 @@ describe('layer memory', () => {
     for (const p of [...model.parameters(), ...params]) p.dispose();
   });
 
+  for (const name of ['qwen2-tiny', 'qwen3-tiny', 'qwen35-tiny']) {
+    test(`${name}: a forward without gradients, each layer's intermediates freed as it ends, gives the tape's log-probs bit for bit`, async () => {
+      const rt = await gpu();
+      const model = loadCausalLM(fixture(name));
+      for (const p of model.parameters()) requireGrad(p);
+      const taped = await scopeAsync(async () => read(packedLogprobs(model, packLeft(seqs)).logprobs));
+      await rt.sync();
+      const live = rt.pool.stats.inUse;
+      const freed = await scopeAsync(async () => read(noGrad(() => packedLogprobs(model, packLeft(seqs)).logprobs)));
+      assert.deepEqual(freed, taped);
+      assert.equal(rt.pool.stats.inUse, live, 'nothing of the forward outlives its scope');
+      for (const p of model.parameters()) p.dispose();
+    });
+  }
+
   test('a forward without gradients holds one layer\'s intermediates, not one per layer', async () => {
     const rt = await gpu();
     const peakOf = async (layers: number) => {

@@ -51,6 +51,15 @@ describe('memory plan', () => {
     assert.match(lora.notes.join('\n'), new RegExp(`update micro-batches of ${lora.microBatchTokens} tokens, not optim.microBatchTokens 8192`));
   });
 
+  test('the update\'s estimate is of the micro-batch the plan chose, its logits chunk included, not of the one asked for', () => {
+    // A small vocabulary, so a micro-batch's logits stay under the log-prob op's chunk budget.
+    const small = configFromPreset('qwen2.5-0.5b', { vocab_size: 30000, hidden_size: 256, intermediate_size: 768, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2 });
+    const need = (tokens: number) => planMemory(input({ model: small, microBatchTokens: tokens, budgetBytes: 1e15, checkpointing: 'on' })).updateBytes;
+    const plan = planMemory(input({ model: small, microBatchTokens: 16384, budgetBytes: need(4096), checkpointing: 'on' }));
+    assert.equal(plan.microBatchTokens, 4096);
+    assert.equal(plan.updateBytes, need(4096));
+  });
+
   test('`train` refuses a run that cannot fit before any GPU work, naming the settings', () => {
     const r = spawnSync(process.execPath, [cli, 'train', 'examples/smoke.yaml', 'gpu.memory=0.001', 'output.dir=/tmp/wgt-never'], { encoding: 'utf8' });
     assert.equal(r.status, 1);

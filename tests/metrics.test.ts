@@ -224,7 +224,7 @@ function fakeRun(d: string, opts: { peakAt: number; iterations: number; teacher?
     const m: Record<string, number> = {
       'rollout/success': Math.min(1, it / opts.iterations), 'rollout/success/pick': 0.5, 'actor/pg_loss': 0.1 / it, 'actor/kl': 0.001 * it,
       'actor/entropy': 2 - it * 0.01, 'throughput/tokens_per_s': 1000 + it, 'time/rollout': 10, 'time/update': 5, 'time/iteration': 16,
-      'sdar/gate_mean': 0.5,
+      'sdar/gate_mean': 0.5, 'memory/rollout_peak_gib': 0.25, 'memory/update_peak_gib': 0.3 + it / 100, 'memory/peak_gib': 0.3 + it / 100,
     };
     if (opts.teacher) m['time/teacher'] = 5;
     if (it % 5 === 0) {
@@ -248,7 +248,7 @@ describe('report', () => {
     assert.doesNotMatch(html, /<script|<link|src=|https?:\/\/(?!www\.w3\.org\/2000\/svg)/, 'nothing to fetch');
     const charts = assertBalancedSvg(html);
     const titles = [...html.matchAll(/<text[^>]*class="title">([^<]*)<\/text>/g)].map((m) => m[1]);
-    for (const t of ['Success rate', 'Validation success', 'Policy loss', 'KL to reference', 'Entropy', 'Throughput (tokens/s)', 'Seconds per phase', 'Success: pick', 'sdar/gate_mean']) {
+    for (const t of ['Success rate', 'Validation success', 'Policy loss', 'KL to reference', 'Entropy', 'Throughput (tokens/s)', 'Seconds per phase', 'GPU memory per phase (GiB)', 'Success: pick', 'sdar/gate_mean']) {
       assert.ok(titles.includes(t), `chart "${t}" missing from ${titles.join(', ')}`);
     }
     assert.equal(charts, titles.length);
@@ -261,6 +261,9 @@ describe('report', () => {
     assert.ok(Math.abs(s.dropFromPeak! - 0.3) < 1e-12);
     assert.equal(s.teacherShare, 5 / 20);
     assert.equal(s.totalSeconds, 320);
+    assert.equal(s.peakMemoryGib, 0.5);
+    assert.match(html, /<th>GPU memory \(GiB\)<\/th>/);
+    assert.ok(!titles.includes('memory/update_peak_gib'), 'the phases share one memory chart');
     assert.match(html, /<td>sdar<\/td><td>household<\/td>/);
   });
 

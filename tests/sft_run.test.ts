@@ -18,6 +18,8 @@ import { ExpertEngine } from '../src/rollout/expert_engine.ts';
 import { findLatestCheckpoint, loadCheckpoint, restoreModel } from '../src/checkpoint/checkpoint.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { readMetrics } from '../src/report/metrics.ts';
+import { GIB, planMemory } from '../src/models/memory_plan.ts';
+import { planInput } from '../src/run/memory.ts';
 import { runSft } from '../src/sft/sft_run.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 
@@ -109,6 +111,30 @@ describe('runSft', () => {
     for (const p of [...reloaded.parameters(), ...[...reloaded.lora.values()].flatMap((l) => [l.a, l.b])]) p.dispose();
   });
 
+  test('SFT runs within its memory plan: layers checkpointed and micro-batches cut to fit the budget, the same losses, each row\'s memory within it', slow, async () => {
+    const model = await tinyModel();
+    const base = [...settings(model, 'roomy'), 'algorithm.sft.episodes=2', 'optim.miniBatchSize=8', 'optim.lr=1e-2', 'checkpoint.every=0', 'validation.atStart=false'];
+    const roomy = loadConfig(undefined, base);
+    // The budget that holds the update with checkpointed layers at 2,048 tokens a pass, not at optim.microBatchTokens 4,096.
+    const need = planMemory({ ...planInput(roomy), microBatchTokens: 2048, budgetBytes: 1e12, checkpointing: 'on' }).updateBytes;
+    const gib = (need * 1.01) / GIB;
+    const tight = loadConfig(undefined, [...base.map((s) => s.replace('runName=roomy', 'runName=tight')), `gpu.memory=${gib}`]);
+    const lines: string[] = [];
+    const planned = await runSft(tight, { log: (l) => lines.push(l) });
+    const log = lines.join('\n');
+    assert.match(log, /GPU memory budget .* \(checkpointed layers\)/);
+    assert.match(log, /memory: layers checkpointed in the update/);
+    assert.match(log, /memory: update micro-batches of 2048 tokens, not optim\.microBatchTokens 4096/);
+    const rows = readMetrics(join(planned.runDir, 'metrics.jsonl'));
+    for (const r of rows) {
+      assert.ok((r['memory/update_peak_gib'] as number) > 0 && (r['memory/update_peak_gib'] as number) <= gib * 1.125, `step ${r.iteration}: ${r['memory/update_peak_gib']} GiB held, budget ${gib}`);
+    }
+    assert.equal(typeof rows[rows.length - 1]['memory/validation_peak_gib'], 'number');
+    const plain = readMetrics(join((await runSft(roomy, quiet)).runDir, 'metrics.jsonl'));
+    assert.equal(plain.length, rows.length);
+    rows.forEach((r, i) => assert.ok(Math.abs((r['sft/loss'] as number) - (plain[i]['sft/loss'] as number)) < 1e-5, `step ${i + 1}: ${r['sft/loss']} against ${plain[i]['sft/loss']}`));
+  });
+
   test('a bad data file or an unsupported option fails before anything is written', slow, async () => {
     const model = join(root, 'model-unused');
     const file = join(root, 'bad.jsonl');
@@ -143,7 +169,8 @@ describe('runSft', () => {
     assert.ok(findLatestCheckpoint(join(cut.runDir, 'checkpoints')), 'stopping early saves a checkpoint');
     const resumed = await runSft(loadConfig(undefined, name('cut')), { ...quiet, resume: true });
     assert.equal(resumed.iterations, whole.iterations);
-    const stable = (rows: Record<string, number | null>[]) => rows.map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !k.startsWith('time/') && !k.startsWith('throughput/'))));
+    // Time and GPU memory depend on what ran before in the process, not on the run.
+    const stable = (rows: Record<string, number | null>[]) => rows.map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !/^(time|throughput|memory)\//.test(k))));
     assert.deepEqual(stable(readMetrics(join(cut.runDir, 'metrics.jsonl'))), stable(readMetrics(join(whole.runDir, 'metrics.jsonl'))));
     const a = openCheckpoint(join(findLatestCheckpoint(join(whole.runDir, 'checkpoints'))!, 'model'));
     const b = openCheckpoint(join(findLatestCheckpoint(join(cut.runDir, 'checkpoints'))!, 'model'));

@@ -20,7 +20,7 @@ export const gpuArgs = {
     type: 'string',
     description: 'rules (default): the f32 matmul tile chosen by rules measured on the H200; autotune: every tile that fits is timed once per product shape on this GPU (at its first sync or readback) and the fastest kept',
   },
-  'gpu-memory': { type: 'string', description: 'GPU memory budget in GiB (train: gpu.memory; default 4): batch widths and checkpointing are sized to it, and the buffer pool never holds more' },
+  'gpu-memory': { type: 'string', description: 'GPU memory budget in GiB (train: gpu.memory; default 4): batch widths and checkpointing are sized to it, and the buffer pool holds no more' },
   attention: {
     type: 'string',
     description: 'auto (default): uniform-buffer kernels on the software GPU, elsewhere blocked where its tiles fit workgroup memory, else tiled; blocked: flash attention with a block of scores and outputs per invocation (head dim 64, or 128 with 64 KiB of workgroup memory); tiled: one score and one output element per invocation; uniform: the software GPU\'s kernels',

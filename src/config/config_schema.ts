@@ -226,7 +226,7 @@ const outputSchema = z.strictObject({
 
 /** What the run may hold on the GPU (src/models/memory_plan.ts). */
 const gpuSchema = z.strictObject({
-  /** The memory budget in GiB (--gpu-memory); unset: the adapter's own figure where it reports one, else 4 GiB. */
+  /** The memory budget in GiB (--gpu-memory); unset: 4 GiB, a small laptop GPU's (WebGPU reports no memory size: Dawn's memory-heap properties are not exposed to JavaScript). */
   memory: posNum.optional(),
   /** Recompute each layer in the backward instead of keeping its activations: auto (when the budget needs it), on or off. */
   checkpointing: z.enum(['auto', 'on', 'off']).default('auto'),

@@ -17,6 +17,7 @@ import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { ServerPool } from '../fleet/server_pool.ts';
 import { probeIds } from '../fleet/weight_probe.ts';
+import { readModelConfig } from '../models/checkpoint.ts';
 import { DEFAULT_MEMORY_GIB, GIB, planMemory } from '../models/memory_plan.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
@@ -72,7 +73,7 @@ export interface EvalOptions {
   samplingSeed?: number;
   /** Episodes the engine decodes together (default: the configuration's rollout.maxBatch); speed only, a seed's episode is the same in any batch. */
   maxBatch?: number;
-  /** The GPU memory budget in bytes (default 4 GiB): the batch is narrowed to fit it, and the buffer pool never holds more. */
+  /** The GPU memory budget in bytes (default: the configuration's gpu.memory, else 4 GiB): the batch is narrowed to fit it, and the buffer pool holds no more. */
   memoryBytes?: number;
   /** pass@k for these k (default 1, 2, 4, 8 up to S); every k must be <= S. */
   ks?: readonly number[];
@@ -249,6 +250,12 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   }) : null;
   // Servers that are down or serve another vocabulary fail here, before anything runs.
   await pool?.preflight({ tokenizer });
+  // Planned from config.json, before the weights are on the GPU: a batch that cannot fit is refused first.
+  const memory = pool ? null : planMemory({
+    model: readModelConfig(source.weights.kind === 'full' ? source.weights.dir : source.weights.basePath), trains: 'none', referenceCopy: false,
+    microBatchTokens: 1, checkpointing: 'off', rolloutRows: o.maxBatch ?? cfg.rollout.maxBatch, rowTokens: cfg.rollout.maxPromptTokens + maxResponseTokens,
+    budgetBytes: o.memoryBytes ?? (cfg.gpu.memory ?? DEFAULT_MEMORY_GIB) * GIB,
+  });
   const model = pool ? null : loadModelSource(source);
   try {
     const described = pool
@@ -268,14 +275,9 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
     if (pool) {
       engine = pool;
     } else {
-      const memory = planMemory({
-        model: model!.config, trains: 'none', referenceCopy: false, microBatchTokens: 1, checkpointing: 'off',
-        rolloutRows: o.maxBatch ?? cfg.rollout.maxBatch, rowTokens: cfg.rollout.maxPromptTokens + maxResponseTokens,
-        budgetBytes: o.memoryBytes ?? DEFAULT_MEMORY_GIB * GIB,
-      });
-      runtime().pool.limit = memory.budgetBytes;
-      for (const note of memory.notes) log(`memory: ${note}`);
-      engine = new LocalEngine(model!, { tokenizer, name: 'eval', path: source.input, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens });
+      runtime().pool.limit = memory!.budgetBytes;
+      for (const note of memory!.notes) log(`memory: ${note}`);
+      engine = new LocalEngine(model!, { tokenizer, name: 'eval', path: source.input, maxBatch: memory!.rolloutRows, prefillTokens: memory!.prefillTokens });
     }
     const progress = new Progress(process.stdout, o.progress ?? 'auto');
     const phase = progress.phase('eval', tasks * seeds);

@@ -1,8 +1,9 @@
 // GPU memory per phase of a training iteration (rollout, scoring passes, the update,
-// validation): the most the buffer pool held during each, in metrics.jsonl as
-// memory/<phase>_peak_gib and memory/peak_gib. Ending a phase also gives the pool's
-// free buffers back to the driver, so one phase's leftover sizes never stack onto the
-// next phase's.
+// validation): the most the buffer pool's buffers held during each, destroyed ones the
+// GPU had not yet given back included (gpu/buffer_pool.ts, peakHeld), in metrics.jsonl
+// as memory/<phase>_peak_gib and memory/peak_gib. Ending a phase also gives the pool's
+// free buffers back to the driver and waits until it has them, so one phase's leftover
+// sizes never stack onto the next phase's.
 
 import type { Runtime } from './runtime.ts';
 
@@ -15,11 +16,20 @@ export class PhaseMemory {
     rt.pool.resetPeaks();
   }
 
-  /** Closes `phase`: records its peak, trims the pool, starts the next phase's count. */
-  end(phase: string): void {
-    const peak = this.rt.pool.stats.peakAllocated;
-    this.peaks.set(phase, Math.max(this.peaks.get(phase) ?? 0, peak));
+  /**
+   * Closes `phase`: records its peak, trims the pool and waits for the GPU, so the
+   * trimmed memory is back before the next phase allocates; starts the next count.
+   */
+  async end(phase: string): Promise<void> {
+    this.peaks.set(phase, Math.max(this.peaks.get(phase) ?? 0, this.rt.pool.stats.peakHeld));
     this.rt.releaseCached();
+    await this.rt.sync();
+    this.rt.pool.resetPeaks();
+  }
+
+  /** Records `phase`'s peak and starts the next count, keeping the pool's free buffers (for a loop that repeats one phase, as SFT's steps). */
+  record(phase: string): void {
+    this.peaks.set(phase, Math.max(this.peaks.get(phase) ?? 0, this.rt.pool.stats.peakHeld));
     this.rt.pool.resetPeaks();
   }
 

@@ -101,8 +101,12 @@ export class Runtime {
    */
   constructor(readonly gpu: Gpu, readonly policy: KernelPolicy = kernelPolicy()) {
     this.device = gpu.device;
-    this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize, gpu.limits.maxStorageBufferBindingSize);
-    this.pool.onPressure = () => this.releaseCached();
+    this.pool = new BufferPool(this.device, gpu.limits.maxBufferSize, gpu.limits.maxStorageBufferBindingSize, {
+      flush: () => {
+        this.flush();
+        return this.submitCount;
+      },
+    });
     this.params = new Arena(this.device, UNIFORM_CHUNK, GPUBufferUsage.UNIFORM, 'kernel params');
     this.uploads = new Arena(this.device, SMALL_TRANSFER, GPUBufferUsage.COPY_SRC, 'upload arena');
     this.device.lost.then((info) => {
@@ -330,7 +334,9 @@ export class Runtime {
    */
   async sync(): Promise<void> {
     this.flush();
+    const submits = this.submitCount;
     await pacedWait(this.device.queue.onSubmittedWorkDone(), this.policy.pacing);
+    this.pool.reclaimed(submits);
     this.rampStep = 0;
     await this.checkErrors();
     if (this.autotune.pending) await this.autotune.runQueued();
@@ -369,6 +375,7 @@ export class Runtime {
       await this.checkErrors(checks);
       throw new GpuError(`readback failed: ${(e as Error).message}`);
     }
+    this.pool.reclaimed(submits);
     // Nothing submitted while waiting: the copy was the GPU's last work.
     if (this.submitCount === submits) this.rampStep = 0;
     await this.checkErrors(checks);
@@ -404,6 +411,17 @@ export class Runtime {
     await this.profiler.collect();
     this.profiler.destroy();
     this.profiler = null;
+  }
+
+  /**
+   * Waits for the GPU when buffers the pool destroyed may still hold its memory, so that
+   * memory is back before more is allocated (Dawn frees a destroyed buffer only once
+   * the GPU is done with it and the process has waited on the GPU since). A loop that
+   * records much work between readbacks (an update's micro-batches) calls it between
+   * steps; a trim under the budget's pressure is then never stacked onto the next step.
+   */
+  async settle(): Promise<void> {
+    if (this.pool.stats.unreclaimed > 0) await this.sync();
   }
 
   /**

@@ -116,9 +116,11 @@ export function planMemory(p: PlanInput): MemoryPlan {
   const trainable = trainableCount(p, params);
   const residentBytes = 4 * (params * (p.referenceCopy ? 2 : 1) + (p.trains === 'lora' ? trainable : 0) + 2 * trainable);
   const layerToken = 4 * layerValuesPerToken(cfg);
-  const chunk = Math.min(CHUNK_LOGITS_BYTES, 4 * cfg.vocabSize * Math.max(p.microBatchTokens, cfg.hidden));
   const update = (checkpoint: boolean, tokens: number) => {
+    // Evaluation has no update: what it holds is the rollout's.
+    if (p.trains === 'none') return residentBytes;
     const acts = checkpoint ? tokens * (4 * cfg.hidden * cfg.layers + 2 * layerToken) : tokens * layerToken * cfg.layers;
+    const chunk = Math.min(CHUNK_LOGITS_BYTES, 4 * cfg.vocabSize * Math.max(tokens, cfg.hidden));
     return residentBytes + 4 * trainable + SLACK * (acts + chunk);
   };
   const notes: string[] = [];
@@ -131,7 +133,7 @@ export function planMemory(p: PlanInput): MemoryPlan {
   let microBatchTokens = p.microBatchTokens;
   while (update(checkpointLayers, microBatchTokens) > p.budgetBytes && microBatchTokens / 2 >= MIN_MICRO_BATCH_TOKENS) microBatchTokens = Math.floor(microBatchTokens / 2);
   const updateBytes = update(checkpointLayers, microBatchTokens);
-  if (updateBytes > p.budgetBytes) {
+  if (updateBytes > p.budgetBytes && p.trains !== 'none') {
     const advice = [
       `a larger gpu.memory (--gpu-memory) if the GPU has it`,
       ...(p.checkpointing === 'off' ? ['gpu.checkpointing: auto or on'] : []),

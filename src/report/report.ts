@@ -55,6 +55,10 @@ const CHARTS: ChartSpec[] = [
   { title: 'Clip fraction', keys: ['actor/clip_frac'] },
   { title: 'Throughput (tokens/s)', keys: ['throughput/tokens_per_s'] },
   { title: 'Seconds per phase', keys: ['time/rollout', 'time/teacher', 'time/reference', 'time/update', 'time/validation'] },
+  {
+    title: 'GPU memory per phase (GiB)',
+    keys: ['memory/peak_gib', ...['rollout', 'old_logprobs', 'teacher', 'reference', 'update', 'validation'].map((p) => `memory/${p}_peak_gib`)],
+  },
   { title: 'Invalid-action rate', keys: ['rollout/invalid_rate'] },
   { title: 'Episode length', keys: ['rollout/episode_len'] },
 ];
@@ -104,6 +108,11 @@ export function metricTotal(run: RunData, key: string): number | null {
   return vs.length ? vs.reduce((a, b) => a + b, 0) : null;
 }
 
+function maxValue(run: RunData, key: string): number | null {
+  const vs = run.rows.map((r) => r[key]).filter((v): v is number => typeof v === 'number');
+  return vs.length ? Math.max(...vs) : null;
+}
+
 function mean(run: RunData, key: string): number | null {
   const vs = run.rows.map((r) => r[key]).filter((v): v is number => typeof v === 'number');
   return vs.length ? vs.reduce((a, b) => a + b, 0) / vs.length : null;
@@ -126,6 +135,8 @@ export interface RunSummary {
   totalSeconds: number | null;
   /** Teacher scoring time over the sum of the step phases. */
   teacherShare: number | null;
+  /** The most GPU memory any iteration held (memory/peak_gib), in GiB. */
+  peakMemoryGib: number | null;
 }
 
 export function summarizeRun(run: RunData): RunSummary {
@@ -151,6 +162,7 @@ export function summarizeRun(run: RunData): RunSummary {
     meanTokensPerSecond: mean(run, 'throughput/tokens_per_s'),
     totalSeconds: metricTotal(run, 'time/iteration') ?? (phaseTotal > 0 ? phaseTotal : null),
     teacherShare: teacher !== null && phaseTotal > 0 ? teacher / phaseTotal : null,
+    peakMemoryGib: maxValue(run, 'memory/peak_gib'),
   };
 }
 
@@ -161,10 +173,10 @@ function cell(v: number | string | null, digits = 3): string {
 }
 
 function summaryTable(runs: readonly RunData[]): string {
-  const head = ['run', 'method', 'env', 'model', 'iterations', 'final success (rollout)', 'final val success', 'peak val success', 'peak at', 'drop from peak', 'tokens/s', 'time (s)', 'teacher share'];
+  const head = ['run', 'method', 'env', 'model', 'iterations', 'final success (rollout)', 'final val success', 'peak val success', 'peak at', 'drop from peak', 'tokens/s', 'time (s)', 'teacher share', 'GPU memory (GiB)'];
   const rows = runs.map(summarizeRun).map((s) => `<tr>${[
     cell(s.name), cell(s.method), cell(s.env), cell(s.model), cell(s.iterations), cell(s.finalRolloutSuccess), cell(s.finalValSuccess),
-    cell(s.peakValSuccess), cell(s.peakIteration), cell(s.dropFromPeak), cell(s.meanTokensPerSecond, 1), cell(s.totalSeconds, 1), cell(s.teacherShare),
+    cell(s.peakValSuccess), cell(s.peakIteration), cell(s.dropFromPeak), cell(s.meanTokensPerSecond, 1), cell(s.totalSeconds, 1), cell(s.teacherShare), cell(s.peakMemoryGib, 2),
   ].join('')}</tr>`);
   return `<table class="summary"><thead><tr>${head.map((h) => `<th>${h}</th>`).join('')}</tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }

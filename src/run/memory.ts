@@ -3,8 +3,9 @@
 // run's settings into it (models/memory_plan.ts), made from config.json alone before
 // the weights are loaded.
 
+import { runtime } from '../gpu/runtime.ts';
 import { readModelConfig } from '../models/checkpoint.ts';
-import { DEFAULT_MEMORY_GIB, GIB, planMemory, type MemoryPlan } from '../models/memory_plan.ts';
+import { DEFAULT_MEMORY_GIB, describePlan, GIB, planMemory, type MemoryPlan, type PlanInput } from '../models/memory_plan.ts';
 import type { TrainConfig } from '../config/config_schema.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
 
@@ -13,10 +14,10 @@ export function memoryBudgetBytes(cfg: TrainConfig): number {
   return (cfg.gpu.memory ?? DEFAULT_MEMORY_GIB) * GIB;
 }
 
-/** The plan for training `cfg`'s model (from its config.json) within `cfg`'s budget; throws MemoryPlanError when it cannot fit. */
-export function trainingMemoryPlan(cfg: TrainConfig, modelDir = cfg.model.path): MemoryPlan {
+/** What the plan for training `cfg`'s model (from its config.json) within `cfg`'s budget starts from. */
+export function planInput(cfg: TrainConfig, modelDir = cfg.model.path): PlanInput {
   const lora = cfg.model.lora;
-  return planMemory({
+  return {
     model: readModelConfig(modelDir),
     trains: lora ? 'lora' : 'all',
     loraRank: lora?.r,
@@ -27,5 +28,19 @@ export function trainingMemoryPlan(cfg: TrainConfig, modelDir = cfg.model.path):
     rowTokens: cfg.rollout.maxPromptTokens + cfg.rollout.maxResponseTokens,
     budgetBytes: memoryBudgetBytes(cfg),
     checkpointing: cfg.gpu.checkpointing,
-  });
+  };
+}
+
+/** The plan for training `cfg`; throws MemoryPlanError when it cannot fit. */
+export function trainingMemoryPlan(cfg: TrainConfig, modelDir = cfg.model.path): MemoryPlan {
+  return planMemory(planInput(cfg, modelDir));
+}
+
+/** The run's plan, its budget set as the buffer pool's cap, and the plan and every change it made to the settings in the log. */
+export function applyMemoryPlan(cfg: TrainConfig, log: (line: string) => void, modelDir = cfg.model.path): MemoryPlan {
+  const plan = trainingMemoryPlan(cfg, modelDir);
+  runtime().pool.limit = plan.budgetBytes;
+  log(`${describePlan(plan)}${cfg.gpu.memory === undefined ? ' (the default budget: set gpu.memory or --gpu-memory for a larger GPU)' : ''}`);
+  for (const note of plan.notes) log(`memory: ${note}`);
+  return plan;
 }

@@ -24,6 +24,9 @@ import { methodDefinition } from '../algos/methods/index.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { PhaseMemory } from '../gpu/phase_memory.ts';
+import { runtime } from '../gpu/runtime.ts';
+import { applyMemoryPlan } from '../run/memory.ts';
 import { ConfigError, warmupIterations, type TrainConfig } from '../config/config.ts';
 import { summaryLine, type Metrics } from '../report/metrics.ts';
 import { Rng } from '../util/random.ts';
@@ -97,7 +100,9 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
   const log = run.log;
   const ckpt = run.checkpoint;
   const lora = cfg.model.lora;
+  const memory = applyMemoryPlan(cfg, log);
   const model = loadCausalLM(ckpt?.model.kind === 'full' ? ckpt.model.dir : cfg.model.path, { trainable: !lora });
+  model.checkpointLayers = memory.checkpointLayers;
   let optimizer: AdamW | null = null;
   try {
     if (lora) {
@@ -134,9 +139,17 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     const stepsPerEpoch = steps / sft.epochs;
     if (run.start > steps) throw new ConfigError(`--resume: the checkpoint is at step ${run.start}, past this run's ${steps} steps`);
 
-    const policy = { engine: new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path }), tokenizer };
+    const policy = { engine: new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens }), tokenizer };
+    // Each row carries the GPU memory of what ran since the row before: its step, and validation where one ran.
+    let phases = new PhaseMemory(runtime());
+    const validate = async (step: number): Promise<Metrics> => {
+      const m = await run.validate(policy, step, false);
+      await phases.end('validation');
+      return { ...m, ...phases.metrics() };
+    };
     if (!ckpt && cfg.validation.atStart) {
-      const m = await run.validate(policy, 0, false);
+      const m = await validate(0);
+      phases = new PhaseMemory(runtime());
       run.metrics.log(0, m);
       log(summaryLine(0, steps, m));
     }
@@ -148,6 +161,8 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
         'sft/sequences': s.sequences, 'tokens/trained': s.responseTokens, 'tokens/padded': s.paddedTokens,
         'time/update': s.seconds - previousSeconds, 'throughput/tokens_per_s': s.tokensPerSecond,
       };
+      phases.record('update');
+      Object.assign(m, phases.metrics());
       previousSeconds = s.seconds;
       return m;
     };
@@ -165,7 +180,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     const result = await trainSft(trainingView(model, params), samples, {
       steps,
       batchTokens,
-      microBatchTokens: cfg.optim.microBatchTokens,
+      microBatchTokens: memory.microBatchTokens,
       lr: cfg.optim.lr,
       // trainSft decays by cosine; a cosine down to lr itself is the constant schedule.
       minLr: cfg.optim.schedule === 'constant' ? cfg.optim.lr : cfg.optim.minLr,
@@ -189,6 +204,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
         // The last step's row waits for the final validation, to share its row.
         if (s.step === steps) return;
         run.metrics.log(s.step, m);
+        phases = new PhaseMemory(runtime());
         if (run.isDue(cfg.checkpoint.every, s.step, steps) || s.step === end) await save(s.step, m);
       },
       shouldStop: (s) => s.step >= end,
@@ -198,7 +214,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     if (result.losses.length) log(`sft loss ${result.losses[0].toFixed(4)} -> ${result.losses[result.losses.length - 1].toFixed(4)} in ${result.seconds.toFixed(1)}s`);
     let last: Metrics = done?.metrics ?? {};
     if (done?.step === steps) {
-      last = { ...done.metrics, ...(await run.validate(policy, steps, false)) };
+      last = { ...done.metrics, ...(await validate(steps)) };
       run.metrics.log(steps, last);
       log(summaryLine(steps, steps, last));
       await save(steps, last);
@@ -212,5 +228,6 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
   } finally {
     optimizer?.dispose();
     for (const p of [...model.parameters(), ...loraParameters(model)]) p.dispose();
+    runtime().releaseCached();
   }
 }

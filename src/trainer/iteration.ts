@@ -85,15 +85,15 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   const now = () => performance.now() / 1000;
   const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
   let t = now();
-  const lap = (phase: keyof IterationTimes) => {
+  const lap = async (phase: keyof IterationTimes) => {
+    await memory?.end(PHASE_NAMES[phase]);
     const n = now();
     times[phase] = n - t;
     t = n;
-    memory?.end(PHASE_NAMES[phase]);
   };
   const rollout = await runRollout({ ...rolloutOpts, withSkills: plan.skills });
   checkRollout?.(rollout);
-  lap('rollout');
+  await lap('rollout');
   const samples = rollout.samples;
   const metrics: Metrics = { ...plan.metrics };
   if (!samples.length) return { rollout, update: null, times, metrics };
@@ -108,14 +108,14 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   };
   const old = await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature));
   Object.assign(metrics, rolloutProbsDiff(samples, old));
-  lap('oldLogprobs');
+  await lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;
   if (plan.teacher) {
     teacherLp = await during('teacher', () => teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, update.microBatchTokens, update.temperature));
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;
     metrics['teacher/abs_gap'] = g.absGap;
-    lap('teacher');
+    await lap('teacher');
   }
   let refLogprobs: Float32Array[] | null = null;
   if (update.loss.klCoef > 0 && reference.kind !== 'none') {
@@ -123,7 +123,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
       ? responseLogprobs(reference.model, samples, batches, update.temperature)
       : withoutLora(update.model, () => responseLogprobs(update.model, samples, batches, update.temperature)));
   }
-  lap('reference');
+  await lap('reference');
   let tokenAdvantages = broadcastAdvantages(samples, advantages);
   if (plan.transform) {
     const r = plan.transform({ samples, advantages, teacher: teacherLp, old });
@@ -138,7 +138,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   );
   shown?.finish(`${result.steps}/${steps} steps`);
   Object.assign(metrics, result.aux);
-  lap('update');
+  await lap('update');
   return { rollout, update: result, times, metrics };
 }
 

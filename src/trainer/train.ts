@@ -14,8 +14,7 @@ import { methodDefinition } from '../algos/methods/index.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { zeroGrad } from '../tensor/autograd.ts';
 import { PhaseMemory } from '../gpu/phase_memory.ts';
-import { describePlan } from '../models/memory_plan.ts';
-import { trainingMemoryPlan } from '../run/memory.ts';
+import { applyMemoryPlan, trainingMemoryPlan } from '../run/memory.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
@@ -131,10 +130,7 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
   const ckpt = run.checkpoint;
   const lora = cfg.model.lora;
   const modelPath = ckpt?.model.kind === 'full' ? ckpt.model.dir : cfg.model.path;
-  const memory = trainingMemoryPlan(cfg);
-  runtime().pool.limit = memory.budgetBytes;
-  log(`${describePlan(memory)}${cfg.gpu.memory === undefined ? ' (the default budget: set gpu.memory or --gpu-memory for a larger GPU)' : ''}`);
-  for (const note of memory.notes) log(`memory: ${note}`);
+  const memory = applyMemoryPlan(cfg, log);
   const model = loadCausalLM(modelPath, { trainable: !lora });
   model.checkpointLayers = memory.checkpointLayers;
   if (lora) {
@@ -275,7 +271,7 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
       }
       if (run.isDue(cfg.validation.every, it, cfg.iterations)) {
         Object.assign(m, await validate(it));
-        phaseMemory.end('validation');
+        await phaseMemory.end('validation');
         const line = method.observe({ kind: 'validation', iteration: it, success: m['val/success'] });
         if (line) log(line);
       }

@@ -4,6 +4,7 @@
 // Every token of a mini-batch weighs 1/(response tokens of the mini-batch), so the
 // loss is the mini-batch's token mean however the budget cuts it into micro-batches.
 
+import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, packedLogprobs, responsePositions, type PackedBatch } from '../models/score.ts';
 import type { AdamW } from '../optim/adamw.ts';
@@ -186,6 +187,8 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
         return statsRow(terms, weights, ctx.loss, auxNames.map((k) => auxStats[k]));
       });
       rows.push(row);
+      // Buffers the budget made the pool destroy during this micro-batch free their memory before the next one allocates.
+      await runtime().settle();
       m.trainedTokens += mb.responseTokens;
       ctx.onProgress?.((samplesDone += mb.indices.length), m.steps);
     }
