@@ -61,11 +61,16 @@ describe('rl-iteration bench', () => {
       assert.ok(r.trained_tokens > 0 && r.generated_tokens > 0);
       assert.equal(r.truncated_prompts, 0);
       assert.ok(r.peak_gib > 0, `peak ${r.peak_gib} GiB`);
+      // The recipe's window prompts re-render the history: every turn is read as its own sequence.
+      assert.equal(r.episodes_merged, 0);
+      assert.ok(r.scored_prompt_tokens > r.turns * 100, `scored prompt ${r.scored_prompt_tokens}`);
+      assert.ok(r.scoring_update_s > 0);
     }
     // The random policy never finishes a task: every episode runs to the turn limit.
     const random = rows[0] as Record<string, number>;
     assert.equal(random.turns, 4);
     assert.equal(random.turns_per_episode, 2);
+    assert.equal(random.episodes_per_turn, 2);
     assert.equal(random.params_m, 3.3);
   });
 });

@@ -103,6 +103,7 @@ describe('GRPO learns', () => {
           gradClip: 1, miniBatchSize: 16, microBatchTokens: 8192, temperature: 1,
           shuffle: (n) => Rng.seeded(seed, 'shuffle').shuffle(Array.from({ length: n }, (_, i) => i)),
         },
+        mergeTurns: true,
         reference: { kind: 'model', model: reference },
         plan: runMethod(cfg).plan(it),
       });

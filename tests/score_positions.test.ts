@@ -8,6 +8,7 @@ import { randomModel } from '../src/models/load.ts';
 import { configFromPreset } from '../src/models/presets.ts';
 import { packedLogprobs, packLeft, scoreSequences } from '../src/models/score.ts';
 import type { StepSample } from '../src/rollout/sample.ts';
+import { turnSequences } from '../src/rollout/turn_sequences.ts';
 import { responseLogprobs, splitMicroBatches } from '../src/trainer/update.ts';
 import { backward, zeroGrad } from '../src/tensor/autograd.ts';
 import { mul, sum } from '../src/tensor/ops/index.ts';
@@ -61,10 +62,10 @@ describe('response log-probs of step samples', () => {
       vocab_size: 97, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, tie_word_embeddings: true,
     });
     const model = randomModel(cfg, 9);
-    const sample = (promptIds: number[], responseIds: number[]) => ({ promptIds, responseIds }) as StepSample;
-    const samples = [sample([3, 4, 5], [6, 7]), sample([8, 9], []), sample([10], [11, 12, 13])];
+    const sample = (trajectoryId: string, promptIds: number[], responseIds: number[]) => ({ trajectoryId, turn: 0, promptIds, responseIds }) as StepSample;
+    const samples = [sample('a', [3, 4, 5], [6, 7]), sample('b', [8, 9], []), sample('c', [10], [11, 12, 13])];
     // A budget that splits them into several micro-batches.
-    const lp = await responseLogprobs(model, samples, splitMicroBatches(samples, [0, 1, 2], 5));
+    const lp = await responseLogprobs(model, samples, splitMicroBatches(turnSequences(samples, { merge: true }), [0, 1, 2], 5));
     const whole = await scoreSequences(model, [[3, 4, 5, 6, 7], [10, 11, 12, 13]]);
     assert.deepEqual(lp.map((a) => a.length), [2, 0, 3]);
     assertClose(lp[0], whole[0].subarray(2), { atol: 1e-5 });

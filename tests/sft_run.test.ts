@@ -148,6 +148,9 @@ describe('runSft', () => {
     assert.ok(!existsSync(join(root, 'bad-json')), 'no run directory');
     writeFileSync(file, `${JSON.stringify({ ...record, turns: [{ prompt: 'p', response: 'r' }] })}\n${JSON.stringify({ ...record, turns: [{ prompt: 'p' }] })}\n`);
     await assert.rejects(runSft(withModel('bad-turn'), quiet), /bad\.jsonl:2: turns\[0\]\.response must be a non-empty string, got nothing/);
+    // A conversation's turns hold only their new user message: not a prompt to imitate on its own.
+    writeFileSync(file, `${JSON.stringify({ ...record, history: 'conversation', turns: [{ prompt: 'p', response: 'r' }] })}\n`);
+    await assert.rejects(runSft(withModel('chat'), quiet), /bad\.jsonl:1: history must be absent \(SFT trains on window prompts; this episode was a conversation/);
     writeFileSync(file, `${JSON.stringify({ ...record, turns: [{ prompt: 'p', response: 'r', responseIds: [3, -1] }] })}\n`);
     await assert.rejects(runSft(withModel('bad-ids'), quiet), /bad\.jsonl:1: turns\[0\]\.responseIds must be a non-empty list of token ids when present, got \[3,-1\]/);
     writeFileSync(file, `${JSON.stringify({ ...record, thinking: 'on', turns: [{ prompt: 'p', response: 'r', responseIds: [3] }] })}\n`);

@@ -23,7 +23,7 @@ import { startServer } from '../src/serve/server.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
 import { resolveConfig, TrainConfigSchema } from '../src/config/config_schema.ts';
-import { teacherLogprobs } from '../src/trainer/teacher.ts';
+import { teacherLogprobs, teacherSequences } from '../src/trainer/teacher.ts';
 import { assertClose, gpu, read } from './support/gpu.ts';
 import { tinyHouseholdModel } from './support/tiny_household.ts';
 
@@ -48,26 +48,30 @@ describe('teacher pass', () => {
       sample(0, [3, 4, 5], [9, 8, 3, 4, 5], [6, 7, 8]),
       sample(1, [3, 4], [9, 3, 4], [10, 11]),
     ];
-    const local = await teacherLogprobs({ kind: 'model', model }, samples, 4096);
+    const local = await teacherLogprobs({ kind: 'model', model }, samples, teacherSequences(samples, true), 4096);
     const server = await startServer(new LocalEngine(model, { tokenizer, name: 'teacher' }), { port: 0 });
     try {
-      const remote = await teacherLogprobs({ kind: 'engine', engine: new HttpEngine({ baseUrl: server.url, model: 'teacher' }) }, samples, 4096);
+      const remote = await teacherLogprobs({ kind: 'engine', engine: new HttpEngine({ baseUrl: server.url, model: 'teacher' }) }, samples, teacherSequences(samples, true), 4096);
       assert.deepEqual(remote.map((r) => r.length), [3, 2]);
       remote.forEach((r, i) => assertClose(r, local[i], { atol: 1e-4, label: `sample ${i}` }));
+      // Two turns of one episode whose teacher prompts only grow: one sequence, sent as its first prompt and the rest.
+      const chained = [sample(0, [3, 4, 5], [9, 8, 3, 4, 5], [6, 7, 8]), sample(2, [3, 4, 5, 6, 7, 8, 12], [9, 8, 3, 4, 5, 6, 7, 8, 12], [10, 11])];
+      assert.equal(teacherSequences(chained, true).length, 1);
+      const perTurn = await teacherLogprobs({ kind: 'model', model }, chained, teacherSequences(chained, false), 4096);
+      const merged = await teacherLogprobs({ kind: 'engine', engine: new HttpEngine({ baseUrl: server.url, model: 'teacher' }) }, chained, teacherSequences(chained, true), 4096);
+      merged.forEach((r, i) => assertClose(r, perTurn[i], { atol: 1e-4, label: `chained sample ${i}` }));
     } finally {
       await server.close();
     }
     // The skills block changes what the teacher sees: its log-probs differ from the plain prompt's.
-    const plain = await teacherLogprobs({ kind: 'model', model }, samples.map((s) => ({ ...s, teacherPromptIds: s.promptIds })), 4096);
+    const plainSamples = samples.map((s) => ({ ...s, teacherPromptIds: s.promptIds }));
+    const plain = await teacherLogprobs({ kind: 'model', model }, plainSamples, teacherSequences(plainSamples, true), 4096);
     assert.ok(plain.some((p, i) => p.some((v, j) => Math.abs(v - local[i][j]) > 1e-4)));
     for (const p of model.parameters()) p.dispose();
   });
 
-  test('samples rolled out without teacher prompts are refused, naming the sample', async () => {
-    await assert.rejects(
-      teacherLogprobs({ kind: 'model', model: null as never }, [sample(0, [1], undefined, [2])], 4096),
-      /teacher pass: sample 0 \(t0 turn 0\) has no teacher prompt/,
-    );
+  test('samples rolled out without teacher prompts are refused, naming the sample', () => {
+    assert.throws(() => teacherSequences([sample(0, [1], undefined, [2])], true), /teacher pass: sample 0 \(t0 turn 0\) has no teacher prompt/);
   });
 });
 

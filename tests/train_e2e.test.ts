@@ -33,8 +33,13 @@ describe('training end to end', () => {
     ];
     const quiet = { log: () => {} };
 
-    const full = await train(loadConfig(undefined, [...settings, 'iterations=2', 'output.runName=full']), quiet);
+    const lines: string[] = [];
+    const full = await train(loadConfig(undefined, [...settings, 'iterations=2', 'output.runName=full']), { log: (l) => lines.push(l) });
     const rows = readMetrics(join(full.runDir, 'metrics.jsonl'));
+    // The household prompt re-renders its window of recent turns: one sequence per turn, said once while it stays so.
+    assert.deepEqual(lines.filter((l) => l.startsWith('scoring and training:')).map((l) => l.replace(/ \(.*/, '')), ['scoring and training: one sequence per turn: the prompts re-render the history, not append-only']);
+    assert.deepEqual([rows[0]['episodes/merged'], rows[0]['episodes/per_turn']], [0, 4]);
+    assert.ok((rows[0]['tokens/scored_prompt'] as number) > 0 && rows[0]['tokens/response'] === rows[0]['tokens/trained']);
     assert.deepEqual(rows.map((r) => r.iteration), [1, 2]);
     for (const key of ['rollout/success', 'rollout/invalid_rate', 'actor/pg_loss', 'actor/kl', 'actor/entropy', 'actor/grad_norm', 'tokens/generated']) {
       assert.ok(typeof rows[1][key] === 'number', `metric ${key} logged`);

@@ -12,6 +12,7 @@ import { DEFAULT_POLICY_LOSS } from '../src/algos/policy_loss.ts';
 import { loadModel } from '../src/models/load.ts';
 import { AdamW } from '../src/optim/adamw.ts';
 import type { StepSample } from '../src/rollout/sample.ts';
+import { turnSequences } from '../src/rollout/turn_sequences.ts';
 import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateMetrics } from '../src/trainer/update.ts';
 import { assertClose } from './support/gpu.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
@@ -39,9 +40,10 @@ async function update(dir: string, microBatchTokens: number, temperature = 1, ol
   const model = loadModel(dir, { trainable: true });
   try {
     const s = samples();
-    const all = s.map((_, i) => i);
+    const seqs = turnSequences(s, { merge: true });
+    const all = seqs.map((_, i) => i);
     // lold = lθ before the step, so every ratio is 1 and the pg term is −mean_t(A).
-    const old = await responseLogprobs(model, s, splitMicroBatches(s, all, 1 << 16), oldTemperature);
+    const old = await responseLogprobs(model, s, splitMicroBatches(seqs, all, 1 << 16), oldTemperature);
     const params = model.parameters();
     const metrics = await policyUpdate(
       {
@@ -49,11 +51,11 @@ async function update(dir: string, microBatchTokens: number, temperature = 1, ol
         loss: { ...DEFAULT_POLICY_LOSS, klCoef: 0, entropyCoef: 0 }, gradClip: Infinity,
         miniBatchSize: s.length, microBatchTokens, temperature, shuffle: (n) => Array.from({ length: n }, (_, i) => i),
       },
-      s,
+      s, seqs,
       { advantages: broadcastAdvantages(s, Float64Array.of(1, -1)), oldLogprobs: old, refLogprobs: null },
     );
     const weights = await Promise.all(params.map(async (p) => Float32Array.from(await p.toArray())));
-    return { metrics, weights, microBatches: splitMicroBatches(s, all, microBatchTokens).length };
+    return { metrics, weights, microBatches: splitMicroBatches(seqs, all, microBatchTokens).length };
   } finally {
     for (const p of model.parameters()) p.dispose();
   }

@@ -14,6 +14,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Runtime } from '../gpu/runtime.ts';
+import type { PromptHistory } from '../rollout/conversation.ts';
 import { randomModel, saveModel } from '../models/load.ts';
 import { METRICS_FILE } from '../report/run_files.ts';
 import { readMetrics, type MetricsRow } from '../report/metrics.ts';
@@ -38,6 +39,10 @@ export interface RlIterationOptions {
   bundled?: string | null;
   /** GPU memory budget of the bench model's run in GiB (default 16, the target for a 0.5B model); the bundled run keeps `train`'s default. */
   gpuMemory?: number;
+  /** rollout.history (default the recipe's window). */
+  history?: PromptHistory;
+  /** optim.mergeTurns (default on). */
+  mergeTurns?: boolean;
 }
 
 /** Letters-only words with a leading space, one pre-token each under the word tokenizer, that the vocabulary does not hold. */
@@ -114,8 +119,9 @@ export function iterationRow(label: string, rows: readonly MetricsRow[]): object
     episodes: m['rollout/trajectories'], turns: m['rollout/samples'], turns_per_episode: round(m['rollout/episode_len'], 1),
     prompt_tokens_mean: Math.round(m['tokens/prompt'] / Math.max(m['rollout/samples'], 1)), truncated_prompts: m['rollout/truncated_prompts'],
     generated_tokens: m['tokens/generated'], trained_tokens: m['tokens/trained'],
+    scored_prompt_tokens: m['tokens/scored_prompt'], episodes_merged: m['episodes/merged'], episodes_per_turn: m['episodes/per_turn'],
     step_s: round(step), rollout_s: round(m['time/rollout']), rollout_engine_s: round(m['time/rollout_generate']),
-    scoring_s: round(scoring), update_s: round(m['time/update']),
+    scoring_s: round(scoring), update_s: round(m['time/update']), scoring_update_s: round(scoring + m['time/update']),
     rollout_share: round(m['time/rollout'] / step, 3), scoring_share: round(scoring / step, 3), update_share: round(m['time/update'] / step, 3),
     tokens_per_s: Math.round(m['throughput/tokens_per_s']),
     ...Object.fromEntries(Object.entries(m).filter(([k]) => k.startsWith('memory/')).map(([k, v]) => [k.slice('memory/'.length), round(v, 3)])),
@@ -132,6 +138,8 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
     `rollout.groupSize=${opts.groupSize ?? 8}`,
     `rollout.maxTurns=${opts.maxTurns ?? 20}`,
     `rollout.maxResponseTokens=${opts.maxResponseTokens ?? 64}`,
+    ...(opts.history ? [`rollout.history=${opts.history}`] : []),
+    ...(opts.mergeTurns !== undefined ? [`optim.mergeTurns=${opts.mergeTurns}`] : []),
     // One validation episode and one checkpoint at the end are what a run always does; neither is timed.
     'validation.atStart=false', 'validation.every=0', 'validation.tasks=1', 'validation.runs=1', 'checkpoint.every=0', 'checkpoint.keepLast=1',
     `output.dir=${work}`, 'output.tensorboard=false', 'output.trajectories=false', 'output.progress=none',

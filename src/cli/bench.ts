@@ -9,6 +9,7 @@ import { benchRollout } from '../bench/rollout.ts';
 import { benchQwen35 } from '../bench/qwen35_step.ts';
 import { benchTrainStep } from '../bench/train_step.ts';
 import { destroyRuntime, initRuntime, type Runtime } from '../gpu/runtime.ts';
+import type { PromptHistory } from '../rollout/conversation.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
 type Suite = (rt: Runtime, args: Record<string, unknown>) => Promise<object[]>;
@@ -16,6 +17,17 @@ type Suite = (rt: Runtime, args: Record<string, unknown>) => Promise<object[]>;
 const presetOf = (args: Record<string, unknown>) => (args.preset as string | undefined) ?? 'qwen05b';
 /** A numeric option, or undefined when not given so each suite keeps its own default. */
 const numberOf = (v: unknown) => (v === undefined || v === '' ? undefined : Number(v));
+
+function historyOf(v: unknown): PromptHistory | undefined {
+  if (v === undefined || v === 'window' || v === 'conversation') return v;
+  throw new Error(`bench: --history must be window or conversation, got ${v}`);
+}
+
+function switchOf(name: string, v: unknown): boolean | undefined {
+  if (v === undefined) return undefined;
+  if (v === 'on' || v === 'off') return v === 'on';
+  throw new Error(`bench: --${name} must be on or off, got ${v}`);
+}
 
 const suites: Record<string, Suite> = {
   dispatch: (rt) => benchDispatch(rt),
@@ -30,7 +42,7 @@ const suites: Record<string, Suite> = {
   'rl-iteration': (rt, args) => benchRlIteration(rt, {
     preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
     maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']), iterations: numberOf(args.iters),
-    gpuMemory: numberOf(args['gpu-memory']),
+    gpuMemory: numberOf(args['gpu-memory']), history: historyOf(args.history), mergeTurns: switchOf('merge-turns', args['merge-turns']),
   }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
@@ -53,6 +65,8 @@ export const benchCommand = defineCommand({
     'group-size': { type: 'string', description: 'rl-iteration: runs of each task (default 8)' },
     'max-turns': { type: 'string', description: 'rl-iteration: the turn limit (default 20)' },
     'max-response-tokens': { type: 'string', description: 'rl-iteration: tokens a turn (default 64)' },
+    history: { type: 'string', description: 'rl-iteration: rollout.history, window (default) or conversation (one growing chat, whose turns can train as one sequence)' },
+    'merge-turns': { type: 'string', description: 'rl-iteration: optim.mergeTurns, on (default) or off (one sequence per turn)' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit once the GPU is busy (the runtime default is 64; the first submits after it runs dry take 4, 8, 16, ...)' },
     'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default), never, always (models/qwen_decode.ts)' },

@@ -134,6 +134,13 @@ const rolloutSchema = z.strictObject({
   concurrency: posInt.optional(),
   /** Rows the local engine decodes together; more rows mean fewer decoding steps per turn and more memory for the KV cache. */
   maxBatch: posInt.default(64),
+  /**
+   * How a turn's prompt carries the episode so far: `window`, the environment's prompt
+   * rendered fresh with its K most recent turns, as the reference does; or
+   * `conversation`, one chat that grows by each response and the environment's answer
+   * (docs/PROTOCOLS.md section 1.4), whose turns can be trained as one sequence.
+   */
+  history: z.enum(['window', 'conversation']).default('window'),
 });
 
 /** Who scores sampled tokens for the self-distillation methods: this trainer's own weights, or a server. */
@@ -185,10 +192,17 @@ const optimSchema = z.strictObject({
   warmupRatio: z.number().min(0).lt(1).optional(),
   schedule: z.enum(['constant', 'cosine', 'linear']).default('constant'),
   minLr: nonNegNum.default(0),
-  /** Samples per optimizer step. */
+  /** Turn samples per optimizer step (with merged turns: whole episodes, until they hold this many). */
   miniBatchSize: posInt.optional(),
   /** Tokens (prompt + response) per forward/backward pass. */
   microBatchTokens: posInt.default(8192),
+  /**
+   * Score and train the turns of an episode as one sequence where each turn's prompt
+   * starts with the previous turn's prompt and response (read from the token ids), so
+   * the history is read once, not once per turn (docs/ALGORITHMS.md section 1.4); false
+   * keeps one sequence per turn.
+   */
+  mergeTurns: z.boolean().default(true),
 });
 
 const validationSchema = z.strictObject({

@@ -298,6 +298,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         maxResponseTokens,
         maxTurns,
         stopAfterAction: cfg.rollout.stopAfterAction,
+        history: cfg.rollout.history,
         concurrency: cfg.rollout.concurrency,
         envTimeoutMs: cfg.env.timeoutMs,
         groupIdPrefix: 'eval-',

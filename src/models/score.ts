@@ -43,11 +43,25 @@ export function packLeft(seqs: readonly ArrayLike<number>[]): PackedBatch {
  * so a row's response is scored from one before its first token.
  */
 export function responsePositions(p: PackedBatch, parts: readonly { promptIds: ArrayLike<number>; responseIds: ArrayLike<number> }[]): Int32Array {
-  const out = new Int32Array(parts.reduce((n, s) => n + s.responseIds.length, 0));
+  return spanPositions(p, parts.map((s) => [{ start: s.promptIds.length, length: s.responseIds.length }]));
+}
+
+/**
+ * The packed positions scoring spans of each row's tokens (`start`: the span's first
+ * token in the unpadded row), row after row and span after span: a row holding several
+ * turns of an episode scores each turn's response where it sits.
+ */
+export function spanPositions(p: PackedBatch, rows: readonly (readonly { start: number; length: number }[])[]): Int32Array {
+  if (rows.length !== p.batch) throw new ShapeError(`spanPositions: ${rows.length} rows of spans for a batch of ${p.batch}`);
+  const out = new Int32Array(rows.reduce((n, spans) => n + spans.reduce((m, s) => m + s.length, 0), 0));
   let at = 0;
-  parts.forEach((s, b) => {
-    const first = b * (p.seq - 1) + p.padLeft[b] + s.promptIds.length - 1;
-    for (let j = 0; j < s.responseIds.length; j++) out[at++] = first + j;
+  rows.forEach((spans, b) => {
+    const rowLength = p.seq - p.padLeft[b];
+    for (const { start, length } of spans) {
+      if (length > 0 && (start < 1 || start + length > rowLength)) throw new ShapeError(`spanPositions: span [${start}, ${start + length}) of row ${b} is not inside its ${rowLength} tokens after the first`);
+      const first = b * (p.seq - 1) + p.padLeft[b] + start - 1;
+      for (let j = 0; j < length; j++) out[at++] = first + j;
+    }
   });
   return out;
 }

@@ -1,7 +1,8 @@
 // The multi-turn agent loop (docs/ALGORITHMS.md section 1): runs each task G
 // times against an environment (in-process or over HTTP), one engine.generate call per
 // round for every live episode so the engine sees one large batch, and turns every
-// environment step into a step-wise training sample with a fresh prompt.
+// environment step into a step-wise training sample (its prompt rendered fresh, or the
+// episode's chat so far: rollout.history).
 //
 // Failure policy. An environment that fails or times out (server gone, connection
 // refused) fails only that trajectory: it gets an `error` in its TrajectoryRecord and
@@ -17,6 +18,7 @@ import type { SkillsPlacement } from '../envs/skills_block.ts';
 import type { Environment } from '../envs/types.ts';
 import { thinkingFormat, type ThinkingMode } from '../models/thinking.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
+import type { PromptHistory } from './conversation.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 import { Episode, errorMessage, type EpisodeContext, type RolloutTask, type SkillsMode } from './episode.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
@@ -61,6 +63,8 @@ export interface RolloutOptions {
   stopAfterAction?: boolean;
   /** Where a teacher prompt puts the skills block (default: before the templated prompt, as the reference). */
   teacherSkillsPlacement?: SkillsPlacement;
+  /** How a prompt carries the episode so far (default `window`: the spec's prompt with its recent turns, as the reference). */
+  history?: PromptHistory;
   /** Default: the spec's turn cap. */
   maxTurns?: number;
   /** c_inv, subtracted from the score of every turn whose response did not parse as an action (default 0). */
@@ -166,6 +170,7 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
     maxResponseTokens: o.maxResponseTokens,
     maxTurns: o.maxTurns ?? o.spec.maxTurns,
     stopAfterAction: o.stopAfterAction ?? false,
+    history: o.history ?? 'window',
     envTimeoutMs: o.envTimeoutMs ?? DEFAULT_ENV_TIMEOUT_MS,
     cost,
   };

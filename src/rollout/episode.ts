@@ -4,15 +4,16 @@
 // response (`act`), which parses the action, steps the environment and records the
 // turn as a training sample. Environment failures end only the episode that met them.
 
-import type { AgentSpec, TurnHistoryEntry } from '../envs/agent_spec.ts';
+import type { AgentSpec, TurnHistoryEntry, TurnPromptInput } from '../envs/agent_spec.ts';
 import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
 import { SessionLostError } from '../envs/http_json.ts';
 import type { EnvInfo, EnvSession, Environment, TaskSplit } from '../envs/types.ts';
 import type { ThinkingFormat } from '../models/thinking.ts';
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { ChatMessage, Tokenizer } from '../models/tokenizer.ts';
+import { followUpMessage, turnChat, withFirstMessage, type PromptHistory } from './conversation.ts';
 import type { GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
-import { cutTokens, encodePrefixedTurnPrompt, encodeTurnPrompt } from './tokenize_turn.ts';
+import { cutTokens, encodeChatPrompt, encodePrefixedTurnPrompt, encodeTurnPrompt, type TurnPromptIds } from './tokenize_turn.ts';
 
 export interface RolloutTask {
   split: TaskSplit;
@@ -50,9 +51,18 @@ export interface EpisodeContext {
   maxResponseTokens: number;
   maxTurns: number;
   stopAfterAction: boolean;
+  /** How a prompt carries the episode so far: a window of recent turns, or the whole chat. */
+  history: PromptHistory;
   envTimeoutMs: number;
   /** Engine cost counters the episodes add to. */
   cost: { promptTokens: number; truncatedPrompts: number; teacherPromptTokens: number; truncatedTeacherPrompts: number };
+}
+
+/** A turn's user message, its templated prompt, and the teacher's when there is one. */
+interface TurnPrompts {
+  prompt: string;
+  encoded: TurnPromptIds;
+  teacher: TurnPromptIds | null;
 }
 
 /** A turn ready for the engine. */
@@ -97,6 +107,16 @@ export function requestSeed(base: number, trajectory: number, turn: number): num
   return (h ^ (h >>> 16)) >>> 1;
 }
 
+/**
+ * A response as an assistant message: the answer as the model wrote it (with the think
+ * block its generation prompt opened), special tokens included, less a final
+ * end-of-sequence token, which the chat template writes itself.
+ */
+function assistantText(tokenizer: Tokenizer, opened: string, ids: readonly number[]): string {
+  const end = ids.length > 0 && tokenizer.eosTokenIds.includes(ids[ids.length - 1]) ? ids.length - 1 : ids.length;
+  return opened + tokenizer.decode(ids.slice(0, end), { skipSpecialTokens: false });
+}
+
 export class Episode {
   private session: EnvSession | null = null;
   private task = '';
@@ -105,6 +125,10 @@ export class Episode {
   private admissible: string[] = [];
   private info: EnvInfo | null = null;
   private readonly history: TurnHistoryEntry[] = [];
+  /** With rollout.history conversation: the messages of the turns played, as the policy read and wrote them. */
+  private readonly chat: ChatMessage[] = [];
+  /** With a conversation and skills: the block routed at the first turn, and the first user message carrying it. */
+  private chatSkills: { text: string; firstMessage: string } | undefined;
   readonly turns: TrajectoryRecord['turns'] = [];
   readonly samples: PendingSample[] = [];
   episodeReturn = 0;
@@ -158,18 +182,7 @@ export class Episode {
   prepare(ctx: EpisodeContext): PreparedTurn {
     const turn = this.turns.length;
     const input = { task: this.task, history: this.history, observation: this.observation, admissibleActions: this.admissible, reasoning: ctx.thinking.reasoning };
-    const enableThinking = ctx.thinking.enableThinking;
-    const plain = ctx.spec.renderPrompt(input);
-    // The cards are chosen each turn, as the reference routes them over the turn's prompt.
-    const reader = ctx.withSkills === 'policy' ? 'policy' : 'teacher';
-    const skills = ctx.withSkills === 'none' ? undefined : ctx.spec.skills(this.taskType, plain, reader);
-    const prompt = ctx.withSkills === 'policy' ? ctx.spec.renderPrompt({ ...input, skills }) : plain;
-    const teacher = ctx.withSkills === 'teacher' || ctx.withSkills === 'as_teacher'
-      ? (ctx.teacherSkillsPlacement === 'before_template'
-        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens, enableThinking)
-        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens, enableThinking))
-      : null;
-    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens, enableThinking);
+    const { prompt, encoded, teacher } = ctx.history === 'conversation' ? this.conversationPrompts(ctx, input) : this.windowPrompts(ctx, input);
     ctx.cost.promptTokens += encoded.ids.length;
     if (encoded.truncated) ctx.cost.truncatedPrompts++;
     let teacherPromptIds: number[] | undefined;
@@ -192,6 +205,47 @@ export class Episode {
       info: this.info!,
     };
     return { prompt, promptIds: encoded.ids, promptTruncated: encoded.truncated, teacherPromptIds, request: { promptIds: encoded.ids, params, context } };
+  }
+
+  /** The environment's prompt rendered fresh with its recent turns, one user message (and the teacher's). */
+  private windowPrompts(ctx: EpisodeContext, input: TurnPromptInput): TurnPrompts {
+    const enableThinking = ctx.thinking.enableThinking;
+    const plain = ctx.spec.renderPrompt(input);
+    // The cards are chosen each turn, as the reference routes them over the turn's prompt.
+    const reader = ctx.withSkills === 'policy' ? 'policy' : 'teacher';
+    const skills = ctx.withSkills === 'none' ? undefined : ctx.spec.skills(this.taskType, plain, reader);
+    const prompt = ctx.withSkills === 'policy' ? ctx.spec.renderPrompt({ ...input, skills }) : plain;
+    const teacher = ctx.withSkills === 'teacher' || ctx.withSkills === 'as_teacher'
+      ? (ctx.teacherSkillsPlacement === 'before_template'
+        ? encodePrefixedTurnPrompt(ctx.tokenizer, skillBlock(skills!.trim()), prompt, ctx.maxPromptTokens, enableThinking)
+        : encodeTurnPrompt(ctx.tokenizer, ctx.spec.renderPrompt({ ...input, skills }), ctx.maxPromptTokens, enableThinking))
+      : null;
+    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeTurnPrompt(ctx.tokenizer, prompt, ctx.maxPromptTokens, enableThinking);
+    return { prompt, encoded, teacher };
+  }
+
+  /**
+   * The episode's chat so far and this turn's user message (conversation.ts). The cards
+   * are routed once, over the first message, so the skills block is the same on every
+   * turn and the teacher's chat only grows as well.
+   */
+  private conversationPrompts(ctx: EpisodeContext, input: TurnPromptInput): TurnPrompts {
+    const enableThinking = ctx.thinking.enableThinking;
+    const first = this.chat.length === 0;
+    const plain = first ? ctx.spec.renderPrompt(input) : followUpMessage(this.observation, this.admissible);
+    if (first && ctx.withSkills !== 'none') {
+      const skills = ctx.spec.skills(this.taskType, plain, ctx.withSkills === 'policy' ? 'policy' : 'teacher');
+      this.chatSkills = { text: skills, firstMessage: ctx.spec.renderPrompt({ ...input, skills }) };
+    }
+    const prompt = first && ctx.withSkills === 'policy' ? this.chatSkills!.firstMessage : plain;
+    const chat = turnChat(this.chat, prompt);
+    const teacher = ctx.withSkills === 'teacher' || ctx.withSkills === 'as_teacher'
+      ? (ctx.teacherSkillsPlacement === 'before_template'
+        ? encodeChatPrompt(ctx.tokenizer, skillBlock(this.chatSkills!.text.trim()), chat, ctx.maxPromptTokens, enableThinking)
+        : encodeChatPrompt(ctx.tokenizer, '', withFirstMessage(chat, this.chatSkills!.firstMessage), ctx.maxPromptTokens, enableThinking))
+      : null;
+    const encoded = ctx.withSkills === 'as_teacher' ? teacher! : encodeChatPrompt(ctx.tokenizer, '', chat, ctx.maxPromptTokens, enableThinking);
+    return { prompt, encoded, teacher };
   }
 
   /** Plays the response: parses its action, steps the environment, records the turn and its sample. */
@@ -245,6 +299,7 @@ export class Episode {
     if (turn.teacherPromptIds !== undefined) sample.teacherPromptIds = turn.teacherPromptIds;
     this.samples.push(sample);
     this.history.push({ observation: this.observation, action: parsed.historyAction });
+    if (ctx.history === 'conversation') this.chat.push({ role: 'user', content: turn.prompt }, { role: 'assistant', content: assistantText(ctx.tokenizer, ctx.thinking.opened, tokenIds) });
     this.observation = step.observation;
     this.admissible = step.admissible_actions;
     this.info = step.info;
@@ -272,6 +327,8 @@ export class Episode {
     this.turns.length = 0;
     this.samples.length = 0;
     this.history.length = 0;
+    this.chat.length = 0;
+    this.chatSkills = undefined;
     this.episodeReturn = 0;
     this.won = false;
     this.envScore = undefined;
@@ -303,6 +360,7 @@ export class Episode {
       thinking: thinking.mode,
     };
     if (this.envScore !== undefined) record.envScore = this.envScore;
+    if (this.chat.length > 0) record.history = 'conversation';
     if (this.restarts.length) record.restartedBecause = this.restarts.join('; ');
     if (this.server !== undefined) record.server = this.server;
     if (this.version !== undefined) record.policyVersion = this.version;

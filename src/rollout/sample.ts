@@ -1,5 +1,6 @@
-// Step-wise training samples (docs/ALGORITHMS.md section 1): every
-// environment turn of every trajectory becomes one sample with a fresh prompt.
+// Step-wise training samples (docs/ALGORITHMS.md section 1): every environment turn of
+// every trajectory becomes one sample, its prompt and its response; the trainer packs
+// them into sequences (turn_sequences.ts).
 
 import type { ThinkingMode } from '../models/thinking.ts';
 
@@ -38,6 +39,8 @@ export interface TrajectoryRecord {
   episodeReturn: number;
   /** Native environment score where it has one (shop). */
   envScore?: number;
+  /** Present when the episode was one chat (rollout.history conversation): each turn's prompt is then its new user message only. */
+  history?: 'conversation';
   turns: {
     /** The user message of this turn (before the chat template and any truncation). */
     prompt: string;

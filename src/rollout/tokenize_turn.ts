@@ -4,7 +4,7 @@
 // the switch ignore it). Ids come from the real tokenizer: a byte-level stand-in would
 // train a model on ids it never reads.
 
-import type { ChatOptions, Tokenizer } from '../models/tokenizer.ts';
+import type { ChatMessage, ChatOptions, Tokenizer } from '../models/tokenizer.ts';
 
 export interface TurnPromptIds {
   ids: number[];
@@ -40,8 +40,13 @@ export function encodeTurnPrompt(tokenizer: Tokenizer, user: string, maxPromptTo
  * first marker.
  */
 export function encodePrefixedTurnPrompt(tokenizer: Tokenizer, prefix: string, user: string, maxPromptTokens: number, enableThinking: boolean | undefined): TurnPromptIds {
+  return encodeChatPrompt(tokenizer, prefix, [{ role: 'user', content: user }], maxPromptTokens, enableThinking);
+}
+
+/** A chat of several messages (a conversation's turns so far) templated as a turn's prompt, `prefix` in front as above. */
+export function encodeChatPrompt(tokenizer: Tokenizer, prefix: string, messages: readonly ChatMessage[], maxPromptTokens: number, enableThinking: boolean | undefined): TurnPromptIds {
   if (!Number.isInteger(maxPromptTokens) || maxPromptTokens < 1) throw new RangeError(`encodeTurnPrompt: maxPromptTokens must be a positive integer, got ${maxPromptTokens}`);
-  const templated = tokenizer.applyChatTemplate([{ role: 'user', content: user }], { addGenerationPrompt: true, tokenize: true, ...thinkingOption(enableThinking) });
+  const templated = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, tokenize: true, ...thinkingOption(enableThinking) });
   const ids = prefix === '' ? templated : [...tokenizer.encode(prefix, { addSpecialTokens: false }), ...templated];
   const truncated = ids.length > maxPromptTokens;
   return { ids: truncated ? ids.slice(ids.length - maxPromptTokens) : ids, fullLength: ids.length, truncated };

@@ -149,6 +149,7 @@ export class Run {
       maxTurns: cfg.rollout.maxTurns,
       invalidPenalty: cfg.algorithm.invalidPenalty,
       stopAfterAction: cfg.rollout.stopAfterAction,
+      history: cfg.rollout.history,
       teacherSkillsPlacement: cfg.teacher.skillsPlacement,
       concurrency: cfg.rollout.concurrency,
       envTimeoutMs: cfg.env.timeoutMs,

@@ -53,6 +53,8 @@ function checkRecord(value: unknown, where: string): TrajectoryRecord {
   if (typeof r.won !== 'boolean') throw fieldError(where, 'won', 'true or false', r.won);
   if (r.error !== undefined && typeof r.error !== 'string') throw fieldError(where, 'error', 'a string when present', r.error);
   if (!Array.isArray(r.turns)) throw fieldError(where, 'turns', 'an array of {prompt, response}', r.turns);
+  // A conversation's later prompts are only the environment's answers: alone they are not the prompt the model read.
+  if (r.history !== undefined) throw fieldError(where, 'history', 'absent (SFT trains on window prompts; this episode was a conversation, rollout.history conversation)', r.history);
   r.turns.forEach((t: unknown, i) => {
     const turn = t as Record<string, unknown> | null;
     if (turn === null || typeof turn !== 'object') throw fieldError(where, `turns[${i}]`, 'an object', t);

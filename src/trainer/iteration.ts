@@ -1,20 +1,22 @@
 // One training iteration of any method: roll out groups, score turns, GRPO
-// advantages, recompute old log-probs with the current weights (as verl does, so
-// batching cannot skew the ratio; every log-prob of the iteration, old, reference,
-// teacher and current, is at the rollout temperature, as verl computes them), the teacher pass when
-// the method has one (once, before the update, so lT stays fixed across
-// mini-batches), reference log-probs from the frozen model, the method's advantage
-// transform, then the mini-batched update with its auxiliary term.
+// advantages, form the sequences every pass packs (an episode whose prompts only grow
+// is one; rollout/turn_sequences.ts), recompute old log-probs with the current weights
+// (as verl does, so batching cannot skew the ratio; every log-prob of the iteration,
+// old, reference, teacher and current, is at the rollout temperature, as verl computes
+// them), the teacher pass when the method has one (once, before the update, so lT
+// stays fixed across mini-batches), reference log-probs from the frozen model, the
+// method's advantage transform, then the mini-batched update with its auxiliary term.
 
 import { groupAdvantages } from '../algos/advantage.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { runRollout, type RolloutOptions, type RolloutResult } from '../rollout/agent_loop.ts';
 import type { StepSample } from '../rollout/sample.ts';
+import { sequenceStats, turnSequences, type SequenceStats } from '../rollout/turn_sequences.ts';
 import type { Metrics } from '../report/metrics.ts';
 import type { IterationPlan } from '../algos/plan.ts';
 import type { Phase } from '../report/progress.ts';
 import type { PhaseMemory } from '../gpu/phase_memory.ts';
-import { teacherLogprobs, type TeacherSource } from './teacher.ts';
+import { teacherLogprobs, teacherSequences, type TeacherSource } from './teacher.ts';
 import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 
 /** Where reference log-probs come from: a frozen copy, the LoRA model with its adapters off, or none (no KL). */
@@ -34,6 +36,10 @@ export interface IterationTimes {
 export interface IterationResult {
   rollout: RolloutResult;
   update: UpdateMetrics | null;
+  /** How the policy's passes (old, reference, update) packed the samples; null without samples. */
+  sequences: SequenceStats | null;
+  /** The same for the teacher pass; null without one. */
+  teacherSequences: SequenceStats | null;
   times: IterationTimes;
   /** Teacher-gap summary and the method's own statistics. */
   metrics: Metrics;
@@ -69,6 +75,8 @@ export function teacherGap(teacher: readonly Float32Array[], old: readonly Float
 export interface IterationInputs {
   rollout: RolloutOptions;
   update: UpdateContext;
+  /** Score and train an episode's turns as one sequence where its prompts only grow (false: a sequence per turn). */
+  mergeTurns: boolean;
   reference: Reference;
   plan: IterationPlan;
   /** The teacher when it is not the policy's current weights. */
@@ -81,7 +89,7 @@ export interface IterationInputs {
   memory?: PhaseMemory;
 }
 
-export async function trainingIteration({ rollout: rolloutOpts, update, reference, plan, teacher, checkRollout, phase, memory }: IterationInputs): Promise<IterationResult> {
+export async function trainingIteration({ rollout: rolloutOpts, update, mergeTurns, reference, plan, teacher, checkRollout, phase, memory }: IterationInputs): Promise<IterationResult> {
   const now = () => performance.now() / 1000;
   const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
   let t = now();
@@ -96,10 +104,13 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   await lap('rollout');
   const samples = rollout.samples;
   const metrics: Metrics = { ...plan.metrics };
-  if (!samples.length) return { rollout, update: null, times, metrics };
+  if (!samples.length) return { rollout, update: null, sequences: null, teacherSequences: null, times, metrics };
 
   const advantages = groupAdvantages(samples);
-  const batches = splitMicroBatches(samples, samples.map((_, i) => i), update.microBatchTokens);
+  const sequences = turnSequences(samples, { merge: mergeTurns });
+  const stats = sequenceStats(samples, sequences);
+  Object.assign(metrics, sequenceMetrics(stats, ''));
+  const batches = splitMicroBatches(sequences, sequences.map((_, i) => i), update.microBatchTokens);
   const during = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
     const shown = phase?.(label, samples.length);
     const value = await fn();
@@ -110,8 +121,12 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
   Object.assign(metrics, rolloutProbsDiff(samples, old));
   await lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;
+  let teacherStats: SequenceStats | null = null;
   if (plan.teacher) {
-    teacherLp = await during('teacher', () => teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, update.microBatchTokens, update.temperature));
+    const scored = teacherSequences(samples, mergeTurns);
+    teacherStats = sequenceStats(samples, scored);
+    Object.assign(metrics, sequenceMetrics(teacherStats, 'teacher_'));
+    teacherLp = await during('teacher', () => teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, scored, update.microBatchTokens, update.temperature));
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;
     metrics['teacher/abs_gap'] = g.absGap;
@@ -131,15 +146,29 @@ export async function trainingIteration({ rollout: rolloutOpts, update, referenc
     Object.assign(metrics, r.metrics);
   }
   const shown = phase?.('update', samples.length);
-  const steps = Math.ceil(samples.length / update.miniBatchSize);
   const result = await policyUpdate(
-    { ...update, onProgress: shown && ((n, done) => shown.update(n, `${done}/${steps} steps`)) },
-    samples, { advantages: tokenAdvantages, oldLogprobs: old, refLogprobs, teacherLogprobs: teacherLp, aux: plan.aux },
+    { ...update, onProgress: shown && ((n, done, steps) => shown.update(n, `${done}/${steps} steps`)) },
+    samples, sequences, { advantages: tokenAdvantages, oldLogprobs: old, refLogprobs, teacherLogprobs: teacherLp, aux: plan.aux },
   );
-  shown?.finish(`${result.steps}/${steps} steps`);
+  shown?.finish(`${result.steps} steps`);
   Object.assign(metrics, result.aux);
   await lap('update');
-  return { rollout, update: result, times, metrics };
+  return { rollout, update: result, sequences: stats, teacherSequences: teacherStats, times, metrics };
+}
+
+/**
+ * What one pass reads (tokens/<prefix>scored_prompt: every token of its sequences that
+ * is not a trained response token; tokens/<prefix>response) and how episodes of two or
+ * more turns were packed (episodes/<prefix>merged: one sequence; episodes/<prefix>per_turn:
+ * more than one).
+ */
+function sequenceMetrics(s: SequenceStats, prefix: '' | 'teacher_'): Metrics {
+  return {
+    [`tokens/${prefix}scored_prompt`]: s.scoredPromptTokens,
+    [`tokens/${prefix}response`]: s.responseTokens,
+    [`episodes/${prefix}merged`]: s.mergedEpisodes,
+    [`episodes/${prefix}per_turn`]: s.splitEpisodes,
+  };
 }
 
 /**
@@ -160,4 +189,32 @@ export function rolloutProbsDiff(samples: readonly StepSample[], old: readonly F
     });
   });
   return n === 0 ? {} : { 'rollout/probs_diff_mean': sum / n, 'rollout/probs_diff_max': max };
+}
+
+/** How a pass packed its episodes: one sequence each, one per turn, a mix, or none had two turns. */
+type PackingMode = 'episode' | 'turn' | 'mixed' | 'single-turn';
+
+function packingMode(s: SequenceStats): PackingMode {
+  if (s.mergedEpisodes === 0 && s.splitEpisodes === 0) return 'single-turn';
+  if (s.splitEpisodes === 0) return 'episode';
+  return s.mergedEpisodes === 0 ? 'turn' : 'mixed';
+}
+
+/** The run log's line on how an iteration's passes packed the samples, and the key that changes when the modes do. */
+export function describePacking(r: Pick<IterationResult, 'sequences' | 'teacherSequences'>, mergeTurns: boolean): { key: string; line: string } | null {
+  if (r.sequences === null) return null;
+  const describe = (s: SequenceStats): string => {
+    const tokens = `${s.scoredPromptTokens} prompt tokens scored for ${s.responseTokens} response tokens`;
+    switch (packingMode(s)) {
+      case 'single-turn': return `one sequence per episode (every episode had one turn; ${tokens})`;
+      case 'episode': return `one sequence per episode, the prompts append-only (${s.mergedEpisodes} episodes of several turns merged; ${tokens})`;
+      case 'turn': return mergeTurns
+        ? `one sequence per turn: the prompts re-render the history, not append-only (${tokens})`
+        : `one sequence per turn, optim.mergeTurns off (${tokens})`;
+      case 'mixed': return `${s.mergedEpisodes} episodes as one sequence, ${s.splitEpisodes} cut where a prompt re-renders the history (${tokens})`;
+    }
+  };
+  const key = [r.sequences, r.teacherSequences].map((s) => (s ? packingMode(s) : '-')).join('/');
+  const line = `scoring and training: ${describe(r.sequences)}${r.teacherSequences ? `; teacher: ${describe(r.teacherSequences)}` : ''}`;
+  return { key, line };
 }

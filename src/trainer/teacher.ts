@@ -12,35 +12,54 @@ import { loadCausalLM } from '../models/load.ts';
 import type { Engine } from '../rollout/engine.ts';
 import type { StepSample } from '../rollout/sample.ts';
 import { loadCheckpoint, restoreModel } from '../checkpoint/checkpoint.ts';
+import { turnSequences, type PromptOf, type TurnSequence } from '../rollout/turn_sequences.ts';
 import { responseLogprobs, splitMicroBatches } from './update.ts';
 
 export type TeacherSource =
   | { kind: 'model'; model: CausalLM }
   | { kind: 'engine'; engine: Engine; model?: string };
 
-/** The samples with their teacher prompts in place of their own (the responses are the same tokens). */
-export function teacherSamples(samples: readonly StepSample[]): StepSample[] {
-  return samples.map((s, i) => {
-    if (!s.teacherPromptIds) throw new Error(`teacher pass: sample ${i} (${s.trajectoryId} turn ${s.turn}) has no teacher prompt; roll out with withSkills 'teacher'`);
-    return { ...s, promptIds: s.teacherPromptIds };
-  });
+/** A sample's teacher prompt; a sample rolled out without one is refused, by name. */
+export const teacherPrompt: PromptOf = (s, i) => {
+  if (!s.teacherPromptIds) throw new Error(`teacher pass: sample ${i} (${s.trajectoryId} turn ${s.turn}) has no teacher prompt; roll out with withSkills 'teacher'`);
+  return s.teacherPromptIds;
+};
+
+/**
+ * The teacher's sequences: the samples' teacher prompts with their responses, the
+ * turns of an episode merged where its teacher prompts only grow (`merge`), as the
+ * policy's are (rollout/turn_sequences.ts).
+ */
+export function teacherSequences(samples: readonly StepSample[], merge: boolean): TurnSequence[] {
+  return turnSequences(samples, { merge, prompt: teacherPrompt });
 }
 
-export async function teacherLogprobs(source: TeacherSource, samples: readonly StepSample[], microBatchTokens: number, temperature = 1): Promise<Float32Array[]> {
-  const scored = teacherSamples(samples);
+/**
+ * lT of every sample's response tokens. A scoring server gets each sequence as its
+ * first turn's prompt and the rest as the completion (vLLM's prompt_logprobs score
+ * the whole of it), and the turns' responses are read out of that.
+ */
+export async function teacherLogprobs(source: TeacherSource, samples: readonly StepSample[], sequences: readonly TurnSequence[], microBatchTokens: number, temperature = 1): Promise<Float32Array[]> {
   if (source.kind === 'model') {
-    return responseLogprobs(source.model, scored, splitMicroBatches(scored, scored.map((_, i) => i), microBatchTokens), temperature);
+    return responseLogprobs(source.model, samples, splitMicroBatches(sequences, sequences.map((_, i) => i), microBatchTokens), temperature);
   }
-  const rows = await source.engine.score(scored.map((s) => ({ promptIds: s.promptIds, completionIds: s.responseIds })), { model: source.model, temperature });
-  return rows.map((row, i) => {
-    if (row.length !== scored[i].responseIds.length) {
-      throw new Error(`teacher server: ${row.length} log-probs for sample ${i}'s ${scored[i].responseIds.length} response tokens`);
+  const scored = sequences.filter((q) => q.responseTokens > 0);
+  const requests = scored.map((q) => ({ promptIds: q.ids.slice(0, q.turns[0].start), completionIds: q.ids.slice(q.turns[0].start) }));
+  const rows = await source.engine.score(requests, { model: source.model, temperature });
+  const out = samples.map(() => new Float32Array(0));
+  rows.forEach((row, k) => {
+    const q = scored[k];
+    const what = `sequence of ${q.turns.length === 1 ? `sample ${q.turns[0].sample}` : `samples ${q.turns[0].sample}-${q.turns[q.turns.length - 1].sample}`}`;
+    if (row.length !== requests[k].completionIds.length) {
+      throw new Error(`teacher server: ${row.length} log-probs for the ${requests[k].completionIds.length} completion tokens of the ${what}`);
     }
-    const out = Float32Array.from(row);
-    const bad = out.findIndex((v) => !Number.isFinite(v));
-    if (bad >= 0) throw new Error(`teacher server: log-prob ${out[bad]} at token ${bad} of sample ${i}`);
-    return out;
+    const values = Float32Array.from(row);
+    const bad = values.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0) throw new Error(`teacher server: log-prob ${values[bad]} at completion token ${bad} of the ${what}`);
+    const first = q.turns[0].start;
+    for (const t of q.turns) out[t.sample] = values.slice(t.start - first, t.start - first + t.length);
   });
+  return out;
 }
 
 /** Loads a frozen teacher: a Hugging Face directory, or a training checkpoint directory (full or LoRA). */

@@ -27,7 +27,7 @@ import { findLatestCheckpoint, loadCheckpoint } from '../checkpoint/checkpoint.t
 import { assertImplemented, METHODS, runDir as runDirOf, usesTeacher, warmupIterations, type TrainConfig } from '../config/config.ts';
 import { checkEnvironment, drawTrainingTasks } from '../eval/environment.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
-import { trainingIteration, type Reference } from './iteration.ts';
+import { describePacking, trainingIteration, type Reference } from './iteration.ts';
 import { runMethod } from '../config/methods.ts';
 import { rolloutMetrics, summaryLine, type Metrics } from '../report/metrics.ts';
 import { Rng } from '../util/random.ts';
@@ -196,6 +196,8 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
     let end = Math.min(cfg.iterations, opts.stopAfter !== undefined ? start + opts.stopAfter : cfg.iterations);
     const startedAt = performance.now();
     let slowest = 0;
+    // The run log says how episodes are scored and trained at the first iteration, and again whenever that changes.
+    let packing = '';
     for (let it = start + 1; it <= end; it++) {
       const iterationStart = performance.now();
       const tasks = drawTrainingTasks(cfg, rng, cfg.rollout.tasksPerIteration);
@@ -227,6 +229,7 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
           temperature: scoringTemperature(cfg.rollout.temperature),
           shuffle: (n) => shuffleRng.shuffle(Array.from({ length: n }, (_, i) => i)),
         },
+        mergeTurns: cfg.optim.mergeTurns,
         reference,
         plan,
         teacher,
@@ -236,6 +239,11 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
         memory: phaseMemory,
       });
       trajectoryLog?.close();
+      const packed = describePacking(result, cfg.optim.mergeTurns);
+      if (packed && packed.key !== packing) {
+        log(packed.line);
+        packing = packed.key;
+      }
       const t = result.times;
       const m: Metrics = {
         ...rolloutMetrics(result.rollout.stats, 'rollout'), ...result.metrics, 'actor/lr': lr,

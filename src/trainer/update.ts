@@ -1,12 +1,14 @@
 // The policy update of one iteration: old and reference log-probs, then one AdamW
-// step per mini-batch of step-samples, each split into micro-batches by a token
-// budget with gradients accumulated across them (docs/ALGORITHMS.md §1).
-// Every token of a mini-batch weighs 1/(response tokens of the mini-batch), so the
-// loss is the mini-batch's token mean however the budget cuts it into micro-batches.
+// step per mini-batch, each split into micro-batches by a token budget with gradients
+// accumulated across them (docs/ALGORITHMS.md §1). What is packed and scored is token
+// sequences (rollout/turn_sequences.ts): a turn sample each, or the turns of an episode
+// whose prompts only grow as one. Every response token of a mini-batch weighs
+// 1/(response tokens of the mini-batch), so the loss is the mini-batch's token mean
+// however the budget cuts it into micro-batches and however turns share sequences.
 
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
-import { packLeft, packedLogprobs, responsePositions, type PackedBatch } from '../models/score.ts';
+import { packLeft, packedLogprobs, spanPositions, type PackedBatch } from '../models/score.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import type { AuxLoss } from '../algos/plan.ts';
@@ -16,81 +18,112 @@ import { scope, scopeAsync } from '../tensor/scope.ts';
 import { tensor, zeros, type Tensor } from '../tensor/tensor.ts';
 import { abs, add, clamp, concat, reshape, scale, sub } from '../tensor/ops/index.ts';
 import type { StepSample } from '../rollout/sample.ts';
+import type { TurnSequence } from '../rollout/turn_sequences.ts';
+
+/** A turn's response in a micro-batch's compact per-token arrays. */
+export interface Segment {
+  /** The turn's sample. */
+  sample: number;
+  /** Where its response tokens start in the compact arrays. */
+  start: number;
+  length: number;
+}
 
 /**
- * A micro-batch: samples packed left-padded, and the packed positions scoring their
+ * A micro-batch: sequences packed left-padded, and the packed positions scoring their
  * response tokens. Per-token values (log-probs, advantages, weights) of a micro-batch
- * are compact arrays over those positions, sample after sample.
+ * are compact arrays over those positions, sequence after sequence and turn after turn.
  */
 export interface MicroBatch {
-  indices: number[];
+  /** Indices of its sequences. */
+  sequences: number[];
   packed: PackedBatch;
   /** Flat packed positions of every response token, in compact order. */
   positions: Int32Array;
-  /** For each sample of the micro-batch, where its response starts in the compact arrays. */
-  offsets: number[];
+  /** Every turn it trains, in compact order. */
+  segments: Segment[];
   responseTokens: number;
 }
 
-export function makeMicroBatch(samples: readonly StepSample[], indices: number[]): MicroBatch {
-  const seqs = indices.map((i) => [...samples[i].promptIds, ...samples[i].responseIds]);
-  const packed = packLeft(seqs);
-  const positions = responsePositions(packed, indices.map((i) => samples[i]));
-  const offsets: number[] = [];
+export function makeMicroBatch(sequences: readonly TurnSequence[], indices: number[]): MicroBatch {
+  const packed = packLeft(indices.map((i) => sequences[i].ids));
+  const positions = spanPositions(packed, indices.map((i) => sequences[i].turns));
+  const segments: Segment[] = [];
   let at = 0;
   for (const i of indices) {
-    offsets.push(at);
-    at += samples[i].responseIds.length;
+    for (const t of sequences[i].turns) {
+      segments.push({ sample: t.sample, start: at, length: t.length });
+      at += t.length;
+    }
   }
-  return { indices, packed, positions, offsets, responseTokens: positions.length };
+  return { sequences: indices, packed, positions, segments, responseTokens: positions.length };
 }
 
 /**
- * Splits sample indices into micro-batches of at most `budget` padded tokens (longest
- * first). Samples without response tokens (an engine may return none) have nothing to
+ * Splits sequence indices into micro-batches of at most `budget` padded tokens (longest
+ * first). Sequences without response tokens (an engine may return none) have nothing to
  * score or train and are left out.
  */
-export function splitMicroBatches(samples: readonly StepSample[], indices: readonly number[], budget: number): MicroBatch[] {
-  const len = (i: number) => samples[i].promptIds.length + samples[i].responseIds.length;
-  const order = indices.filter((i) => samples[i].responseIds.length > 0).sort((a, b) => len(b) - len(a));
+export function splitMicroBatches(sequences: readonly TurnSequence[], indices: readonly number[], budget: number): MicroBatch[] {
+  const len = (i: number) => sequences[i].ids.length;
+  const order = indices.filter((i) => sequences[i].responseTokens > 0).sort((a, b) => len(b) - len(a));
   const out: MicroBatch[] = [];
   let cur: number[] = [];
   for (const i of order) {
     const maxLen = Math.max(len(i), ...cur.map(len));
     if (cur.length && maxLen * (cur.length + 1) > budget) {
-      out.push(makeMicroBatch(samples, cur));
+      out.push(makeMicroBatch(sequences, cur));
       cur = [];
     }
     cur.push(i);
   }
-  if (cur.length) out.push(makeMicroBatch(samples, cur));
+  if (cur.length) out.push(makeMicroBatch(sequences, cur));
+  return out;
+}
+
+/**
+ * The sequences in `order` cut into mini-batches of whole sequences, each closed once it
+ * holds `size` turn samples or more. With one turn a sequence that is `size` samples a
+ * mini-batch, verl's mini-batches over step samples; an episode's turns are never split
+ * across two optimiser steps.
+ */
+export function miniBatches(sequences: readonly TurnSequence[], order: readonly number[], size: number): number[][] {
+  const out: number[][] = [];
+  let cur: number[] = [];
+  let turns = 0;
+  for (const i of order) {
+    cur.push(i);
+    turns += sequences[i].turns.length;
+    if (turns >= size) {
+      out.push(cur);
+      cur = [];
+      turns = 0;
+    }
+  }
+  if (cur.length) out.push(cur);
   return out;
 }
 
 /** The micro-batch's compact per-response-token array of `value(sample, token)`. */
-function compactTokens(mb: MicroBatch, samples: readonly StepSample[], value: (sample: number, token: number) => number): Float32Array {
+function compactTokens(mb: MicroBatch, value: (sample: number, token: number) => number): Float32Array {
   const out = new Float32Array(mb.responseTokens);
-  mb.indices.forEach((i, b) => {
-    for (let j = 0; j < samples[i].responseIds.length; j++) out[mb.offsets[b] + j] = value(i, j);
-  });
+  for (const seg of mb.segments) for (let j = 0; j < seg.length; j++) out[seg.start + j] = value(seg.sample, j);
   return out;
 }
 
-function gatherTokens(mb: MicroBatch, samples: readonly StepSample[], values: Float32Array, into: Float32Array[]): void {
-  mb.indices.forEach((i, b) => {
-    into[i] = values.slice(mb.offsets[b], mb.offsets[b] + samples[i].responseIds.length);
-  });
+function gatherTokens(mb: MicroBatch, values: Float32Array, into: Float32Array[]): void {
+  for (const seg of mb.segments) into[seg.sample] = values.slice(seg.start, seg.start + seg.length);
 }
 
 /**
- * Response-token log-probs of every sample under `model` (no gradients). Every
- * micro-batch is recorded before anything is read back, in one readback at the end,
- * so the GPU runs while the next micro-batch is encoded.
+ * Response-token log-probs of every sample under `model` (no gradients), scored in the
+ * micro-batches' sequences. Every micro-batch is recorded before anything is read back,
+ * in one readback at the end, so the GPU runs while the next micro-batch is encoded.
  */
 export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[], temperature = 1): Promise<Float32Array[]> {
   const out = samples.map(() => new Float32Array(0));
   const parts = batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions, temperature }).logprobs)));
-  (await readTogether(parts)).forEach((values, k) => gatherTokens(batches[k], samples, values, out));
+  (await readTogether(parts)).forEach((values, k) => gatherTokens(batches[k], values, out));
   return out;
 }
 
@@ -118,10 +151,10 @@ export interface UpdateContext {
   microBatchTokens: number;
   /** Log-probs and entropy are of softmax(logits / temperature): the rollout's sampling temperature, as the reference scores them. */
   temperature: number;
-  /** Shuffles sample order for mini-batches (seeded, so resumed runs match). */
+  /** Shuffles sequence order for mini-batches (seeded, so resumed runs match). */
   shuffle: (n: number) => number[];
-  /** Called after each micro-batch with the samples done so far and the optimizer steps taken. */
-  onProgress?: (samples: number, steps: number) => void;
+  /** Called after each micro-batch with the samples done so far, the optimizer steps taken and the steps of the update. */
+  onProgress?: (samples: number, steps: number, totalSteps: number) => void;
 }
 
 export interface UpdateInputs {
@@ -144,16 +177,15 @@ export function broadcastAdvantages(samples: readonly StepSample[], perSample: F
   return samples.map((s, i) => new Float32Array(s.responseIds.length).fill(perSample[i]));
 }
 
-/** One pass over the samples: one optimizer step per mini-batch. */
-export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSample[], inputs: UpdateInputs): Promise<UpdateMetrics> {
+/** One pass over the sequences of the samples: one optimizer step per mini-batch. */
+export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSample[], sequences: readonly TurnSequence[], inputs: UpdateInputs): Promise<UpdateMetrics> {
   const { advantages, oldLogprobs, refLogprobs, teacherLogprobs, aux } = inputs;
   if (aux && !teacherLogprobs) throw new Error('policyUpdate: an auxiliary term needs teacher log-probs');
   const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0, aux: {} };
-  const order = ctx.shuffle(samples.length);
+  const minis = miniBatches(sequences, ctx.shuffle(sequences.length), ctx.miniBatchSize);
   let samplesDone = 0;
-  for (let at = 0; at < order.length; at += ctx.miniBatchSize) {
-    const mini = order.slice(at, at + ctx.miniBatchSize);
-    const micro = splitMicroBatches(samples, mini, ctx.microBatchTokens);
+  for (const mini of minis) {
+    const micro = splitMicroBatches(sequences, mini, ctx.microBatchTokens);
     const miniTokens = micro.reduce((n, mb) => n + mb.responseTokens, 0);
     zeroGrad(ctx.params);
     const rows: Tensor[] = [];
@@ -161,7 +193,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
     for (const mb of micro) {
       const row = await scopeAsync(async () => {
         const w = 1 / miniTokens;
-        const t = (f: (s: number, j: number) => number) => tensor(compactTokens(mb, samples, f));
+        const t = (f: (s: number, j: number) => number) => tensor(compactTokens(mb, f));
         const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true, positions: mb.positions, temperature: ctx.temperature });
         const weights = t(() => w);
         const oldT = t((s, j) => oldLogprobs[s][j]);
@@ -177,7 +209,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
         let loss = terms.loss;
         let auxStats: Record<string, Tensor> = {};
         if (aux) {
-          const segments = mb.indices.map((i, b) => ({ start: mb.offsets[b], length: samples[i].responseIds.length }));
+          const segments = mb.segments.map(({ start, length }) => ({ start, length }));
           const term = await aux({ logprobs, teacherLogprobs: t((s, j) => teacherLogprobs![s][j]), oldLogprobs: oldT, weights, segments });
           loss = add(loss, term.loss);
           auxStats = term.stats;
@@ -190,9 +222,9 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
       // Buffers the budget made the pool destroy during this micro-batch free their memory before the next one allocates.
       await runtime().settle();
       m.trainedTokens += mb.responseTokens;
-      ctx.onProgress?.((samplesDone += mb.indices.length), m.steps);
+      ctx.onProgress?.((samplesDone += mb.segments.length), m.steps, minis.length);
     }
-    const clip = await clipGradNorm(ctx.params, ctx.gradClip);
+  const clip = await clipGradNorm(ctx.params, ctx.gradClip);
     const stats = await readTogether(rows);
     for (const r of stats) {
       m.pgLoss += r[0];
