@@ -4,7 +4,7 @@ import { METHODS } from '../config/config_schema.ts';
 import * as fs from 'node:fs';
 import { configHash, loadConfig, type TrainConfig } from '../config/config.ts';
 import { archivedComplete, archiveRun, sourceCommit } from '../compare/archive.ts';
-import { comparePlan, runComparison, writeComparison, type CompareRun } from '../compare/compare.ts';
+import { comparePlan, runComparison, serverSlots, slotServerOverrides, writeComparison, type CompareRun } from '../compare/compare.ts';
 import { findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
 import { readMetrics } from '../report/metrics.ts';
 import { checkRunInputs } from '../trainer/train.ts';
@@ -55,6 +55,12 @@ export const compareCommand = defineCommand({
       base = loadConfig(file, [...overrides, `method=${method}`]);
       checkRunInputs(base);
     }
+    let slots: string[][] | null;
+    try {
+      slots = serverSlots(base, parallel);
+    } catch (e) {
+      throw new CliError((e as Error).message);
+    }
     const dir = args.out ?? path.join(base.output.dir, `compare-${base.env.name}`);
     const plan = comparePlan(methods, seeds);
     const results = args.results;
@@ -66,7 +72,8 @@ export const compareCommand = defineCommand({
         ...(args['full-size'] ? ['--full-size'] : []),
       ];
       const argv = [process.execPath, process.argv[1]];
-      const command = `bun run cli ${process.argv.slice(process.argv.indexOf('compare')).join(' ')}`;
+      // The command as archived: a key given on the command line stays out of it.
+      const command = `bun run cli ${process.argv.slice(process.argv.indexOf('compare')).map((a) => a.replace(/^((?:rollout|teacher)\.apiKey=).*/, '$1<hidden>')).join(' ')}`;
       const commit = sourceCommit();
       const runFlags = (run: CompareRun): string[] | null => {
         if (results !== undefined && archivedComplete(results, run.name)) {
@@ -90,7 +97,9 @@ export const compareCommand = defineCommand({
         console.log(`archived ${run.name} in ${path.join(results, run.name)}`);
       };
       console.log(`compare: ${plan.length} runs (${methods.join(', ')} x seeds ${seeds.join(',')}), ${parallel} at a time, in ${dir}`);
-      const outcome = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags], runFlags, onExit }, parallel, (l) => console.log(l));
+      if (slots) console.log(`compare: each parallel run has its own servers: ${slots.map((s, i) => `slot ${i + 1} ${s.join(', ')}`).join('; ')}`);
+      const slotOverrides = slots ? (slot: number) => slotServerOverrides(base, slots![slot]) : undefined;
+      const outcome = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags], runFlags, onExit, slotOverrides }, parallel, (l) => console.log(l));
       const failed = outcome.filter((r) => r.code !== 0);
       if (failed.length) console.log(`${failed.length} of ${plan.length} runs failed: ${failed.map((f) => f.run.name).join(', ')}`);
     }

@@ -114,6 +114,9 @@ export const evalCommand = defineCommand({
     out: { type: 'string', description: 'JSON report: settings, summary and every episode' },
     trajectories: { type: 'string', description: 'every trajectory as JSONL' },
     progress: { type: 'string', description: 'auto, bar, plain or none', default: 'auto' },
+    engine: { type: 'string', description: 'local (the model runs here) or http (what --url serves; MODEL gives the tokenizer and settings)', default: 'local' },
+    url: { type: 'string', description: 'with --engine http: the server (vLLM, our serve) base URL, or several, comma-separated; API key from VLLM_API_KEY or OPENAI_API_KEY' },
+    'served-model': { type: 'string', description: 'with --engine http: the served model or LoRA adapter name to ask for (default: the base model)' },
     ...gpuArgs,
   },
   async run({ args }) {
@@ -126,6 +129,12 @@ export const evalCommand = defineCommand({
     const progress = args.progress as 'auto' | 'bar' | 'plain' | 'none';
     if (!['auto', 'bar', 'plain', 'none'].includes(progress)) throw new CliError(`--progress ${args.progress}: expected auto, bar, plain or none`);
     const opt = (flag: string, v: string | undefined, min: number) => (v === undefined ? undefined : intArg(flag, v, min));
+    if (args.engine !== 'local' && args.engine !== 'http') throw new CliError(`--engine ${args.engine}: expected local or http`);
+    if (args.engine === 'http' && !args.url) throw new CliError('--engine http: give the server with --url');
+    if (args.engine === 'local' && (args.url || args['served-model'])) throw new CliError('--url and --served-model need --engine http');
+    const server = args.engine === 'http'
+      ? { urls: args.url!.split(',').map((u) => u.trim()).filter(Boolean), model: args['served-model'], apiKey: process.env.VLLM_API_KEY || process.env.OPENAI_API_KEY || undefined }
+      : undefined;
     // The model path is checked (a Hub id downloaded) before the GPU starts.
     const model = await hubModelDir(args.model);
     const source = resolveModelSource(model, 'MODEL');
@@ -150,6 +159,7 @@ export const evalCommand = defineCommand({
       out: args.out,
       trajectories: args.trajectories,
       progress,
+      server,
     };
     const dir = runDirOf(source);
     const record = dir ? readScaleRecord(dir) : null;

@@ -12,6 +12,8 @@ import { readTrajectoryLog } from '../rollout/trajectory_log.ts';
 import { formatMeanStd, meanStd, passAtK, type MeanStd } from '../report/eval_stats.ts';
 import { metricTotal, readRun, summarizeRun, writeComparisonReport, type RunData } from '../report/report.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
+import { serverUrls } from '../trainer/servers.ts';
+import type { TrainConfig } from '../config/config.ts';
 
 export const COMPARE_FILE = 'compare.json';
 export const COMPARE_TABLE = 'compare.md';
@@ -37,6 +39,38 @@ export interface ChildCommand {
   runFlags?: (run: CompareRun) => readonly string[] | null;
   /** Called as each run ends, before the next starts in its slot. */
   onExit?: (run: CompareRun, code: number) => void;
+  /** Overrides for the runs of one parallel slot (0-based): its own servers. */
+  slotOverrides?: (slot: number) => readonly string[];
+}
+
+/**
+ * The inference servers of each parallel slot. Runs sharing a server would push their
+ * weights into it in turn and each roll out on the other's, so each slot gets its own
+ * share of rollout.url (and of teacher.url, when the teacher is the policy on the same
+ * servers). Null when the runs use no server or run one at a time; an error saying
+ * what to give when there are fewer servers than slots.
+ */
+export function serverSlots(cfg: TrainConfig, parallel: number): string[][] | null {
+  const rollout = cfg.rollout.engine === 'http' ? serverUrls(cfg.rollout.url) : [];
+  const teacherSynced = cfg.teacher.engine === 'http' && cfg.teacher.model === undefined;
+  const teacher = teacherSynced ? serverUrls(cfg.teacher.url) : [];
+  if (parallel < 2 || (!rollout.length && !teacher.length)) return null;
+  if (teacher.length && teacher.join() !== rollout.join()) {
+    throw new Error('compare --parallel: the teacher is the policy (teacher.model unset) on servers of its own, which parallel runs would share; put it on the rollout servers (teacher.url = rollout.url), name a fixed teacher.model, or use --parallel 1');
+  }
+  if (rollout.length < parallel) {
+    throw new Error(
+      `compare --parallel ${parallel} with rollout.engine http: parallel runs would push their weights into the same server${rollout.length > 1 ? 's' : ''} (${rollout.join(', ')}). ` +
+      `Give rollout.url a list of at least ${parallel} servers (each parallel run gets its own), or use --parallel ${rollout.length}`,
+    );
+  }
+  return Array.from({ length: parallel }, (_, slot) => rollout.filter((_, i) => i % parallel === slot));
+}
+
+/** Overrides that point one slot's runs at its servers. */
+export function slotServerOverrides(cfg: TrainConfig, urls: readonly string[]): string[] {
+  const list = JSON.stringify(urls);
+  return [`rollout.url=${list}`, ...(cfg.teacher.engine === 'http' && cfg.teacher.model === undefined ? [`teacher.url=${list}`] : [])];
 }
 
 /** Runs every plan entry as `train` in a child process, `parallel` at a time; logs go to <dir>/<name>/train.log. */
@@ -48,12 +82,15 @@ export async function runComparison(
   fs.mkdirSync(dir, { recursive: true });
   const results: { run: CompareRun; code: number }[] = [];
   let next = 0;
-  const worker = async () => {
+  const worker = async (slot: number) => {
     while (next < plan.length) {
       const run = plan[next++];
       const runDir = path.join(dir, run.name);
       fs.mkdirSync(runDir, { recursive: true });
-      const args = [...cmd.argv.slice(1), 'train', ...cmd.trainArgs, ...flags.get(run.name)!, `method=${run.method}`, `seed=${run.seed}`, `output.dir=${dir}`, `output.runName=${run.name}`, 'output.progress=plain'];
+      const args = [
+        ...cmd.argv.slice(1), 'train', ...cmd.trainArgs, ...(cmd.slotOverrides?.(slot) ?? []), ...flags.get(run.name)!,
+        `method=${run.method}`, `seed=${run.seed}`, `output.dir=${dir}`, `output.runName=${run.name}`, 'output.progress=plain',
+      ];
       log(`start ${run.name}`);
       const started = performance.now();
       const code = await new Promise<number>((resolve) => {
@@ -74,7 +111,7 @@ export async function runComparison(
       results.push({ run, code });
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, plan.length)) }, worker));
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, plan.length)) }, (_, slot) => worker(slot)));
   return results;
 }
 

@@ -247,7 +247,8 @@ export function assertImplemented(method: Method | string, implemented: readonly
 }
 
 /** Whether any iteration of the run scores with a teacher. */
-function usesTeacher(cfg: TrainConfig): boolean {
+/** Whether any iteration of the run has a teacher pass. */
+export function usesTeacher(cfg: TrainConfig): boolean {
   const method = runMethod(cfg);
   if (method.def.loop !== 'rl') return false;
   return Array.from({ length: cfg.iterations }, (_, i) => method.plan(i + 1)).some((p) => p.teacher);
@@ -256,17 +257,32 @@ function usesTeacher(cfg: TrainConfig): boolean {
 /** The configuration as YAML, keeping only the method's own algorithm block (and the teacher only when it has one). */
 export function describeConfig(cfg: TrainConfig): string {
   const algorithm = Object.fromEntries(Object.entries(cfg.algorithm).filter(([k, v]) => typeof v !== 'object' || k === cfg.method));
-  const shown: Record<string, unknown> = { ...cfg, algorithm };
+  const shown: Record<string, unknown> = { ...withoutSecrets(cfg), algorithm };
   if (!usesTeacher(cfg)) delete shown.teacher;
   return stringify(shown, { lineWidth: 0 });
 }
 
+/** The configuration without the servers' API keys, which go nowhere but the servers. */
+export function withoutSecrets(cfg: TrainConfig): TrainConfig {
+  const { apiKey: _r, ...rollout } = cfg.rollout;
+  const { apiKey: _t, ...teacher } = cfg.teacher;
+  return { ...cfg, rollout, teacher };
+}
+
+/** Where the servers are and how patiently they are waited for: a resumed run may use others. */
+function withoutConnections(cfg: TrainConfig): Record<string, unknown> {
+  const strip = <T extends object>(block: T, keys: readonly string[]) => Object.fromEntries(Object.entries(block).filter(([k]) => !keys.includes(k)));
+  const server = ['url', 'apiKey', 'serverWaitSeconds', 'failoverSeconds', 'probeTolerance'];
+  return { ...cfg, rollout: strip(cfg.rollout, server), teacher: strip(cfg.teacher, server), env: strip(cfg.env, ['url']) };
+}
+
 /**
  * Settings that may change when a run is resumed (how long it runs, where and how
- * often it saves) are left out; everything that shapes the training itself is in.
+ * often it saves, which servers it uses) are left out; everything that shapes the
+ * training itself is in.
  */
 export function configHash(cfg: TrainConfig): string {
-  const { iterations: _i, checkpoint: _c, output: _o, gpu: _g, ...rest } = cfg;
+  const { iterations: _i, checkpoint: _c, output: _o, gpu: _g, ...rest } = withoutConnections(cfg);
   return createHash('sha256').update(canonicalJson(rest)).digest('hex').slice(0, 16);
 }
 
@@ -296,6 +312,6 @@ export function readRunConfig(dir: string): unknown {
 /** Records the resolved configuration in the run directory; validateConfig reads it back unchanged. */
 export function writeRunConfig(dir: string, cfg: TrainConfig): string {
   const file = path.join(dir, RUN_CONFIG_FILE);
-  writeFileAtomic(file, JSON.stringify(cfg, null, 2) + '\n');
+  writeFileAtomic(file, JSON.stringify(withoutSecrets(cfg), null, 2) + '\n');
   return file;
 }

@@ -72,8 +72,8 @@ const serverTasksSchema = z.strictObject({
 
 const envSchema = z.strictObject({
   name: z.enum(ENV_NAMES as [string, ...string[]]).default('household'),
-  /** An environment server (docs/PROTOCOLS.md); unset runs the built-in environment in-process. */
-  url: url.optional(),
+  /** An environment server (docs/PROTOCOLS.md), or a list of them (each episode's session on one); unset runs the built-in environment in-process. */
+  url: z.union([url, z.array(url).min(1)]).optional(),
   /** The server speaks AgentGym's protocol instead of ours. */
   agentgym: z.boolean().default(false),
   trainSplit: z.enum(['train', 'valid_seen', 'valid_unseen']).default('train'),
@@ -92,10 +92,22 @@ const envSchema = z.strictObject({
 
 const engineFields = {
   engine: z.enum(['local', 'http']).default('local'),
-  /** OpenAI-compatible server (vLLM) base URL, for engine http. */
-  url: url.optional(),
-  /** Model name at the server (a LoRA adapter name on vLLM). */
+  /** OpenAI-compatible servers (vLLM, our `serve`) for engine http: a base URL or a list of them. */
+  url: z.union([url, z.array(url).min(1)]).optional(),
+  /** Model name at the server (default: the base model its /v1/models lists). */
   model: name.optional(),
+  /** Bearer token for the servers (vLLM's --api-key); default: VLLM_API_KEY, else OPENAI_API_KEY. Never written to the run directory. */
+  apiKey: name.optional(),
+  /** How long a request keeps retrying a server that stops answering (restart, 5xx) before the run gives up on it. */
+  serverWaitSeconds: posNum.default(300),
+  /** With several servers: how long a failing one is retried before it leaves the pool and its episodes start over on the others. */
+  failoverSeconds: posNum.default(15),
+  /**
+   * Weights check: the mean absolute difference, in nats per token, between the
+   * server's and the trainer's log-probs of a fixed probe sequence above which the
+   * server is taken to hold other weights (src/fleet/weight_probe.ts).
+   */
+  probeTolerance: posNum.default(0.1),
 };
 
 const rolloutSchema = z.strictObject({

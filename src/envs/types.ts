@@ -46,6 +46,8 @@ export interface StepResult {
 export interface EnvSession {
   /** The task description shown to the agent (e.g. "put some spraybottle on toilet."). */
   readonly task: string;
+  /** The server holding the session, when the environment is a pool of servers. */
+  readonly server?: string;
   reset(): Promise<ResetResult> | ResetResult;
   step(action: string): Promise<StepResult> | StepResult;
   close(): Promise<void> | void;

@@ -8,6 +8,7 @@
 import { envPlugin } from '../../envs/registry.ts';
 import { AgentGymEnvironment } from '../envs/agentgym.ts';
 import { RemoteEnvironment } from '../envs/client.ts';
+import { EnvironmentPool } from '../fleet/env_pool.ts';
 import type { AgentSpec } from '../envs/agent_spec.ts';
 import type { Environment, ServerSplit, Split } from '../envs/types.ts';
 import type { RolloutTask } from '../rollout/agent_loop.ts';
@@ -17,16 +18,17 @@ import type { Rng } from '../util/random.ts';
 /** The built-in environments' seeds are drawn in [0, 1e9). */
 const SEED_RANGE = 1_000_000_000;
 
-export function makeEnvironment(cfg: Pick<TrainConfig, 'env' | 'rollout'>): Environment {
+export function makeEnvironment(cfg: Pick<TrainConfig, 'env' | 'rollout'>, log?: (line: string) => void): Environment {
   const plugin = envPlugin(cfg.env.name);
-  if (cfg.env.url && cfg.env.agentgym) {
+  const urls = cfg.env.url === undefined ? [] : typeof cfg.env.url === 'string' ? [cfg.env.url] : cfg.env.url;
+  const server = (url: string): Environment => {
     // The schema refuses env.agentgym for an environment without an AgentGym server.
-    return new AgentGymEnvironment(cfg.env.url, { ...plugin.agentgym!, timeoutMs: cfg.env.timeoutMs }, plugin.reward.success);
-  }
-  if (cfg.env.url) {
+    if (cfg.env.agentgym) return new AgentGymEnvironment(url, { ...plugin.agentgym!, timeoutMs: cfg.env.timeoutMs }, plugin.reward.success);
     const meta = { name: cfg.env.name, version: 'remote', maxSteps: cfg.rollout.maxTurns };
-    return new RemoteEnvironment(cfg.env.url, meta, { timeoutMs: cfg.env.timeoutMs, accepts: [plugin.name, ...plugin.aliases] });
-  }
+    return new RemoteEnvironment(url, meta, { timeoutMs: cfg.env.timeoutMs, accepts: [plugin.name, ...plugin.aliases] });
+  };
+  if (urls.length > 1) return new EnvironmentPool(urls.map((url) => ({ url, env: server(url) })), log);
+  if (urls.length === 1) return server(urls[0]);
   return plugin.create(envOptionsOf(cfg));
 }
 

@@ -15,6 +15,8 @@ import { loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../models/tokenizer.ts';
 import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
+import { ServerPool } from '../fleet/server_pool.ts';
+import { probeIds } from '../fleet/weight_probe.ts';
 import { readModelConfig } from '../models/checkpoint.ts';
 import { DEFAULT_MEMORY_GIB, GIB, planMemory } from '../models/memory_plan.ts';
 import { runtime } from '../gpu/runtime.ts';
@@ -88,6 +90,13 @@ export interface EvalOptions {
   trajectories?: string;
   progress?: ProgressMode;
   log?: (line: string) => void;
+  /**
+   * Evaluate what inference servers serve instead of running the model here (MODEL
+   * still gives the tokenizer and the run's settings): their base URLs, the served
+   * model or adapter to ask for (default: the base model), an API key, and how long
+   * to wait for a server that stops answering.
+   */
+  server?: { urls: string[]; model?: string; apiKey?: string; waitSeconds?: number };
 }
 
 /** One episode: its outcome plus what it cost. */
@@ -103,9 +112,11 @@ export interface EvalEpisode extends EpisodeOutcome {
 
 export interface EvalReport {
   model: { input: string; kind: 'model' | 'checkpoint' | 'run'; checkpoint: string | null; iteration: number | null; weights: string; adapter: string | null };
+  /** The servers that generated, and the model they were asked for; null when the model ran here. */
+  server: { urls: string[]; model: string } | null;
   env: EnvName;
-  /** The environment server, when not the built-in environment, and whether it is AgentGym's. */
-  envUrl: string | null;
+  /** The environment server (or servers), when not the built-in environment, and whether it is AgentGym's. */
+  envUrl: string | string[] | null;
   agentgym: boolean;
   split: TaskSplit;
   /** Null on an AgentGym server: the tasks are the set's first indices. */
@@ -219,7 +230,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const cfg = baseConfig(source.runConfig, o);
   const seeds = o.seeds ?? EVAL_DEFAULTS.seeds;
   const ks = [...(o.ks ?? EVAL_DEFAULTS.ks.filter((k) => k <= seeds))];
-  const env = makeEnvironment(cfg);
+  const env = makeEnvironment(cfg, log);
   // A server that is down or of another kind, or a search dataset that cannot be read, fails here, before the model loads.
   await env.check?.();
   const panel = await evalPanel(cfg, o, env);
@@ -232,21 +243,42 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const skills = o.skills ?? 'none';
   if (temperature === 0 && seeds > 1) log(`note: temperature 0 is greedy, so the ${seeds} seeds run identical episodes (std 0, pass@k = pass@1)`);
 
+  const tokenizer = await loadTokenizer(source.tokenizerDir);
+  const pool = o.server ? new ServerPool({
+    role: 'eval', settingNames: { model: '--served-model', apiKey: 'an API key' }, urls: o.server.urls, model: o.server.model, versions: null, apiKey: o.server.apiKey,
+    waitSeconds: o.server.waitSeconds ?? 300, probeTolerance: Infinity, probeIds: probeIds(tokenizer), log,
+  }) : null;
+  // Servers that are down or serve another vocabulary fail here, before anything runs.
+  await pool?.preflight({ tokenizer });
   // Planned from config.json, before the weights are on the GPU: a batch that cannot fit is refused first.
-  const memory = planMemory({
+  const memory = pool ? null : planMemory({
     model: readModelConfig(source.weights.kind === 'full' ? source.weights.dir : source.weights.basePath), trains: 'none', referenceCopy: false,
     microBatchTokens: 1, checkpointing: 'off', rolloutRows: o.maxBatch ?? cfg.rollout.maxBatch, rowTokens: cfg.rollout.maxPromptTokens + maxResponseTokens,
     budgetBytes: o.memoryBytes ?? (cfg.gpu.memory ?? DEFAULT_MEMORY_GIB) * GIB,
   });
-  const model = loadModelSource(source);
+  const model = pool ? null : loadModelSource(source);
   try {
-    const tokenizer = await loadTokenizer(source.tokenizerDir);
-    const described = source.checkpoint ? `${source.input} (checkpoint ${source.checkpoint}, iteration ${source.iteration})` : source.input;
+    const described = pool
+      ? `${pool.name} (${o.server!.model ?? pool.servers[0].baseName}; tokenizer and settings from ${source.input})`
+      : source.checkpoint ? `${source.input} (checkpoint ${source.checkpoint}, iteration ${source.iteration})` : source.input;
     const where = cfg.env.url ? ` (${cfg.env.agentgym ? 'AgentGym ' : ''}server ${cfg.env.url})` : '';
     const which = panelSeed === null ? `tasks ${panel.tasks[0].seed}..${panel.tasks[tasks - 1].seed} of the server's ${split} set` : `seeds ${panelSeed}..${panelSeed + tasks - 1}`;
     log(`evaluating ${described} on ${cfg.env.name}${where} ${split}: ${tasks} tasks (${which}) x ${seeds} runs, temperature ${temperature}, at most ${maxTurns} turns of ${maxResponseTokens} tokens${SKILLS_NOTE[skills]}`);
-    runtime().pool.limit = memory.budgetBytes;
-    for (const note of memory.notes) log(`memory: ${note}`);
+    const context = pool?.contextLength;
+    if (context !== undefined && context - maxResponseTokens < 1) {
+      throw new EvalError(`maxResponseTokens: ${maxResponseTokens} response tokens leave no room for a prompt in the server's context (max_model_len ${context})`);
+    }
+    if (context !== undefined && context < cfg.rollout.maxPromptTokens + maxResponseTokens) {
+      log(`note: the server's context (max_model_len ${context}) cuts prompts to ${context - maxResponseTokens} tokens (rollout.maxPromptTokens ${cfg.rollout.maxPromptTokens} + ${maxResponseTokens} response tokens do not fit)`);
+    }
+    let engine;
+    if (pool) {
+      engine = pool;
+    } else {
+      runtime().pool.limit = memory!.budgetBytes;
+      for (const note of memory!.notes) log(`memory: ${note}`);
+      engine = new LocalEngine(model!, { tokenizer, name: 'eval', path: source.input, maxBatch: memory!.rolloutRows, prefillTokens: memory!.prefillTokens });
+    }
     const progress = new Progress(process.stdout, o.progress ?? 'auto');
     const phase = progress.phase('eval', tasks * seeds);
     const trajectoryLog = o.trajectories ? new TrajectoryLog(o.trajectories) : undefined;
@@ -256,7 +288,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
       result = await runRollout({
         env,
         spec: agentSpec(cfg),
-        engine: new LocalEngine(model, { tokenizer, name: 'eval', path: source.input, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens }),
+        engine,
         tokenizer,
         thinking: cfg.model.thinking,
         tasks: panel.tasks,
@@ -306,6 +338,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
         weights: source.weights.kind === 'full' ? source.weights.dir : source.weights.basePath,
         adapter: source.weights.kind === 'lora' ? source.weights.adapterDir : null,
       },
+      server: pool ? { urls: pool.servers.map((x) => x.url), model: o.server!.model ?? pool.servers[0].baseName! } : null,
       env: cfg.env.name, envUrl: cfg.env.url ?? null, agentgym: cfg.env.agentgym, split, panelSeed, tasks, seeds, temperature, topP: cfg.rollout.topP, topK: cfg.rollout.topK, samplingSeed,
       maxTurns, maxPromptTokens: cfg.rollout.maxPromptTokens, maxResponseTokens, skills, ks,
       summary: summarizeEval(episodes, ks),
@@ -317,6 +350,6 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
     if (o.out) writeJsonAtomic(o.out, report);
     return report;
   } finally {
-    for (const p of [...model.parameters(), ...loraParameters(model)]) p.dispose();
+    if (model) for (const p of [...model.parameters(), ...loraParameters(model)]) p.dispose();
   }
 }

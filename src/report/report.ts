@@ -218,6 +218,21 @@ export function renderReport(runs: readonly RunData[], opts: ReportOptions = {})
     ks.forEach((k) => used.add(k));
     return chartFor(runs, `Success: ${type}`, ks.sort().reverse());
   }).filter((c): c is string => c !== null);
+  // Inference and environment servers (a fleet): one chart per quantity, a curve per server.
+  const perServer: [RegExp, string][] = [
+    [/^server\/.+\/episodes$/, 'Episodes per inference server'],
+    [/^server\/.+\/tokens$/, 'Tokens generated per inference server'],
+    [/^server\/.+\/busy_seconds$/, 'Seconds busy per inference server'],
+    [/^env_server\/.+\/episodes$/, 'Episodes per environment server'],
+  ];
+  const serverCharts = perServer.map(([re, title]) => {
+    const ks = keys.filter((k) => re.test(k));
+    ks.forEach((k) => used.add(k));
+    return ks.length ? chartFor(runs, title, ks) : null;
+  });
+  const fleet = [chartFor(runs, 'Weight sync (seconds)', ['time/weight_sync']), chartFor(runs, 'Servers in the pool', ['fleet/servers_in_pool']), ...serverCharts]
+    .filter((c): c is string => c !== null);
+  for (const k of ['time/weight_sync', 'fleet/servers_in_pool']) used.add(k);
   const other = keys.filter((k) => !used.has(k)).map((k) => chartFor(runs, k, [k])).filter((c): c is string => c !== null);
   const configs = runs.filter((r) => r.config).map((r) => `<details><summary>${escapeXml(r.name)}</summary><pre>${escapeXml(JSON.stringify(r.config, null, 2))}</pre></details>`);
   return [
@@ -230,6 +245,7 @@ export function renderReport(runs: readonly RunData[], opts: ReportOptions = {})
     '<h2>Training curves</h2>',
     `<div class="charts">${main.join('')}</div>`,
     typeCharts.length ? `<h2>Success per task type</h2><div class="charts">${typeCharts.join('')}</div>` : '',
+    fleet.length ? `<h2>Servers</h2><div class="charts">${fleet.join('')}</div>` : '',
     other.length ? `<h2>Other metrics</h2><div class="charts">${other.join('')}</div>` : '',
     configs.length ? `<h2>Configuration</h2>${configs.join('')}` : '',
     '</body></html>',

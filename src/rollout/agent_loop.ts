@@ -7,9 +7,11 @@
 // Failure policy. An environment that fails or times out (server gone, connection
 // refused) fails only that trajectory: it gets an `error` in its TrajectoryRecord and
 // yields no samples at all (its return is unknown, so no turn of it can be scored; the
-// reference drops them too); the other episodes go on. An engine failure fails the
-// whole rollout (every episode waits on it) with a RolloutError naming the engine,
-// after closing the open sessions.
+// reference drops them too); the other episodes go on. An episode whose server lost
+// it (an environment server's session, or the inference server running it, which an
+// engine with several servers reports per request) starts over from its first turn.
+// Any other engine failure fails the whole rollout (every episode waits on it) with a
+// RolloutError naming the engine, after closing the open sessions.
 
 import type { AgentSpec } from '../envs/agent_spec.ts';
 import type { SkillsPlacement } from '../envs/skills_block.ts';
@@ -236,7 +238,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       if (running.length === 0) continue;
       const turns = running.map((ep) => ep.prepare(ctx));
       const results = await generate(turns.map((t) => t.request));
-      await Promise.all(running.map((ep, i) => ep.act(ctx, turns[i], results[i])));
+      // An episode whose inference server was lost starts over; the engine runs it elsewhere.
+      await Promise.all(running.map((ep, i) => (results[i].lost !== undefined ? ep.restart(ctx, `turn ${ep.turns.length}: ${results[i].lost}`) : ep.act(ctx, turns[i], results[i]))));
       const ended = running.filter((ep) => ep.finished);
       await Promise.all(ended.map((ep) => ep.close(ctx)));
       for (const ep of ended) {

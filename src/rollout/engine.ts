@@ -71,6 +71,16 @@ export interface GenerationResult {
   text: string;
   /** With params.logprobs N > 0: each step's N most likely tokens, most likely first (ties by smaller id). */
   topLogprobs?: TopLogprob[][];
+  /** The server that generated it, for engines with several (src/fleet/server_pool.ts). */
+  server?: string;
+  /** The weights' version (updates they have had) when the engine serves a run's versions. */
+  version?: number;
+  /**
+   * Set instead of a generation when the server holding the request's episode was lost
+   * (stopped answering, or missed a weight sync): the episode starts over, and the
+   * engine runs it elsewhere. tokenIds and logprobs are then empty.
+   */
+  lost?: string;
 }
 
 export interface ScoreRequest {

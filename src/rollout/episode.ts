@@ -30,6 +30,9 @@ export interface RolloutTask {
  */
 export type SkillsMode = 'none' | 'policy' | 'teacher' | 'as_teacher';
 
+/** How often an episode may start over because a server lost it before it fails. */
+const MAX_RESTARTS = 3;
+
 /** A turn's sample before the episode's return is known. */
 export type PendingSample = Omit<StepSample, 'score' | 'episodeReturn' | 'won'>;
 
@@ -133,8 +136,11 @@ export class Episode {
   private envScore: number | undefined;
   private done = false;
   private truncated = false;
-  /** Why the episode started over in a new session (its first one was lost with a server restart). */
-  private restartedBecause: string | undefined;
+  /** Why the episode started over from its first turn, each time (a server lost it). */
+  private readonly restarts: string[] = [];
+  private server: string | undefined;
+  private version: number | undefined;
+  private envServer: string | undefined;
   error: string | undefined;
 
   constructor(
@@ -159,6 +165,7 @@ export class Episode {
       this.session = await withTimeout(creating, ctx.envTimeoutMs, `${envName} create`);
       const first = await withTimeout(attempt(() => this.session!.reset()), ctx.envTimeoutMs, `${envName} reset`);
       this.task = this.session.task;
+      this.envServer = this.session.server;
       this.taskType = first.info.task_type;
       this.observation = first.observation;
       this.admissible = first.admissible_actions;
@@ -258,9 +265,13 @@ export class Episode {
     try {
       step = await withTimeout(attempt(() => this.session!.step(parsed.send)), ctx.envTimeoutMs, `${ctx.env.name} step`);
     } catch (e) {
-      if (e instanceof SessionLostError && this.restartedBecause === undefined) return this.restart(ctx, e);
+      if (e instanceof SessionLostError && this.restarts.length < MAX_RESTARTS) return this.restart(ctx, `turn ${index}: ${e.message}`);
       this.error = `turn ${index}: ${errorMessage(e)}`;
       return;
+    }
+    if (index === 0) {
+      this.server = result.server;
+      this.version = result.version;
     }
     this.turns.push({
       prompt: turn.prompt,
@@ -300,12 +311,18 @@ export class Episode {
   }
 
   /**
-   * Starts the episode over in a new session, once: the server lost the one it was
-   * playing in (a restart), and a return half played there cannot be scored. The same
-   * task and sampling seeds play it again from turn 0.
+   * Starts the episode over from turn 0 in a new session: a server lost it (an
+   * environment server's session, or the inference server running it), and a return
+   * half played there cannot be scored. The same task and sampling seeds play it again;
+   * after MAX_RESTARTS the episode fails instead.
    */
-  private async restart(ctx: EpisodeContext, cause: SessionLostError): Promise<void> {
-    this.restartedBecause = `turn ${this.turns.length}: ${cause.message}`;
+  async restart(ctx: EpisodeContext, why: string): Promise<void> {
+    if (this.restarts.length >= MAX_RESTARTS) {
+      this.error = `lost ${this.restarts.length + 1} times, the last at ${why}`;
+      await this.close(ctx);
+      return;
+    }
+    this.restarts.push(why);
     await this.close(ctx);
     this.turns.length = 0;
     this.samples.length = 0;
@@ -315,6 +332,7 @@ export class Episode {
     this.episodeReturn = 0;
     this.won = false;
     this.envScore = undefined;
+    this.server = this.version = undefined;
     this.done = this.truncated = false;
     await this.open(ctx);
   }
@@ -343,7 +361,10 @@ export class Episode {
     };
     if (this.envScore !== undefined) record.envScore = this.envScore;
     if (this.chat.length > 0) record.history = 'conversation';
-    if (this.restartedBecause !== undefined) record.restartedBecause = this.restartedBecause;
+    if (this.restarts.length) record.restartedBecause = this.restarts.join('; ');
+    if (this.server !== undefined) record.server = this.server;
+    if (this.version !== undefined) record.policyVersion = this.version;
+    if (this.envServer !== undefined) record.envServer = this.envServer;
     if (this.error !== undefined) record.error = this.error;
     return record;
   }

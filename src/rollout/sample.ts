@@ -67,8 +67,14 @@ export interface TrajectoryRecord {
   truncated: boolean;
   /** The thinking mode the prompts were rendered with (model.thinking); logs written before it was recorded lack it. */
   thinking?: ThinkingMode;
-  /** The episode started over in a new session after the server lost its first one (a restart): what the server said. */
+  /** Why the episode started over from its first turn (an environment or inference server lost it), each time it did. */
   restartedBecause?: string;
+  /** The inference server that ran the episode, when the engine has several. */
+  server?: string;
+  /** The version of the weights (updates they had had) that generated it, when the engine serves a run's versions. */
+  policyVersion?: number;
+  /** The environment server whose session played it, when there are several. */
+  envServer?: string;
   /** Why the trajectory failed (environment server error or timeout); failed trajectories yield no samples. */
   error?: string;
 }

@@ -107,7 +107,7 @@ export class Run {
       // The iterations after the checkpoint are done again: their trajectory files start over.
       this.dropRolloutsAfter(this.start);
       this.progress = new Progress(process.stdout, cfg.output.progress);
-      this.env = makeEnvironment(cfg);
+      this.env = makeEnvironment(cfg, this.log);
     } catch (e) {
       this.lock.release();
       // A run refused before it wrote anything leaves no directory behind.

@@ -22,11 +22,10 @@ import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { lrAt } from '../optim/schedule.ts';
 import type { Engine } from '../rollout/engine.ts';
-import { HttpEngine } from '../rollout/http_engine.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { findLatestCheckpoint, loadCheckpoint } from '../checkpoint/checkpoint.ts';
-import { assertImplemented, METHODS, runDir as runDirOf, warmupIterations, type TrainConfig } from '../config/config.ts';
+import { assertImplemented, METHODS, runDir as runDirOf, usesTeacher, warmupIterations, type TrainConfig } from '../config/config.ts';
 import { checkEnvironment, drawTrainingTasks } from '../eval/environment.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { describePacking, trainingIteration, type Reference } from './iteration.ts';
@@ -39,7 +38,7 @@ import { runSft } from '../sft/sft_run.ts';
 import { isTeacherDir, loadTeacher, type TeacherSource } from './teacher.ts';
 import { trainableParams } from '../run/trainable.ts';
 import { scoringTemperature } from './update.ts';
-import { RemoteWeights } from './weight_sync.ts';
+import { connectServers, envServerMetrics, serverLoadMetrics, type RunServers } from './servers.ts';
 
 /** Checks what the config names on disk, so a typo fails before any GPU work. */
 export function checkRunInputs(cfg: TrainConfig): void {
@@ -50,18 +49,12 @@ export function checkRunInputs(cfg: TrainConfig): void {
   }
   if (!fs.existsSync(path.join(model, 'tokenizer.json'))) throw new Error(`model.path: ${model} has no tokenizer.json`);
   checkModelContext(cfg);
-  if (cfg.rollout.engine === 'http') requireServedModel(cfg);
   const teacher = methodDefinition(cfg.method).frozenTeacher?.(cfg.algorithm[cfg.method]);
   if (teacher && !isTeacherDir(teacher)) {
     throw new Error(`algorithm.${cfg.method}: the teacher ${teacher} is neither a Hugging Face model directory (config.json) nor a training checkpoint (checkpoint.json)`);
   }
   // Throws, naming the settings to change, when the run cannot fit its GPU memory budget.
   trainingMemoryPlan(cfg);
-}
-
-function requireServedModel(cfg: TrainConfig): string {
-  if (!cfg.rollout.model) throw new Error('rollout.model: required with rollout.engine http (the model name the server serves)');
-  return cfg.rollout.model;
 }
 
 /** The run of one stage of a staged method: its method and iterations, in "<run><suffix>", with the stage's options. */
@@ -115,17 +108,24 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   if (def.loop === 'sft') return runSft(cfg, opts);
   const stages = def.stages?.(cfg.algorithm[cfg.method], cfg.iterations);
   if (stages) return trainStages(cfg, stages, opts);
-  const run = new Run(cfg, opts);
+  // Inference servers that are down, serve another model or are synced by another run stop it before the run directory is made.
+  const frozen = def.frozenTeacher?.(cfg.algorithm[cfg.method]);
+  const servers = await connectServers(cfg, await loadTokenizer(cfg.model.path), opts.log ?? ((l: string) => console.log(l)), { teacherOnServer: !frozen && usesTeacher(cfg) });
   try {
-    return await trainRun(run, opts);
-  } catch (e) {
-    run.abandon();
-    throw e;
+    const run = new Run(cfg, opts);
+    try {
+      return await trainRun(run, opts, servers);
+    } catch (e) {
+      run.abandon();
+      throw e;
+    }
+  } finally {
+    servers.close();
   }
 }
 
 /** The RL loop of one run (not staged, not SFT). */
-async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
+async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Promise<TrainResult> {
   const cfg = run.cfg;
   const log = run.log;
   const def = methodDefinition(cfg.method);
@@ -145,18 +145,24 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
   if (ckpt) optimizer.loadStateDict(ckpt.optimizerState);
 
   const reference: Reference = cfg.algorithm.klCoef <= 0 ? { kind: 'none' } : lora ? { kind: 'lora-base' } : { kind: 'model', model: loadCausalLM(cfg.model.path, { trainable: false }) };
-  const engine: Engine = cfg.rollout.engine === 'local'
-    ? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens })
-    : new HttpEngine({ baseUrl: cfg.rollout.url!, model: requireServedModel(cfg) });
-  const remote = engine instanceof HttpEngine ? new RemoteWeights(engine, path.join(run.dir, 'sync'), !!lora) : null;
-  const policy = { engine, tokenizer, model: remote?.modelName };
+  // Requests to a server name the weights they must be served by: the pool's current version.
+  const engine: Engine = servers.rollout
+    ?? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens });
+  const policy = { engine, tokenizer };
   const teacherPath = def.frozenTeacher?.(cfg.algorithm[cfg.method]) ?? null;
   const frozenTeacher = teacherPath ? loadTeacher(teacherPath) : null;
   const teacher: TeacherSource | undefined = frozenTeacher
     ? { kind: 'model', model: frozenTeacher }
-    : cfg.teacher.engine === 'http'
-      ? { kind: 'engine', engine: new HttpEngine({ baseUrl: cfg.teacher.url!, model: cfg.teacher.model ?? remote?.modelName ?? requireServedModel(cfg) }), model: cfg.teacher.model }
-      : undefined;
+    : servers.teacher ? { kind: 'engine', engine: servers.teacher } : undefined;
+  /** Writes the weights after `step` updates as the run's current version and puts them on every synced server; the seconds and bytes. */
+  const pushWeights = async (step: number) => {
+    const v = await servers.versions!.publish(model, step);
+    let seconds = v.saveSeconds;
+    for (const pool of servers.synced) seconds += await pool.push();
+    return { seconds, bytes: v.bytes };
+  };
+
+  const checkpointModel = () => (lora ? { kind: 'lora' as const, model: model as never, basePath: cfg.model.path } : { kind: 'full' as const, model: model as never, tokenizerDir: cfg.model.path });
 
   try {
     const rng = ckpt ? Rng.fromState(ckpt.trainerState.rng.tasks) : Rng.seeded(cfg.seed, 'tasks');
@@ -168,8 +174,11 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
     // Methods whose policy prompts carry the skills block validate with it and without it.
     const validate = (iteration: number) => run.validate(policy, iteration, method.plan(Math.max(iteration, 1)).skills === 'policy');
 
-    // The server starts from the base weights; a resumed or LoRA run sends its own first.
-    if (remote && (ckpt || lora)) await remote.push(model, start);
+    // Every synced server gets the run's weights before any rollout, unless the probe shows it holds them already.
+    if (servers.versions) {
+      await servers.versions.publish(model, start);
+      for (const pool of servers.synced) await pool.start();
+    }
     let last: Metrics = {};
     // A frozen teacher is validated once, with the skills block, before a fresh run's first update.
     let teacherSuccess: number | null = null;
@@ -202,6 +211,8 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
       const plan = method.plan(it);
       const a = cfg.algorithm;
       const phaseMemory = new PhaseMemory(runtime());
+      // A server restarted since the last check is back on its base weights.
+      for (const pool of servers.synced) await pool.ensureCurrent();
       const result = await trainingIteration({
         rollout: {
           ...run.rolloutOptions(policy),
@@ -235,14 +246,11 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
         log(packed.line);
         packing = packed.key;
       }
-      const syncStart = performance.now();
-      if (remote && result.update) await remote.push(model, it);
       const t = result.times;
       const m: Metrics = {
         ...rolloutMetrics(result.rollout.stats, 'rollout'), ...result.metrics, 'actor/lr': lr,
         'time/old_logprobs': t.oldLogprobs, 'time/teacher': t.teacher, 'time/reference': t.reference, 'time/update': t.update,
       };
-      if (remote) m['time/weight_sync'] = (performance.now() - syncStart) / 1000;
       if (result.update) {
         const u = result.update;
         Object.assign(m, {
@@ -256,6 +264,21 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
       m['throughput/tokens_per_s'] = (result.rollout.stats.tokensGenerated + (result.update?.trainedTokens ?? 0)) / Math.max(stepSeconds, 1e-9);
       const noted = method.observe({ kind: 'iteration', iteration: it, metrics: m });
       if (noted) log(noted);
+      // The servers get the update before validation rolls out on them.
+      if (servers.versions && result.update) {
+        try {
+          const sync = await pushWeights(it);
+          m['time/weight_sync'] = sync.seconds;
+          m['sync/bytes'] = sync.bytes;
+        } catch (e) {
+          // The update is kept: the iteration is saved before the run stops, so --resume pushes it again and goes on.
+          run.metrics.log(it, m);
+          log(`iteration ${it}: pushing the weights to the servers failed; the update is saved below, so --resume pushes it again once the servers are fixed`);
+          await run.save({ model: checkpointModel(), optimizerState: await optimizer.stateDict(), trainerState: { iteration: it, configHash: run.hash, rng: { tasks: rng.state() }, metrics: m, methodState: method.state } });
+          throw e;
+        }
+        m['sync/probe_diff'] = Math.max(...servers.synced.map((p) => p.probeDistance ?? 0));
+      }
       if (run.isDue(cfg.validation.every, it, cfg.iterations)) {
         Object.assign(m, await validate(it));
         await phaseMemory.end('validation');
@@ -263,6 +286,12 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
         if (line) log(line);
       }
       Object.assign(m, phaseMemory.metrics());
+      Object.assign(m, envServerMetrics(result.rollout.trajectories));
+      if (servers.rollout) {
+        const load = serverLoadMetrics(servers.rollout, result.rollout.trajectories);
+        Object.assign(m, load.metrics);
+        if (servers.rollout.servers.length > 1) log(load.line);
+      }
       run.metrics.log(it, m);
       log(summaryLine(it, cfg.iterations, m));
       last = m;
@@ -272,7 +301,7 @@ async function trainRun(run: Run, opts: TrainOptions): Promise<TrainResult> {
       // An invocation that stops early always saves, so --resume loses nothing.
       if (run.isDue(cfg.checkpoint.every, it, cfg.iterations) || it === end) {
         await run.save({
-          model: lora ? { kind: 'lora', model: model as never, basePath: cfg.model.path } : { kind: 'full', model: model as never, tokenizerDir: cfg.model.path },
+          model: checkpointModel(),
           optimizerState: await optimizer.stateDict(),
           trainerState: { iteration: it, configHash: run.hash, rng: { tasks: rng.state() }, metrics: m, methodState: method.state },
         });

@@ -1,0 +1,496 @@
+// Rollouts (and teacher scoring, and evaluation) on OpenAI-compatible servers as an
+// Engine: one server or several (docs/SERVING.md). A pool either serves the servers'
+// own weights under a fixed name (a frozen teacher, `eval --engine http`), or the
+// run's weights, which it keeps current on every server:
+//   - before the first rollout, a preflight: every server answers, serves the model
+//     and vocabulary the run uses, has the routes the sync needs and a context that
+//     holds the run's longest request, and is written to by this run alone;
+//   - the run's current version is pushed to every server that does not hold it,
+//     checked with the weights probe, at the start, after every update, and whenever
+//     a request fails in a way a restart would explain (no connection, 5xx, the
+//     adapter unknown): a restarted server is back on its base weights;
+//   - every request names the weights it must be served by (the version's adapter
+//     with LoRA).
+// With several servers, an episode's requests go to the server with the least work in
+// flight when it starts, and stay there. A server that stops answering past
+// failoverSeconds, or misses a push, leaves the pool until it is back and holds the
+// current version again: its episodes start over on the others (the request comes back
+// `lost`), scoring requests go elsewhere, and the run stops only when no server is
+// left after serverWaitSeconds. Requests go only to servers holding the current
+// version, so an iteration's rollouts never mix versions.
+
+import { EngineHttpError } from '../net/http_call.ts';
+import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Engine, GenerationRequest, GenerationResult, ScoreRequest } from '../rollout/engine.ts';
+import { InferenceServer, ServerMismatchError, type ServerSettings } from './inference_server.ts';
+import type { AttemptFailure } from '../net/http_call.ts';
+import { PROBE_TEXT } from './weight_probe.ts';
+import type { WeightVersion, WeightVersions } from './weight_versions.ts';
+import { WriterLock } from './writer_lock.ts';
+
+export interface PoolSettings extends ServerSettings {
+  urls: readonly string[];
+  /** The config block the servers come from, for messages: "rollout", "teacher". */
+  role: string;
+  /** How the user sets the model and the key, for messages (default: <role>.model, <role>.apiKey). */
+  settingNames?: { model: string; apiKey: string };
+  /** The base model's name at the servers (rollout.model); unset: the one /v1/models lists. */
+  baseModel?: string;
+  /** A fixed served model every request names (teacher.model, eval --adapter); unset: the run's current version, else the base model. */
+  model?: string;
+  /** The run's weight versions for a pool that serves them; null: the servers' own weights, never pushed. */
+  versions: WeightVersions | null;
+  probeIds: readonly number[];
+  probeTolerance: number;
+  /** With other servers to take the work, how long a failing one is retried before its episodes move (default 15). */
+  failoverSeconds?: number;
+}
+
+/** One server's load since the last stats were taken. */
+export interface ServerLoad {
+  url: string;
+  requests: number;
+  tokens: number;
+  busySeconds: number;
+  inPool: boolean;
+}
+
+export interface PreflightNeeds {
+  tokenizer: Tokenizer;
+  /** The longest request the run sends (prompt + response + 1 scored), the settings that make it up, and which to lower to fit a context. */
+  context?: { tokens: number; settings: string; lower: (maxModelLen: number) => string };
+  /** The run directory: a pool that pushes weights takes each server's writer lock for it. */
+  runDir?: string;
+}
+
+// fn over items with at most `limit` calls in flight; after a failure no new call starts.
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  let failed = false;
+  const worker = async () => {
+    while (next < items.length && !failed) {
+      const i = next++;
+      try {
+        out[i] = await fn(items[i], i);
+      } catch (e) {
+        failed = true;
+        throw e;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+const REPORT_EVERY_MS = 10_000;
+/** A server out of the pool is tried again this often. */
+const CATCH_UP_EVERY_MS = 5_000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A pause that does not keep the process alive: between tries of a server out of the pool. */
+const idle = (ms: number) => new Promise<void>((r) => (setTimeout(r, ms) as { unref?: () => void }).unref?.());
+
+const LOST = Symbol('lost');
+
+/** A failure that says the server, not the request, is the problem. */
+function serverFailure(e: unknown): boolean {
+  if (e instanceof ServerMismatchError) return true;
+  return e instanceof EngineHttpError && (e.kind === 'unreachable' || e.kind === 'timeout' || e.kind === 'server');
+}
+
+export class ServerPool implements Engine {
+  readonly name: string;
+  readonly servers: InferenceServer[];
+  private readonly locks: WriterLock[] = [];
+  private readonly restoring = new Map<InferenceServer, Promise<void>>();
+  private readonly reported = new Map<InferenceServer, number>();
+  /** Requests (tokens asked for) in flight per server, for least-outstanding-work dispatch. */
+  private readonly outstanding = new Map<InferenceServer, number>();
+  /** The server each episode runs on (by trajectory id). */
+  private readonly pins = new Map<string, InferenceServer>();
+  private readonly catchingUp = new Map<InferenceServer, Promise<void>>();
+  /** Servers with a rejoin under way (waiting for them, or pushing to them). */
+  private readonly rejoining = new Set<InferenceServer>();
+  private closed = false;
+
+  constructor(private readonly settings: PoolSettings) {
+    if (!settings.urls.length) throw new Error(`${settings.role}.url: no server given`);
+    const seen = new Set<string>();
+    this.servers = settings.urls.map((url) => {
+      const s = new InferenceServer(url, settings, settings.baseModel);
+      if (seen.has(s.engine.base)) throw new Error(`${settings.role}.url: ${s.engine.base} is listed twice`);
+      seen.add(s.engine.base);
+      s.engine.onWait = (f) => {
+        if (f.kind === 'unreachable' || f.kind === 'timeout') s.away = true;
+        this.report(s, f);
+      };
+      s.engine.beforeRetry = (f) => this.beforeRetry(s, f);
+      s.engine.patience = () => this.patienceMs(s);
+      this.outstanding.set(s, 0);
+      return s;
+    });
+    this.name = this.servers.length === 1 ? this.servers[0].engine.name : `http:${this.servers.length} servers`;
+  }
+
+  /** The shortest context of the servers, once the preflight has read them. */
+  get contextLength(): number | undefined {
+    const lens = this.servers.map((s) => s.engine.contextLength);
+    return lens.every((l) => l !== undefined) ? Math.min(...(lens as number[])) : undefined;
+  }
+
+  private get names(): { model: string; apiKey: string } {
+    return this.settings.settingNames ?? { model: `${this.settings.role}.model`, apiKey: `${this.settings.role}.apiKey` };
+  }
+
+  private get versions(): WeightVersions | null {
+    return this.settings.versions;
+  }
+
+  private get current(): WeightVersion | null {
+    return this.versions?.current ?? null;
+  }
+
+  /** Before the first request: every server answers and serves what the run needs (see the file's comment). */
+  async preflight(needs: PreflightNeeds): Promise<void> {
+    await Promise.all(this.servers.map((s) => s.waitUntilUp()));
+    for (const s of this.servers) await this.check(s, needs);
+    if (this.versions && needs.runDir) {
+      for (const s of this.servers) this.locks.push(WriterLock.acquire(s.engine.base, needs.runDir));
+    }
+  }
+
+  private async check(s: InferenceServer, needs: PreflightNeeds): Promise<void> {
+    const where = `${this.settings.role} server ${s.url}`;
+    let cards;
+    try {
+      cards = await s.describe();
+    } catch (e) {
+      if (e instanceof EngineHttpError && e.status === 401) {
+        throw new ServerMismatchError(`${where} wants an API key (it was started with --api-key): set ${this.names.apiKey}, or VLLM_API_KEY or OPENAI_API_KEY in the environment${this.settings.apiKey ? '; the key given was refused' : ''}`);
+      }
+      throw e;
+    }
+    const names = cards.map((c) => c.id);
+    const wanted = this.settings.model ?? this.settings.baseModel;
+    if (wanted !== undefined && !names.includes(wanted)) {
+      throw new ServerMismatchError(`${where} does not serve "${wanted}" (${this.names.model}); it serves ${names.map((n) => `"${n}"`).join(', ')}`);
+    }
+    const base = cards[0];
+    if (needs.context && base.maxModelLen !== null && base.maxModelLen < needs.context.tokens) {
+      throw new ServerMismatchError(
+        `${needs.context.settings} = ${needs.context.tokens} tokens do not fit the context of ${where} (max_model_len ${base.maxModelLen}): ` +
+        `start vLLM with --max-model-len ${needs.context.tokens} or more (at most the model's max_position_embeddings), or ${needs.context.lower(base.maxModelLen)}`,
+      );
+    }
+    const ours = needs.tokenizer.encode(PROBE_TEXT, { addSpecialTokens: false });
+    let theirs: number[] | null;
+    try {
+      theirs = await s.engine.tokenize(PROBE_TEXT);
+    } catch (e) {
+      // A server without /tokenize leaves the vocabulary to the weights probe.
+      if (!(e instanceof EngineHttpError && e.status === 404)) throw e;
+      theirs = null;
+    }
+    if (theirs && (theirs.length !== ours.length || theirs.some((t, i) => t !== ours[i]))) {
+      throw new ServerMismatchError(`${where} tokenizes text differently from the run's tokenizer (${theirs.slice(0, 8).join(',')}... against ${ours.slice(0, 8).join(',')}...): it serves another model (it reports ${base.root ?? base.id})`);
+    }
+    const v = this.versions;
+    if (!v) return;
+    if (v.lora) {
+      if (!(await s.engine.hasRoute('/v1/load_lora_adapter'))) {
+        throw new ServerMismatchError(
+          `${where} has no /v1/load_lora_adapter, which LoRA weight sync needs: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True ` +
+          'and --enable-lora --max-lora-rank <at least the adapter\'s rank> (docs/SERVING.md)',
+        );
+      }
+    } else if (!(await s.engine.hasRoute('/collective_rpc'))) {
+      throw new ServerMismatchError(
+        `${where} has no /collective_rpc, which full-weight sync needs: start vLLM with VLLM_SERVER_DEV_MODE=1 (vLLM 0.16 or later reloads from a path), ` +
+        'or train with LoRA (docs/SERVING.md)',
+      );
+    }
+  }
+
+  /** Puts the run's current version on every server that does not hold it (the start of a run). */
+  async start(): Promise<void> {
+    const v = this.current;
+    if (v) await Promise.all(this.servers.map((s) => this.ensureHolds(s, v, 'start')));
+  }
+
+  /**
+   * After an update: the current version to every server in the pool, each checked with
+   * the probe; the seconds it took. A server that misses it leaves the pool until it
+   * catches up; the push fails only when no server got it.
+   */
+  async push(): Promise<number> {
+    const versions = this.versions;
+    const v = this.current;
+    if (!versions || !v) throw new Error('push: this pool has no weights of the run to push');
+    const t0 = performance.now();
+    const targets = this.servers.filter((s) => s.inPool);
+    const outcomes = await Promise.allSettled(targets.map(async (s) => {
+      await s.push(v, (n) => versions.isOurs(n));
+      // A server that restarted between the push and the check is back on its base weights: it gets them once more.
+      if ((await s.probe(v, this.settings.probeIds)) <= this.settings.probeTolerance) return this.held(s, v);
+      await this.ensureHolds(s, v, 'restore');
+    }));
+    const failed = outcomes.flatMap((o, i) => (o.status === 'rejected' ? [{ s: targets[i], e: o.reason as unknown }] : []));
+    if (failed.length && !this.servers.some((s) => this.serving(s))) throw failed[0].e;
+    for (const { s, e } of failed) this.dropOut(s, `missed the push of step ${v.step}: ${(e as Error)?.message ?? e}`);
+    return (performance.now() - t0) / 1000;
+  }
+
+  /** Servers taking requests now. */
+  get inPool(): number {
+    return this.servers.filter((s) => this.serving(s)).length;
+  }
+
+  /** Each server's load since the last call. */
+  takeLoad(): ServerLoad[] {
+    return this.servers.map((s) => ({ url: s.url, ...s.takeWork(), inPool: this.serving(s) }));
+  }
+
+  /** The largest probe distance the servers showed at their last check. */
+  get probeDistance(): number | null {
+    const ds = this.servers.map((s) => s.lastProbe).filter((d): d is number => d !== null);
+    return ds.length ? Math.max(...ds) : null;
+  }
+
+  /**
+   * Before a rollout: every server in the pool still holds the current version (a
+   * restart between requests loses it silently), and each server out of the pool that
+   * answers within a second gets it and comes back.
+   */
+  async ensureCurrent(): Promise<void> {
+    this.pins.clear();
+    const v = this.current;
+    if (!v) return;
+    await Promise.all(this.servers.filter((s) => !s.inPool && !this.rejoining.has(s)).map((s) => this.rejoin(s, v, 1000).catch(() => undefined)));
+    const targets = this.servers.filter((s) => s.inPool);
+    const outcomes = await Promise.allSettled(targets.map((s) => this.ensureHolds(s, v, 'check')));
+    const failed = outcomes.flatMap((o, i) => (o.status === 'rejected' ? [{ s: targets[i], e: o.reason as unknown }] : []));
+    if (failed.length && !this.servers.some((s) => this.serving(s))) throw failed[0].e;
+    for (const { s, e } of failed) this.dropOut(s, (e as Error)?.message ?? String(e));
+  }
+
+  /** Puts `v` on `s` unless the server shows it holds it already. */
+  private async ensureHolds(s: InferenceServer, v: WeightVersion, when: 'start' | 'check' | 'restore'): Promise<void> {
+    const versions = this.versions!;
+    const tol = this.settings.probeTolerance;
+    if (v.lora) {
+      const listed = (await s.engine.modelCards()).some((c) => c.id === v.name);
+      if (listed && (await s.probe(v, this.settings.probeIds)) <= tol) return this.held(s, v);
+      if (when !== 'start') this.settings.log(`server ${s.url} no longer serves the adapter ${v.name} (restarted?): loading it again`);
+    } else if (s.away) {
+      this.settings.log(`server ${s.url} stopped answering for a while (a restart brings back its base weights): pushing the run's step ${v.step} again`);
+    } else {
+      const d = await s.probe(v, this.settings.probeIds);
+      if (d <= tol) return this.held(s, v);
+      this.settings.log(
+        `server ${s.url} holds other weights than the run's step ${v.step} (the weights probe differs by ${d.toFixed(3)} nats/token, tolerance ${tol})` +
+        `${when === 'start' ? '' : ': restarted?'}; pushing the run's`,
+      );
+    }
+    await s.push(v, (n) => versions.isOurs(n));
+    await this.confirm(s, v, `after pushing step ${v.step}`);
+  }
+
+  /** The probe after a push: the server must now hold `v`, or the run stops saying what it found. */
+  private async confirm(s: InferenceServer, v: WeightVersion, when: string): Promise<void> {
+    const tol = this.settings.probeTolerance;
+    const d = await s.probe(v, this.settings.probeIds);
+    if (d > tol) {
+      throw new ServerMismatchError(
+        `server ${s.url}, ${when} (${v.dir}), scores the weights probe ${d.toFixed(3)} nats/token away from the trainer (tolerance ${tol}): ` +
+        `it does not hold the run's weights. Is it serving the model the run trains, and can it read ${v.dir}? ` +
+        `(A server computing in lower precision than the tolerance allows: raise ${this.settings.role}.probeTolerance.)`,
+      );
+    }
+    this.held(s, v);
+  }
+
+  private held(s: InferenceServer, v: WeightVersion): void {
+    s.holds = v;
+    this.versions!.hold(s.engine.base, v);
+  }
+
+  /** A line every 10 s while a server is being waited for. */
+  private report(s: InferenceServer, f: { reason: string; elapsedMs: number; deadlineMs: number }): void {
+    const last = this.reported.get(s) ?? -Infinity;
+    const now = performance.now();
+    if (now - last < REPORT_EVERY_MS) return;
+    this.reported.set(s, now);
+    this.settings.log(`server ${s.url}: ${f.reason}; retrying (${(f.elapsedMs / 1000).toFixed(0)} s of up to ${(f.deadlineMs / 1000).toFixed(0)} s)`);
+  }
+
+  /** Whether `s` takes requests: in the pool and, for a pool that pushes weights, on the current version. */
+  private serving(s: InferenceServer): boolean {
+    return s.inPool && (!this.versions || s.holds === this.current);
+  }
+
+  /** How long a request to `s` keeps retrying: briefly when other servers can take its work. */
+  private patienceMs(s: InferenceServer): number {
+    const others = this.servers.some((o) => o !== s && this.serving(o));
+    return others ? (this.settings.failoverSeconds ?? 15) * 1000 : s.waitMs;
+  }
+
+  /**
+   * Before a generation or scoring request is sent again: once the server answers, it
+   * must hold the current weights (a server that came back restarted is on its base
+   * weights). A server out of the pool is not waited for.
+   */
+  private async beforeRetry(s: InferenceServer, f: AttemptFailure): Promise<void> {
+    if (!s.inPool) throw new EngineHttpError(`server ${s.url} left the pool`, null, s.url, 'unreachable');
+    await this.restore(s, Math.max(1000, this.patienceMs(s) - f.elapsedMs));
+  }
+
+  /** Waits up to `waitMs` for `s` to answer, then puts the current version back on it; one restore per server at a time. */
+  private restore(s: InferenceServer, waitMs = s.waitMs): Promise<void> {
+    let p = this.restoring.get(s);
+    if (!p) {
+      p = (async () => {
+        await s.waitUntilUp('not answering (restarting?)', waitMs);
+        const v = this.current;
+        if (v) await this.ensureHolds(s, v, 'restore');
+      })().finally(() => this.restoring.delete(s));
+      this.restoring.set(s, p);
+    }
+    return p;
+  }
+
+  /** Takes `s` out of the pool until it answers and holds the current version again; its episodes start over elsewhere. */
+  private dropOut(s: InferenceServer, why: string): void {
+    if (!s.inPool) return;
+    s.inPool = false;
+    s.away = true;
+    this.settings.log(`server ${s.url} is out of the pool (${why}); ${this.inPool} of ${this.servers.length} left, its episodes start over on them`);
+    if (this.catchingUp.has(s)) return;
+    const p = (async () => {
+      while (!this.closed && !s.inPool) {
+        // Short waits, the pauses between them unreferenced: a run that ends does not wait for a dead server.
+        await this.rejoin(s, this.current, 1000).catch(() => undefined);
+        if (!s.inPool) await idle(CATCH_UP_EVERY_MS);
+      }
+    })().finally(() => this.catchingUp.delete(s));
+    this.catchingUp.set(s, p);
+  }
+
+  /** Brings `s` back into the pool once it answers (within `waitMs`) and holds `v`, the current version. */
+  private async rejoin(s: InferenceServer, v: WeightVersion | null, waitMs: number): Promise<void> {
+    if (s.inPool || this.rejoining.has(s)) return;
+    this.rejoining.add(s);
+    try {
+      await s.waitUntilUp('out of the pool, waiting for it', waitMs);
+      if (v) await this.ensureHolds(s, v, 'restore');
+      if (this.current !== v || this.closed || s.inPool) return;
+      s.inPool = true;
+      this.settings.log(`server ${s.url} is back in the pool${v ? ` with step ${v.step}` : ''}`);
+    } finally {
+      this.rejoining.delete(s);
+    }
+  }
+
+  /** The serving server with the least work in flight, or null when none serves. */
+  private leastLoaded(): InferenceServer | null {
+    let best: InferenceServer | null = null;
+    for (const s of this.servers) if (this.serving(s) && (best === null || this.outstanding.get(s)! < this.outstanding.get(best)!)) best = s;
+    return best;
+  }
+
+  /**
+   * The server a request goes to: its episode's (a later turn whose server was lost:
+   * LOST), else the least loaded; null when no server serves now. Synchronous, so the
+   * work is counted before the next request chooses.
+   */
+  private chooseNow(r?: { trajectoryId: string; turn: number }): InferenceServer | typeof LOST | null {
+    const pinned = r ? this.pins.get(r.trajectoryId) : undefined;
+    if (r && pinned && r.turn > 0) return this.serving(pinned) ? pinned : LOST;
+    const s = this.leastLoaded();
+    if (r && s) this.pins.set(r.trajectoryId, s);
+    return s;
+  }
+
+  /** chooseNow, waiting (up to serverWaitSeconds) for a server to come back when none serves. */
+  private async choose(r?: { trajectoryId: string; turn: number }): Promise<InferenceServer | typeof LOST> {
+    const started = performance.now();
+    for (;;) {
+      const s = this.chooseNow(r);
+      if (s !== null) return s;
+      if (performance.now() - started > this.settings.waitSeconds * 1000 || this.closed) {
+        throw new Error(`${this.settings.role}: no inference server left (${this.servers.map((x) => x.url).join(', ')} all stopped answering or missed a push, and none came back within ${this.settings.waitSeconds} s)`);
+      }
+      await sleep(250);
+    }
+  }
+
+  /**
+   * Runs a request on a server, counting its work. A request for an adapter the server
+   * lost restores it once and retries. With other servers left, a server that fails
+   * leaves the pool: an episode's request comes back LOST (the episode starts over),
+   * any other request goes to another server.
+   */
+  private async on<T>(work: number, fn: (s: InferenceServer, model: string) => Promise<T>, opts: { model?: string; episode?: { trajectoryId: string; turn: number } }): Promise<{ value: T; server: InferenceServer } | { lost: string }> {
+    for (;;) {
+      const s = this.chooseNow(opts.episode) ?? (await this.choose(opts.episode));
+      if (s === LOST) return { lost: 'the inference server running the episode left the pool' };
+      this.outstanding.set(s, this.outstanding.get(s)! + work);
+      s.begin();
+      let tokens = 0;
+      try {
+        const name = () => opts.model ?? this.settings.model ?? s.modelFor(this.current);
+        try {
+          const value = await fn(s, name());
+          tokens = Array.isArray((value as { tokenIds?: unknown }).tokenIds) ? (value as { tokenIds: unknown[] }).tokenIds.length : 0;
+          return { value, server: s };
+        } catch (e) {
+          const lostAdapter = e instanceof EngineHttpError && e.status === 404 && this.current?.lora && opts.model === undefined && this.settings.model === undefined;
+          if (lostAdapter) {
+            await this.restore(s);
+            const value = await fn(s, name());
+            return { value, server: s };
+          }
+          throw e;
+        }
+      } catch (e) {
+        if (!(this.servers.length > 1 && serverFailure(e))) throw e;
+        this.dropOut(s, (e as Error).message);
+        if (opts.episode) return { lost: `server ${s.url} left the pool: ${(e as Error).message}` };
+      } finally {
+        this.outstanding.set(s, this.outstanding.get(s)! - work);
+        s.end(tokens);
+      }
+    }
+  }
+
+  private get concurrency(): number {
+    return (this.settings.http?.concurrency ?? 64) * this.servers.length;
+  }
+
+  generate(requests: readonly GenerationRequest[], opts: { model?: string } = {}): Promise<GenerationResult[]> {
+    return mapLimit(requests, this.concurrency, async (r) => {
+      const c = r.context;
+      const episode = c ? { trajectoryId: c.trajectoryId, turn: c.turn } : undefined;
+      const out = await this.on(r.promptIds.length + r.params.maxTokens, (s, model) => s.engine.generateOne(r, model), { model: opts.model, episode });
+      if ('lost' in out) return { tokenIds: [], logprobs: [], finishReason: 'length', text: '', lost: out.lost } satisfies GenerationResult;
+      const result: GenerationResult = { ...out.value, server: out.server.url };
+      const v = this.current;
+      if (v) result.version = v.step;
+      return result;
+    });
+  }
+
+  async score(requests: readonly ScoreRequest[], opts: { model?: string; temperature?: number } = {}): Promise<number[][]> {
+    return mapLimit(requests, this.concurrency, async (r) => {
+      const out = await this.on(r.promptIds.length + r.completionIds.length, (s, model) => s.engine.scoreOne(r, model, opts.temperature ?? 1), { model: opts.model });
+      if ('lost' in out) throw new Error(out.lost);
+      return out.value;
+    });
+  }
+
+  /** Gives the servers' writer locks back and stops waiting for servers out of the pool. */
+  close(): void {
+    this.closed = true;
+    for (const l of this.locks.splice(0)) l.release();
+  }
+}
