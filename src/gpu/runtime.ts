@@ -48,6 +48,17 @@ export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: n
 
 export type WorkgroupCount = readonly [number, number?, number?];
 
+/**
+ * A node of the bind-group cache, a trie over the parts of a dispatch's bindings
+ * (bindGroup): the next part, and the group of the bindings that end here.
+ */
+interface BindGroupNode {
+  next: Map<BindGroupKeyPart, BindGroupNode>;
+  group?: GPUBindGroup;
+}
+
+type BindGroupKeyPart = object | number | null;
+
 /** The adapter to acquire and the kernel policy's changes from its defaults. */
 export interface RuntimeOptions extends GpuOptions {
   policy?: KernelPolicyChanges;
@@ -95,9 +106,8 @@ export class Runtime {
   private lost: GPUDeviceLostInfo | null = null;
   private uncaptured: string[] = [];
   private destroyed = false;
-  private bindGroups = new Map<string, GPUBindGroup>();
-  private objectIds = new WeakMap<object, number>();
-  private nextObjectId = 1;
+  private bindGroups: BindGroupNode = { next: new Map() };
+  private bindGroupsCached = 0;
   private profiler: KernelProfiler | null = null;
   private passPipeline: GPUComputePipeline | null = null;
 
@@ -183,49 +193,70 @@ export class Runtime {
     this.passPipeline = null;
   }
 
-  private uniformSlot(params: ArrayBufferView): { buffer: GPUBuffer; offset: number } {
+  private uniformSlot(params: Uint32Array): { buffer: GPUBuffer; offset: number } {
     if (params.byteLength > UNIFORM_SLOT) throw new GpuError(`kernel parameters of ${params.byteLength} bytes exceed ${UNIFORM_SLOT}`);
-    const slot = this.params.take(UNIFORM_SLOT);
-    slot.cpu.set(new Uint8Array(params.buffer, params.byteOffset, params.byteLength));
-    return slot;
-  }
-
-  private idOf(o: object): number {
-    let id = this.objectIds.get(o);
-    if (id === undefined) this.objectIds.set(o, (id = this.nextObjectId++));
-    return id;
+    return this.params.write(params, UNIFORM_SLOT);
   }
 
   /**
    * The bind group of one dispatch, reused when the same kernel layout meets the same
    * uniform slot and buffer ranges again. createBindGroup is most of a dispatch's host
    * cost, and a decode or update loop repeats its kernels on the same pooled buffers
-   * and slots step after step. Keys hold object ids, never reused, so a destroyed
-   * buffer's entries can only go unused until the cache is cleared.
+   * and slots step after step. The cache is a trie of Maps keyed by the objects
+   * themselves and the numbers of the ranges: the layout, the slot's buffer and offset,
+   * then per binding its buffer, followed by its offset and size (-1: the rest) when it
+   * is a range, or null where it is skipped. A buffer is an object, so a range's numbers
+   * never read as the next binding, and no two binding lists share a path. A string key
+   * built per dispatch cost about 1 us of host time each on the software GPU's host.
+   * A destroyed buffer's entries can only go unused until the cache is cleared.
    */
   private bindGroup(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly (Binding | null)[]): GPUBindGroup {
-    let key = `${this.idOf(kernel.layout)}|${this.idOf(slot.buffer)}:${slot.offset}`;
-    for (const b of buffers) {
-      key += b === null ? '|-' : 'buffer' in b ? `|${this.idOf(b.buffer)}:${b.offset ?? 0}:${b.size ?? -1}` : `|${this.idOf(b)}`;
+    let node = this.bindGroupNode(kernel, slot, buffers);
+    if (node.group) return node.group;
+    if (this.bindGroupsCached >= BIND_GROUP_CACHE) {
+      this.clearBindGroups();
+      node = this.bindGroupNode(kernel, slot, buffers);
     }
-    let group = this.bindGroups.get(key);
-    if (group) return group;
     const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: slot.buffer, offset: slot.offset, size: UNIFORM_SLOT } }];
     buffers.forEach((b, i) => {
       if (b !== null) entries.push({ binding: i + 1, resource: 'buffer' in b ? b : { buffer: b } });
     });
-    group = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
+    node.group = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
     this.bindGroupCount++;
-    if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.clear();
-    this.bindGroups.set(key, group);
-    return group;
+    this.bindGroupsCached++;
+    return node.group;
+  }
+
+  /** The cache's node of these bindings (see bindGroup), made where missing. */
+  private bindGroupNode(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly (Binding | null)[]): BindGroupNode {
+    let node = this.bindNode(this.bindNode(this.bindNode(this.bindGroups, kernel.layout), slot.buffer), slot.offset);
+    for (const b of buffers) {
+      if (b === null || !('buffer' in b)) {
+        node = this.bindNode(node, b);
+      } else {
+        node = this.bindNode(this.bindNode(this.bindNode(node, b.buffer), b.offset ?? 0), b.size ?? -1);
+      }
+    }
+    return node;
+  }
+
+  /** The child of `node` at `part`, made if missing. */
+  private bindNode(node: BindGroupNode, part: BindGroupKeyPart): BindGroupNode {
+    let child = node.next.get(part);
+    if (!child) node.next.set(part, (child = { next: new Map() }));
+    return child;
+  }
+
+  private clearBindGroups(): void {
+    this.bindGroups = { next: new Map() };
+    this.bindGroupsCached = 0;
   }
 
   /**
    * Records one dispatch. Binding 0 is the kernel's uniform parameters, bindings 1..n
    * are `buffers` in order; null skips a binding the entry point does not use.
    */
-  dispatch(kernel: Kernel, buffers: readonly (Binding | null)[], params: ArrayBufferView, workgroups: WorkgroupCount): void {
+  dispatch(kernel: Kernel, buffers: readonly (Binding | null)[], params: Uint32Array, workgroups: WorkgroupCount): void {
     const [x, y = 1, z = 1] = workgroups;
     if (x === 0 || y === 0 || z === 0) return;
     const maxDim = this.gpu.limits.maxComputeWorkgroupsPerDimension;
@@ -441,7 +472,7 @@ export class Runtime {
    */
   releaseCached(): void {
     this.flush();
-    this.bindGroups.clear();
+    this.clearBindGroups();
     this.pool.trim();
   }
 

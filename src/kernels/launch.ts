@@ -2,10 +2,33 @@
 
 export const MAX_RANK = 8;
 
-/** A zeroed uniform block with u32 and f32 views over the same bytes. */
-export function uniforms(words: number): { u: Uint32Array; f: Float32Array; i: Int32Array } {
-  const buf = new ArrayBuffer(Math.ceil(words / 4) * 16);
-  return { u: new Uint32Array(buf), f: new Float32Array(buf), i: new Int32Array(buf) };
+/**
+ * A zeroed uniform block (whole 16-byte rows) as u32s, with f32 and i32 views over the
+ * same bytes made when first asked for: every dispatch makes a block, most launchers
+ * write only u32s, and three typed arrays over one ArrayBuffer took about 0.3 us where
+ * one Uint32Array took 0.01 (Bun on the software GPU's host).
+ */
+export class Uniforms {
+  readonly u: Uint32Array;
+  private floats: Float32Array | null = null;
+  private ints: Int32Array | null = null;
+
+  constructor(words: number) {
+    this.u = new Uint32Array(Math.ceil(words / 4) * 4);
+  }
+
+  get f(): Float32Array {
+    return (this.floats ??= new Float32Array(this.u.buffer));
+  }
+
+  get i(): Int32Array {
+    return (this.ints ??= new Int32Array(this.u.buffer));
+  }
+}
+
+/** A zeroed uniform block of at least `words` u32s (see Uniforms). */
+export function uniforms(words: number): Uniforms {
+  return new Uniforms(words);
 }
 
 /** Workgroups for `n` items at `perGroup` each, folded into 2D past 65535. */
