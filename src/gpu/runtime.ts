@@ -19,6 +19,7 @@ import { BufferPool } from './buffer_pool.ts';
 import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
 import { DeviceLostError, GpuError } from './errors.ts';
 import { kernelPolicy, type KernelPolicy, type KernelPolicyChanges } from './kernel_policy.ts';
+import { KeyTrie } from './key_trie.ts';
 import { pacedWait } from './paced_wait.ts';
 import { KernelProfiler, type KernelTime } from './profiler.ts';
 import { shaderText } from './shader_source.ts';
@@ -47,17 +48,6 @@ export interface Kernel {
 export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: number };
 
 export type WorkgroupCount = readonly [number, number?, number?];
-
-/**
- * A node of the bind-group cache, a trie over the parts of a dispatch's bindings
- * (bindGroup): the next part, and the group of the bindings that end here.
- */
-interface BindGroupNode {
-  next: Map<BindGroupKeyPart, BindGroupNode>;
-  group?: GPUBindGroup;
-}
-
-type BindGroupKeyPart = object | number | null;
 
 /** The adapter to acquire and the kernel policy's changes from its defaults. */
 export interface RuntimeOptions extends GpuOptions {
@@ -93,7 +83,8 @@ export class Runtime {
   /** Submits since the GPU last ran dry (counted to 30, past any autoFlush): the ramp's step. */
   private rampStep = 0;
 
-  private kernels = new Map<string, Kernel>();
+  /** Kernels by family, entry point, then each override constant's name and value in order. */
+  private kernels = new KeyTrie<Kernel>();
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
   private pending = 0;
@@ -106,7 +97,7 @@ export class Runtime {
   private lost: GPUDeviceLostInfo | null = null;
   private uncaptured: string[] = [];
   private destroyed = false;
-  private bindGroups: BindGroupNode = { next: new Map() };
+  private bindGroups = new KeyTrie<GPUBindGroup>();
   private bindGroupsCached = 0;
   private profiler: KernelProfiler | null = null;
   private passPipeline: GPUComputePipeline | null = null;
@@ -144,12 +135,12 @@ export class Runtime {
 
   /** A compiled kernel: entry point `entry` of shaders/<family>.wgsl with override constants. */
   kernel(family: string, entry: string, constants?: Record<string, number>): Kernel {
-    // Launchers ask for their kernel at every dispatch, so the key is built by hand:
-    // JSON.stringify of the constants took about 0.4 us a call in a decode step (Bun).
-    let key = `${family}:${entry}:`;
-    for (const c in constants) key += `${c}=${constants[c]},`;
-    let k = this.kernels.get(key);
-    if (k) return k;
+    // Launchers ask for their kernel at every dispatch: a string key (JSON.stringify of
+    // the constants) took about 0.4 us a call in a decode step (Bun). A constant's name
+    // is a string and its value a number, so no two lists of constants share a path.
+    let node = this.kernels.at(family).at(entry);
+    for (const c in constants) node = node.at(c).at(constants[c]);
+    if (node.value) return node.value;
     this.checkAlive();
     const name = constants && Object.keys(constants).length
       ? `${family}.${entry}<${Object.entries(constants).map(([a, b]) => `${a}=${b}`).join(',')}>`
@@ -170,9 +161,8 @@ export class Runtime {
         throw new GpuError(`kernel ${name} failed to compile: ${err.message}${detail ? `\n${detail}` : ''}`);
       }),
     );
-    k = { name, pipeline, layout: pipeline.getBindGroupLayout(0) };
-    this.kernels.set(key, k);
-    return k;
+    node.value = { name, pipeline, layout: pipeline.getBindGroupLayout(0) };
+    return node.value;
   }
 
   private beginBatch(): GPUCommandEncoder {
@@ -205,17 +195,17 @@ export class Runtime {
    * The bind group of one dispatch, reused when the same kernel layout meets the same
    * uniform slot and buffer ranges again. createBindGroup is most of a dispatch's host
    * cost, and a decode or update loop repeats its kernels on the same pooled buffers
-   * and slots step after step. The cache is a trie of Maps keyed by the objects
-   * themselves and the numbers of the ranges: the layout, the slot's buffer and offset,
-   * then per binding its buffer, followed by its offset and size (-1: the rest) when it
-   * is a range, or null where it is skipped. A buffer is an object, so a range's numbers
-   * never read as the next binding, and no two binding lists share a path. A string key
-   * built per dispatch cost about 1 us of host time each on the software GPU's host.
-   * A destroyed buffer's entries can only go unused until the cache is cleared.
+   * and slots step after step. The key (a KeyTrie path, no string built per dispatch:
+   * one of object ids was the largest JavaScript cost of a dispatch in a decode step's
+   * CPU profile) is the layout, the slot's buffer and offset, then per binding its
+   * buffer, followed by its offset and size (-1: the rest) when it is a range, or null
+   * where it is skipped. A buffer is an object, so a range's numbers never read as the
+   * next binding, and no two binding lists share a path. A destroyed buffer's entries
+   * can only go unused until the cache is cleared.
    */
   private bindGroup(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly (Binding | null)[]): GPUBindGroup {
     let node = this.bindGroupNode(kernel, slot, buffers);
-    if (node.group) return node.group;
+    if (node.value) return node.value;
     if (this.bindGroupsCached >= BIND_GROUP_CACHE) {
       this.clearBindGroups();
       node = this.bindGroupNode(kernel, slot, buffers);
@@ -224,34 +214,23 @@ export class Runtime {
     buffers.forEach((b, i) => {
       if (b !== null) entries.push({ binding: i + 1, resource: 'buffer' in b ? b : { buffer: b } });
     });
-    node.group = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
+    node.value = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
     this.bindGroupCount++;
     this.bindGroupsCached++;
-    return node.group;
+    return node.value;
   }
 
   /** The cache's node of these bindings (see bindGroup), made where missing. */
-  private bindGroupNode(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly (Binding | null)[]): BindGroupNode {
-    let node = this.bindNode(this.bindNode(this.bindNode(this.bindGroups, kernel.layout), slot.buffer), slot.offset);
+  private bindGroupNode(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly (Binding | null)[]): KeyTrie<GPUBindGroup> {
+    let node = this.bindGroups.at(kernel.layout).at(slot.buffer).at(slot.offset);
     for (const b of buffers) {
-      if (b === null || !('buffer' in b)) {
-        node = this.bindNode(node, b);
-      } else {
-        node = this.bindNode(this.bindNode(this.bindNode(node, b.buffer), b.offset ?? 0), b.size ?? -1);
-      }
+      node = b === null || !('buffer' in b) ? node.at(b) : node.at(b.buffer).at(b.offset ?? 0).at(b.size ?? -1);
     }
     return node;
   }
 
-  /** The child of `node` at `part`, made if missing. */
-  private bindNode(node: BindGroupNode, part: BindGroupKeyPart): BindGroupNode {
-    let child = node.next.get(part);
-    if (!child) node.next.set(part, (child = { next: new Map() }));
-    return child;
-  }
-
   private clearBindGroups(): void {
-    this.bindGroups = { next: new Map() };
+    this.bindGroups = new KeyTrie();
     this.bindGroupsCached = 0;
   }
 
