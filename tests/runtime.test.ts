@@ -8,6 +8,7 @@ import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { GpuError } from '../src/gpu/errors.ts';
 import { sizeClass } from '../src/gpu/buffer_pool.ts';
 import * as ew from '../src/kernels/elementwise.ts';
+import { uniforms } from '../src/kernels/launch.ts';
 import { backward, noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { DisposedError } from '../src/tensor/errors.ts';
 import * as F from '../src/tensor/ops/index.ts';
@@ -122,6 +123,33 @@ describe('gpu runtime', () => {
       assert.ok(made > counts[5]);
     } finally {
       dev.createBindGroup = create;
+    }
+  });
+
+  test('bind groups tell ranges of one buffer apart, and a range from the whole buffer', async () => {
+    const rt = await gpu();
+    await rt.sync();
+    const x = rt.pool.acquire(1024);
+    const y = rt.pool.acquire(1024);
+    try {
+      rt.upload(x, 0, Float32Array.from({ length: 256 }, (_, i) => i + 1));
+      const neg = rt.kernel('elementwise', 'unary', { OP: ew.UNARY_OPS.neg });
+      const p = uniforms(32);
+      p.u[0] = 4;
+      const made = rt.bindGroupCount;
+      const firsts: number[] = [];
+      // Each dispatch follows a readback, so each takes the uniform arena's first slot
+      // and only the bindings tell them apart.
+      for (const src of [x, { buffer: x, offset: 256, size: 16 }, { buffer: x, offset: 512, size: 16 }, { buffer: x }, x]) {
+        rt.dispatch(neg, [src, y], p.u, [1]);
+        firsts.push(new Float32Array(await rt.read(y, 0, 4))[0]);
+      }
+      assert.deepEqual(firsts, [-1, -65, -129, -1, -1]);
+      // The whole buffer, two ranges and the range of it all; the last dispatch reuses the first's group.
+      assert.equal(rt.bindGroupCount - made, 4);
+    } finally {
+      rt.pool.release(x);
+      rt.pool.release(y);
     }
   });
 

@@ -4,8 +4,15 @@
 // `writeAll` copies the used part of each image with queue.writeBuffer, which the queue
 // runs before the commands submitted after it, and the ranges start over.
 
+interface Chunk {
+  gpu: GPUBuffer;
+  cpu: ArrayBuffer;
+  /** The CPU image as u32s, which `write` copies into without making a view per call. */
+  words: Uint32Array;
+}
+
 export class Arena {
-  private chunks: { gpu: GPUBuffer; cpu: ArrayBuffer }[] = [];
+  private chunks: Chunk[] = [];
   private chunk = 0;
   private offset = 0;
 
@@ -18,18 +25,35 @@ export class Arena {
 
   /** `bytes` (at most chunkBytes) of space: the GPU buffer and offset, and the CPU bytes to fill. */
   take(bytes: number): { buffer: GPUBuffer; offset: number; cpu: Uint8Array } {
+    const c = this.reserve(bytes);
+    return { buffer: c.gpu, offset: this.offset - bytes, cpu: new Uint8Array(c.cpu, this.offset - bytes, bytes) };
+  }
+
+  /**
+   * `bytes` (a multiple of 4, at least data's) of space holding `data` from its start:
+   * a kernel's parameters, taken for every dispatch, so no view is made for them.
+   */
+  write(data: Uint32Array, bytes: number): { buffer: GPUBuffer; offset: number } {
+    const c = this.reserve(bytes);
+    const offset = this.offset - bytes;
+    c.words.set(data, offset / 4);
+    return { buffer: c.gpu, offset };
+  }
+
+  /** The chunk with `bytes` free at the current offset, which moves past them. */
+  private reserve(bytes: number): Chunk {
     if (this.offset + bytes > this.chunkBytes) {
       this.chunk++;
       this.offset = 0;
     }
     let c = this.chunks[this.chunk];
     if (!c) {
-      c = { gpu: this.device.createBuffer({ size: this.chunkBytes, usage: this.usage | GPUBufferUsage.COPY_DST, label: this.label }), cpu: new ArrayBuffer(this.chunkBytes) };
+      const cpu = new ArrayBuffer(this.chunkBytes);
+      c = { gpu: this.device.createBuffer({ size: this.chunkBytes, usage: this.usage | GPUBufferUsage.COPY_DST, label: this.label }), cpu, words: new Uint32Array(cpu) };
       this.chunks.push(c);
     }
-    const offset = this.offset;
     this.offset += bytes;
-    return { buffer: c.gpu, offset, cpu: new Uint8Array(c.cpu, offset, bytes) };
+    return c;
   }
 
   /** Writes what was taken since the last call to the GPU and starts over. */

@@ -19,6 +19,7 @@ import { BufferPool } from './buffer_pool.ts';
 import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
 import { DeviceLostError, GpuError } from './errors.ts';
 import { kernelPolicy, type KernelPolicy, type KernelPolicyChanges } from './kernel_policy.ts';
+import { KeyTrie } from './key_trie.ts';
 import { pacedWait } from './paced_wait.ts';
 import { KernelProfiler, type KernelTime } from './profiler.ts';
 import { shaderText } from './shader_source.ts';
@@ -82,7 +83,8 @@ export class Runtime {
   /** Submits since the GPU last ran dry (counted to 30, past any autoFlush): the ramp's step. */
   private rampStep = 0;
 
-  private kernels = new Map<string, Kernel>();
+  /** Kernels by family, entry point, then each override constant's name and value in order. */
+  private kernels = new KeyTrie<Kernel>();
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
   private pending = 0;
@@ -95,9 +97,8 @@ export class Runtime {
   private lost: GPUDeviceLostInfo | null = null;
   private uncaptured: string[] = [];
   private destroyed = false;
-  private bindGroups = new Map<string, GPUBindGroup>();
-  private objectIds = new WeakMap<object, number>();
-  private nextObjectId = 1;
+  private bindGroups = new KeyTrie<GPUBindGroup>();
+  private bindGroupsCached = 0;
   private profiler: KernelProfiler | null = null;
   private passPipeline: GPUComputePipeline | null = null;
 
@@ -134,9 +135,12 @@ export class Runtime {
 
   /** A compiled kernel: entry point `entry` of shaders/<family>.wgsl with override constants. */
   kernel(family: string, entry: string, constants?: Record<string, number>): Kernel {
-    const key = `${family}:${entry}:${constants ? JSON.stringify(constants) : ''}`;
-    let k = this.kernels.get(key);
-    if (k) return k;
+    // Launchers ask for their kernel at every dispatch: a string key (JSON.stringify of
+    // the constants) took about 0.4 us a call in a decode step (Bun). A constant's name
+    // is a string and its value a number, so no two lists of constants share a path.
+    let node = this.kernels.at(family).at(entry);
+    for (const c in constants) node = node.at(c).at(constants[c]);
+    if (node.value) return node.value;
     this.checkAlive();
     const name = constants && Object.keys(constants).length
       ? `${family}.${entry}<${Object.entries(constants).map(([a, b]) => `${a}=${b}`).join(',')}>`
@@ -157,9 +161,8 @@ export class Runtime {
         throw new GpuError(`kernel ${name} failed to compile: ${err.message}${detail ? `\n${detail}` : ''}`);
       }),
     );
-    k = { name, pipeline, layout: pipeline.getBindGroupLayout(0) };
-    this.kernels.set(key, k);
-    return k;
+    node.value = { name, pipeline, layout: pipeline.getBindGroupLayout(0) };
+    return node.value;
   }
 
   private beginBatch(): GPUCommandEncoder {
@@ -183,49 +186,59 @@ export class Runtime {
     this.passPipeline = null;
   }
 
-  private uniformSlot(params: ArrayBufferView): { buffer: GPUBuffer; offset: number } {
+  private uniformSlot(params: Uint32Array): { buffer: GPUBuffer; offset: number } {
     if (params.byteLength > UNIFORM_SLOT) throw new GpuError(`kernel parameters of ${params.byteLength} bytes exceed ${UNIFORM_SLOT}`);
-    const slot = this.params.take(UNIFORM_SLOT);
-    slot.cpu.set(new Uint8Array(params.buffer, params.byteOffset, params.byteLength));
-    return slot;
-  }
-
-  private idOf(o: object): number {
-    let id = this.objectIds.get(o);
-    if (id === undefined) this.objectIds.set(o, (id = this.nextObjectId++));
-    return id;
+    return this.params.write(params, UNIFORM_SLOT);
   }
 
   /**
    * The bind group of one dispatch, reused when the same kernel layout meets the same
    * uniform slot and buffer ranges again. createBindGroup is most of a dispatch's host
    * cost, and a decode or update loop repeats its kernels on the same pooled buffers
-   * and slots step after step. Keys hold object ids, never reused, so a destroyed
-   * buffer's entries can only go unused until the cache is cleared.
+   * and slots step after step. The key (a KeyTrie path, no string built per dispatch:
+   * one of object ids was the largest JavaScript cost of a dispatch in a decode step's
+   * CPU profile) is the layout, the slot's buffer and offset, then per binding its
+   * buffer, followed by its offset and size (-1: the rest) when it is a range, or null
+   * where it is skipped. A buffer is an object, so a range's numbers never read as the
+   * next binding, and no two binding lists share a path. A destroyed buffer's entries
+   * can only go unused until the cache is cleared.
    */
   private bindGroup(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly (Binding | null)[]): GPUBindGroup {
-    let key = `${this.idOf(kernel.layout)}|${this.idOf(slot.buffer)}:${slot.offset}`;
-    for (const b of buffers) {
-      key += b === null ? '|-' : 'buffer' in b ? `|${this.idOf(b.buffer)}:${b.offset ?? 0}:${b.size ?? -1}` : `|${this.idOf(b)}`;
+    let node = this.bindGroupNode(kernel, slot, buffers);
+    if (node.value) return node.value;
+    if (this.bindGroupsCached >= BIND_GROUP_CACHE) {
+      this.clearBindGroups();
+      node = this.bindGroupNode(kernel, slot, buffers);
     }
-    let group = this.bindGroups.get(key);
-    if (group) return group;
     const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: slot.buffer, offset: slot.offset, size: UNIFORM_SLOT } }];
     buffers.forEach((b, i) => {
       if (b !== null) entries.push({ binding: i + 1, resource: 'buffer' in b ? b : { buffer: b } });
     });
-    group = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
+    node.value = this.device.createBindGroup({ layout: kernel.layout, entries, label: kernel.name });
     this.bindGroupCount++;
-    if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.clear();
-    this.bindGroups.set(key, group);
-    return group;
+    this.bindGroupsCached++;
+    return node.value;
+  }
+
+  /** The cache's node of these bindings (see bindGroup), made where missing. */
+  private bindGroupNode(kernel: Kernel, slot: { buffer: GPUBuffer; offset: number }, buffers: readonly (Binding | null)[]): KeyTrie<GPUBindGroup> {
+    let node = this.bindGroups.at(kernel.layout).at(slot.buffer).at(slot.offset);
+    for (const b of buffers) {
+      node = b === null || !('buffer' in b) ? node.at(b) : node.at(b.buffer).at(b.offset ?? 0).at(b.size ?? -1);
+    }
+    return node;
+  }
+
+  private clearBindGroups(): void {
+    this.bindGroups = new KeyTrie();
+    this.bindGroupsCached = 0;
   }
 
   /**
    * Records one dispatch. Binding 0 is the kernel's uniform parameters, bindings 1..n
    * are `buffers` in order; null skips a binding the entry point does not use.
    */
-  dispatch(kernel: Kernel, buffers: readonly (Binding | null)[], params: ArrayBufferView, workgroups: WorkgroupCount): void {
+  dispatch(kernel: Kernel, buffers: readonly (Binding | null)[], params: Uint32Array, workgroups: WorkgroupCount): void {
     const [x, y = 1, z = 1] = workgroups;
     if (x === 0 || y === 0 || z === 0) return;
     const maxDim = this.gpu.limits.maxComputeWorkgroupsPerDimension;
@@ -441,7 +454,7 @@ export class Runtime {
    */
   releaseCached(): void {
     this.flush();
-    this.bindGroups.clear();
+    this.clearBindGroups();
     this.pool.trim();
   }
 

@@ -21,13 +21,13 @@ export interface AdamWStepParams {
 /** Uniforms of one AdamW step, bias corrections in f64 (shared by every parameter). */
 export function stepParams(s: AdamWStepParams): Uint32Array {
   const p = uniforms(10);
-  p.f[3] = 1 - s.lr * s.weightDecay;
-  p.f[4] = s.beta1;
-  p.f[5] = s.beta2;
-  p.f[6] = s.lr / (1 - s.beta1 ** s.step);
-  p.f[7] = Math.sqrt(1 - s.beta2 ** s.step);
-  p.f[8] = s.eps;
-  p.f[9] = s.gradScale;
+  p.setF(3, 1 - s.lr * s.weightDecay);
+  p.setF(4, s.beta1);
+  p.setF(5, s.beta2);
+  p.setF(6, s.lr / (1 - s.beta1 ** s.step));
+  p.setF(7, Math.sqrt(1 - s.beta2 ** s.step));
+  p.setF(8, s.eps);
+  p.setF(9, s.gradScale);
   return p.u;
 }
 

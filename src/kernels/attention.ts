@@ -81,7 +81,7 @@ function params(d: AttentionDims, hasPad: boolean) {
   p.u[7] = d.causal ? 1 : 0;
   p.u[8] = hasPad ? 1 : 0;
   p.u[9] = d.b * d.hq * d.tq;
-  p.f[10] = d.scale;
+  p.setF(10, d.scale);
   return p;
 }
 
@@ -218,7 +218,7 @@ function copyWindows(rt: Runtime, src: GPUBuffer, dst: GPUBuffer, first: number,
 function windowParams(d: AttentionDims, hasPad: boolean, hkvIndex: number, w0: number, per: number): Uint32Array {
   const p = uniforms(13);
   p.u.set([d.tq, d.s, d.s - d.tq, d.hq, d.hq / d.hkv, d.causal ? 1 : 0, hasPad ? 1 : 0, Math.floor(hkvIndex / d.hkv), hkvIndex, w0]);
-  p.f[10] = d.scale;
+  p.setF(10, d.scale);
   p.u[11] = d.sCap;
   p.u[12] = per;
   return p.u;

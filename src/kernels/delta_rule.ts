@@ -98,7 +98,7 @@ export function scratchSizes(d: DeltaRuleDims, t: DeltaRuleTiles): { forward: Si
 function params(d: DeltaRuleDims, t: DeltaRuleTiles, n: number, hasPad: boolean, hasState: boolean): Uint32Array {
   const p = uniforms(16);
   p.u.set([n, d.b, d.t, d.hk, d.hv, d.dk, d.dv, t.nc, t.chunk, d.offset, hasPad ? 1 : 0, hasState ? 1 : 0]);
-  p.f[12] = d.scale;
+  p.setF(12, d.scale);
   p.u[13] = t.nvb;
   p.u[14] = d.hv / d.hk;
   return p.u;

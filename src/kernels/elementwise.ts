@@ -15,8 +15,8 @@ export type BinaryOp = keyof typeof BINARY_OPS;
 function header(n: number, alpha = 0, beta = 0) {
   const p = uniforms(8 + 3 * 8);
   p.u[0] = n;
-  p.f[4] = alpha;
-  p.f[5] = beta;
+  p.setF(4, alpha);
+  p.setF(5, beta);
   return p;
 }
 

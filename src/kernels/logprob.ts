@@ -29,7 +29,7 @@ function params(s: ChunkShape, flags: number): Uint32Array {
   p.u[1] = s.width;
   p.u[2] = s.col0;
   p.u[3] = flags | (s.entropy ? ENTROPY : 0);
-  p.f[4] = s.invT;
+  p.setF(4, s.invT);
   p.u[5] = 0x7fc00000;
   return p.u;
 }

@@ -17,7 +17,7 @@ function params(rows: number, h: number, eps: number, colBlocks = 0): Uint32Arra
   const p = uniforms(5);
   p.u[0] = rows;
   p.u[1] = h;
-  p.f[2] = eps;
+  p.setF(2, eps);
   p.u[3] = DW_ROWS_PER_BLOCK;
   p.u[4] = colBlocks;
   return p.u;

@@ -79,7 +79,7 @@ export interface QkvCacheDims {
 export function ropeQkvCache(rt: Runtime, d: QkvCacheDims, qkv: GPUBuffer, positions: GPUBuffer, q: GPUBuffer, keys: GPUBuffer, values: GPUBuffer): void {
   const p = uniforms(9);
   p.u.set([d.b * d.t, d.t, d.hq, d.hkv, d.hd, d.rotaryDim / 2, d.capacity, d.offset]);
-  p.f[8] = d.qkNorm?.eps ?? 0;
+  p.setF(8, d.qkNorm?.eps ?? 0);
   const table = invFreqTable(rt, d.theta, d.rotaryDim);
   const norm = d.qkNorm ?? { q: table, k: table };
   const kernel = rt.kernel('rope', 'qkv_cache', { QK_NORM: Number(!!d.qkNorm) });

@@ -160,6 +160,6 @@ export function tokenStats(rt: Runtime, logits: GPUBuffer, targets: GPUBuffer, o
   p.u[1] = s.vocab;
   p.u[2] = s.row0;
   p.u[3] = s.total;
-  p.f[4] = s.invT;
+  p.setF(4, s.invT);
   rt.dispatch(rt.kernel('sampling', 'token_stats'), [logits, targets, out], p.u, gridRows(s.rows));
 }

@@ -69,7 +69,7 @@ function skinnyLaunch(m: number, n: number, k: number, n0 = 0, n1 = 0, eps = 0):
   const [gx, gy] = grid1d(n, 8);
   const p = uniforms(7);
   p.u.set([m, n, k, gx, n0, n1]);
-  p.f[6] = eps;
+  p.setF(6, eps);
   return { params: p.u, grid: [Math.ceil(m / skinnyRows(m)), gx, gy] };
 }
 
@@ -85,9 +85,8 @@ function checkNormEps(what: string, norm: SkinnyNorm | undefined): void {
 }
 
 function checkSkinny(what: string, m: number, k: number): void {
-  for (const [name, v] of Object.entries({ m, k })) {
-    if (!isCount(v)) throw new GpuError(`${what}: ${name} = ${v} is not a count`);
-  }
+  if (!isCount(m)) throw new GpuError(`${what}: m = ${m} is not a count`);
+  if (!isCount(k)) throw new GpuError(`${what}: k = ${k} is not a count`);
   if (k % 4 !== 0) throw new GpuError(`${what}: k = ${k} must be a multiple of 4 (the skinny kernels read vec4s)`);
 }
 
