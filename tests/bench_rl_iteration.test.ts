@@ -42,6 +42,18 @@ describe('rl-iteration bench', () => {
     }
   });
 
+  test('--lora trains the bench model through adapters: a LoRA run holds less than its full-weight twin', { timeout: 600_000 }, async () => {
+    const rt = await gpu();
+    // At 12.6M parameters the weights' gradients and moments outweigh a two-episode iteration's activations.
+    const opts = { preset: 'small', tasks: 1, groupSize: 2, maxTurns: 1, maxResponseTokens: 4, iterations: 1, bundled: null };
+    const [full] = (await benchRlIteration(rt, opts)) as Record<string, number>[];
+    const [lora] = (await benchRlIteration(rt, { ...opts, lora: 4 })) as Record<string, number>[];
+    assert.equal(full.lora_rank, 0);
+    assert.equal(lora.lora_rank, 4);
+    // No gradients or AdamW moments for the frozen base: the update holds far less.
+    assert.ok(lora.update_peak_gib < full.update_peak_gib, `LoRA ${lora.update_peak_gib} GiB, full ${full.update_peak_gib} GiB`);
+  });
+
   test('a random model and the bundled one each run an iteration; rollout, scoring and update add up to the step', { timeout: 600_000 }, async () => {
     const rt = await gpu();
     await rt.sync();

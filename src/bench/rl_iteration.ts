@@ -43,6 +43,8 @@ export interface RlIterationOptions {
   history?: PromptHistory;
   /** optim.mergeTurns (default on). */
   mergeTurns?: boolean;
+  /** LoRA rank of the bench model's run (alpha twice it, the default target modules); default none: full weights. */
+  lora?: number;
 }
 
 /** Letters-only words with a leading space, one pre-token each under the word tokenizer, that the vocabulary does not hold. */
@@ -154,7 +156,8 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
     const rows: object[] = [];
     const modelDir = path.join(work, 'model');
     const nparam = await writeBenchModel(rt, preset, bundled ?? BUNDLED_MODEL, modelDir, work);
-    rows.push(await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1) }, [`gpu.memory=${opts.gpuMemory ?? 16}`]));
+    const lora = opts.lora ? [`model.lora={"r":${opts.lora},"alpha":${2 * opts.lora}}`] : [];
+    rows.push(await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1), lora_rank: opts.lora ?? 0 }, [`gpu.memory=${opts.gpuMemory ?? 16}`, ...lora]));
     if (bundled) rows.push(await time('bundled', bundled, { path: bundled }));
     return rows;
   } finally {

@@ -18,6 +18,7 @@ import { scopeAsync } from '../tensor/scope.ts';
 /** The model shapes torch_reference.py names, and the bundled household model's (what the embedded default trains). */
 export const BENCH_MODELS: Record<string, Record<string, unknown>> = {
   qwen05b: {},
+  qwen15b: { hidden_size: 1536, intermediate_size: 8960, num_hidden_layers: 28, max_window_layers: 28, num_attention_heads: 12, num_key_value_heads: 2 },
   small: { vocab_size: 8192, hidden_size: 384, intermediate_size: 1024, num_hidden_layers: 6, num_attention_heads: 6, num_key_value_heads: 2 },
   household: { vocab_size: 709, hidden_size: 256, intermediate_size: 768, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2 },
 };

@@ -18,6 +18,13 @@ const presetOf = (args: Record<string, unknown>) => (args.preset as string | und
 /** A numeric option, or undefined when not given so each suite keeps its own default. */
 const numberOf = (v: unknown) => (v === undefined || v === '' ? undefined : Number(v));
 
+function loraRankOf(v: unknown): number | undefined {
+  if (v === undefined) return undefined;
+  const r = Number(v);
+  if (!Number.isInteger(r) || r < 1) throw new Error(`bench: --lora must be a positive integer rank, got ${v}`);
+  return r;
+}
+
 function historyOf(v: unknown): PromptHistory | undefined {
   if (v === undefined || v === 'window' || v === 'conversation') return v;
   throw new Error(`bench: --history must be window or conversation, got ${v}`);
@@ -46,6 +53,7 @@ const suites: Record<string, Suite> = {
     preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
     maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']), iterations: numberOf(args.iters),
     gpuMemory: numberOf(args['gpu-memory']), history: historyOf(args.history), mergeTurns: switchOf('merge-turns', args['merge-turns']),
+    lora: loraRankOf(args.lora),
   }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
@@ -69,11 +77,12 @@ export const benchCommand = defineCommand({
     'max-response-tokens': { type: 'string', description: 'rl-iteration and rollout: tokens a turn (default 64)' },
     history: { type: 'string', description: 'rl-iteration: rollout.history, window (default) or conversation (one growing chat, whose turns can train as one sequence)' },
     'merge-turns': { type: 'string', description: 'rl-iteration: optim.mergeTurns, on (default) or off (one sequence per turn)' },
+    lora: { type: 'string', description: 'rl-iteration: train the bench model through LoRA adapters of this rank (alpha twice it) instead of its full weights' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit once the GPU is busy (the runtime default is 64; the first submits after it runs dry take 4, 8, 16, ...)' },
     preset: {
       type: 'string',
-      description: 'model shapes: train/generate/profile/rl-iteration qwen05b (Qwen2.5-0.5B, default), small (12.6M) or household (the bundled model\'s shapes); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
+      description: 'model shapes: train/generate/profile/rl-iteration qwen05b (Qwen2.5-0.5B, default), qwen15b (Qwen2.5-1.5B), small (12.6M) or household (the bundled model\'s shapes); qwen35 2b (Qwen3.5-2B, default) or small (2 tiny layers)',
     },
     ...gpuArgs,
   },
