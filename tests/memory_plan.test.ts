@@ -39,6 +39,18 @@ describe('memory plan', () => {
     assert.ok(planMemory(input({ microBatchTokens: 32768 })).microBatchTokens < 32768);
   });
 
+  test('the decode weights\' f16 copies are planned beside the rollout: fewer rows, and a refusal that names them', () => {
+    const lora = input({ trains: 'lora', loraRank: 16, referenceCopy: false, budgetBytes: 6 * GIB });
+    const without = planMemory(lora);
+    const withCopies = planMemory({ ...lora, decodeCopies: true });
+    // Two bytes of every weight while a rollout decodes.
+    assert.ok(withCopies.rolloutRows < without.rolloutRows, `${withCopies.rolloutRows} rows with the copies, ${without.rolloutRows} without`);
+    assert.ok(withCopies.rolloutBytes <= 6 * GIB, JSON.stringify(withCopies));
+    assert.equal(planMemory({ ...lora, decodeCopies: true, rolloutRows: 0 }).rolloutBytes, planMemory({ ...lora, rolloutRows: 0 }).rolloutBytes, 'rollouts from a server pack nothing');
+    assert.throws(() => planMemory({ ...lora, decodeCopies: true, budgetBytes: 4 * GIB, rowTokens: 65536 }), (e: unknown) =>
+      e instanceof MemoryPlanError && /f16 copies 0\.92 GiB/.test(e.message) && /--decode-weights f32/.test(e.message));
+  });
+
   test('a budget too small is refused, naming the settings to change', () => {
     assert.throws(() => planMemory(input({ budgetBytes: 4 * GIB })), (e: Error) =>
       e instanceof MemoryPlanError && /budget is 4\.00 GiB/.test(e.message) && /gpu\.memory \(--gpu-memory\)/.test(e.message) &&

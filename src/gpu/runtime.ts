@@ -478,6 +478,11 @@ export function initRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
   return starting;
 }
 
+/** The runtime started by `initRuntime`, or null before it (checks made before the GPU starts). */
+export function currentRuntime(): Runtime | null {
+  return current;
+}
+
 /** The runtime started by `initRuntime`; throws when there is none yet. */
 export function runtime(): Runtime {
   if (!current) throw new GpuError('no GPU runtime: call initRuntime() first');

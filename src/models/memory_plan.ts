@@ -13,6 +13,7 @@
 
 import { expectedShapes } from './checkpoint.ts';
 import type { ModelConfig } from './config.ts';
+import type { Runtime } from '../gpu/runtime.ts';
 
 export const GIB = 2 ** 30;
 
@@ -51,6 +52,11 @@ export interface PlanInput {
   rowTokens: number;
   budgetBytes: number;
   checkpointing: Checkpointing;
+  /**
+   * The rollout engine packs f16 copies of the decode weights for each generate call
+   * (rt.policy.decode.weights f16, where decode steps fuse), held beside the f32 ones.
+   */
+  decodeCopies?: boolean;
 }
 
 export interface MemoryPlan {
@@ -59,7 +65,7 @@ export interface MemoryPlan {
   residentBytes: number;
   /** The update's peak: resident + gradients + activations + a logits chunk. */
   updateBytes: number;
-  /** The rollout's peak: resident + KV cache of `rolloutRows` rows + one layer's prefill + sampling logits. */
+  /** The rollout's peak: resident + the decode weights' f16 copies + KV cache of `rolloutRows` rows + one layer's prefill + sampling logits. */
   rolloutBytes: number;
   checkpointLayers: boolean;
   /** Tokens per forward and backward of the update under the budget (never above the input's; the loss is the same however it is cut). */
@@ -108,6 +114,17 @@ function trainableCount(p: PlanInput, params: number): number {
   return p.model.layers * (p.loraTargets ?? 7) * r * (p.model.hidden + Math.max(p.model.hidden, p.model.intermediate));
 }
 
+/**
+ * Whether LocalEngine will pack f16 copies of the decode weights (rollout/local_engine.ts
+ * halfWeights), by `rt`'s policy and adapter; before the GPU starts (null), as on a real
+ * GPU with the default policy, the stricter guess.
+ */
+export function decodeCopiesHeld(rt: Runtime | null): boolean {
+  if (!rt) return true;
+  const { weights, fused } = rt.policy.decode;
+  return weights === 'f16' && (fused === 'always' || (fused === 'auto' && !rt.caps.compatibility));
+}
+
 const gib = (b: number) => `${(b / GIB).toFixed(2)} GiB`;
 
 export function planMemory(p: PlanInput): MemoryPlan {
@@ -144,18 +161,21 @@ export function planMemory(p: PlanInput): MemoryPlan {
       `set ${advice.join(', or ')}`);
   }
   if (microBatchTokens < p.microBatchTokens) notes.push(`update micro-batches of ${microBatchTokens} tokens, not optim.microBatchTokens ${p.microBatchTokens}, to fit the budget`);
-  const room = p.budgetBytes - residentBytes;
+  // The f16 copies hold two bytes of (at most) every weight while a rollout decodes.
+  const copyBytes = p.decodeCopies && p.rolloutRows > 0 ? 2 * params : 0;
+  const room = p.budgetBytes - residentBytes - copyBytes;
   // One prefill chunk's layer at a time (chunked prefill, a layer's intermediates freed as it ends), and each row's KV cache and sampling logits.
   const prefillTokens = Math.max(1, Math.min(MAX_PREFILL_TOKENS, Math.floor((PREFILL_SHARE * room) / (SLACK * layerToken))));
   const perRow = kvBytesPerRow(cfg, p.rowTokens) + SLACK * 4 * cfg.vocabSize;
   const rows = Math.min(p.rolloutRows, Math.floor((room - SLACK * layerToken * prefillTokens) / perRow));
   if (p.rolloutRows > 0 && rows < 1) {
-    throw new MemoryPlanError(`one rollout row of ${p.rowTokens} tokens needs about ${gib(perRow)} beside the resident ${gib(residentBytes)}, ` +
-      `over the GPU memory budget of ${gib(p.budgetBytes)}; set a larger gpu.memory (--gpu-memory), or fewer rollout.maxPromptTokens or rollout.maxResponseTokens`);
+    throw new MemoryPlanError(`one rollout row of ${p.rowTokens} tokens needs about ${gib(perRow)} beside the resident ${gib(residentBytes)}` +
+      `${copyBytes ? ` and the decode weights' f16 copies ${gib(copyBytes)}` : ''}, over the GPU memory budget of ${gib(p.budgetBytes)}; ` +
+      `set a larger gpu.memory (--gpu-memory), or fewer rollout.maxPromptTokens or rollout.maxResponseTokens${copyBytes ? ', or --decode-weights f32' : ''}`);
   }
   if (rows < p.rolloutRows) notes.push(`rollout batches of ${rows} rows, not rollout.maxBatch ${p.rolloutRows}, to fit the budget`);
   return {
-    budgetBytes: p.budgetBytes, residentBytes, updateBytes, rolloutBytes: residentBytes + SLACK * layerToken * prefillTokens + rows * perRow,
+    budgetBytes: p.budgetBytes, residentBytes, updateBytes, rolloutBytes: residentBytes + copyBytes + SLACK * layerToken * prefillTokens + rows * perRow,
     checkpointLayers, microBatchTokens, rolloutRows: rows, prefillTokens, notes,
   };
 }

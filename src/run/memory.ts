@@ -3,9 +3,9 @@
 // run's settings into it (models/memory_plan.ts), made from config.json alone before
 // the weights are loaded.
 
-import { runtime } from '../gpu/runtime.ts';
+import { currentRuntime, runtime } from '../gpu/runtime.ts';
 import { readModelConfig } from '../models/checkpoint.ts';
-import { DEFAULT_MEMORY_GIB, describePlan, GIB, planMemory, type MemoryPlan, type PlanInput } from '../models/memory_plan.ts';
+import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, describePlan, GIB, planMemory, type MemoryPlan, type PlanInput } from '../models/memory_plan.ts';
 import type { TrainConfig } from '../config/config_schema.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
 
@@ -28,6 +28,7 @@ export function planInput(cfg: TrainConfig, modelDir = cfg.model.path): PlanInpu
     rowTokens: cfg.rollout.maxPromptTokens + cfg.rollout.maxResponseTokens,
     budgetBytes: memoryBudgetBytes(cfg),
     checkpointing: cfg.gpu.checkpointing,
+    decodeCopies: cfg.rollout.engine === 'local' && decodeCopiesHeld(currentRuntime()),
   };
 }
 
