@@ -7,11 +7,9 @@
 // stops it before the first rollout.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { serveAlfworld } from '../envs/agentgym/index.ts';
 import { serveEnvironment } from '../envs/server.ts';
@@ -22,22 +20,13 @@ import { drawTrainingTasks } from '../src/eval/environment.ts';
 import { readMetrics } from '../src/report/metrics.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { Rng } from '../src/util/random.ts';
+import { runCli } from './support/cli_process.ts';
 
-const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const slow = { timeout: 600_000 };
 const out = fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-agentgym-cli-'));
 after(() => fs.rmSync(out, { recursive: true, force: true }));
 
-/** The CLI in a child process, so the servers in this one keep answering while it runs. */
-function cli(args: string[]): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'src', 'cli', 'main.ts'), ...args], { cwd: ROOT, env: { ...process.env, EGL_PLATFORM: 'surfaceless' } });
-    let text = '';
-    child.stdout.on('data', (d) => (text += d));
-    child.stderr.on('data', (d) => (text += d));
-    child.on('close', (code) => resolve({ code, out: text }));
-  });
-}
+const cli = runCli;
 
 /** The smoke run (examples/smoke.yaml: two tasks of two runs, three turns) at full size, in its own directory. */
 const smoke = (name: string, ...overrides: string[]) => ['train', 'examples/smoke.yaml', '--full-size', `output.dir=${out}`, `output.runName=${name}`, ...overrides];

@@ -9,13 +9,12 @@
 // engine's.
 
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { HouseholdEnvironment } from '../envs/household/env.ts';
 import { serveEnvironment, type EnvServerHandle } from '../envs/server.ts';
@@ -27,9 +26,8 @@ import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { gpu } from './support/gpu.ts';
 import { startVllmStandin, type VllmStandin } from './support/vllm_standin.ts';
+import { ROOT, runCli, startServe } from './support/cli_process.ts';
 
-const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
-const MAIN = path.join(ROOT, 'src', 'cli', 'main.ts');
 const MODEL = path.join(ROOT, 'models', 'household-micro');
 const slow = { timeout: 600_000 };
 const out = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-fleet-')));
@@ -43,31 +41,13 @@ after(async () => {
   fs.rmSync(out, { recursive: true, force: true });
 });
 
-function cli(args: string[]): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { cwd: ROOT, env: ENV });
-    let text = '';
-    child.stdout.on('data', (d) => (text += d));
-    child.stderr.on('data', (d) => (text += d));
-    child.on('close', (code) => resolve({ code, out: text }));
-  });
-}
+const cli = (args: string[]) => runCli(args, ENV);
 
 /** `serve MODEL` in a process of its own; resolves with its URL once it listens. */
-function serveProcess(model = MODEL): Promise<{ url: string; child: ChildProcess }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, 'serve', model, '--port', '0', '--served-model-name', 'policy', '--allowed-root', out], { cwd: ROOT, env: ENV });
-    children.push(child);
-    let text = '';
-    const seen = (d: Buffer) => {
-      text += d;
-      const m = /serving .* at (http:\/\/\S+)/.exec(text);
-      if (m) resolve({ url: m[1], child });
-    };
-    child.stdout.on('data', seen);
-    child.stderr.on('data', seen);
-    child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${text}`)));
-  });
+async function serveProcess(model = MODEL): Promise<{ url: string; child: ChildProcess }> {
+  const { child, url } = startServe([model, '--port', '0', '--served-model-name', 'policy', '--allowed-root', out], ENV);
+  children.push(child);
+  return { url: await url, child };
 }
 
 /** One request a proxy passed on or refused. */

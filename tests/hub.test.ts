@@ -17,6 +17,7 @@ import { after, before, describe, test } from 'node:test';
 import { hubModelDir, isHubId, wantedFile } from '../src/hub/hub_model.ts';
 import { TransferProgress } from '../src/hub/transfer_progress.ts';
 import { HubStandIn } from './support/hub_standin.ts';
+import { startServe } from './support/cli_process.ts';
 
 const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const CLI = path.join(ROOT, 'src', 'cli', 'main.ts');
@@ -155,17 +156,9 @@ describe('models from the Hub (a local stand-in)', () => {
       `/api/models/${ID}/revision/main`, `/api/models/${ID}/tree/COMMIT`,
       `/api/models/${ID}/revision/main`, `/api/models/${ID}/tree/COMMIT`,
     ]);
-    const child = spawn(process.execPath, [CLI, 'serve', ID, '--port', '0'], { env: hfEnv(env()), stdio: ['ignore', 'pipe', 'pipe'] });
+    const { child, url: listening } = startServe([ID, '--port', '0'], hfEnv(env()));
     try {
-      const url = await new Promise<string>((resolve, reject) => {
-        let out = '';
-        child.stdout.on('data', (d) => {
-          out += d;
-          const m = /at (http:\/\/\S+)/.exec(out);
-          if (m) resolve(m[1]);
-        });
-        child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${out}`)));
-      });
+      const url = await listening;
       const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
       assert.equal(models.data[0].id, ID);
     } finally {

@@ -3,7 +3,7 @@
 // through src/checkpoint/model_source.ts, from the CLI.
 
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -14,6 +14,7 @@ import { openCheckpoint, storedDtype } from '../src/models/checkpoint.ts';
 import { loadModel } from '../src/models/load.ts';
 import { attachLora } from '../src/models/lora.ts';
 import { gpu } from './support/gpu.ts';
+import { startServe } from './support/cli_process.ts';
 
 const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const CLI = path.join(ROOT, 'src', 'cli', 'main.ts');
@@ -59,20 +60,10 @@ describe('model sources through serve, score and export', () => {
   });
 
   test('serve: a run directory serves its latest checkpoint', slow, async () => {
-    const child = spawn(process.execPath, [CLI, 'serve', run, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stderr.on('data', (d) => (err += d));
+    const { child, url: listening } = startServe([run, '--port', '0']);
     const exited = new Promise((resolve) => child.on('exit', resolve));
     try {
-      const url = await new Promise<string>((resolve, reject) => {
-        child.stdout.on('data', (d) => {
-          out += d;
-          const m = out.match(/at (http:\/\/\S+)/);
-          if (m) resolve(m[1]);
-        });
-        child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${out}${err}`)));
-      });
+      const url = await listening;
       const models = await (await fetch(`${url}/v1/models`)).json() as { data: { id: string; root: string }[] };
       assert.equal(models.data[0].id, run);
       assert.equal(models.data[0].root, path.join(full, 'model'));

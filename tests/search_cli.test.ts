@@ -8,11 +8,9 @@
 // is down stops it before it starts.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { startRetrieverServer } from '../envs/retriever_server.ts';
 import { loadQuestions } from '../envs/search/dataset.ts';
@@ -22,24 +20,15 @@ import type { EvalReport } from '../src/eval/evaluate.ts';
 import { readMetrics } from '../src/report/metrics.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { searcherModel } from './support/searcher_model.ts';
+import { ROOT, runCli } from './support/cli_process.ts';
 
-const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const FIXTURES = path.join(ROOT, 'tests', 'fixtures', 'search_r1');
 const fixture = (name: string) => path.join(FIXTURES, name);
 const slow = { timeout: 600_000 };
 const out = fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-search-cli-'));
 after(() => fs.rmSync(out, { recursive: true, force: true }));
 
-/** The CLI in a child process, so the retrieval servers in this one keep answering while it runs. */
-function cli(args: string[]): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'src', 'cli', 'main.ts'), ...args], { cwd: ROOT, env: { ...process.env, EGL_PLATFORM: 'surfaceless' } });
-    let text = '';
-    child.stdout.on('data', (d) => (text += d));
-    child.stderr.on('data', (d) => (text += d));
-    child.on('close', (code) => resolve({ code, out: text }));
-  });
-}
+const cli = runCli;
 
 /** BM25 over the fixtures' corpus, keeping the queries of every call. */
 class RecordingRetriever implements Retriever {

@@ -2,7 +2,6 @@
 // LocalEngine behind startServer on a free port, HttpEngine (and plain fetch) in front.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -23,6 +22,7 @@ import { startServer, type ServerHandle } from '../src/serve/server.ts';
 import { assertClose, gpu } from './support/gpu.ts';
 import { writeRandomAdapter } from './support/random_adapter.ts';
 import { tinyTokenizer } from './support/tiny_tokenizer.ts';
+import { startServe } from './support/cli_process.ts';
 
 // The software GPU is slow and shared: GPU tests get more than the runner's 5 s default.
 const slow = { timeout: 120_000 };
@@ -410,21 +410,11 @@ describe('HttpEngine failure handling', () => {
 
 describe('serve command', () => {
   test('starts from the CLI, answers /health and a completion, stops on SIGTERM', slow, async () => {
-    const main = new URL('../src/cli/main.ts', import.meta.url).pathname;
-    const child = spawn(process.execPath, [main, 'serve', FIXTURE, '--port', '0', '--served-model-name', 'fixture', '--max-logprobs', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stderr.on('data', (d) => (err += d));
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (d) => {
-        out += d;
-        const m = out.match(/at (http:\/\/\S+)/);
-        if (m) resolve(m[1]);
-      });
-      child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${out}${err}`)));
-    });
+    const serve = startServe([FIXTURE, '--port', '0', '--served-model-name', 'fixture', '--max-logprobs', '2']);
+    const { child } = serve;
+    const url = await serve.url;
     try {
-      assert.match(out, /serving fixture \(no tokenizer: token ids only\)/);
+      assert.match(serve.output(), /serving fixture \(no tokenizer: token ids only\)/);
       assert.equal((await fetch(`${url}/health`)).status, 200);
       const [r] = await new HttpEngine({ baseUrl: url, model: 'fixture' }).generate([req(prompt, { maxTokens: 4, logprobs: 2 })]);
       assert.deepEqual(r.tokenIds, want.slice(0, 4));

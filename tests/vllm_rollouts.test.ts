@@ -10,11 +10,9 @@
 // --engine http --served-model` evaluates what a server serves.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { loadCausalLM, randomModel, saveModel } from '../src/models/load.ts';
 import { loadTokenizer } from '../src/models/tokenizer.ts';
@@ -23,8 +21,8 @@ import { WriterLock } from '../src/fleet/writer_lock.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { gpu } from './support/gpu.ts';
 import { startVllmStandin, type VllmStandin, type VllmStandinOptions } from './support/vllm_standin.ts';
+import { ROOT, runCli } from './support/cli_process.ts';
 
-const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const MODEL = path.join(ROOT, 'models', 'household-micro');
 const slow = { timeout: 600_000 };
 const out = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-vllm-')));
@@ -32,18 +30,8 @@ const locks = path.join(out, 'locks');
 after(() => fs.rmSync(out, { recursive: true, force: true }));
 
 /** The CLI in a child process, so the server in this one keeps answering while it runs. */
-function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'src', 'cli', 'main.ts'), ...args], {
-      cwd: ROOT,
-      env: { ...process.env, EGL_PLATFORM: 'surfaceless', WGT_SERVER_LOCKS: locks, VLLM_API_KEY: '', OPENAI_API_KEY: '', ...env },
-    });
-    let text = '';
-    child.stdout.on('data', (d) => (text += d));
-    child.stderr.on('data', (d) => (text += d));
-    child.on('close', (code) => resolve({ code, out: text }));
-  });
-}
+const cli = (args: string[], env: Record<string, string> = {}) =>
+  runCli(args, { WGT_SERVER_LOCKS: locks, VLLM_API_KEY: '', OPENAI_API_KEY: '', ...env });
 
 /** The smoke run (one task of two runs, two turns) in its own directory, against `url`. */
 const smoke = (name: string, url: string, ...overrides: string[]) => [

@@ -27,6 +27,7 @@ import type { AttemptFailure } from '../net/http_call.ts';
 import { PROBE_TEXT } from './weight_probe.ts';
 import type { WeightVersion, WeightVersions } from './weight_versions.ts';
 import { WriterLock } from './writer_lock.ts';
+import { mapLimit } from '../util/map_limit.ts';
 
 export interface PoolSettings extends ServerSettings {
   urls: readonly string[];
@@ -61,26 +62,6 @@ export interface PreflightNeeds {
   context?: { tokens: number; settings: string; lower: (maxModelLen: number) => string };
   /** The run directory: a pool that pushes weights takes each server's writer lock for it. */
   runDir?: string;
-}
-
-// fn over items with at most `limit` calls in flight; after a failure no new call starts.
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  let failed = false;
-  const worker = async () => {
-    while (next < items.length && !failed) {
-      const i = next++;
-      try {
-        out[i] = await fn(items[i], i);
-      } catch (e) {
-        failed = true;
-        throw e;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
 }
 
 const REPORT_EVERY_MS = 10_000;

@@ -13,6 +13,7 @@
 
 import type { Engine, GenerationRequest, GenerationResult, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
 import { callServer, EngineHttpError, type AttemptFailure, type RetryOptions } from '../net/http_call.ts';
+import { mapLimit } from '../util/map_limit.ts';
 
 export interface HttpEngineOptions {
   /** Server address, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted). */
@@ -47,26 +48,6 @@ export interface ServedModelCard {
 export const HTTP_ENGINE_DEFAULTS = { timeoutMs: 600_000, deadlineMs: 300_000, backoffMs: 500, maxBackoffMs: 8000, concurrency: 64 } as const;
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-
-// fn over items with at most `limit` calls in flight; after a failure no new call starts.
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  let failed = false;
-  const worker = async () => {
-    while (next < items.length && !failed) {
-      const i = next++;
-      try {
-        out[i] = await fn(items[i], i);
-      } catch (e) {
-        failed = true;
-        throw e;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
 
 export class HttpEngine implements Engine, WeightSync {
   readonly name: string;
