@@ -7,8 +7,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { archivedComplete, archiveRun, readArchive, type ArchivedRun } from '../src/compare/archive.ts';
-import { pairedDifference, pooledPassAtK, replaceBlock, resultRows } from '../src/compare/results.ts';
+import { archivedComplete, archiveRun, readArchive, readSegments, recordSegment, sourceCommit, type ArchivedRun } from '../src/compare/archive.ts';
+import { pairedDifference, pooledPassAtK, replaceBlock, resultRows, resultsBlock } from '../src/compare/results.ts';
 
 const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
 
@@ -63,6 +63,43 @@ describe('archived comparison runs', () => {
     assert.equal(archivedComplete(join(root, 'results'), 'grpo-s1'), false);
     archiveRun(run, dest, { method: 'grpo', seed: 0, plannedIterations: 150, commit: 'abc1234', command: 'c', configHash: 'h' });
     assert.equal(archivedComplete(join(root, 'results'), 'grpo-s0'), false, '3 of 150 iterations');
+  });
+
+  test('a run made in segments keeps each one\'s commit and command; a run started over or resumed from an earlier point drops what it replaced', () => {
+    const root = mkdtempSync(join(tmpdir(), 'wgt-segments-'));
+    const cmp = join(root, 'cmp');
+    recordSegment(cmp, 'grpo-s0', { from: 1, commit: 'old1', command: 'first try' });
+    recordSegment(cmp, 'grpo-s0', { from: 1, commit: 'aaa', command: 'compare --parallel 2 --time-limit 9' });
+    recordSegment(cmp, 'grpo-s0', { from: 41, commit: 'aaa', command: 'compare --time-limit 9 --resume' });
+    recordSegment(cmp, 'grpo-s0', { from: 81, commit: 'bbb', command: 'compare --time-limit 3 --resume' });
+    // The checkpoint of 80 was lost: the next segment continues from 71 and replaces the one from 81.
+    recordSegment(cmp, 'grpo-s0', { from: 71, commit: 'ccc', command: 'compare --resume' });
+    const segments = readSegments(cmp, 'grpo-s0');
+    assert.deepEqual(segments.map((s) => [s.from, s.commit]), [[1, 'aaa'], [41, 'aaa'], [71, 'ccc']]);
+    assert.deepEqual(readSegments(cmp, 'sdar-s0'), [], 'none noted');
+    const run = fakeRun(root, 'run', [{ iteration: 0, 'val/success': 0.2 }, { iteration: 100, 'val/success': 0.3 }], {});
+    archiveRun(run, join(root, 'results', 'grpo-s0'), { method: 'grpo', seed: 0, plannedIterations: 100, commit: 'ccc', command: 'compare --resume', configHash: 'h', segments });
+    const [a] = readArchive(join(root, 'results'));
+    assert.deepEqual(a.meta.segments, segments);
+    const block = resultsBlock('household', [a], 'figures/x.svg');
+    assert.match(block, /from commits `aaa`, `ccc`, made by:/);
+    assert.match(block, /    compare --parallel 2 --time-limit 9\n    compare --time-limit 9 --resume\n    compare --resume\n/);
+    writeFileSync(join(root, 'results', 'grpo-s0', 'run.json'), JSON.stringify({ ...a.meta, segments: [{ from: 0, commit: 'x', command: 'y' }] }));
+    assert.throws(() => readArchive(join(root, 'results')), /grpo-s0\/run\.json: segments\[0\]: from must be an iteration >= 1, got 0/);
+  });
+
+  test('the source commit: WGT_COMMIT where set (a copied tree\'s .git may be another commit\'s), else git, else unknown', () => {
+    const saved = process.env.WGT_COMMIT;
+    try {
+      process.env.WGT_COMMIT = 'feed123';
+      assert.equal(sourceCommit(), 'feed123');
+      delete process.env.WGT_COMMIT;
+      assert.match(sourceCommit(), /^[0-9a-f]{7,}(\+changes)?$/);
+      assert.equal(sourceCommit(mkdtempSync(join(tmpdir(), 'wgt-nogit-'))), 'unknown');
+    } finally {
+      if (saved === undefined) delete process.env.WGT_COMMIT;
+      else process.env.WGT_COMMIT = saved;
+    }
   });
 
   test('a broken run.json names the file and the field', () => {

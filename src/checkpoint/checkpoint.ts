@@ -279,6 +279,13 @@ export function findLatestCheckpoint(root: string): string | null {
   return all.length ? path.join(root, checkpointName(all[all.length - 1])) : null;
 }
 
+/** The iteration a checkpoint directory (ckpt-N) was saved at. */
+export function checkpointIteration(dir: string): number {
+  const m = CKPT_NAME.exec(path.basename(dir));
+  if (!m) throw new Error(`${dir}: not a checkpoint directory (ckpt-N)`);
+  return Number(m[1]);
+}
+
 export interface LoadedCheckpoint {
   dir: string;
   iteration: number;

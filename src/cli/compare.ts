@@ -3,9 +3,9 @@ import { defineCommand } from 'citty';
 import { METHODS } from '../config/config_schema.ts';
 import * as fs from 'node:fs';
 import { configHash, loadConfig, type TrainConfig } from '../config/config.ts';
-import { archivedComplete, archiveRun, sourceCommit } from '../compare/archive.ts';
+import { archivedComplete, archiveRun, readSegments, recordSegment, sourceCommit } from '../compare/archive.ts';
 import { comparePlan, runComparison, serverSlots, slotServerOverrides, writeComparison, type CompareRun } from '../compare/compare.ts';
-import { findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
+import { checkpointIteration, findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
 import { readMetrics } from '../report/metrics.ts';
 import { checkRunInputs } from '../trainer/train.ts';
 import { hubModelDir } from '../hub/hub_model.ts';
@@ -67,7 +67,8 @@ export const compareCommand = defineCommand({
     if (results !== undefined && fs.existsSync(results) && !fs.statSync(results).isDirectory()) throw new CliError(`--results ${results}: not a directory`);
     if (!args['table-only']) {
       const flags = [
-        ...(['backend', 'adapter', 'toggles', 'robustness', 'tensor-cores', 'attention', 'gpu-memory'] as const).flatMap((k) => (args[k] ? [`--${k}`, args[k] as string] : [])),
+        // Every GPU option reaches each run as given (a run's speed is the GPU's business, its results the recipe's).
+        ...(Object.keys(gpuArgs) as (keyof typeof gpuArgs)[]).flatMap((k) => (args[k] ? [`--${k}`, args[k] as string] : [])),
         ...(args['time-limit'] ? ['--time-limit', args['time-limit']] : []),
         ...(args['full-size'] ? ['--full-size'] : []),
       ];
@@ -80,10 +81,11 @@ export const compareCommand = defineCommand({
           console.log(`skip ${run.name}: archived complete in ${results}`);
           return null;
         }
+        const latest = args.resume ? findLatestCheckpoint(path.join(dir, run.name, 'checkpoints')) : null;
+        recordSegment(dir, run.name, { from: latest ? checkpointIteration(latest) + 1 : 1, commit, command });
         if (!args.resume) return args.overwrite ? ['--overwrite'] : [];
-        if (findLatestCheckpoint(path.join(dir, run.name, 'checkpoints'))) return ['--resume'];
         // Nothing saved to continue from: the run starts again.
-        return ['--overwrite'];
+        return latest ? ['--resume'] : ['--overwrite'];
       };
       const onExit = (run: CompareRun, code: number) => {
         if (results === undefined || code !== 0) return;
@@ -91,8 +93,9 @@ export const compareCommand = defineCommand({
         const runDir = path.join(dir, run.name);
         const done = readMetrics(path.join(runDir, 'metrics.jsonl')).reduce((m, r) => Math.max(m, typeof r.iteration === 'number' ? r.iteration : 0), 0);
         if (done < cfg.iterations) return;
+        const segments = readSegments(dir, run.name);
         archiveRun(runDir, path.join(results, run.name), {
-          method: run.method, seed: run.seed, plannedIterations: cfg.iterations, commit, command, configHash: configHash(cfg),
+          method: run.method, seed: run.seed, plannedIterations: cfg.iterations, commit, command, configHash: configHash(cfg), segments,
         });
         console.log(`archived ${run.name} in ${path.join(results, run.name)}`);
       };

@@ -1,6 +1,8 @@
 // Comparison runs kept as data in the repository: each finished run of a comparison
 // becomes docs/results/<env>/<method>-s<seed>/ with
-//   run.json       what ran: method, seed, iterations, the commit and the command
+//   run.json       what ran: method, seed, iterations, the commit and the command, and
+//                  the segments it was made in (a run stopped at --time-limit and
+//                  continued by --resume, perhaps from another commit)
 //   metrics.jsonl  the keys the table and the curves need, 4 significant digits
 //   val_tasks.json wins and attempts per validation task at the final and the peak
 //                  validation (pairing by task and pass@k need them)
@@ -39,6 +41,15 @@ export interface ArchiveMeta {
   command: string;
   /** The run's configuration hash (configHash), so runs of one table can be told to share a recipe. */
   configHash: string;
+  /** The invocations that made it, in order; absent in archives written before they were kept. */
+  segments?: RunSegment[];
+}
+
+/** One invocation of the comparison that ran part of a run: from iteration `from` on. */
+export interface RunSegment {
+  from: number;
+  commit: string;
+  command: string;
 }
 
 /** Wins and attempts per validation task, keyed by the task's seed. */
@@ -117,13 +128,59 @@ function readJson(file: string): unknown {
   }
 }
 
+function checkSegment(v: unknown, where: string): RunSegment {
+  const s = v as Record<string, unknown>;
+  if (!s || typeof s !== 'object') throw new Error(`${where}: expected an object {from, commit, command}, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(s.from) || (s.from as number) < 1) throw new Error(`${where}: from must be an iteration >= 1, got ${JSON.stringify(s.from)}`);
+  for (const f of ['commit', 'command'] as const) if (typeof s[f] !== 'string') throw new Error(`${where}: ${f} must be a string, got ${JSON.stringify(s[f])}`);
+  return s as unknown as RunSegment;
+}
+
 function checkMeta(v: unknown, file: string): ArchiveMeta {
   const m = v as Record<string, unknown>;
   const bad = (field: string, want: string) => new Error(`${file}: ${field} must be ${want}, got ${JSON.stringify(m?.[field])}`);
   if (!m || typeof m !== 'object') throw new Error(`${file}: expected a JSON object`);
   for (const f of ['method', 'commit', 'command', 'configHash'] as const) if (typeof m[f] !== 'string') throw bad(f, 'a string');
   for (const f of ['seed', 'iterations', 'plannedIterations'] as const) if (!Number.isInteger(m[f]) || (m[f] as number) < 0) throw bad(f, 'a whole number >= 0');
+  if (m.segments !== undefined) {
+    if (!Array.isArray(m.segments)) throw bad('segments', 'a list');
+    m.segments.forEach((s, i) => checkSegment(s, `${file}: segments[${i}]`));
+  }
   return m as unknown as ArchiveMeta;
+}
+
+/** Where a comparison directory keeps the segments of its run `name` until the run is archived. */
+const segmentsFile = (compareDir: string, name: string) => path.join(compareDir, 'segments', `${name}.jsonl`);
+
+/**
+ * Notes that an invocation runs `name` from iteration `segment.from` on; a run that
+ * starts over (from 1) drops the segments of the run it replaces.
+ */
+export function recordSegment(compareDir: string, name: string, segment: RunSegment): void {
+  const file = segmentsFile(compareDir, name);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  if (segment.from === 1) fs.rmSync(file, { force: true });
+  fs.appendFileSync(file, JSON.stringify(segment) + '\n');
+}
+
+/** The segments noted for run `name`, oldest first; a segment whose run was resumed from an earlier point is cut back to it. */
+export function readSegments(compareDir: string, name: string): RunSegment[] {
+  const file = segmentsFile(compareDir, name);
+  if (!fs.existsSync(file)) return [];
+  const out: RunSegment[] = [];
+  fs.readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    let v: unknown;
+    try {
+      v = JSON.parse(line);
+    } catch (e) {
+      throw new Error(`${file}:${i + 1}: ${(e as Error).message}`);
+    }
+    const s = checkSegment(v, `${file}:${i + 1}`);
+    while (out.length && out[out.length - 1].from >= s.from) out.pop();
+    out.push(s);
+  });
+  return out;
 }
 
 /** One archived run; null when `dir` holds no whole archive (no run.json yet). */
@@ -148,18 +205,21 @@ export function readArchive(root: string): ArchivedRun[] {
 }
 
 /**
- * The commit of the working tree the runs come from: `git rev-parse --short HEAD`
- * (with "+changes" when the tree differs from it), else WGT_COMMIT (for a copy of
- * the tree without its repository, as on a test machine), else "unknown".
+ * The commit of the working tree the runs come from: WGT_COMMIT where set (a copy of
+ * the tree sent to a test machine, whose .git, if any, may hold another commit), else
+ * `git rev-parse --short HEAD` (with "+changes" when the tree differs from it), else
+ * "unknown".
  */
 export function sourceCommit(cwd = process.cwd()): string {
+  const given = process.env.WGT_COMMIT?.trim();
+  if (given) return given;
   const git = (...args: string[]) => spawnSync('git', args, { cwd, encoding: 'utf8' });
   const head = git('rev-parse', '--short', 'HEAD');
   if (head.status === 0 && head.stdout.trim()) {
     const dirty = git('status', '--porcelain', '--untracked-files=no').stdout.trim() !== '';
     return head.stdout.trim() + (dirty ? '+changes' : '');
   }
-  return process.env.WGT_COMMIT?.trim() || 'unknown';
+  return 'unknown';
 }
 
 /** Whether `root/name` holds a run that completed its planned iterations. */

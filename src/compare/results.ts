@@ -120,10 +120,13 @@ export function resultRows(runs: readonly ArchivedRun[]): ResultRow[] {
       passAtK: pooledPassAtK(mine),
       secondsPerIteration: meanStd(perIteration),
       teacherShare: meanStd(shares),
-      commits: [...new Set(mine.map((r) => r.meta.commit))],
+      commits: [...new Set(mine.flatMap((r) => madeBy(r).map((m) => m.commit)))],
     };
   });
 }
+
+/** The commits and commands that made a run: each segment's (--time-limit, then --resume), or the one that finished it in archives without segments. */
+const madeBy = (r: ArchivedRun): { commit: string; command: string }[] => (r.meta.segments?.length ? r.meta.segments : [{ commit: r.meta.commit, command: r.meta.command }]);
 
 const fmt = (m: MeanStd) => (Number.isFinite(m.mean) ? (m.n > 1 ? formatMeanStd(m) : m.mean.toFixed(3)) : '–');
 const pts = (v: number) => `${v >= 0 ? '+' : '−'}${Math.abs(100 * v).toFixed(1)}`;
@@ -165,12 +168,13 @@ const END = (env: string) => `<!-- results:${env}:end -->`;
 /** The generated block of docs/RESULTS.md for one environment's archive. */
 export function resultsBlock(env: string, runs: readonly ArchivedRun[], figure: string): string {
   const rows = resultRows(runs);
-  const commits = [...new Set(runs.map((r) => r.meta.commit))];
-  const commands = [...new Set(runs.map((r) => r.meta.command))];
+  const made = runs.flatMap(madeBy);
+  const commits = [...new Set(made.map((s) => s.commit))];
+  const commands = [...new Set(made.map((s) => s.command))];
   const lines = [
     BEGIN(env),
     '',
-    `${runs.length} archived run${runs.length === 1 ? '' : 's'} (docs/results/${env}/), from commit${commits.length > 1 ? 's' : ''} ${commits.map((c) => `\`${c}\``).join(', ')}:`,
+    `${runs.length} archived run${runs.length === 1 ? '' : 's'} (docs/results/${env}/), from commit${commits.length > 1 ? 's' : ''} ${commits.map((c) => `\`${c}\``).join(', ')}, made by:`,
     '',
     ...commands.map((c) => `    ${c}`),
     '',
