@@ -184,6 +184,27 @@ describe('the comparison table', () => {
     assert.ok(!existsSync(join(root, 'nowhere')));
   });
 
+  test('a run stopped at --time-limit and continued by --resume is archived with both segments, each with its commit and command', () => {
+    const root = mkdtempSync(join(tmpdir(), 'wgt-compare-segments-'));
+    const results = join(root, 'results');
+    const out = join(root, 'cmp');
+    // --time-limit 0 stops each invocation after one iteration, with a checkpoint.
+    const compare = (commit: string) => spawnSync(process.execPath, [
+      cli, 'compare', 'examples/smoke.yaml', 'iterations=2', '--methods', 'grpo', '--seeds', '1', '--resume', '--results', results, '--out', out, '--time-limit', '0', '--full-size',
+    ], { encoding: 'utf8', env: { ...process.env, WGT_COMMIT: commit } });
+    const first = compare('aaa1111');
+    assert.equal(first.status, 0, first.stderr + first.stdout);
+    assert.ok(!existsSync(join(results, 'grpo-s0')), 'one of two iterations: not archived');
+    const second = compare('bbb2222');
+    assert.equal(second.status, 0, second.stderr + second.stdout);
+    assert.match(second.stdout, /archived grpo-s0/);
+    const [a] = readArchive(results);
+    assert.equal(a.meta.iterations, 2);
+    assert.equal(a.meta.commit, 'bbb2222');
+    assert.deepEqual(a.meta.segments?.map((s) => [s.from, s.commit]), [[1, 'aaa1111'], [2, 'bbb2222']]);
+    assert.ok(a.meta.segments!.every((s) => s.command.startsWith('bun run cli compare examples/smoke.yaml iterations=2 --methods grpo') && s.command.includes('--time-limit 0')));
+  });
+
   test('compare --results skips runs archived complete: no training starts for them', () => {
     const root = mkdtempSync(join(tmpdir(), 'wgt-compare-skip-'));
     const results = join(root, 'results');
