@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { archivedComplete, archiveRun, readArchive, readSegments, recordSegment, sourceCommit, type ArchivedRun } from '../src/compare/archive.ts';
 import { pairedDifference, pooledPassAtK, replaceBlock, resultRows, resultsBlock } from '../src/compare/results.ts';
+import { parseSeeds } from '../src/cli/compare.ts';
 
 const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
 
@@ -182,6 +183,16 @@ describe('the comparison table', () => {
     assert.equal(missing.status, 1);
     assert.match(missing.stderr, /nowhere: no such folder/);
     assert.ok(!existsSync(join(root, 'nowhere')));
+  });
+
+  test('--seeds: a count, a list, ranges (one seed alone as N-N); backwards ranges and repeats refused', () => {
+    assert.deepEqual(parseSeeds('3'), [0, 1, 2]);
+    assert.deepEqual(parseSeeds('2,5'), [2, 5]);
+    assert.deepEqual(parseSeeds('2-2'), [2]);
+    assert.deepEqual(parseSeeds('0, 3-5'), [0, 3, 4, 5]);
+    assert.throws(() => parseSeeds('4-2'), /--seeds 4-2: the range 4-2 runs backwards/);
+    assert.throws(() => parseSeeds('1,0-2'), /--seeds 1,0-2: a seed is listed twice/);
+    assert.throws(() => parseSeeds('1,x'), /--seeds/);
   });
 
   test('a run stopped at --time-limit and continued by --resume is archived with both segments, each with its commit and command', () => {

@@ -12,9 +12,17 @@ import { hubModelDir } from '../hub/hub_model.ts';
 import { CliError, configWords, intArg } from './args.ts';
 import { gpuArgs } from './gpu_args.ts';
 
-function parseSeeds(value: string): number[] {
+/** --seeds: a count N (seeds 0..N-1), or a comma-separated list of seeds and ranges A-B (`2-2` is seed 2 alone). */
+export function parseSeeds(value: string): number[] {
   if (/^\d+$/.test(value)) return Array.from({ length: intArg('--seeds', value, 1, 1000) }, (_, i) => i);
-  const seeds = value.split(',').map((s) => intArg('--seeds', s.trim(), 0));
+  const seeds = value.split(',').flatMap((item) => {
+    const range = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(item);
+    if (!range) return [intArg('--seeds', item.trim(), 0)];
+    const [from, to] = [Number(range[1]), Number(range[2])];
+    if (from > to) throw new CliError(`--seeds ${value}: the range ${item.trim()} runs backwards`);
+    if (to - from >= 1000) throw new CliError(`--seeds ${value}: the range ${item.trim()} holds more than 1000 seeds`);
+    return Array.from({ length: to - from + 1 }, (_, i) => from + i);
+  });
   if (new Set(seeds).size !== seeds.length) throw new CliError(`--seeds ${value}: a seed is listed twice`);
   return seeds;
 }
@@ -28,7 +36,7 @@ export const compareCommand = defineCommand({
   args: {
     config: { type: 'positional', required: false, description: 'YAML or JSON config file, then any number of key=value overrides for every run' },
     methods: { type: 'string', required: true, description: `comma-separated methods (${METHODS.join(', ')})` },
-    seeds: { type: 'string', default: '3', description: 'a count N (seeds 0..N-1) or a comma-separated list' },
+    seeds: { type: 'string', default: '3', description: 'a count N (seeds 0..N-1), or a comma-separated list of seeds and ranges A-B (2-2: seed 2 alone)' },
     parallel: { type: 'string', default: '1', description: 'runs at once (they share the GPU)' },
     out: { type: 'string', description: 'comparison directory (default: <output.dir>/compare-<env>)' },
     resume: { type: 'boolean', description: 'run only what is missing: skip runs archived complete (--results), continue the others from their latest checkpoint, start those with none' },
