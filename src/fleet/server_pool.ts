@@ -91,8 +91,8 @@ export class ServerPool implements Engine {
   /** The server each episode runs on (by trajectory id). */
   private readonly pins = new Map<string, InferenceServer>();
   private readonly catchingUp = new Map<InferenceServer, Promise<void>>();
-  /** Servers with a rejoin under way (waiting for them, or pushing to them). */
-  private readonly rejoining = new Set<InferenceServer>();
+  /** Rejoins under way (waiting for the server, or pushing to it), by server: one at a time each, and one a rollout can wait for. */
+  private readonly rejoining = new Map<InferenceServer, Promise<void>>();
   private closed = false;
 
   constructor(private readonly settings: PoolSettings) {
@@ -247,7 +247,11 @@ export class ServerPool implements Engine {
     this.pins.clear();
     const v = this.current;
     if (!v) return;
-    await Promise.all(this.servers.filter((s) => !s.inPool && !this.rejoining.has(s)).map((s) => this.rejoin(s, v, 1000).catch(() => undefined)));
+    await Promise.all(this.servers.filter((s) => !s.inPool).map(async (s) => {
+      // A catch-up already under way (perhaps of an older version) is waited for, not passed over: the rollout would start without a server about to hold its weights.
+      await this.rejoining.get(s)?.catch(() => undefined);
+      await this.rejoin(s, v, 1000).catch(() => undefined);
+    }));
     const targets = this.servers.filter((s) => s.inPool);
     const outcomes = await Promise.allSettled(targets.map((s) => this.ensureHolds(s, v, 'check')));
     const failed = outcomes.flatMap((o, i) => (o.status === 'rejected' ? [{ s: targets[i], e: o.reason as unknown }] : []));
@@ -358,18 +362,19 @@ export class ServerPool implements Engine {
   }
 
   /** Brings `s` back into the pool once it answers (within `waitMs`) and holds `v`, the current version. */
-  private async rejoin(s: InferenceServer, v: WeightVersion | null, waitMs: number): Promise<void> {
-    if (s.inPool || this.rejoining.has(s)) return;
-    this.rejoining.add(s);
-    try {
+  private rejoin(s: InferenceServer, v: WeightVersion | null, waitMs: number): Promise<void> {
+    if (s.inPool) return Promise.resolve();
+    const inFlight = this.rejoining.get(s);
+    if (inFlight) return inFlight;
+    const p = (async () => {
       await s.waitUntilUp('out of the pool, waiting for it', waitMs);
       if (v) await this.ensureHolds(s, v, 'restore');
       if (this.current !== v || this.closed || s.inPool) return;
       s.inPool = true;
       this.settings.log(`server ${s.url} is back in the pool${v ? ` with step ${v.step}` : ''}`);
-    } finally {
-      this.rejoining.delete(s);
-    }
+    })().finally(() => this.rejoining.delete(s));
+    this.rejoining.set(s, p);
+    return p;
   }
 
   /** The serving server with the least work in flight, or null when none serves. */
