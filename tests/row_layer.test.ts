@@ -13,6 +13,7 @@ import type { QwenModel } from '../src/models/qwen.ts';
 import { rowLayerRows, takesRowLayers } from '../src/models/qwen_decode.ts';
 import { noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { rowLayer } from '../src/tensor/ops/decode.ts';
+import { rowLayerForward } from '../src/reference/row_layer.ts';
 import type { GenerationRequest } from '../src/rollout/engine.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { keep, scopeAsync } from '../src/tensor/scope.ts';
@@ -93,7 +94,7 @@ describe('whole-layer decode steps', () => {
     dispose(model);
   });
 
-  test('several rows a workgroup, the last group partial, give the one-row results', slow, async () => {
+  test('one layer against its CPU reference; several rows a workgroup, the last group partial, give the one-row results', slow, async () => {
     const rt = await gpu();
     const model = tinyModel({ hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 9);
     const cfg = model.config;
@@ -118,6 +119,18 @@ describe('whole-layer decode steps', () => {
         return out;
       };
       const one = await run(1);
+      // The CPU reference of the layer, on the same caches.
+      const weights = new Map<string, Float32Array>();
+      for (const [name, t] of model.params) if (name.includes('.layers.1.')) weights.set(name.replace(/^.*\.layers\.1\./, ''), await read(t));
+      const refKeys = Float32Array.from(keyData);
+      const refValues = Float32Array.from(valueData);
+      const want = rowLayerForward({
+        b: B, hidden: cfg.hidden, heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, intermediate: cfg.intermediate, capacity: cap, offset,
+        eps: cfg.rmsEps, theta: cfg.ropeTheta, weights, x: await read(x), keys: refKeys, values: refValues, positions: [6, 5, 4, 6, 2], pad: [0, 1, 2, 0, 4],
+      });
+      assertClose(one.y, want, { atol: 1e-4, rtol: 1e-4, label: 'against the CPU reference' });
+      assertClose(one.k, refKeys, { atol: 1e-5, label: 'keys against the CPU reference' });
+      assertClose(one.v, refValues, { atol: 1e-5, label: 'values against the CPU reference' });
       for (const rows of [2, 3, 4]) {
         const many = await run(rows);
         assertClose(many.y, one.y, { atol: 1e-5, label: `${rows} rows a workgroup` });
