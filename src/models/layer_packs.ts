@@ -5,14 +5,10 @@
 // frees them after it, so a rollout always reads the latest update.
 
 import type { CausalLM } from './causal_lm.ts';
+import type { LayerPack } from './token_batch.ts';
 import type { RowLayerOffsets } from '../kernels/row_layer.ts';
 import { keep } from '../tensor/scope.ts';
 import { empty, type Tensor } from '../tensor/tensor.ts';
-
-export interface LayerPack {
-  packed: Tensor;
-  at: RowLayerOffsets;
-}
 
 const align4 = (n: number) => Math.ceil(n / 4) * 4;
 

@@ -23,23 +23,25 @@
 // with a LoRA-adapted projection keeps the op-by-op form. Given f16 copies of the
 // weights (the step's halfWeights, models/half_weights.ts), the fused layers read
 // those: half the bytes of a step that reads every weight once.
+//
+// A small Qwen2 model can go further (rt.policy.decode.rowLayers): each layer one
+// dispatch, a workgroup per row streaming the whole layer (shaders/row_layer.wgsl),
+// from the layers packed for the generation (models/layer_packs.ts).
 
 import type { CausalLM } from './causal_lm.ts';
 import type { KVCache } from './kv_cache.ts';
-import type { HalfWeightMap, LayerStep } from './token_batch.ts';
+import type { HalfWeightMap, LayerPack, LayerStep } from './token_batch.ts';
 import { shapeTakesTensorCores } from '../kernels/matmul/precision.ts';
 import { autoTile } from '../kernels/matmul/select.ts';
 import { skinnyConcatTakesNorm } from '../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../kernels/matmul/tiles.ts';
+import { ROW_LAYER_MAX_PARAMS, rowLayerRowsPerGroup } from '../kernels/row_layer.ts';
 import { isGradEnabled } from '../tensor/autograd.ts';
 import { attention } from '../tensor/ops/attention.ts';
 import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache, rowLayer, type RowLayerInput, type Weight } from '../tensor/ops/decode.ts';
-import { ROW_LAYER_MAX_PARAMS, rowLayerRowsPerGroup } from '../kernels/row_layer.ts';
-import type { LayerPack } from './layer_packs.ts';
-import { zeros } from '../tensor/tensor.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { permute, reshape } from '../tensor/ops/shape_ops.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import { zeros, type Tensor } from '../tensor/tensor.ts';
 
 /** Whether a step of `rows` tokens (of x) folds its RMSNorms into the products that follow (rt.policy.decode). */
 const foldsNorm = (x: Tensor, rows: number) => rows <= x.storage.rt.policy.decode.foldNormMaxRows;

@@ -3,10 +3,16 @@
 // pass share (qwen.ts and its fused decode layers, qwen_decode.ts).
 
 import type { KVCache } from './kv_cache.ts';
-import type { LayerPack } from './layer_packs.ts';
+import type { RowLayerOffsets } from '../kernels/row_layer.ts';
 import { ShapeError } from '../tensor/errors.ts';
 import type { HalfWeight } from '../tensor/ops/half.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
+
+/** A decoder layer packed into one buffer for the whole-layer decode kernel (models/layer_packs.ts). */
+export interface LayerPack {
+  packed: Tensor;
+  at: RowLayerOffsets;
+}
 
 /** f16 copies of weights by their Hugging Face names (models/half_weights.ts). */
 export type HalfWeightMap = ReadonlyMap<string, HalfWeight>;
