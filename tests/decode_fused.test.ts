@@ -327,7 +327,12 @@ describe('fused Qwen decode steps', () => {
       assert.equal(noGrad(() => fusesStep(model, 2, 2, cache)), false, 'prefill');
       assert.equal(noGrad(() => fusesStep(model, 2, 1, null)), false, 'no cache');
       assert.equal(fusesStep(model, 2, 1, cache), false, 'gradients enabled');
-      assert.equal(noGrad(() => fusesStep(model, rt.policy.matmul.skinnyMaxRowsNarrow + 1, 1, cache)), false, 'too many rows for the skinny path');
+      const many = rt.policy.matmul.skinnyMaxRowsNarrow + 1;
+      assert.equal(noGrad(() => fusesStep(model, many, 1, cache)), true, 'weights this small fuse at any row count');
+      await withPolicy(rt, { decode: { fusedAnyRowsMaxBytes: 4 * 40 * 32 - 1 } }, () => {
+        assert.equal(noGrad(() => fusesStep(model, many, 1, cache)), false, 'too many rows for the skinny path, a weight (gate, 40 x 32) over the bound');
+        assert.equal(noGrad(() => fusesStep(model, 2, 1, cache)), true, 'a few rows still fuse');
+      });
       rt.gpu.caps.compatibility = true;
       assert.equal(noGrad(() => fusesStep(model, 2, 1, cache)), false, 'the software GPU');
     } finally {

@@ -54,7 +54,8 @@ export function fusesStep(model: CausalLM, batch: number, seq: number, cache: KV
 /**
  * Whether decode steps of `rows` sequences take the fused layers (fusesStep without
  * the step's own conditions): the policy allows them and the products fit the skinny
- * kernels, which the launcher would take on this device anyway unless forced.
+ * kernels, which the launcher would take on this device anyway unless forced, or on a
+ * real GPU the layers are small (policy.decode.fusedAnyRowsMaxBytes).
  */
 export function fusesRows(model: CausalLM, rows: number): boolean {
   const rt = model.lmHead().storage.rt;
@@ -65,7 +66,21 @@ export function fusesRows(model: CausalLM, rows: number): boolean {
   const ks = [cfg.hidden, cfg.heads * cfg.headDim, cfg.intermediate];
   if (ks.some((k) => k % 4 !== 0)) return false;
   if (fused === 'always') return true;
+  if (!rt.caps.compatibility && smallDecodeLayers(model)) return true;
   return ks.every((k) => autoTile(rt, { m: rows, n: 1, k, transB: true }) === SKINNY_TILE);
+}
+
+/**
+ * Whether every projection weight of `model`'s layers holds at most
+ * policy.decode.fusedAnyRowsMaxBytes: weights that stay in L2, which the fused layers
+ * take at any row count.
+ */
+function smallDecodeLayers(model: CausalLM): boolean {
+  const cfg = model.config;
+  const bound = model.lmHead().storage.rt.policy.decode.fusedAnyRowsMaxBytes;
+  // [n, k] of q (and o), k and v, gate and up, down.
+  const weights = [[cfg.heads * cfg.headDim, cfg.hidden], [cfg.kvHeads * cfg.headDim, cfg.hidden], [cfg.intermediate, cfg.hidden], [cfg.hidden, cfg.intermediate]];
+  return weights.every(([n, k]) => 4 * n * k <= bound);
 }
 
 /**
