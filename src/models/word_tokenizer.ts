@@ -162,9 +162,12 @@ export function writeTokenizerFiles(dir: string, files: WordTokenizerFiles): voi
  * apart into characters, and those outside it into byte tokens), which is what the
  * generic pipeline computes too, at a fraction of its cost: the household rollouts
  * encode about a million prompt tokens an iteration, where the generic path took
- * about 0.35 s of host time (Bun, 2 cores). tests/tokenizer.test.ts holds the two to
- * the same ids.
+ * about 0.35 s of host time (Bun, 2 cores), and a validation four times as many.
+ * tests/tokenizer.test.ts holds the two to the same ids.
  */
+/** Lines whose ids an encoder keeps (a few MB). */
+const LINE_CACHE_ENTRIES = 65536;
+
 export function wordTokenizerEncoder(tokenizerJson: unknown): ((text: string) => number[]) | null {
   const t = tokenizerJson as Record<string, any>;
   const m = t?.model;
@@ -202,7 +205,7 @@ export function wordTokenizerEncoder(tokenizerJson: unknown): ((text: string) =>
   };
   // preTokenize's pieces, looked up as they are matched (no list of them in between).
   const piece = new RegExp(PRE_TOKENIZE_PATTERN, 'gu');
-  const encodeText = (text: string, out: number[]) => {
+  const encodeLine = (text: string, out: number[]) => {
     piece.lastIndex = 0;
     let at = 0;
     for (let m = piece.exec(text); m !== null; m = piece.exec(text)) {
@@ -211,6 +214,29 @@ export function wordTokenizerEncoder(tokenizerJson: unknown): ((text: string) =>
       at = piece.lastIndex;
     }
     if (at < text.length) pieceIds(text.slice(at), out);
+  };
+  // The pattern makes every newline a piece of its own and looks neither behind nor
+  // past one, so a text encodes line by line, and lines recur (a prompt's task, its
+  // admissible actions, the turns it shows again): their ids are kept, up to a bound.
+  const lines = new Map<string, number[]>();
+  const newline: number[] = [];
+  pieceIds('\n', newline);
+  const encodeText = (text: string, out: number[]) => {
+    let at = 0;
+    for (;;) {
+      const end = text.indexOf('\n', at);
+      const line = text.slice(at, end < 0 ? text.length : end);
+      let ids = lines.get(line);
+      if (!ids) {
+        encodeLine(line, (ids = []));
+        if (lines.size >= LINE_CACHE_ENTRIES) lines.clear();
+        lines.set(line, ids);
+      }
+      for (const id of ids) out.push(id);
+      if (end < 0) return;
+      for (const id of newline) out.push(id);
+      at = end + 1;
+    }
   };
   return (text: string) => {
     const out: number[] = [];
