@@ -8,9 +8,7 @@ import { matmul as matmulKernel } from '../src/kernels/matmul/matmul.ts';
 import { matmulSkinnyConcat, matmulSkinnySwiglu, skinnyConcatTakesNorm } from '../src/kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../src/kernels/matmul/tiles.ts';
 import { lastLogits } from '../src/models/generate.ts';
-import { randomModel } from '../src/models/load.ts';
 import { attachLora } from '../src/models/lora.ts';
-import { configFromPreset } from '../src/models/presets.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { fusable, fusesStep } from '../src/models/qwen_decode.ts';
 import * as ref from '../src/reference/matmul.ts';
@@ -23,6 +21,7 @@ import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache } from '../src
 import { keep, scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';
+import { tinyQwen } from './support/tiny_qwen.ts';
 
 // Each kernel variant compiles once on the software GPU; that dominates the run time.
 const slow = { timeout: 300_000 };
@@ -214,22 +213,6 @@ describe('fused decode kernels', () => {
   });
 });
 
-// Random biases and norm weights: randomModel leaves them 0 and 1, which would hide a
-// bias or norm weight read from the wrong place.
-function tinyModel(preset: string, overrides: Record<string, unknown>, s: number): QwenModel {
-  const model = randomModel(configFromPreset(preset, { vocab_size: 97, num_hidden_layers: 2, ...overrides }), s, { std: 0.2 });
-  let k = 0;
-  for (const [name, t] of [...model.params]) {
-    if (!name.endsWith('.bias') && !name.endsWith('norm.weight')) continue;
-    const data = randn(t.size, s * 31 + k++, name.endsWith('.bias') ? 0.3 : 0.2).map((x) => (name.endsWith('.bias') ? x : 1 + x));
-    const fresh = keep(requireGrad(tensor(data, t.shape)));
-    fresh.name = name;
-    model.params.set(name, fresh);
-    t.dispose();
-  }
-  return model;
-}
-
 /** Logits of the prefill and `ids.length` decode steps of 3 left-padded rows, and the dispatches of the last step. */
 async function decode(model: QwenModel, ids: number[][], fused: 'always' | 'never'): Promise<{ logits: Float32Array[]; dispatches: number }> {
   const rt = await gpu();
@@ -271,14 +254,14 @@ describe('fused Qwen decode steps', () => {
 
   test('Qwen2 with q/k/v biases: 4 steps of batch 3 with left padding equal the op-by-op layers', slow, async () => {
     await gpu();
-    const model = tinyModel('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 3);
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 3);
     await compare(model, 'qwen2');
     for (const p of model.parameters()) p.dispose();
   });
 
   test('above foldNormMaxRows the RMSNorms keep their own dispatches, one more per norm, and the steps are unchanged', slow, async () => {
     const rt = await gpu();
-    const model = tinyModel('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 7);
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 7);
     try {
       const folded = await decode(model, steps, 'always');
       const unfolded = await withPolicy(rt, { decode: { foldNormMaxRows: 2 } }, () => decode(model, steps, 'always'));
@@ -293,7 +276,7 @@ describe('fused Qwen decode steps', () => {
 
   test('Qwen3 with q/k-norm and attention biases (o_proj too)', slow, async () => {
     await gpu();
-    const model = tinyModel('qwen3-0.6b', { hidden_size: 32, intermediate_size: 36, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 12, attention_bias: true }, 4);
+    const model = tinyQwen('qwen3-0.6b', { hidden_size: 32, intermediate_size: 36, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 12, attention_bias: true }, 4);
     assert.ok(model.config.qkNorm && model.config.outputBias);
     await compare(model, 'qwen3');
     for (const p of model.parameters()) p.dispose();
@@ -301,7 +284,7 @@ describe('fused Qwen decode steps', () => {
 
   test('blocks with a LoRA branch keep the op-by-op form; the others fuse', slow, async () => {
     await gpu();
-    const model = tinyModel('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 5);
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 5);
     attachLora(model, { r: 2, alpha: 4, targetModules: ['v_proj'], baseModel: null }, 1);
     // A non-zero B, so that leaving the branch out would show.
     for (const branch of model.lora.values()) {
@@ -317,7 +300,7 @@ describe('fused Qwen decode steps', () => {
 
   test('when steps fuse: decode steps under noGrad with a cache, where the skinny path would be taken', slow, async () => {
     const rt = await gpu();
-    const model = tinyModel('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 6);
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 6);
     const cache = model.newCache(2, 4);
     const compatibility = rt.caps.compatibility;
     try {

@@ -6,37 +6,22 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { lastLogits } from '../src/models/generate.ts';
 import { LayerPacks } from '../src/models/layer_packs.ts';
-import { loadCausalLM, randomModel } from '../src/models/load.ts';
+import { loadCausalLM } from '../src/models/load.ts';
 import { attachLora } from '../src/models/lora.ts';
-import { configFromPreset } from '../src/models/presets.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { rowLayerRows, takesRowLayers } from '../src/models/qwen_decode.ts';
-import { noGrad, requireGrad } from '../src/tensor/autograd.ts';
+import { noGrad } from '../src/tensor/autograd.ts';
 import { rowLayer } from '../src/tensor/ops/decode.ts';
 import { rowLayerForward } from '../src/reference/row_layer.ts';
 import type { GenerationRequest } from '../src/rollout/engine.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
-import { keep, scopeAsync } from '../src/tensor/scope.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
 import { randn } from '../src/util/random.ts';
 import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';
+import { tinyQwen } from './support/tiny_qwen.ts';
 
 const slow = { timeout: 300_000 };
-
-/** A random Qwen2 with random biases and norm weights (randomModel leaves them 0 and 1, which would hide a misplaced read). */
-function tinyModel(overrides: Record<string, unknown>, s: number, preset = 'qwen2.5-0.5b'): QwenModel {
-  const model = randomModel(configFromPreset(preset, { vocab_size: 97, num_hidden_layers: 2, ...overrides }), s, { std: 0.2 });
-  let k = 0;
-  for (const [name, t] of [...model.params]) {
-    if (!name.endsWith('.bias') && !name.endsWith('norm.weight')) continue;
-    const data = randn(t.size, s * 31 + k++, name.endsWith('.bias') ? 0.3 : 0.2).map((x) => (name.endsWith('.bias') ? x : 1 + x));
-    const fresh = keep(requireGrad(tensor(data, t.shape)));
-    fresh.name = name;
-    model.params.set(name, fresh);
-    t.dispose();
-  }
-  return model;
-}
 
 /** Logits of the prefill of `prompts` (left-padded) and of `steps` decode steps, with or without the layer packs; the dispatches of the last step. */
 async function decode(model: QwenModel, prompts: number[][], steps: number[][], packed: boolean): Promise<{ logits: Float32Array[]; dispatches: number }> {
@@ -81,14 +66,14 @@ const dispose = (model: QwenModel) => {
 describe('whole-layer decode steps', () => {
   test('Qwen2 with q/k/v biases: 4 steps of 3 left-padded rows equal the op-by-op layers', slow, async () => {
     await gpu();
-    const model = tinyModel({ hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 3);
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 3);
     await compare(model, [[5, 9, 13, 2, 40, 41], [7, 8, 90, 3], [1, 2]], [[3, 50, 17], [96, 0, 4], [12, 12, 60], [33, 71, 8]], 'qwen2');
     dispose(model);
   });
 
   test('a context past one tile of keys (the online softmax across tiles), two q heads a kv head', slow, async () => {
     await gpu();
-    const model = tinyModel({ hidden_size: 64, intermediate_size: 40, num_attention_heads: 4, num_key_value_heads: 2 }, 8);
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 64, intermediate_size: 40, num_attention_heads: 4, num_key_value_heads: 2 }, 8);
     const long = Array.from({ length: 300 }, (_, i) => (i * 37 + 11) % 97);
     await compare(model, [long, long.slice(0, 7)], [[4, 5], [6, 7]], 'long context');
     dispose(model);
@@ -96,7 +81,7 @@ describe('whole-layer decode steps', () => {
 
   test('one layer against its CPU reference; several rows a workgroup, the last group partial, give the one-row results', slow, async () => {
     const rt = await gpu();
-    const model = tinyModel({ hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 9);
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 9);
     const cfg = model.config;
     const packs = LayerPacks.of(model);
     try {
@@ -183,8 +168,8 @@ describe('whole-layer decode steps', () => {
 
   test('where it applies: asked for, Qwen2 layers without q/k-norm or LoRA, small enough', async () => {
     const rt = await gpu();
-    const qwen2 = tinyModel({ hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 10);
-    const qwen3 = tinyModel({ hidden_size: 32, intermediate_size: 36, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 12 }, 11, 'qwen3-0.6b');
+    const qwen2 = tinyQwen('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 10);
+    const qwen3 = tinyQwen('qwen3-0.6b', { hidden_size: 32, intermediate_size: 36, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 12 }, 11);
     try {
       assert.equal(takesRowLayers(qwen2), false, 'off by default');
       await withPolicy(rt, { decode: { rowLayers: 'on' } }, () => {
