@@ -41,7 +41,7 @@ import { attention } from '../tensor/ops/attention.ts';
 import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache, rowLayer, type RowLayerInput, type Weight } from '../tensor/ops/decode.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { permute, reshape } from '../tensor/ops/shape_ops.ts';
-import { zeros, type Tensor } from '../tensor/tensor.ts';
+import type { Tensor } from '../tensor/tensor.ts';
 
 /** Whether a step of `rows` tokens (of x) folds its RMSNorms into the products that follow (rt.policy.decode). */
 const foldsNorm = (x: Tensor, rows: number) => rows <= x.storage.rt.policy.decode.foldNormMaxRows;
@@ -229,8 +229,7 @@ export function rowLayerRows(model: CausalLM, rows: number, seq: number, cache: 
   return rowLayerRowsPerGroup(model.lmHead().storage.rt, rowLayerShapes(model), rows);
 }
 
-/** Layer l of a decode step through the whole-layer kernel, from its pack. */
-export function rowLayerStep(model: CausalLM, x: Tensor, step: LayerStep, cache: KVCache, l: number, pack: LayerPack, rowsPerGroup: number): Tensor {
-  const pad = step.pad ?? zeros([step.batch], 'i32', x.storage.rt);
+/** Layer l of a decode step through the whole-layer kernel, from its pack; `pad` is the step's left padding, zeros where its rows have none. */
+export function rowLayerStep(model: CausalLM, x: Tensor, step: LayerStep, pad: Tensor, cache: KVCache, l: number, pack: LayerPack, rowsPerGroup: number): Tensor {
   return rowLayer(x, { packed: pack.packed, at: pack.at, dims: { ...rowLayerShapes(model), rowsPerGroup } }, cache.keys[l], cache.values[l], step.positions, pad, step.offset);
 }
