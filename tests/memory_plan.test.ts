@@ -49,11 +49,6 @@ describe('memory plan', () => {
     assert.equal(planMemory({ ...lora, decodeCopies: true, rolloutRows: 0 }).rolloutBytes, planMemory({ ...lora, rolloutRows: 0 }).rolloutBytes, 'rollouts from a server pack nothing');
     assert.throws(() => planMemory({ ...lora, decodeCopies: true, budgetBytes: 4 * GIB, rowTokens: 65536 }), (e: unknown) =>
       e instanceof MemoryPlanError && /f16 copies 0\.92 GiB/.test(e.message) && /--decode-weights f32/.test(e.message));
-    // The whole-layer kernel's f32 packs: four bytes of every weight more.
-    const packed = planMemory({ ...lora, decodeCopies: true, layerPacks: true });
-    assert.ok(packed.rolloutRows < withCopies.rolloutRows, `${packed.rolloutRows} rows with the packs too, ${withCopies.rolloutRows} without`);
-    assert.throws(() => planMemory({ ...lora, layerPacks: true, budgetBytes: 4 * GIB, rowTokens: 65536 }), (e: unknown) =>
-      e instanceof MemoryPlanError && /layer packs 1\.84 GiB/.test(e.message) && /--decode-row-layers off/.test(e.message) && !/f16 copies/.test(e.message));
   });
 
   test('a budget too small is refused, naming the settings to change', () => {

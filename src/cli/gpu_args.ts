@@ -29,7 +29,6 @@ export const gpuArgs = {
   'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default: where the skinny kernels run, real GPUs), never, always (models/qwen_decode.ts)' },
   'decode-weights': { type: 'string', description: 'what fused decode steps read: f16 (default) copies of the weights packed before each generation, or the f32 weights' },
   'decode-steps': { type: 'string', description: 'decode steps between readbacks (default 4): sampling and stop checks stay on the GPU in between' },
-  'decode-row-layers': { type: 'string', description: 'off (default) or on: decode steps of a small Qwen2 model run each layer as one dispatch, a workgroup per row (shaders/row_layer.wgsl)' },
 } as const satisfies ArgsDef;
 
 /** --gpu-memory in bytes, or undefined when not given. */
@@ -42,7 +41,7 @@ export function gpuMemoryBytes(args: { 'gpu-memory'?: string }): number | undefi
 }
 
 /** The decode section of the kernel policy from --decode-fused, --decode-weights and --decode-steps (only what they set). */
-function decodePolicy(args: { 'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string; 'decode-row-layers'?: string }): Partial<DecodePolicy> {
+function decodePolicy(args: { 'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string }): Partial<DecodePolicy> {
   const out: Partial<DecodePolicy> = {};
   const fused = args['decode-fused'];
   if (fused !== undefined) {
@@ -53,11 +52,6 @@ function decodePolicy(args: { 'decode-fused'?: string; 'decode-weights'?: string
   if (weights !== undefined) {
     if (weights !== 'f16' && weights !== 'f32') throw new Error(`--decode-weights must be f16 or f32, got "${weights}"`);
     out.weights = weights;
-  }
-  const rowLayers = args['decode-row-layers'];
-  if (rowLayers !== undefined) {
-    if (rowLayers !== 'on' && rowLayers !== 'off') throw new Error(`--decode-row-layers must be on or off, got "${rowLayers}"`);
-    out.rowLayers = rowLayers;
   }
   const steps = args['decode-steps'];
   if (steps !== undefined) {
@@ -71,7 +65,7 @@ function decodePolicy(args: { 'decode-fused'?: string; 'decode-weights'?: string
 /** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention, --decode-*). */
 export function gpuOptions(args: {
   backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; 'matmul-tiles'?: string; attention?: string;
-  'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string; 'decode-row-layers'?: string;
+  'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string;
 }): RuntimeOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);

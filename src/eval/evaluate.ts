@@ -18,7 +18,7 @@ import { LocalEngine } from '../rollout/local_engine.ts';
 import { ServerPool } from '../fleet/server_pool.ts';
 import { probeIds } from '../fleet/weight_probe.ts';
 import { readModelConfig } from '../models/checkpoint.ts';
-import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, GIB, layerPacksHeld, planMemory } from '../models/memory_plan.ts';
+import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, GIB, planMemory } from '../models/memory_plan.ts';
 import { currentRuntime, runtime } from '../gpu/runtime.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { ConfigError, ENV_NAMES, envOptionsOf, serverTaskSet, validateConfig, type EnvName, type TrainConfig } from '../config/config.ts';
@@ -254,7 +254,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const memory = pool ? null : planMemory({
     model: readModelConfig(source.weights.kind === 'full' ? source.weights.dir : source.weights.basePath), trains: 'none', referenceCopy: false,
     microBatchTokens: 1, checkpointing: 'off', rolloutRows: o.maxBatch ?? cfg.rollout.maxBatch, rowTokens: cfg.rollout.maxPromptTokens + maxResponseTokens,
-    budgetBytes: o.memoryBytes ?? (cfg.gpu.memory ?? DEFAULT_MEMORY_GIB) * GIB, decodeCopies: decodeCopiesHeld(currentRuntime()), layerPacks: layerPacksHeld(currentRuntime()),
+    budgetBytes: o.memoryBytes ?? (cfg.gpu.memory ?? DEFAULT_MEMORY_GIB) * GIB, decodeCopies: decodeCopiesHeld(currentRuntime()),
   });
   const model = pool ? null : loadModelSource(source);
   try {

@@ -215,13 +215,6 @@ export interface DecodePolicy {
    * that bound it. Prefill, scoring and training keep the f32 weights.
    */
   weights: 'f32' | 'f16';
-  /**
-   * 'on': a decode step of a small Qwen2 model (layers of at most 4M parameters, no
-   * q/k-norm, no LoRA) runs each layer as one dispatch (shaders/row_layer.wgsl), a
-   * workgroup per row streaming the whole layer, instead of the fused layers' six;
-   * 'off' (default) until it is measured against them on the H200.
-   */
-  rowLayers: 'on' | 'off';
 }
 
 /** How a long wait for the GPU paces the event loop (gpu/paced_wait.ts). */
@@ -255,7 +248,7 @@ function defaults(): KernelPolicy {
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
     attention: { path: 'auto' },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
-    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, stepsPerReadback: 4, weights: 'f16', rowLayers: 'off' },
+    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, stepsPerReadback: 4, weights: 'f16' },
     pacing: { spinMs: 3, napMs: 0.05 },
   };
 }

@@ -20,8 +20,7 @@ export function ropeInvFreq(theta: number, rotaryDim: number): Float32Array {
 // runtime's life: a model has a handful of these and every layer reuses them.
 const tables = new WeakMap<Runtime, Map<string, GPUBuffer>>();
 
-/** The inverse frequencies of a rotation, uploaded once per runtime. */
-export function invFreqTable(rt: Runtime, theta: number, rotaryDim: number): GPUBuffer {
+function invFreqTable(rt: Runtime, theta: number, rotaryDim: number): GPUBuffer {
   let perRt = tables.get(rt);
   if (!perRt) tables.set(rt, (perRt = new Map()));
   const key = `${theta}:${rotaryDim}`;

@@ -57,8 +57,6 @@ export interface PlanInput {
    * (rt.policy.decode.weights f16, where decode steps fuse), held beside the f32 ones.
    */
   decodeCopies?: boolean;
-  /** It also packs each layer in f32 for the whole-layer decode kernel (rt.policy.decode.rowLayers on, models/layer_packs.ts). */
-  layerPacks?: boolean;
 }
 
 export interface MemoryPlan {
@@ -127,11 +125,6 @@ export function decodeCopiesHeld(rt: Runtime | null): boolean {
   return weights === 'f16' && (fused === 'always' || (fused === 'auto' && !rt.caps.compatibility));
 }
 
-/** Whether LocalEngine may pack the layers for the whole-layer decode kernel (rt.policy.decode.rowLayers); before the GPU starts, as the default policy: no. */
-export function layerPacksHeld(rt: Runtime | null): boolean {
-  return rt?.policy.decode.rowLayers === 'on';
-}
-
 const gib = (b: number) => `${(b / GIB).toFixed(2)} GiB`;
 
 export function planMemory(p: PlanInput): MemoryPlan {
@@ -168,21 +161,17 @@ export function planMemory(p: PlanInput): MemoryPlan {
       `set ${advice.join(', or ')}`);
   }
   if (microBatchTokens < p.microBatchTokens) notes.push(`update micro-batches of ${microBatchTokens} tokens, not optim.microBatchTokens ${p.microBatchTokens}, to fit the budget`);
-  // The f16 copies hold two bytes of (at most) every weight while a rollout decodes, the layer packs four.
-  const halfBytes = p.rolloutRows > 0 && p.decodeCopies ? 2 * params : 0;
-  const packBytes = p.rolloutRows > 0 && p.layerPacks ? 4 * params : 0;
-  const copyBytes = halfBytes + packBytes;
+  // The f16 copies hold two bytes of (at most) every weight while a rollout decodes.
+  const copyBytes = p.decodeCopies && p.rolloutRows > 0 ? 2 * params : 0;
   const room = p.budgetBytes - residentBytes - copyBytes;
   // One prefill chunk's layer at a time (chunked prefill, a layer's intermediates freed as it ends), and each row's KV cache and sampling logits.
   const prefillTokens = Math.max(1, Math.min(MAX_PREFILL_TOKENS, Math.floor((PREFILL_SHARE * room) / (SLACK * layerToken))));
   const perRow = kvBytesPerRow(cfg, p.rowTokens) + SLACK * 4 * cfg.vocabSize;
   const rows = Math.min(p.rolloutRows, Math.floor((room - SLACK * layerToken * prefillTokens) / perRow));
   if (p.rolloutRows > 0 && rows < 1) {
-    const copies = [...(halfBytes ? [`the decode weights' f16 copies ${gib(halfBytes)}`] : []), ...(packBytes ? [`the layer packs ${gib(packBytes)}`] : [])];
-    const drop = [...(halfBytes ? ['--decode-weights f32'] : []), ...(packBytes ? ['--decode-row-layers off'] : [])];
     throw new MemoryPlanError(`one rollout row of ${p.rowTokens} tokens needs about ${gib(perRow)} beside the resident ${gib(residentBytes)}` +
-      `${copies.map((c) => ` and ${c}`).join('')}, over the GPU memory budget of ${gib(p.budgetBytes)}; ` +
-      `set a larger gpu.memory (--gpu-memory), or fewer rollout.maxPromptTokens or rollout.maxResponseTokens${drop.map((d) => `, or ${d}`).join('')}`);
+      `${copyBytes ? ` and the decode weights' f16 copies ${gib(copyBytes)}` : ''}, over the GPU memory budget of ${gib(p.budgetBytes)}; ` +
+      `set a larger gpu.memory (--gpu-memory), or fewer rollout.maxPromptTokens or rollout.maxResponseTokens${copyBytes ? ', or --decode-weights f32' : ''}`);
   }
   if (rows < p.rolloutRows) notes.push(`rollout batches of ${rows} rows, not rollout.maxBatch ${p.rolloutRows}, to fit the budget`);
   return {

@@ -18,10 +18,10 @@ import { assignSlice, permute, reshape } from '../tensor/ops/shape_ops.ts';
 import { swiglu } from '../tensor/ops/swiglu.ts';
 import { linear } from '../tensor/ops/matmul.ts';
 import { ShapeError } from '../tensor/errors.ts';
-import { tensor, zeros, type Tensor } from '../tensor/tensor.ts';
+import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { KVCache } from './kv_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';
-import { fusable, fusedAttention, fusedMlp, fusesStep, rowLayerRows, rowLayerStep } from './qwen_decode.ts';
+import { fusable, fusedAttention, fusedMlp, fusesStep } from './qwen_decode.ts';
 import { checkTokenBatch, stepInputs, type LayerStep, type TokenBatch } from './token_batch.ts';
 
 export class QwenModel implements CausalLM {
@@ -91,18 +91,8 @@ export class QwenModel implements CausalLM {
     };
     // Decode steps under noGrad take the fused kernels (qwen_decode.ts) where they apply.
     const decode = fusesStep(this, B, T, cache) ? cache : null;
-    // Or, packed for it, each layer in one dispatch (qwen_decode.ts takesRowLayers).
-    const rowsPerGroup = batch.layerPacks ? rowLayerRows(this, B, T, cache) : 0;
-    // The kernel always reads a padding; one for the step, not one a layer.
-    const rowPad = rowsPerGroup > 0 ? (step.pad ?? zeros([B], 'i32', this.lmHead().storage.rt)) : null;
     let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), batch.ids, [B, T]);
     for (let l = 0; l < cfg.layers; l++) {
-      if (rowPad) {
-        const y = rowLayerStep(this, x, step, rowPad, cache!, l, batch.layerPacks![l], rowsPerGroup);
-        x.dispose();
-        x = y;
-        continue;
-      }
       x = layerStep(x, (x) => {
         const h = decode && fusable(this, l, 'attention') ? fusedAttention(this, x, l, step, decode) : this.attentionBlock(x, l, step);
         return decode && fusable(this, l, 'mlp') ? fusedMlp(this, h, l, step.halfWeights) : this.mlpBlock(h, l);

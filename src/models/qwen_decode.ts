@@ -23,22 +23,17 @@
 // with a LoRA-adapted projection keeps the op-by-op form. Given f16 copies of the
 // weights (the step's halfWeights, models/half_weights.ts), the fused layers read
 // those: half the bytes of a step that reads every weight once.
-//
-// A small Qwen2 model can go further (rt.policy.decode.rowLayers): each layer one
-// dispatch, a workgroup per row streaming the whole layer (shaders/row_layer.wgsl),
-// from the layers packed for the generation (models/layer_packs.ts).
 
 import type { CausalLM } from './causal_lm.ts';
 import type { KVCache } from './kv_cache.ts';
-import type { HalfWeightMap, LayerPack, LayerStep } from './token_batch.ts';
+import type { HalfWeightMap, LayerStep } from './token_batch.ts';
 import { shapeTakesTensorCores } from '../kernels/matmul/precision.ts';
 import { autoTile } from '../kernels/matmul/select.ts';
 import { skinnyConcatTakesNorm } from '../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../kernels/matmul/tiles.ts';
-import { ROW_LAYER_MAX_PARAMS, rowLayerRowsPerGroup } from '../kernels/row_layer.ts';
 import { isGradEnabled } from '../tensor/autograd.ts';
 import { attention } from '../tensor/ops/attention.ts';
-import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache, rowLayer, type RowLayerInput, type Weight } from '../tensor/ops/decode.ts';
+import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache, type Weight } from '../tensor/ops/decode.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { permute, reshape } from '../tensor/ops/shape_ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -198,38 +193,4 @@ export function fusedMlp(model: CausalLM, x: Tensor, l: number, half?: HalfWeigh
   const up = weightOf(model, names.mlp[1], half);
   const act = foldsNorm(x, x.size / cfg.hidden) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
   return linearResidual(act, weightOf(model, names.mlp[2], half), null, x);
-}
-
-/** The layer shapes the whole-layer kernel takes (kernels/row_layer.ts), one row a workgroup. */
-function rowLayerShapes(model: CausalLM): Omit<RowLayerInput['dims'], 'rowsPerGroup'> {
-  const cfg = model.config;
-  return { hidden: cfg.hidden, heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, intermediate: cfg.intermediate, eps: cfg.rmsEps, theta: cfg.ropeTheta };
-}
-
-/**
- * Whether `model`'s decode steps run each layer as one dispatch (rt.policy.decode.
- * rowLayers, shaders/row_layer.wgsl): asked for, a Qwen2 layer (no q/k-norm or
- * o_proj bias, full rotary, no LoRA), products the kernel's vec4 reads take, and small enough that each
- * workgroup streaming the whole layer pays.
- */
-export function takesRowLayers(model: CausalLM): boolean {
-  const rt = model.lmHead().storage.rt;
-  if (rt.policy.decode.rowLayers !== 'on') return false;
-  const cfg = model.config;
-  if (cfg.qkNorm || cfg.outputBias || cfg.rotaryDim !== cfg.headDim || model.lora.size > 0 || cfg.heads % cfg.kvHeads !== 0 || cfg.headDim > 256) return false;
-  if ([cfg.hidden, cfg.heads * cfg.headDim, cfg.intermediate].some((k) => k % 4 !== 0)) return false;
-  const qkv = (cfg.heads + 2 * cfg.kvHeads) * cfg.headDim;
-  const params = cfg.hidden * (qkv + cfg.heads * cfg.headDim + 3 * cfg.intermediate);
-  return params <= ROW_LAYER_MAX_PARAMS && rowLayerRowsPerGroup(rt, rowLayerShapes(model), 1) > 0;
-}
-
-/** Rows a workgroup of the whole-layer kernel takes in a decode step of `rows` rows; 0 where the step keeps the other layers. */
-export function rowLayerRows(model: CausalLM, rows: number, seq: number, cache: KVCache | null): number {
-  if (!cache || seq !== 1 || isGradEnabled() || !takesRowLayers(model)) return 0;
-  return rowLayerRowsPerGroup(model.lmHead().storage.rt, rowLayerShapes(model), rows);
-}
-
-/** Layer l of a decode step through the whole-layer kernel, from its pack; `pad` is the step's left padding, zeros where its rows have none. */
-export function rowLayerStep(model: CausalLM, x: Tensor, step: LayerStep, pad: Tensor, cache: KVCache, l: number, pack: LayerPack, rowsPerGroup: number): Tensor {
-  return rowLayer(x, { packed: pack.packed, at: pack.at, dims: { ...rowLayerShapes(model), rowsPerGroup } }, cache.keys[l], cache.values[l], step.positions, pad, step.offset);
 }

@@ -3,16 +3,9 @@
 // pass share (qwen.ts and its fused decode layers, qwen_decode.ts).
 
 import type { KVCache } from './kv_cache.ts';
-import type { RowLayerOffsets } from '../kernels/row_layer.ts';
 import { ShapeError } from '../tensor/errors.ts';
 import type { HalfWeight } from '../tensor/ops/half.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
-
-/** A decoder layer packed into one buffer for the whole-layer decode kernel (models/layer_packs.ts). */
-export interface LayerPack {
-  packed: Tensor;
-  at: RowLayerOffsets;
-}
 
 /** f16 copies of weights by their Hugging Face names (models/half_weights.ts). */
 export type HalfWeightMap = ReadonlyMap<string, HalfWeight>;
@@ -29,8 +22,6 @@ export interface TokenBatch {
   padLeft?: Int32Array;
   /** f16 copies of weights that fused decode steps read instead of the f32 parameters. */
   halfWeights?: HalfWeightMap;
-  /** Each layer packed for the whole-layer decode kernel (models/layer_packs.ts), where decode steps take it. */
-  layerPacks?: readonly LayerPack[];
   /**
    * The position ids [batch, seq] and left padding [batch] (i32) already on the GPU,
    * as a decoding loop keeps them between steps; they must be what padLeft and the

@@ -24,9 +24,8 @@
 import type { CausalLM, ModelCache } from '../models/causal_lm.ts';
 import { lastLogits } from '../models/generate.ts';
 import { HalfWeights } from '../models/half_weights.ts';
-import { LayerPacks } from '../models/layer_packs.ts';
 import { QwenModel } from '../models/qwen.ts';
-import { fusesRows, headOnSkinny, takesRowLayers } from '../models/qwen_decode.ts';
+import { fusesRows, headOnSkinny } from '../models/qwen_decode.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
@@ -135,17 +134,6 @@ function halfWeights(model: CausalLM): HalfWeights | null {
   return wanted ? HalfWeights.of(model) : null;
 }
 
-/** Each layer packed for the whole-layer decode kernel (rt.policy.decode.rowLayers), for one generate call likewise; null where steps do not take it. */
-function layerPacks(model: CausalLM): LayerPacks | null {
-  return model instanceof QwenModel && takesRowLayers(model) ? LayerPacks.of(model) : null;
-}
-
-/** What a generate call packs from the weights for its decode steps. */
-interface DecodeCopies {
-  half: HalfWeights | null;
-  packs: LayerPacks | null;
-}
-
 export class LocalEngine implements Engine, WeightSync {
   readonly name: string;
 
@@ -226,12 +214,10 @@ export class LocalEngine implements Engine, WeightSync {
       const rows = requests.map((req, index) => this.newRow(req, index));
       const live = rows.filter((r) => !r.done).sort((a, b) => a.req.promptIds.length - b.req.promptIds.length);
       const half = live.length ? halfWeights(model) : null;
-      const packs = live.length ? layerPacks(model) : null;
       try {
-        for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, { half, packs }, live.slice(i, i + this.maxBatch), opts.onToken);
+        for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, half, live.slice(i, i + this.maxBatch), opts.onToken);
       } finally {
         half?.dispose();
-        packs?.dispose();
       }
       return rows.map((r) => this.result(r));
     });
@@ -248,7 +234,7 @@ export class LocalEngine implements Engine, WeightSync {
     };
   }
 
-  private async runBatch(model: CausalLM, copies: DecodeCopies, rows: Row[], onToken: GenerateOptions['onToken']): Promise<void> {
+  private async runBatch(model: CausalLM, half: HalfWeights | null, rows: Row[], onToken: GenerateOptions['onToken']): Promise<void> {
     const P = Math.max(...rows.map((r) => r.req.promptIds.length));
     const steps = Math.max(...rows.map((r) => r.req.params.maxTokens));
     const padLeft = Int32Array.from(rows, (r) => P - r.req.promptIds.length);
@@ -291,7 +277,7 @@ export class LocalEngine implements Engine, WeightSync {
             batch = live.map((b) => batch[b]);
           }
           const n = Math.min(perReadback, steps - t, this.chunkEnd(batch, ahead));
-          this.recordChunk(model, copies, gpu, pad!, cache, t === 0 ? prompt : null, n);
+          this.recordChunk(model, half, gpu, pad!, cache, t === 0 ? prompt : null, n);
           t += n;
           // Its copy out of the record is recorded now, before the next chunk writes it.
           next = { batch, steps: n, read: readSteps(gpu, n) };
@@ -325,7 +311,7 @@ export class LocalEngine implements Engine, WeightSync {
    * `prompt` where one is given; each step reads the ids and positions the one before
    * left on the GPU.
    */
-  private recordChunk(model: CausalLM, { half, packs }: DecodeCopies, gpu: DecodeRows, pad: Tensor, cache: ModelCache, prompt: Int32Array | null, steps: number): void {
+  private recordChunk(model: CausalLM, half: HalfWeights | null, gpu: DecodeRows, pad: Tensor, cache: ModelCache, prompt: Int32Array | null, steps: number): void {
     const B = gpu.count;
     const onGpu = { positions: gpu.positions, pad };
     const head = half && headOnSkinny(model, B) ? half.head : undefined;
@@ -335,7 +321,7 @@ export class LocalEngine implements Engine, WeightSync {
         noGrad(() => {
           const hidden = prefill
             ? this.prefill(model, prefill, B, prefill.length / B, cache)
-            : model.hiddenCached({ ids: gpu.ids, batch: B, seq: 1, halfWeights: half?.weights, layerPacks: packs?.layers, onGpu }, cache);
+            : model.hiddenCached({ ids: gpu.ids, batch: B, seq: 1, halfWeights: half?.weights, onGpu }, cache);
           sampleStep(lastLogits(model, hidden, head), gpu, j);
         }),
       );

@@ -5,7 +5,7 @@
 
 import { currentRuntime, runtime } from '../gpu/runtime.ts';
 import { readModelConfig } from '../models/checkpoint.ts';
-import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, describePlan, GIB, layerPacksHeld, planMemory, type MemoryPlan, type PlanInput } from '../models/memory_plan.ts';
+import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, describePlan, GIB, planMemory, type MemoryPlan, type PlanInput } from '../models/memory_plan.ts';
 import type { TrainConfig } from '../config/config_schema.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
 
@@ -29,7 +29,6 @@ export function planInput(cfg: TrainConfig, modelDir = cfg.model.path): PlanInpu
     budgetBytes: memoryBudgetBytes(cfg),
     checkpointing: cfg.gpu.checkpointing,
     decodeCopies: cfg.rollout.engine === 'local' && decodeCopiesHeld(currentRuntime()),
-    layerPacks: cfg.rollout.engine === 'local' && layerPacksHeld(currentRuntime()),
   };
 }
 

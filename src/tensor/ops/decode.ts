@@ -10,7 +10,6 @@ import { matmul } from '../../kernels/matmul/matmul.ts';
 import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../../kernels/matmul/tiles.ts';
 import * as rk from '../../kernels/rope.ts';
-import * as rl from '../../kernels/row_layer.ts';
 import { isGradEnabled } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
@@ -182,36 +181,4 @@ export function ropeQkvCache(qkv: Tensor, positions: Tensor, keys: Tensor, value
     qkNorm: norm ? { q: norm.q.buffer, k: norm.k.buffer, eps: norm.eps } : null,
   }, qkv.buffer, positions.buffer, q.buffer, keys.buffer, values.buffer);
   return q;
-}
-
-/** A decoder layer packed for rowLayer (models/layer_packs.ts) and its shapes. */
-export interface RowLayerInput {
-  packed: Tensor;
-  at: rl.RowLayerOffsets;
-  dims: Omit<rl.RowLayerDims, 'b' | 'capacity' | 'offset'>;
-}
-
-/**
- * A whole Qwen2 decoder layer of a decode step in one dispatch (shaders/row_layer.wgsl):
- * x [B, 1, hidden] through the packed layer, its keys and values appended to `keys`
- * and `values` [B, kvHeads, capacity, headDim] at token `offset`, rotated by
- * `positions` [B, 1], keys before `pad` [B] masked.
- */
-export function rowLayer(x: Tensor, layer: RowLayerInput, keys: Tensor, values: Tensor, positions: Tensor, pad: Tensor, offset: number): Tensor {
-  const op = 'rowLayer';
-  inferenceOnly(op, [x, layer.packed, keys, values]);
-  expectDType(op, 'positions', positions.dtype, 'i32');
-  expectDType(op, 'pad', pad.dtype, 'i32');
-  const d = layer.dims;
-  const b = x.shape[0];
-  const what = () => `${op}: x ${fmt(x.shape)}, cache ${fmt(keys.shape)}, positions ${fmt(positions.shape)}, pad ${fmt(pad.shape)}`;
-  if (x.rank !== 3 || x.shape[1] !== 1 || x.shape[2] !== d.hidden) throw new ShapeError(`${what()}: x must be [B, 1, ${d.hidden}]`);
-  const cache = [b, d.kvHeads, keys.shape[2], d.headDim];
-  if (!sameShape(keys.shape, cache) || !sameShape(values.shape, cache)) throw new ShapeError(`${what()}: caches must both be [${b}, ${d.kvHeads}, capacity, ${d.headDim}]`);
-  if (positions.size !== b || pad.size !== b) throw new ShapeError(`${what()}: positions and pad need one entry per row`);
-  if (!Number.isInteger(offset) || offset < 0 || offset >= keys.shape[2]) throw new ShapeError(`${what()}: token ${offset} does not fit the cache`);
-  const rt = x.storage.rt;
-  const out = empty(x.shape, 'f32', rt);
-  rl.rowLayer(rt, { ...d, b, capacity: keys.shape[2], offset }, layer.at, x.buffer, layer.packed.buffer, keys.buffer, values.buffer, positions.buffer, pad.buffer, out.buffer);
-  return out;
 }
