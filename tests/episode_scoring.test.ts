@@ -69,7 +69,7 @@ describe('episodes as one sequence, on the bundled model\'s household episodes',
         ['policy', turnSequences(samples, { merge: true }), turnSequences(samples, { merge: false }),
           (seqs: ReturnType<typeof turnSequences>) => responseLogprobs(model, samples, splitMicroBatches(seqs, seqs.map((_, i) => i), 4096))],
         ['teacher', teacherSequences(samples, true), teacherSequences(samples, false),
-          (seqs: ReturnType<typeof turnSequences>) => teacherLogprobs({ kind: 'model', model }, samples, seqs, 4096)],
+          async (seqs: ReturnType<typeof turnSequences>) => (await teacherLogprobs({ kind: 'model', model }, samples, seqs, 4096)).logprobs],
       ] as const) {
         const m = sequenceStats(samples, merged);
         const t = sequenceStats(samples, perTurn);

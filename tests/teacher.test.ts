@@ -48,24 +48,24 @@ describe('teacher pass', () => {
       sample(0, [3, 4, 5], [9, 8, 3, 4, 5], [6, 7, 8]),
       sample(1, [3, 4], [9, 3, 4], [10, 11]),
     ];
-    const local = await teacherLogprobs({ kind: 'model', model }, samples, teacherSequences(samples, true), 4096);
+    const local = (await teacherLogprobs({ kind: 'model', model }, samples, teacherSequences(samples, true), 4096)).logprobs;
     const server = await startServer(new LocalEngine(model, { tokenizer, name: 'teacher' }), { port: 0 });
     try {
-      const remote = await teacherLogprobs({ kind: 'engine', engine: new HttpEngine({ baseUrl: server.url, model: 'teacher' }) }, samples, teacherSequences(samples, true), 4096);
+      const remote = (await teacherLogprobs({ kind: 'engine', engine: new HttpEngine({ baseUrl: server.url, model: 'teacher' }) }, samples, teacherSequences(samples, true), 4096)).logprobs;
       assert.deepEqual(remote.map((r) => r.length), [3, 2]);
       remote.forEach((r, i) => assertClose(r, local[i], { atol: 1e-4, label: `sample ${i}` }));
       // Two turns of one episode whose teacher prompts only grow: one sequence, sent as its first prompt and the rest.
       const chained = [sample(0, [3, 4, 5], [9, 8, 3, 4, 5], [6, 7, 8]), sample(2, [3, 4, 5, 6, 7, 8, 12], [9, 8, 3, 4, 5, 6, 7, 8, 12], [10, 11])];
       assert.equal(teacherSequences(chained, true).length, 1);
-      const perTurn = await teacherLogprobs({ kind: 'model', model }, chained, teacherSequences(chained, false), 4096);
-      const merged = await teacherLogprobs({ kind: 'engine', engine: new HttpEngine({ baseUrl: server.url, model: 'teacher' }) }, chained, teacherSequences(chained, true), 4096);
+      const perTurn = (await teacherLogprobs({ kind: 'model', model }, chained, teacherSequences(chained, false), 4096)).logprobs;
+      const merged = (await teacherLogprobs({ kind: 'engine', engine: new HttpEngine({ baseUrl: server.url, model: 'teacher' }) }, chained, teacherSequences(chained, true), 4096)).logprobs;
       merged.forEach((r, i) => assertClose(r, perTurn[i], { atol: 1e-4, label: `chained sample ${i}` }));
     } finally {
       await server.close();
     }
     // The skills block changes what the teacher sees: its log-probs differ from the plain prompt's.
     const plainSamples = samples.map((s) => ({ ...s, teacherPromptIds: s.promptIds }));
-    const plain = await teacherLogprobs({ kind: 'model', model }, plainSamples, teacherSequences(plainSamples, true), 4096);
+    const plain = (await teacherLogprobs({ kind: 'model', model }, plainSamples, teacherSequences(plainSamples, true), 4096)).logprobs;
     assert.ok(plain.some((p, i) => p.some((v, j) => Math.abs(v - local[i][j]) > 1e-4)));
     for (const p of model.parameters()) p.dispose();
   });

@@ -1,9 +1,10 @@
 // Per-token log-probs of given token sequences: the numbers the trainer optimises and
 // the `score` command prints. Sequences of different lengths share one left-padded
-// batch; position t's hidden state scores token t + 1.
+// batch; position t's hidden state scores token t + 1. Sequences that continue one
+// shared prefix (models/shared_prefix.ts) share a right-padded batch after it instead.
 
 import type { CausalLM } from './causal_lm.ts';
-import { noGrad } from '../tensor/autograd.ts';
+import { isGradEnabled, noGrad } from '../tensor/autograd.ts';
 import { embedding, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import { ShapeError } from '../tensor/errors.ts';
@@ -35,6 +36,26 @@ export function packLeft(seqs: readonly ArrayLike<number>[]): PackedBatch {
     for (let t = pad; t < T - 1; t++) targets[b * (T - 1) + t] = ids[b * T + t + 1];
   });
   return { ids, batch: B, seq: T, padLeft, targets };
+}
+
+/**
+ * Right-pads sequences into one batch: the rows that continue a shared prefix
+ * (packedLogprobs' `prefix`), whose padding after their last token no earlier position
+ * attends to. padLeft is all zeros.
+ */
+export function packRight(seqs: readonly ArrayLike<number>[]): PackedBatch {
+  if (!seqs.length) throw new ShapeError('packRight: no sequences');
+  const T = Math.max(...seqs.map((s) => s.length));
+  if (T < 2) throw new ShapeError('packRight: sequences need at least 2 tokens to score');
+  const B = seqs.length;
+  const ids = new Int32Array(B * T);
+  const targets = new Int32Array(B * (T - 1));
+  seqs.forEach((s, b) => {
+    if (s.length === 0) throw new ShapeError(`packRight: sequence ${b} is empty`);
+    for (let i = 0; i < s.length; i++) ids[b * T + i] = s[i];
+    for (let t = 0; t < s.length - 1; t++) targets[b * (T - 1) + t] = s[t + 1];
+  });
+  return { ids, batch: B, seq: T, padLeft: new Int32Array(B), targets };
 }
 
 /**
@@ -72,9 +93,9 @@ export function spanPositions(p: PackedBatch, rows: readonly (readonly { start: 
  * With `positions` (flat indices into those), only theirs, in that order.
  */
 export function packedLogprobs(
-  model: CausalLM, p: PackedBatch, opts: { temperature?: number; withEntropy?: boolean; positions?: Int32Array } = {},
+  model: CausalLM, p: PackedBatch, opts: { temperature?: number; withEntropy?: boolean; positions?: Int32Array; prefix?: ArrayLike<number> } = {},
 ): { logprobs: Tensor; entropy?: Tensor } {
-  const hidden = model.hidden({ ids: p.ids, batch: p.batch, seq: p.seq, padLeft: p.padLeft });
+  const hidden = opts.prefix?.length ? hiddenAfter(model, opts.prefix, p) : model.hidden({ ids: p.ids, batch: p.batch, seq: p.seq, padLeft: p.padLeft });
   const used = reshape(slice(hidden, 1, 0, p.seq - 1), [p.batch * (p.seq - 1), model.config.hidden]);
   const lm = { temperature: opts.temperature, withEntropy: opts.withEntropy };
   if (!opts.positions) return tokenLogprobs(used, model.lmHead(), p.targets, lm);
@@ -83,6 +104,24 @@ export function packedLogprobs(
   // of a small Qwen's compute. The gather's backward scatters into the hidden states.
   const rows = embedding(used, opts.positions);
   return tokenLogprobs(rows, model.lmHead(), opts.positions.map((i) => p.targets[i]), lm);
+}
+
+/**
+ * Hidden states of `p`'s rows (packRight), each continuing `prefix`: the prefix runs
+ * once, into a cache of one row, and every row attends to a copy of its keys and
+ * values. Scoring passes only: the cache records no gradient.
+ */
+function hiddenAfter(model: CausalLM, prefix: ArrayLike<number>, p: PackedBatch): Tensor {
+  if (isGradEnabled()) throw new Error('packedLogprobs: a shared prefix is for scoring passes without gradients');
+  const one = model.newCache(1, prefix.length + p.seq);
+  model.hiddenCached({ ids: Int32Array.from(prefix), batch: 1, seq: prefix.length }, one);
+  const rows = one.takeRows(new Array<number>(p.batch).fill(0));
+  one.dispose();
+  try {
+    return model.hiddenCached({ ids: p.ids, batch: p.batch, seq: p.seq }, rows);
+  } finally {
+    rows.dispose();
+  }
 }
 
 /** Splits packed per-position values back into per-sequence arrays (tokens 1..n-1). */

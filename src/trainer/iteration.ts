@@ -126,7 +126,9 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
     const scored = teacherSequences(samples, mergeTurns);
     teacherStats = sequenceStats(samples, scored);
     Object.assign(metrics, sequenceMetrics(teacherStats, 'teacher_'));
-    teacherLp = await during('teacher', () => teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, scored, update.microBatchTokens, update.temperature));
+    const scores = await during('teacher', () => teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, scored, update.microBatchTokens, update.temperature));
+    teacherLp = scores.logprobs;
+    metrics['tokens/teacher_shared_prefix'] = scores.sharedTokens;
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;
     metrics['teacher/abs_gap'] = g.absGap;

@@ -13,7 +13,7 @@ import type { Engine } from '../rollout/engine.ts';
 import type { StepSample } from '../rollout/sample.ts';
 import { loadCheckpoint, restoreModel } from '../checkpoint/checkpoint.ts';
 import { turnSequences, type PromptOf, type TurnSequence } from '../rollout/turn_sequences.ts';
-import { responseLogprobs, splitMicroBatches } from './update.ts';
+import { responseLogprobs, scoringMicroBatches } from './update.ts';
 
 export type TeacherSource =
   | { kind: 'model'; model: CausalLM }
@@ -34,14 +34,24 @@ export function teacherSequences(samples: readonly StepSample[], merge: boolean)
   return turnSequences(samples, { merge, prompt: teacherPrompt });
 }
 
+export interface TeacherScores {
+  /** lT of each sample's response tokens. */
+  logprobs: Float32Array[];
+  /** Prompt tokens a model teacher did not run again: its sequences' shared skills blocks (trainer/update.ts scoringMicroBatches). */
+  sharedTokens: number;
+}
+
 /**
- * lT of every sample's response tokens. A scoring server gets each sequence as its
- * first turn's prompt and the rest as the completion (vLLM's prompt_logprobs score
- * the whole of it), and the turns' responses are read out of that.
+ * lT of every sample's response tokens. A model teacher runs each prefix its
+ * sequences share once (the skills block of the turns routed to the same cards). A
+ * scoring server gets each sequence as its first turn's prompt and the rest as the
+ * completion (vLLM's prompt_logprobs score the whole of it; its prefix cache is its
+ * own business), and the turns' responses are read out of that.
  */
-export async function teacherLogprobs(source: TeacherSource, samples: readonly StepSample[], sequences: readonly TurnSequence[], microBatchTokens: number, temperature = 1): Promise<Float32Array[]> {
+export async function teacherLogprobs(source: TeacherSource, samples: readonly StepSample[], sequences: readonly TurnSequence[], microBatchTokens: number, temperature = 1): Promise<TeacherScores> {
   if (source.kind === 'model') {
-    return responseLogprobs(source.model, samples, splitMicroBatches(sequences, sequences.map((_, i) => i), microBatchTokens), temperature);
+    const { batches, sharedTokens } = scoringMicroBatches(sequences, microBatchTokens);
+    return { logprobs: await responseLogprobs(source.model, samples, batches, temperature), sharedTokens };
   }
   const scored = sequences.filter((q) => q.responseTokens > 0);
   const requests = scored.map((q) => ({ promptIds: q.ids.slice(0, q.turns[0].start), completionIds: q.ids.slice(q.turns[0].start) }));
@@ -59,7 +69,7 @@ export async function teacherLogprobs(source: TeacherSource, samples: readonly S
     const first = q.turns[0].start;
     for (const t of q.turns) out[t.sample] = values.slice(t.start - first, t.start - first + t.length);
   });
-  return out;
+  return { logprobs: out, sharedTokens: 0 };
 }
 
 /** Loads a frozen teacher: a Hugging Face directory, or a training checkpoint directory (full or LoRA). */

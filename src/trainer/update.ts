@@ -8,7 +8,8 @@
 
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
-import { packLeft, packedLogprobs, spanPositions, type PackedBatch } from '../models/score.ts';
+import { packLeft, packRight, packedLogprobs, spanPositions, type PackedBatch } from '../models/score.ts';
+import { sharedPrefixGroups } from '../models/shared_prefix.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import type { AuxLoss } from '../algos/plan.ts';
@@ -30,13 +31,16 @@ export interface Segment {
 }
 
 /**
- * A micro-batch: sequences packed left-padded, and the packed positions scoring their
+ * A micro-batch: sequences packed left-padded (or right-padded after a prefix they
+ * share), and the packed positions scoring their
  * response tokens. Per-token values (log-probs, advantages, weights) of a micro-batch
  * are compact arrays over those positions, sequence after sequence and turn after turn.
  */
 export interface MicroBatch {
   /** Indices of its sequences. */
   sequences: number[];
+  /** The tokens its sequences all begin with, run once (scoring passes); packed then holds the rest of each, right-padded. */
+  prefix?: number[];
   packed: PackedBatch;
   /** Flat packed positions of every response token, in compact order. */
   positions: Int32Array;
@@ -45,9 +49,9 @@ export interface MicroBatch {
   responseTokens: number;
 }
 
-export function makeMicroBatch(sequences: readonly TurnSequence[], indices: number[]): MicroBatch {
-  const packed = packLeft(indices.map((i) => sequences[i].ids));
-  const positions = spanPositions(packed, indices.map((i) => sequences[i].turns));
+export function makeMicroBatch(sequences: readonly TurnSequence[], indices: number[], prefix = 0): MicroBatch {
+  const packed = prefix ? packRight(indices.map((i) => sequences[i].ids.slice(prefix))) : packLeft(indices.map((i) => sequences[i].ids));
+  const positions = spanPositions(packed, indices.map((i) => sequences[i].turns.map((t) => ({ start: t.start - prefix, length: t.length }))));
   const segments: Segment[] = [];
   let at = 0;
   for (const i of indices) {
@@ -56,7 +60,8 @@ export function makeMicroBatch(sequences: readonly TurnSequence[], indices: numb
       at += t.length;
     }
   }
-  return { sequences: indices, packed, positions, segments, responseTokens: positions.length };
+  const shared = prefix ? { prefix: sequences[indices[0]].ids.slice(0, prefix) } : {};
+  return { sequences: indices, ...shared, packed, positions, segments, responseTokens: positions.length };
 }
 
 /**
@@ -64,7 +69,7 @@ export function makeMicroBatch(sequences: readonly TurnSequence[], indices: numb
  * first). Sequences without response tokens (an engine may return none) have nothing to
  * score or train and are left out.
  */
-export function splitMicroBatches(sequences: readonly TurnSequence[], indices: readonly number[], budget: number): MicroBatch[] {
+export function splitMicroBatches(sequences: readonly TurnSequence[], indices: readonly number[], budget: number, prefix = 0): MicroBatch[] {
   const len = (i: number) => sequences[i].ids.length;
   const order = indices.filter((i) => sequences[i].responseTokens > 0).sort((a, b) => len(b) - len(a));
   const out: MicroBatch[] = [];
@@ -72,13 +77,38 @@ export function splitMicroBatches(sequences: readonly TurnSequence[], indices: r
   for (const i of order) {
     const maxLen = Math.max(len(i), ...cur.map(len));
     if (cur.length && maxLen * (cur.length + 1) > budget) {
-      out.push(makeMicroBatch(sequences, cur));
+      out.push(makeMicroBatch(sequences, cur, prefix));
       cur = [];
     }
     cur.push(i);
   }
-  if (cur.length) out.push(makeMicroBatch(sequences, cur));
+  if (cur.length) out.push(makeMicroBatch(sequences, cur, prefix));
   return out;
+}
+
+/**
+ * What a group of sequences sharing a prefix must save to be scored apart, in tokens:
+ * about what its own prefix passes and its partly filled last micro-batch cost.
+ */
+const PREFIX_GROUP_OVERHEAD_TOKENS = 512;
+
+/**
+ * splitMicroBatches for a scoring pass, where sequences that begin alike
+ * (models/shared_prefix.ts) share micro-batches that run their common prefix once. A
+ * micro-batch's budget still counts every row's whole length, so it holds no more than
+ * without the prefix (the rows' keys and values span it). The position before a turn's
+ * first response token scores it, so a prefix ends before the first turn's prompt does.
+ */
+export function scoringMicroBatches(sequences: readonly TurnSequence[], budget: number, overhead = PREFIX_GROUP_OVERHEAD_TOKENS): { batches: MicroBatch[]; sharedTokens: number } {
+  const scored = sequences.map((_, i) => i).filter((i) => sequences[i].responseTokens > 0);
+  const limits = sequences.map((q) => (q.turns.length ? q.turns[0].start - 1 : 0));
+  const groups = sharedPrefixGroups(sequences.map((q) => q.ids), scored, limits, overhead);
+  const grouped = new Set(groups.flatMap((g) => g.members));
+  const batches = groups.flatMap((g) => splitMicroBatches(sequences, g.members, budget, g.prefix));
+  batches.push(...splitMicroBatches(sequences, scored.filter((i) => !grouped.has(i)), budget));
+  // Each micro-batch runs its prefix once.
+  const sharedTokens = batches.reduce((n, mb) => n + (mb.prefix ? (mb.sequences.length - 1) * mb.prefix.length : 0), 0);
+  return { batches, sharedTokens };
 }
 
 /**
@@ -122,7 +152,7 @@ function gatherTokens(mb: MicroBatch, values: Float32Array, into: Float32Array[]
  */
 export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[], temperature = 1): Promise<Float32Array[]> {
   const out = samples.map(() => new Float32Array(0));
-  const parts = batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions, temperature }).logprobs)));
+  const parts = batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions, temperature, prefix: mb.prefix }).logprobs)));
   (await readTogether(parts)).forEach((values, k) => gatherTokens(batches[k], values, out));
   return out;
 }

@@ -1,0 +1,154 @@
+// Scoring sequences that share a prefix: the groups a pass runs once (worked by hand),
+// the log-probs after a cached prefix against the whole sequences' on Qwen2 and
+// Qwen3.5 (whose Gated DeltaNet layers carry a recurrent state past the prefix), and
+// the teacher pass on the bundled model's household turns, whose skills blocks it
+// runs once, against scoring each prompt whole.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { envPlugin } from '../envs/registry.ts';
+import { HouseholdEnvironment } from '../envs/household/index.ts';
+import type { CausalLM } from '../src/models/causal_lm.ts';
+import { loadCausalLM, loadModel } from '../src/models/load.ts';
+import { packLeft, packRight, packedLogprobs, spanPositions } from '../src/models/score.ts';
+import { sharedPrefixGroups } from '../src/models/shared_prefix.ts';
+import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { runRollout } from '../src/rollout/agent_loop.ts';
+import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { noGrad } from '../src/tensor/autograd.ts';
+import { scope } from '../src/tensor/scope.ts';
+import { teacherLogprobs, teacherSequences } from '../src/trainer/teacher.ts';
+import { responseLogprobs, scoringMicroBatches, splitMicroBatches } from '../src/trainer/update.ts';
+import { assertClose, gpu } from './support/gpu.ts';
+import { tinyQwen } from './support/tiny_qwen.ts';
+
+const slow = { timeout: 600_000 };
+
+describe('groups of sequences sharing a prefix', () => {
+  // Sorted, neighbours share 5, 4, 2, 0 and 3 tokens.
+  const seqs = [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 7], [1, 2, 3, 4, 8, 9], [1, 2, 9, 9], [5, 5, 5], [5, 5, 5, 1]];
+  const all = seqs.map((_, i) => i);
+  const open = seqs.map(() => 10);
+
+  test('the cut that saves the most tokens: (members - 1) x prefix, less the overhead a group', () => {
+    // 0-2 at 4 saves 8, 4-5 at 3 saves 3: 11, against 0-3 at 2 (6) or 0-1 at 5 and 2-3 at 2 (7).
+    assert.deepEqual(sharedPrefixGroups(seqs, all, open, 0), [{ prefix: 4, members: [0, 1, 2] }, { prefix: 3, members: [4, 5] }]);
+    // An overhead of 3 a group leaves 4-5 (3 - 3 = 0) alone; 0-2 still saves 5.
+    assert.deepEqual(sharedPrefixGroups(seqs, all, open, 3), [{ prefix: 4, members: [0, 1, 2] }]);
+    assert.deepEqual(sharedPrefixGroups(seqs, all, open, 8), []);
+    // Given in any order, the groups are the same.
+    assert.deepEqual(sharedPrefixGroups(seqs, [5, 3, 1, 4, 0, 2], open, 0), sharedPrefixGroups(seqs, all, open, 0));
+  });
+
+  test('a member\'s limit caps its group\'s prefix, and only the given indices are grouped', () => {
+    // Sequence 1 allows 2 tokens: 0-3 at 2 saves 6 against 0-2 at 2 (4).
+    const limits = [10, 2, 10, 10, 10, 10];
+    assert.deepEqual(sharedPrefixGroups(seqs, [0, 1, 2, 3], limits, 0), [{ prefix: 2, members: [0, 1, 2, 3] }]);
+    assert.deepEqual(sharedPrefixGroups(seqs, [0, 2, 4], open, 0), [{ prefix: 4, members: [0, 2] }]);
+    assert.deepEqual(sharedPrefixGroups(seqs, all, seqs.map(() => 0), 0), []);
+    assert.throws(() => sharedPrefixGroups(seqs, all, [1], 0), /1 limits for 6 sequences/);
+  });
+
+  test('micro-batches: a scored position stays after the prefix, the budget counts whole rows', () => {
+    // Three sequences begin [7, 7, 7, 7]; the second's response starts at 3, so their prefix stops at 2.
+    const q = (ids: number[], start: number, sample: number) => ({ ids, turns: [{ sample, start, length: ids.length - start }], responseTokens: ids.length - start });
+    const sequences = [q([7, 7, 7, 7, 1, 2], 5, 0), q([7, 7, 7, 7, 3], 3, 1), q([7, 7, 7, 7, 5, 6, 8], 5, 2), q([4, 4], 1, 3)];
+    const shared = scoringMicroBatches(sequences as never, 14, 0);
+    const grouped = shared.batches.filter((mb) => mb.prefix);
+    // Rows of 7 and 6 tokens fill 14 two at a time: [2, 0], then [1]; each runs [7, 7].
+    assert.deepEqual(grouped.map((mb) => [mb.prefix, mb.sequences]), [[[7, 7], [2, 0]], [[7, 7], [1]]]);
+    assert.equal(shared.sharedTokens, 2);
+    assert.deepEqual(shared.batches.filter((mb) => !mb.prefix).map((mb) => mb.sequences), [[3]]);
+    // Right-padded after the prefix: [7, 7, 5, 6, 8] and [7, 7, 1, 2, pad]; position t scores token t + 1.
+    assert.deepEqual([...grouped[0].packed.ids], [7, 7, 5, 6, 8, 7, 7, 1, 2, 0]);
+    assert.deepEqual([...grouped[0].positions], [2, 3, 6]);
+    // With the default overhead, sequences this short are not worth a group.
+    assert.equal(scoringMicroBatches(sequences as never, 14).batches.filter((mb) => mb.prefix).length, 0);
+  });
+});
+
+/** Log-probs of `seqs`' tokens from `from` on, scored whole (left-padded) and after their first `prefix` tokens run once. */
+async function bothWays(model: CausalLM, seqs: number[][], prefix: number, from: number): Promise<[Float32Array, Float32Array]> {
+  const spans = seqs.map((s) => [{ start: from, length: s.length - from }]);
+  const whole = packLeft(seqs);
+  const after = packRight(seqs.map((s) => s.slice(prefix)));
+  const rest = seqs.map((s) => [{ start: from - prefix, length: s.length - from }]);
+  const read = (t: { toArray(): Promise<ArrayLike<number>> }) => t.toArray().then((a) => Float32Array.from(a));
+  const a = scope(() => noGrad(() => packedLogprobs(model, whole, { positions: spanPositions(whole, spans) }).logprobs));
+  const b = scope(() => noGrad(() => packedLogprobs(model, after, { positions: spanPositions(after, rest), prefix: seqs[0].slice(0, prefix) }).logprobs));
+  try {
+    return [await read(a), await read(b)];
+  } finally {
+    a.dispose();
+    b.dispose();
+  }
+}
+
+describe('log-probs after a shared prefix', () => {
+  const prefix = [3, 14, 15, 9, 26, 5, 35, 8, 9, 7];
+  const seqs = [[...prefix, 1, 2, 3, 4, 5, 6], [...prefix, 11, 12], [...prefix, 21, 22, 23, 24]];
+
+  test('Qwen2 with biases and norms: equal to the whole sequences\'', slow, async () => {
+    await gpu();
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 11);
+    try {
+      const [whole, after] = await bothWays(model, seqs, prefix.length - 1, prefix.length);
+      assert.equal(whole.length, 6 + 2 + 4);
+      assertClose(after, whole, { atol: 2e-5, label: 'qwen2' });
+    } finally {
+      for (const p of model.parameters()) p.dispose();
+    }
+  });
+
+  test('Qwen3.5, its recurrent state carried past the prefix', slow, async () => {
+    await gpu();
+    const model = loadCausalLM(new URL('./fixtures/qwen35-tiny/', import.meta.url).pathname, { trainable: false });
+    try {
+      const [whole, after] = await bothWays(model, seqs, 6, 8);
+      assertClose(after, whole, { atol: 2e-5, label: 'qwen3.5' });
+    } finally {
+      for (const p of model.parameters()) p.dispose();
+    }
+  });
+
+  test('refused where gradients are recorded', async () => {
+    await gpu();
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 16, intermediate_size: 20, num_attention_heads: 2, num_key_value_heads: 1 }, 12);
+    try {
+      const p = packRight([[1, 2, 3]]);
+      assert.throws(() => scope(() => packedLogprobs(model, p, { prefix: [4, 5] })), /a shared prefix is for scoring passes without gradients/);
+    } finally {
+      for (const p of model.parameters()) p.dispose();
+    }
+  });
+});
+
+describe('the teacher pass on household turns', () => {
+  test('runs each shared skills block once and scores every response token as the whole prompts do', slow, async () => {
+    await gpu();
+    const dir = 'models/household-tiny';
+    const tokenizer = await loadTokenizer(dir);
+    const model = loadModel(dir, { trainable: false });
+    try {
+      const { samples } = await runRollout({
+        env: new HouseholdEnvironment(), spec: envPlugin('household').agent, engine: new LocalEngine(model, { tokenizer }), tokenizer,
+        tasks: [0, 1].map((i) => ({ split: 'train' as const, seed: 40 + i })), groupSize: 2, maxTurns: 2,
+        maxPromptTokens: 1900, maxResponseTokens: 16, sampling: { temperature: 1, seed: 3 }, withSkills: 'teacher',
+      });
+      const sequences = teacherSequences(samples, false);
+      const { batches, sharedTokens } = scoringMicroBatches(sequences, 16384);
+      assert.ok(batches.some((mb) => mb.prefix && mb.prefix.length > 100), `a skills block shared: ${batches.map((mb) => mb.prefix?.length ?? 0)}`);
+      const total = sequences.reduce((n, q) => n + q.ids.length, 0);
+      assert.ok(sharedTokens > total / 4, `${sharedTokens} of ${total} prompt tokens run once`);
+      const shared = await teacherLogprobs({ kind: 'model', model }, samples, sequences, 16384);
+      assert.equal(shared.sharedTokens, sharedTokens);
+      const whole = await responseLogprobs(model, samples, splitMicroBatches(sequences, sequences.map((_, i) => i), 16384));
+      samples.forEach((s, i) => {
+        assert.equal(shared.logprobs[i].length, s.responseIds.length);
+        assertClose(shared.logprobs[i], whole[i], { atol: 1e-4, label: `sample ${i} (${s.trajectoryId} turn ${s.turn})` });
+      });
+    } finally {
+      for (const p of model.parameters()) p.dispose();
+    }
+  });
+});
