@@ -1,0 +1,70 @@
+// The teacher pass of the self-distillation methods, its prompts scored whole against
+// their shared prefixes run once (trainer/update.ts scoringMicroBatches), on the
+// bundled model's household turns: the teacher prompts of a rollout (its own policy,
+// skills block before the template), then each way at a few micro-batch budgets, its
+// wall time over repetitions, the pool's peak in use, and (where the adapter has
+// timestamp queries) GPU milliseconds per kernel.
+//
+//   bun dev/teacher_pass.ts [--tasks 16] [--runs 8] [--turns 20] [--reps 3] [--toggles a,b]
+
+import { parseArgs } from 'node:util';
+import { HouseholdEnvironment } from '../envs/household/index.ts';
+import { envPlugin } from '../envs/registry.ts';
+import { kernelTimes } from '../src/bench/profile.ts';
+import { initRuntime } from '../src/gpu/runtime.ts';
+import { loadModel } from '../src/models/load.ts';
+import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { runRollout } from '../src/rollout/agent_loop.ts';
+import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { teacherSequences } from '../src/trainer/teacher.ts';
+import { responseLogprobs, scoringMicroBatches, splitMicroBatches, type MicroBatch } from '../src/trainer/update.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    tasks: { type: 'string', default: '16' },
+    runs: { type: 'string', default: '8' },
+    turns: { type: 'string', default: '20' },
+    reps: { type: 'string', default: '3' },
+    toggles: { type: 'string', default: '' },
+  },
+});
+
+const rt = await initRuntime({ toggles: args.toggles.split(',').filter(Boolean) });
+const dir = new URL('../models/household-tiny', import.meta.url).pathname;
+const tokenizer = await loadTokenizer(dir);
+const model = loadModel(dir, { trainable: false });
+const { samples } = await runRollout({
+  env: new HouseholdEnvironment(), spec: envPlugin('household').agent, engine: new LocalEngine(model, { tokenizer }), tokenizer,
+  tasks: Array.from({ length: Number(args.tasks) }, (_, i) => ({ split: 'train' as const, seed: 100 + i })),
+  groupSize: Number(args.runs), maxTurns: Number(args.turns), maxPromptTokens: 1900, maxResponseTokens: 64,
+  sampling: { temperature: 1, seed: 3 }, withSkills: 'teacher',
+});
+const sequences = teacherSequences(samples, false);
+const all = sequences.map((_, i) => i);
+console.log(JSON.stringify({ samples: samples.length, promptTokens: sequences.reduce((n, q) => n + q.ids.length, 0) }));
+
+const ways: [string, () => { batches: MicroBatch[]; sharedTokens: number }][] = [];
+for (const budget of [8192, 32768, 131072]) {
+  ways.push([`whole ${budget}`, () => ({ batches: splitMicroBatches(sequences, all, budget), sharedTokens: 0 })]);
+  ways.push([`shared ${budget}`, () => scoringMicroBatches(sequences, budget)]);
+}
+for (const [name, plan] of ways) {
+  const t0 = performance.now();
+  const { batches, sharedTokens } = plan();
+  const planMs = performance.now() - t0;
+  // The first pass compiles what the shapes need.
+  await responseLogprobs(model, samples, batches);
+  rt.pool.resetPeaks();
+  const walls: number[] = [];
+  for (let r = 0; r < Number(args.reps); r++) {
+    const t = performance.now();
+    await responseLogprobs(model, samples, batches);
+    walls.push(Math.round(performance.now() - t));
+  }
+  const times = rt.caps.timestampQuery ? await kernelTimes(rt, () => responseLogprobs(model, samples, batches)) : [];
+  console.log(JSON.stringify({
+    way: name, microBatches: batches.length, sharedTokens, planMs: Math.round(planMs), wallMs: walls,
+    peakInUseMiB: Math.round(rt.pool.stats.peakInUse / 2 ** 20), gpuMs: Math.round(times.reduce((s, k) => s + k.ms, 0)),
+    kernels: [...times].sort((a, b) => b.ms - a.ms).slice(0, 8).map((k) => `${k.kernel} x${k.dispatches} ${k.ms.toFixed(1)} ms`),
+  }));
+}
