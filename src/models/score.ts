@@ -20,42 +20,32 @@ export interface PackedBatch {
 }
 
 /** Left-pads sequences into one batch. */
-export function packLeft(seqs: readonly ArrayLike<number>[]): PackedBatch {
-  if (!seqs.length) throw new ShapeError('packLeft: no sequences');
-  const T = Math.max(...seqs.map((s) => s.length));
-  if (T < 2) throw new ShapeError('packLeft: sequences need at least 2 tokens to score');
-  const B = seqs.length;
-  const ids = new Int32Array(B * T);
-  const padLeft = new Int32Array(B);
-  const targets = new Int32Array(B * (T - 1));
-  seqs.forEach((s, b) => {
-    if (s.length === 0) throw new ShapeError(`packLeft: sequence ${b} is empty`);
-    const pad = T - s.length;
-    padLeft[b] = pad;
-    for (let i = 0; i < s.length; i++) ids[b * T + pad + i] = s[i];
-    for (let t = pad; t < T - 1; t++) targets[b * (T - 1) + t] = ids[b * T + t + 1];
-  });
-  return { ids, batch: B, seq: T, padLeft, targets };
-}
+export const packLeft = (seqs: readonly ArrayLike<number>[]): PackedBatch => pack(seqs, 'left');
 
 /**
  * Right-pads sequences into one batch: the rows that continue a shared prefix
  * (packedLogprobs' `prefix`), whose padding after their last token no earlier position
  * attends to. padLeft is all zeros.
  */
-export function packRight(seqs: readonly ArrayLike<number>[]): PackedBatch {
-  if (!seqs.length) throw new ShapeError('packRight: no sequences');
+export const packRight = (seqs: readonly ArrayLike<number>[]): PackedBatch => pack(seqs, 'right');
+
+function pack(seqs: readonly ArrayLike<number>[], side: 'left' | 'right'): PackedBatch {
+  const name = side === 'left' ? 'packLeft' : 'packRight';
+  if (!seqs.length) throw new ShapeError(`${name}: no sequences`);
   const T = Math.max(...seqs.map((s) => s.length));
-  if (T < 2) throw new ShapeError('packRight: sequences need at least 2 tokens to score');
+  if (T < 2) throw new ShapeError(`${name}: sequences need at least 2 tokens to score`);
   const B = seqs.length;
   const ids = new Int32Array(B * T);
+  const padLeft = new Int32Array(B);
   const targets = new Int32Array(B * (T - 1));
   seqs.forEach((s, b) => {
-    if (s.length === 0) throw new ShapeError(`packRight: sequence ${b} is empty`);
-    for (let i = 0; i < s.length; i++) ids[b * T + i] = s[i];
-    for (let t = 0; t < s.length - 1; t++) targets[b * (T - 1) + t] = s[t + 1];
+    if (s.length === 0) throw new ShapeError(`${name}: sequence ${b} is empty`);
+    const pad = side === 'left' ? T - s.length : 0;
+    padLeft[b] = pad;
+    for (let i = 0; i < s.length; i++) ids[b * T + pad + i] = s[i];
+    for (let t = pad; t < pad + s.length - 1; t++) targets[b * (T - 1) + t] = ids[b * T + t + 1];
   });
-  return { ids, batch: B, seq: T, padLeft: new Int32Array(B), targets };
+  return { ids, batch: B, seq: T, padLeft, targets };
 }
 
 /**
