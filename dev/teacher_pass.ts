@@ -13,7 +13,7 @@ import { envPlugin } from '../envs/registry.ts';
 import { kernelTimes } from '../src/bench/profile.ts';
 import { initRuntime } from '../src/gpu/runtime.ts';
 import { loadModel } from '../src/models/load.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { teacherSequences } from '../src/trainer/teacher.ts';

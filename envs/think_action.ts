@@ -4,7 +4,7 @@
 // contract built on them.
 
 import type { AgentSpec } from '../src/envs/agent_spec.ts';
-import type { ReasoningFormat } from '../src/models/thinking.ts';
+import type { ReasoningFormat } from '../src/tokenizer/thinking.ts';
 
 export type InvalidReason = 'missing_action_tags' | 'missing_think_tags' | 'cjk';
 

@@ -11,7 +11,7 @@ import { searchAgent, SearchEnvironment } from '../envs/search/index.ts';
 import { serveEnvironment } from '../envs/server.ts';
 import { ShopEnvironment } from '../envs/shop/index.ts';
 import { RemoteEnvironment } from '../src/envs/client.ts';
-import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import { promptBudget, RolloutError, runRollout, type RolloutOptions, type RolloutResult } from '../src/rollout/agent_loop.ts';
 import { envPlugin } from '../envs/registry.ts';
 

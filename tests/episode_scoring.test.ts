@@ -20,7 +20,7 @@ import { HouseholdEnvironment } from '../envs/household/index.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { runMethod } from '../src/config/methods.ts';
 import { loadModel } from '../src/models/load.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { AdamW } from '../src/optim/adamw.ts';
 import { runRollout, type RolloutOptions } from '../src/rollout/agent_loop.ts';
 import type { GenerationContext } from '../src/rollout/engine.ts';

@@ -20,7 +20,7 @@ import { HouseholdEnvironment } from '../envs/household/env.ts';
 import { serveEnvironment, type EnvServerHandle } from '../envs/server.ts';
 import type { CreateOptions, EnvSession, Environment } from '../src/envs/types.ts';
 import { loadCausalLM } from '../src/models/load.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { readMetrics } from '../src/report/metrics.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';

@@ -13,7 +13,7 @@ import { DEFAULT_POLICY_LOSS } from '../src/algos/policy_loss.ts';
 import type { Environment, EnvSession, StepResult } from '../src/envs/types.ts';
 import { loadModel } from '../src/models/load.ts';
 import { scoreSequences } from '../src/models/score.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { AdamW } from '../src/optim/adamw.ts';
 import type { AgentSpec } from '../src/envs/agent_spec.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';

@@ -14,7 +14,7 @@ import { loadConfig } from '../src/config/config.ts';
 import { packF16 } from '../src/kernels/half.ts';
 import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../src/kernels/matmul/skinny.ts';
 import { lastLogits } from '../src/models/generate.ts';
-import { f16ToF32, f32ToF16 } from '../src/models/half.ts';
+import { f16ToF32, f32ToF16 } from '../src/util/half.ts';
 import { HalfWeights } from '../src/models/half_weights.ts';
 import { randomModel } from '../src/models/load.ts';
 import { configFromPreset } from '../src/models/presets.ts';
@@ -62,7 +62,7 @@ describe('f16 weight kernels', () => {
     const want = packedF16(values);
     assert.deepEqual([...got].map((v) => (Object.is(v, -0) ? 0 : v)), [...want].map((v) => (Object.is(v, -0) ? 0 : v)));
     const clamped = values.map((v) => Math.min(F16_MAX, Math.max(-F16_MAX, v)));
-    assert.deepEqual([...got], [...f16ToF32(f32ToF16(clamped))], 'the same values as models/half.ts encodes');
+    assert.deepEqual([...got], [...f16ToF32(f32ToF16(clamped))], 'the same values as util/half.ts encodes');
     assert.throws(() => packF16(rt, tensor(values).buffer, tensor(values).buffer, 3), /n = 3 must be an even count/);
   });
 

@@ -10,8 +10,9 @@
 // leaves: net imports nothing from src/, reference only tensor's shape, dtype and
 // error definitions, and only tests and bench import reference. hub/ (Hub ids into the
 // Hugging Face cache, pushes) sits under models/, so that whatever loads a model may
-// resolve a Hub id. util/ (the seeded generators, atomic file writes) is the bottom
-// layer, which every other may use.
+// resolve a Hub id; tokenizer/ and safetensors/ sit under models/ too, which reads and
+// writes through them. util/ (the seeded generators, atomic file writes, f16 and bf16
+// bits) is the bottom layer, which every other may use.
 
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -19,7 +20,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 
-const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'envs', 'models', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'net', 'util'];
+const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'envs', 'models', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'net', 'util'];
 /** What reference/ may import besides itself. */
 const REFERENCE_MAY_IMPORT = ['src/tensor/shape.ts', 'src/tensor/dtype.ts', 'src/tensor/errors.ts'];
 

@@ -7,7 +7,7 @@ import { greedyGenerate, lastLogits } from '../src/models/generate.ts';
 import { loadCausalLM, loadModel, randomModel, saveModel } from '../src/models/load.ts';
 import { loadLora } from '../src/models/lora.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
-import { SafetensorsFile } from '../src/models/safetensors.ts';
+import { SafetensorsFile } from '../src/safetensors/reader.ts';
 import type { GenerationRequest, SamplingParams } from '../src/rollout/engine.ts';
 import { EngineRequestError } from '../src/rollout/errors.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';

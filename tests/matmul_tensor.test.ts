@@ -4,7 +4,7 @@ import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
 import type { Runtime } from '../src/gpu/runtime.ts';
 import { shaderSource } from '../src/gpu/shader_source.ts';
 import * as kt from '../src/kernels/matmul/tensor.ts';
-import { f16ToF32, f32ToF16 } from '../src/models/half.ts';
+import { f16ToF32, f32ToF16 } from '../src/util/half.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { gradScale as gradScaleRef } from '../src/reference/grad_scale.ts';
 import { F16_MAX, matmulF16, matmulF16Tolerance, roundArrayToF16, roundScaledToF16, roundToF16 } from '../src/reference/matmul_f16.ts';

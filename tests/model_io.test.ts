@@ -13,7 +13,7 @@ import { loadModel, saveModel } from '../src/models/load.ts';
 import { attachLora, loadLora, loraParameters, mergeLora, saveLora } from '../src/models/lora.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { scoreSequences } from '../src/models/score.ts';
-import { SafetensorsFile } from '../src/models/safetensors.ts';
+import { SafetensorsFile } from '../src/safetensors/reader.ts';
 import { randn } from '../src/util/random.ts';
 import { noGrad } from '../src/tensor/autograd.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';

@@ -6,8 +6,8 @@ import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../src/models/config.ts';
 import { loraScale, loraTargets, peftTensorName, readPeftAdapter, writePeftAdapter, type LoraConfig, type LoraWeights } from '../src/models/peft.ts';
-import { SafetensorsFile } from '../src/models/safetensors.ts';
-import { writeSafetensors } from '../src/models/safetensors_writer.ts';
+import { SafetensorsFile } from '../src/safetensors/reader.ts';
+import { writeSafetensors } from '../src/safetensors/writer.ts';
 import { randn } from '../src/util/random.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');

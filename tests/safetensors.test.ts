@@ -4,10 +4,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { SafetensorsError } from '../src/models/errors.ts';
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../src/models/half.ts';
-import { SafetensorsFile, SafetensorsReader } from '../src/models/safetensors.ts';
-import { SafetensorsWriter, writeSafetensors, type TensorEntry } from '../src/models/safetensors_writer.ts';
+import { SafetensorsError } from '../src/safetensors/errors.ts';
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../src/util/half.ts';
+import { SafetensorsFile, SafetensorsReader } from '../src/safetensors/reader.ts';
+import { SafetensorsWriter, writeSafetensors, type TensorEntry } from '../src/safetensors/writer.ts';
 import { randn } from '../src/util/random.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');

@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import type { Completion, CompletionCreateParamsNonStreaming } from 'openai/resources/completions';
 import { loadModel } from '../src/models/load.ts';
-import type { Tokenizer } from '../src/models/tokenizer.ts';
+import type { Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import type { GenerationResult, SamplingParams } from '../src/rollout/engine.ts';
 import { HttpEngine } from '../src/rollout/http_engine.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';

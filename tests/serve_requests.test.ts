@@ -10,7 +10,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadModel } from '../src/models/load.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { parseChat } from '../src/serve/chat.ts';
 import { ApiError } from '../src/serve/http.ts';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { HouseholdEnvironment } from '../envs/household/index.ts';
 import { openCheckpoint } from '../src/models/checkpoint.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import { ExpertEngine } from '../src/rollout/expert_engine.ts';
 import { findLatestCheckpoint, loadCheckpoint, restoreModel } from '../src/checkpoint/checkpoint.ts';

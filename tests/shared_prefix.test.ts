@@ -12,7 +12,7 @@ import type { CausalLM } from '../src/models/causal_lm.ts';
 import { loadCausalLM, loadModel } from '../src/models/load.ts';
 import { packLeft, packRight, packedLogprobs, spanPositions } from '../src/models/score.ts';
 import { sharedPrefixGroups } from '../src/models/shared_prefix.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { noGrad } from '../src/tensor/autograd.ts';

@@ -15,7 +15,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadModel } from '../src/models/load.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { HttpEngine } from '../src/rollout/http_engine.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import type { StepSample } from '../src/rollout/sample.ts';

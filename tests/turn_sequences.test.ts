@@ -15,7 +15,7 @@ import { after, describe, test } from 'node:test';
 import { envPlugin } from '../envs/registry.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { makeEnvironment } from '../src/eval/environment.ts';
-import { loadTokenizer, type Tokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import type { PromptHistory } from '../src/rollout/conversation.ts';
 import { ExpertEngine } from '../src/rollout/expert_engine.ts';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { loadCausalLM } from '../src/models/load.ts';
-import { loadTokenizer } from '../src/models/tokenizer.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { HttpEngine } from '../src/rollout/http_engine.ts';
 import { LocalEngine } from '../src/rollout/local_engine.ts';
 import { startServer } from '../src/serve/server.ts';

@@ -11,7 +11,7 @@ import { pattern, PERIOD } from '../../src/bench/matmul.ts';
 import { timeGpu } from '../../src/bench/timing.ts';
 import type { Kernel, Runtime } from '../../src/gpu/runtime.ts';
 import { uniforms } from '../../src/kernels/launch.ts';
-import { f16ToF32, f32ToF16 } from '../../src/models/half.ts';
+import { f16ToF32, f32ToF16 } from '../../src/util/half.ts';
 
 const SHADER = join('dev', 'naive_sgm', 'matmul_naive_sgm.wgsl');
 

@@ -10,7 +10,7 @@
 // a training sample: it enters the history as the action taken, and the expert's next
 // turns, which are samples, recover from wherever it led.
 
-import type { ReasoningFormat } from '../../src/models/thinking.ts';
+import type { ReasoningFormat } from '../../src/tokenizer/thinking.ts';
 import { SPLITS } from '../../src/envs/types.ts';
 import type { ExpertDataOptions, ExpertTurn } from '../../src/envs/plugin.ts';
 import { Prng } from '../../src/util/random.ts';

@@ -2,7 +2,7 @@
 // frameworks (docs/PROTOCOLS.md section 1); the wording is ours. Only the extracted actions
 // of earlier turns go into the history, never earlier reasoning.
 
-import type { ReasoningFormat } from '../../src/models/thinking.ts';
+import type { ReasoningFormat } from '../../src/tokenizer/thinking.ts';
 import { skillBlock } from '../../src/envs/skills_block.ts';
 import { reasoningRequest } from '../think_action.ts';
 

@@ -4,7 +4,7 @@
 // result is the current observation, so it appears once, as the last history entry.
 // The optional privileged skills block goes first, for the teacher.
 
-import type { ReasoningFormat } from '../../src/models/thinking.ts';
+import type { ReasoningFormat } from '../../src/tokenizer/thinking.ts';
 import { skillBlock } from '../../src/envs/skills_block.ts';
 import { reasoningRequest } from '../think_action.ts';
 

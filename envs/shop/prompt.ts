@@ -4,7 +4,7 @@
 // answer format is the household's (<think> then <action>), so its parser and validity
 // rule serve the shop unchanged.
 
-import type { ReasoningFormat } from '../../src/models/thinking.ts';
+import type { ReasoningFormat } from '../../src/tokenizer/thinking.ts';
 import { skillBlock } from '../../src/envs/skills_block.ts';
 
 import { parseAction, reasoningRequest, type ParsedAction } from '../think_action.ts';

@@ -11,7 +11,7 @@ import { HouseholdEnvironment } from '../../envs/household/index.ts';
 import { householdPlugin } from '../../envs/household/plugin.ts';
 import type { Runtime } from '../gpu/runtime.ts';
 import { loadModel } from '../models/load.ts';
-import { loadTokenizer } from '../models/tokenizer.ts';
+import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { countsPer, gpuCounts } from './gpu_counts.ts';

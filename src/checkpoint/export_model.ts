@@ -10,7 +10,7 @@ import { exportCheckpoint, openCheckpoint, storedDtype, TOKENIZER_FILES } from '
 import { saveModel } from '../models/load.ts';
 import { mergeLora } from '../models/lora.ts';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../models/peft.ts';
-import type { StorageDType } from '../models/safetensors_writer.ts';
+import type { StorageDType } from '../safetensors/writer.ts';
 import { replaceDirAtomic } from '../util/atomic_file.ts';
 import { loadModelSource, type ModelSource } from './model_source.ts';
 

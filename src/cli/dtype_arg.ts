@@ -1,6 +1,6 @@
 // The float types a command can write weights in, as users spell them.
 
-import type { StorageDType } from '../models/safetensors_writer.ts';
+import type { StorageDType } from '../safetensors/writer.ts';
 import { CliError } from './args.ts';
 
 const DTYPES: Record<string, StorageDType> = { bf16: 'BF16', f16: 'F16', f32: 'F32' };

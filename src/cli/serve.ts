@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { initRuntime } from '../gpu/runtime.ts';
 import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
 import { hubModelDir } from '../hub/hub_model.ts';
-import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
+import { loadTokenizer, type Tokenizer } from '../tokenizer/tokenizer.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { SERVER_DEFAULTS, startServer } from '../serve/server.ts';
 import { CliError, intArg } from './args.ts';

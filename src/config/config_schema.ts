@@ -7,7 +7,7 @@
 // resolveConfig, so a file that names only `env.name: search` gets the search
 // recipe, while anything it sets explicitly wins.
 
-import { THINKING_MODES } from '../models/thinking.ts';
+import { THINKING_MODES } from '../tokenizer/thinking.ts';
 import { z } from 'zod';
 import { ENV_PLUGINS, envPlugin } from '../../envs/registry.ts';
 import { METHOD_DEFINITIONS, METHOD_NAMES, methodDefinition, type MethodName } from '../algos/methods/index.ts';
@@ -47,7 +47,7 @@ const modelSchema = z.strictObject({
    * The chat template's enable_thinking (Qwen3, Qwen3.5): off passes false, as the SDAR
    * reference's Qwen3 launchers do; on passes true; default leaves it to the template.
    * The environment prompts ask for reasoning where the template then puts it
-   * (src/models/thinking.ts); templates without the switch ignore it.
+   * (src/tokenizer/thinking.ts); templates without the switch ignore it.
    */
   thinking: z.enum(THINKING_MODES).default('off'),
 });

@@ -3,7 +3,7 @@
 // response becomes an action, what an invalid turn sends, and where skills come from.
 // Each environment plugin (envs/<name>/plugin.ts) carries its own.
 
-import type { ReasoningFormat } from '../models/thinking.ts';
+import type { ReasoningFormat } from '../tokenizer/thinking.ts';
 
 export interface TurnHistoryEntry {
   /** What the agent saw before acting. */
@@ -20,7 +20,7 @@ export interface TurnPromptInput {
   admissibleActions: readonly string[];
   /** Skill text for the privileged block at the start of the user message. */
   skills?: string;
-  /** Where the answer's reasoning goes (the model's thinking mode, src/models/thinking.ts); default 'tags'. */
+  /** Where the answer's reasoning goes (the model's thinking mode, src/tokenizer/thinking.ts); default 'tags'. */
   reasoning?: ReasoningFormat;
 }
 

@@ -4,7 +4,7 @@
 // expert's demonstrations when it has one, and how AgentGym's server for it speaks.
 // The trainer, the rollout loop and the CLI know environments only through this.
 
-import type { ReasoningFormat } from '../models/thinking.ts';
+import type { ReasoningFormat } from '../tokenizer/thinking.ts';
 import type { z } from 'zod';
 import type { AgentGymOptions } from './agentgym.ts';
 import type { AgentSpec } from './agent_spec.ts';

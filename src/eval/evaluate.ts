@@ -12,7 +12,7 @@
 
 import { isSplit, SERVER_SPLITS, SPLITS, type Environment, type ServerSplit, type Split, type TaskSplit } from '../envs/types.ts';
 import { loraParameters } from '../models/lora.ts';
-import { loadTokenizer } from '../models/tokenizer.ts';
+import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';
 import { ServerPool } from '../fleet/server_pool.ts';

@@ -20,7 +20,7 @@
 // version, so an iteration's rollouts never mix versions.
 
 import { EngineHttpError } from '../net/http_call.ts';
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { Engine, GenerationRequest, GenerationResult, ScoreRequest } from '../rollout/engine.ts';
 import { InferenceServer, ServerMismatchError, type ServerSettings } from './inference_server.ts';
 import type { AttemptFailure } from '../net/http_call.ts';

@@ -11,8 +11,8 @@ import * as path from 'node:path';
 import { replaceDirAtomic, writeFileAtomic } from '../util/atomic_file.ts';
 import { parseConfig, toHfConfig, type ModelConfig } from './config.ts';
 import { CheckpointError, ConfigError } from './errors.ts';
-import { SafetensorsReader, type TensorInfo } from './safetensors.ts';
-import { SafetensorsWriter, type StorageDType, type TensorEntry, type WrittenCheckpoint } from './safetensors_writer.ts';
+import { SafetensorsReader, type TensorInfo } from '../safetensors/reader.ts';
+import { SafetensorsWriter, type StorageDType, type TensorEntry, type WrittenCheckpoint } from '../safetensors/writer.ts';
 
 /** HF parameter names and shapes of `cfg`'s model, in transformers' module order. */
 export function expectedShapes(cfg: ModelConfig): Map<string, number[]> {

@@ -8,7 +8,7 @@ import type { ModelConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
 import { QwenModel } from './qwen.ts';
 import { Qwen35Model } from './qwen35.ts';
-import { SafetensorsReader } from './safetensors.ts';
+import { SafetensorsReader } from '../safetensors/reader.ts';
 import { randn } from '../util/random.ts';
 import { requireGrad } from '../tensor/autograd.ts';
 import { keep } from '../tensor/scope.ts';

@@ -3,7 +3,7 @@
 // the branches into the base weights (W += scaling * B @ A).
 
 import type { CausalLM } from './causal_lm.ts';
-import type { StorageDType } from './safetensors_writer.ts';
+import type { StorageDType } from '../safetensors/writer.ts';
 import { loraScale, loraTargets, readPeftAdapter, writePeftAdapter, type LoraConfig, type LoraWeights } from './peft.ts';
 import { uniform } from '../util/random.ts';
 import { noGrad, requireGrad } from '../tensor/autograd.ts';

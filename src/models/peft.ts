@@ -10,8 +10,8 @@ import { replaceDirAtomic, writeFileAtomic } from '../util/atomic_file.ts';
 import { expectedShapes, hfJson, readJson } from './checkpoint.ts';
 import type { ModelConfig } from './config.ts';
 import { CheckpointError } from './errors.ts';
-import { SafetensorsReader } from './safetensors.ts';
-import { writeSafetensors, type StorageDType } from './safetensors_writer.ts';
+import { SafetensorsReader } from '../safetensors/reader.ts';
+import { writeSafetensors, type StorageDType } from '../safetensors/writer.ts';
 
 export const ADAPTER_CONFIG = 'adapter_config.json';
 export const ADAPTER_WEIGHTS = 'adapter_model.safetensors';

@@ -4,7 +4,7 @@
 // that exact (f64) sum; and for the f16 copies of weights (shaders/half.wgsl) that
 // the skinny f16 kernels read (their reference: the f32 one on the copies' values). Rounding is IEEE round to nearest, ties to even, computed
 // from the numbers themselves (not from bit patterns, so it does not share a bug with
-// the bit-level encoder in models/half.ts, which the tests compare it with).
+// the bit-level encoder in util/half.ts, which the tests compare it with).
 
 import { matmul, type MatmulRefArgs } from './matmul.ts';
 

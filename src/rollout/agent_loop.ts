@@ -16,8 +16,8 @@
 import type { AgentSpec } from '../envs/agent_spec.ts';
 import type { SkillsPlacement } from '../envs/skills_block.ts';
 import type { Environment } from '../envs/types.ts';
-import { thinkingFormat, type ThinkingMode } from '../models/thinking.ts';
-import type { Tokenizer } from '../models/tokenizer.ts';
+import { thinkingFormat, type ThinkingMode } from '../tokenizer/thinking.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { PromptHistory } from './conversation.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 import { Episode, errorMessage, type EpisodeContext, type RolloutTask, type SkillsMode } from './episode.ts';

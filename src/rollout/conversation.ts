@@ -5,7 +5,7 @@
 // they are (ChatML: the bundled model's, Qwen2.5's) every turn's prompt then starts with
 // the previous turn's prompt and response, and the turns train as one sequence.
 
-import type { ChatMessage } from '../models/tokenizer.ts';
+import type { ChatMessage } from '../tokenizer/tokenizer.ts';
 
 export type PromptHistory = 'window' | 'conversation';
 

@@ -3,7 +3,7 @@
 // (byte-level tokens can split a UTF-8 character), and what was added is never taken
 // back, so pieces can be streamed as they come.
 
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 
 export class IncrementalDetokenizer {
   private readonly ids: number[] = [];

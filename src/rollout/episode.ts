@@ -8,8 +8,8 @@ import type { AgentSpec, TurnHistoryEntry, TurnPromptInput } from '../envs/agent
 import { skillBlock, type SkillsPlacement } from '../envs/skills_block.ts';
 import { SessionLostError } from '../envs/http_json.ts';
 import type { EnvInfo, EnvSession, Environment, TaskSplit } from '../envs/types.ts';
-import type { ThinkingFormat } from '../models/thinking.ts';
-import type { ChatMessage, Tokenizer } from '../models/tokenizer.ts';
+import type { ThinkingFormat } from '../tokenizer/thinking.ts';
+import type { ChatMessage, Tokenizer } from '../tokenizer/tokenizer.ts';
 import { followUpMessage, turnChat, withFirstMessage, type PromptHistory } from './conversation.ts';
 import type { GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';

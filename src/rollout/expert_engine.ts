@@ -6,8 +6,8 @@
 // so every token it emits has log-probability 0.
 
 import type { AgentSpec } from '../envs/agent_spec.ts';
-import type { ThinkingFormat } from '../models/thinking.ts';
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { ThinkingFormat } from '../tokenizer/thinking.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { Engine, GenerationContext, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
 
 export class ExpertEngine implements Engine {

@@ -27,7 +27,7 @@ import { HalfWeights } from '../models/half_weights.ts';
 import { QwenModel } from '../models/qwen.ts';
 import { fusesRows, headOnSkinny } from '../models/qwen_decode.ts';
 import { scoreSequences } from '../models/score.ts';
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { decodeRows, disposeDecodeRows, finishDecodeRows, readSteps, sampleStep, takeDecodeRows, type DecodeRowState, type DecodeRows, type SampledTokens } from '../tensor/ops/sampling.ts';
 import { keep, scope } from '../tensor/scope.ts';

@@ -2,7 +2,7 @@
 // every trajectory becomes one sample, its prompt and its response; the trainer packs
 // them into sequences (turn_sequences.ts).
 
-import type { ThinkingMode } from '../models/thinking.ts';
+import type { ThinkingMode } from '../tokenizer/thinking.ts';
 
 export interface StepSample {
   /** Task group: the G runs of one task share it. */

@@ -1,7 +1,7 @@
 // Stop strings over incrementally detokenised text: only the tail that the new text
 // can complete is searched.
 
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { IncrementalDetokenizer } from './detokenizer.ts';
 
 export class StopStringWatcher {

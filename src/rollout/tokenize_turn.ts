@@ -4,7 +4,7 @@
 // the switch ignore it). Ids come from the real tokenizer: a byte-level stand-in would
 // train a model on ids it never reads.
 
-import type { ChatMessage, ChatOptions, Tokenizer } from '../models/tokenizer.ts';
+import type { ChatMessage, ChatOptions, Tokenizer } from '../tokenizer/tokenizer.ts';
 
 export interface TurnPromptIds {
   ids: number[];

@@ -3,7 +3,7 @@
 // as chat.completion.chunk events). Text only: tool calls and other content parts are
 // refused rather than silently ignored.
 
-import type { ChatMessage, ChatTextPart, Tokenizer } from '../models/tokenizer.ts';
+import type { ChatMessage, ChatTextPart, Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { GenerationResult } from '../rollout/engine.ts';
 import { boolField, neutralOnly, stringField, type Body } from './fields.ts';
 import { ApiError } from './http.ts';

@@ -1,7 +1,7 @@
 // POST /v1/completions: the request read into engine requests, and the engine's results
 // written back in vLLM's response shape, whole or as stream chunks.
 
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { GREEDY_BELOW } from '../tensor/ops/sampling.ts';
 import type { GenerationResult } from '../rollout/engine.ts';
 import type { PromptTokenStats } from '../rollout/prompt_logprobs.ts';

@@ -1,7 +1,7 @@
 // The sampling fields /v1/completions and /v1/chat/completions share (docs/PROTOCOLS.md
 // section 5), read into one engine request per choice, and the streaming options.
 
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { GenerationRequest } from '../rollout/engine.ts';
 import { deriveSeed } from '../util/random.ts';
 import { boolField, intField, neutralOnly, numberField, stringList, tokenIds, type Body } from './fields.ts';

@@ -15,7 +15,9 @@ import { listen } from '../net/listen.ts';
 import { timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
-import { CheckpointError, ConfigError, SafetensorsError } from '../models/errors.ts';
+import { CheckpointError, ConfigError } from '../models/errors.ts';
+import { SafetensorsError } from '../safetensors/errors.ts';
+import { TokenizerError } from '../tokenizer/tokenizer.ts';
 import { EngineRequestError } from '../rollout/errors.ts';
 import type { LocalEngine } from '../rollout/local_engine.ts';
 import type { PromptTokenStats } from '../rollout/prompt_logprobs.ts';
@@ -70,7 +72,7 @@ export const SERVER_DEFAULTS = {
 function apiError(e: unknown): ApiError {
   if (e instanceof ApiError) return e;
   if (e instanceof EngineRequestError) return new ApiError(e.kind === 'not_found' ? 404 : 400, e.message);
-  if (e instanceof CheckpointError || e instanceof ConfigError || e instanceof SafetensorsError) return new ApiError(400, e.message);
+  if (e instanceof CheckpointError || e instanceof ConfigError || e instanceof SafetensorsError || e instanceof TokenizerError) return new ApiError(400, e.message);
   return new ApiError(500, `internal error: ${(e as Error)?.message ?? String(e)}`);
 }
 

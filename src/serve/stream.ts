@@ -5,7 +5,7 @@
 // held back, so a stop string left out of the output is never half sent.
 
 import type { ServerResponse } from 'node:http';
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { IncrementalDetokenizer } from '../rollout/detokenizer.ts';
 import type { GenerationRequest, GenerationResult } from '../rollout/engine.ts';
 import type { TokenEvent } from '../rollout/local_engine.ts';

@@ -1,7 +1,7 @@
 // How the server writes generated tokens back: the choice text with stops handled as
 // vLLM does, token names, and the log-prob entries of completions and chat answers.
 
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { GenerationResult, TopLogprob } from '../rollout/engine.ts';
 
 export interface TokenNaming {

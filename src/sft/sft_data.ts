@@ -17,8 +17,8 @@
 
 import * as fs from 'node:fs';
 import { SPLITS, type Split } from '../envs/types.ts';
-import { THINKING_MODES, thinkingFormat, type ThinkingMode } from '../models/thinking.ts';
-import type { Tokenizer } from '../models/tokenizer.ts';
+import { THINKING_MODES, thinkingFormat, type ThinkingMode } from '../tokenizer/thinking.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { encodeTurnPrompt, renderedResponseIds, TemplateTurnError } from '../rollout/tokenize_turn.ts';

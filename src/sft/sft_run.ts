@@ -19,7 +19,7 @@ import * as path from 'node:path';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
-import { loadTokenizer } from '../models/tokenizer.ts';
+import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { LocalEngine } from '../rollout/local_engine.ts';

@@ -8,7 +8,7 @@
 // of its servers, never pushed to.
 
 import * as path from 'node:path';
-import type { Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { runDir, type TrainConfig } from '../config/config.ts';
 import { ServerPool } from '../fleet/server_pool.ts';
 import type { TrajectoryRecord } from '../rollout/sample.ts';

@@ -18,7 +18,7 @@ import { applyMemoryPlan, trainingMemoryPlan } from '../run/memory.ts';
 import { checkModelContext } from '../run/model_context.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
-import { loadTokenizer, type Tokenizer } from '../models/tokenizer.ts';
+import { loadTokenizer, type Tokenizer } from '../tokenizer/tokenizer.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { lrAt } from '../optim/schedule.ts';
 import type { Engine } from '../rollout/engine.ts';

@@ -9,8 +9,8 @@
 import { randn } from '../../src/util/random.ts';
 import { exportCheckpoint, expectedShapes } from '../../src/models/checkpoint.ts';
 import { configFromPreset } from '../../src/models/presets.ts';
-import { loadTokenizer } from '../../src/models/tokenizer.ts';
-import { buildWordTokenizer, END_OF_TEXT, IM_END, writeTokenizerFiles } from '../../src/models/word_tokenizer.ts';
+import { loadTokenizer } from '../../src/tokenizer/tokenizer.ts';
+import { buildWordTokenizer, END_OF_TEXT, IM_END, writeTokenizerFiles } from '../../src/tokenizer/word_tokenizer.ts';
 import { renderSearchPrompt } from '../../envs/search/prompt.ts';
 import { SEARCH_ACTIONS } from '../../envs/search/env.ts';
 

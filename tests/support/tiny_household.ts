@@ -3,8 +3,8 @@
 
 import { join } from 'node:path';
 import { randomModel, saveModel } from '../../src/models/load.ts';
-import { loadTokenizer } from '../../src/models/tokenizer.ts';
-import { buildWordTokenizer, writeTokenizerFiles } from '../../src/models/word_tokenizer.ts';
+import { loadTokenizer } from '../../src/tokenizer/tokenizer.ts';
+import { buildWordTokenizer, writeTokenizerFiles } from '../../src/tokenizer/word_tokenizer.ts';
 import { qwen2Config } from '../../src/sft/default_model.ts';
 import { householdCorpus } from '../../envs/household/expert_data.ts';
 import { gpu } from './gpu.ts';

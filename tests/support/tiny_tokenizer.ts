@@ -5,7 +5,7 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { loadTokenizer, type Tokenizer } from '../../src/models/tokenizer.ts';
+import { loadTokenizer, type Tokenizer } from '../../src/tokenizer/tokenizer.ts';
 
 export async function tinyTokenizer(dir: string, vocabSize: number, opts: { eosId?: number; chatTemplate?: string } = {}): Promise<Tokenizer> {
   const eosId = opts.eosId ?? vocabSize - 1;

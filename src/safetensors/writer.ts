@@ -12,8 +12,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { tempPath, writeFileAtomic, writeFully } from '../util/atomic_file.ts';
 import { SafetensorsError } from './errors.ts';
-import { f32ToBf16, f32ToF16 } from './half.ts';
-import { INDEX_FILE, SINGLE_FILE } from './safetensors.ts';
+import { f32ToBf16, f32ToF16 } from '../util/half.ts';
+import { INDEX_FILE, SINGLE_FILE } from './reader.ts';
 
 export type StorageDType = 'F32' | 'F16' | 'BF16';
 

@@ -12,7 +12,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { SafetensorsError } from './errors.ts';
-import { bf16ToF32, f16ToF32 } from './half.ts';
+import { bf16ToF32, f16ToF32 } from '../util/half.ts';
 
 export const DTYPE_BYTES: Record<string, number> = {
   BOOL: 1, U8: 1, I8: 1, F8_E5M2: 1, F8_E4M3: 1,

@@ -10,8 +10,12 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer as TokenizerJson } from '@huggingface/tokenizers';
-import { CheckpointError } from './errors.ts';
 import { wordTokenizerEncoder } from './word_tokenizer.ts';
+
+/** A tokenizer directory this code cannot read: a missing or malformed file, or no usable chat template; the message names the file. */
+export class TokenizerError extends Error {
+  override name = 'TokenizerError';
+}
 
 /** A text part of a message, as OpenAI's API sends them and templates that loop over content read them. */
 export interface ChatTextPart {
@@ -56,7 +60,7 @@ function readJsonFile(file: string): Record<string, unknown> {
   try {
     return JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (e) {
-    throw new CheckpointError(`${file}: cannot read tokenizer file (${(e as Error).message})`);
+    throw new TokenizerError(`${file}: cannot read tokenizer file (${(e as Error).message})`);
   }
 }
 
@@ -78,7 +82,7 @@ function chatTemplates(value: unknown, dir: string): Record<string, string> {
   if (Array.isArray(value) && value.every((t) => typeof t?.name === 'string' && typeof t?.template === 'string')) {
     return Object.fromEntries(value.map((t: { name: string; template: string }) => [t.name, t.template]));
   }
-  throw new CheckpointError(`${dir}: tokenizer_config.json chat_template must be a string or a list of {name, template}`);
+  throw new TokenizerError(`${dir}: tokenizer_config.json chat_template must be a string or a list of {name, template}`);
 }
 
 function ids(v: unknown): number[] {
@@ -118,7 +122,7 @@ export function templateContentFormat(source: string): 'string' | 'openai' {
 /** Loads the tokenizer in `dir` (tokenizer.json, tokenizer_config.json, optional chat_template.jinja, additional_chat_templates/ and generation_config.json). */
 export async function loadTokenizer(dir: string): Promise<Tokenizer> {
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) {
-    if (!fs.existsSync(path.join(dir, f))) throw new CheckpointError(`${dir}: ${f} not found`);
+    if (!fs.existsSync(path.join(dir, f))) throw new TokenizerError(`${dir}: ${f} not found`);
   }
   const tokenizerJson = readJsonFile(path.join(dir, 'tokenizer.json'));
   const tokenizerConfig = readJsonFile(path.join(dir, 'tokenizer_config.json'));
@@ -143,7 +147,7 @@ export async function loadTokenizer(dir: string): Promise<Tokenizer> {
     const source = templates[name];
     if (source === undefined) {
       const names = Object.keys(templates);
-      throw new CheckpointError(`${dir}: ${names.length ? `no chat template named default (it has ${names.join(', ')})` : 'the tokenizer has no chat template (tokenizer_config.json chat_template or chat_template.jinja)'}`);
+      throw new TokenizerError(`${dir}: ${names.length ? `no chat template named default (it has ${names.join(', ')})` : 'the tokenizer has no chat template (tokenizer_config.json chat_template or chat_template.jinja)'}`);
     }
     let template = compiled.get(name);
     if (!template) compiled.set(name, (template = new Template(source)));
