@@ -1,6 +1,7 @@
 // Scoring sequences that share a prefix: the groups a pass runs once (worked by hand),
 // the log-probs after a cached prefix against the whole sequences' on Qwen2 and
-// Qwen3.5 (whose Gated DeltaNet layers carry a recurrent state past the prefix), and
+// Qwen3.5 (whose Gated DeltaNet layers carry a recurrent state past the prefix), an
+// engine's scoring of completions (scoreTails: a frozen teacher's pass), and
 // the teacher pass on the bundled model's household turns, whose skills blocks it
 // runs once, against scoring each prompt whole.
 
@@ -10,7 +11,7 @@ import { envPlugin } from '../envs/registry.ts';
 import { HouseholdEnvironment } from '../envs/household/index.ts';
 import type { CausalLM } from '../src/models/causal_lm.ts';
 import { loadCausalLM, loadModel } from '../src/models/load.ts';
-import { packLeft, packRight, packedLogprobs, spanPositions } from '../src/models/score.ts';
+import { packLeft, packRight, packedLogprobs, scoreSequences, scoreTails, spanPositions } from '../src/models/score.ts';
 import { sharedPrefixGroups } from '../src/models/shared_prefix.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
@@ -106,6 +107,25 @@ describe('log-probs after a shared prefix', () => {
     try {
       const [whole, after] = await bothWays(model, seqs, 6, 8);
       assertClose(after, whole, { atol: 2e-5, label: 'qwen3.5' });
+    } finally {
+      for (const p of model.parameters()) p.dispose();
+    }
+  });
+
+  test('scoreTails (an engine scoring completions) equals the tails of the whole sequences\' log-probs', slow, async () => {
+    await gpu();
+    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 13);
+    try {
+      // Three share the prefix, one (the last) shares nothing; starts inside and after the prefix.
+      const rows = [...seqs, [40, 41, 42, 43, 44]];
+      const from = [12, 10, 11, 2];
+      const tails = await scoreTails(model, rows, from, { overhead: 0, maxBatchTokens: 48 });
+      const whole = await scoreSequences(model, rows);
+      rows.forEach((r, i) => {
+        assert.equal(tails[i].length, r.length - from[i]);
+        assertClose(tails[i], whole[i].subarray(from[i] - 1), { atol: 2e-5, label: `row ${i}` });
+      });
+      await assert.rejects(scoreTails(model, rows, [1]), /scoreTails: 1 starts for 4 sequences/);
     } finally {
       for (const p of model.parameters()) p.dispose();
     }

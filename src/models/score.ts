@@ -8,6 +8,7 @@ import { isGradEnabled, noGrad } from '../tensor/autograd.ts';
 import { embedding, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import { ShapeError } from '../tensor/errors.ts';
+import { PREFIX_GROUP_OVERHEAD_TOKENS, sharedPrefixGroups } from './shared_prefix.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
 export interface PackedBatch {
@@ -136,6 +137,41 @@ export function budgetGroups(indices: readonly number[], seqs: readonly ArrayLik
     i = j;
   }
   return groups;
+}
+
+/**
+ * Log-probs of each sequence's tokens from `from[i]` on (at least 1: the token before
+ * scores it), batched by a token budget; sequences that begin alike run their common
+ * beginning once (shared_prefix.ts), as the teacher pass does: what the local engine's
+ * `score` answers for a frozen teacher, a completion's tokens after its prompt.
+ */
+export async function scoreTails(
+  model: CausalLM, seqs: readonly ArrayLike<number>[], from: readonly number[],
+  opts: { maxBatchTokens?: number; temperature?: number; overhead?: number } = {},
+): Promise<Float32Array[]> {
+  if (from.length !== seqs.length) throw new ShapeError(`scoreTails: ${from.length} starts for ${seqs.length} sequences`);
+  const budget = opts.maxBatchTokens ?? 8192;
+  const all = seqs.map((_, i) => i);
+  const groups = sharedPrefixGroups(seqs, all, from.map((f) => f - 1), opts.overhead ?? PREFIX_GROUP_OVERHEAD_TOKENS);
+  const grouped = new Set(groups.flatMap((g) => g.members));
+  const batches = [
+    ...groups.flatMap((g) => budgetGroups(g.members, seqs, budget).map((rows) => ({ rows, prefix: g.prefix }))),
+    ...budgetGroups(all.filter((i) => !grouped.has(i)), seqs, budget).map((rows) => ({ rows, prefix: 0 })),
+  ];
+  const results: Float32Array[] = new Array(seqs.length);
+  for (const { rows, prefix } of batches) {
+    const packed = prefix ? packRight(rows.map((i) => Array.prototype.slice.call(seqs[i], prefix) as number[])) : packLeft(rows.map((i) => seqs[i]));
+    const positions = spanPositions(packed, rows.map((i) => [{ start: from[i] - prefix, length: seqs[i].length - from[i] }]));
+    const shared = prefix ? Array.prototype.slice.call(seqs[rows[0]], 0, prefix) as number[] : undefined;
+    const values = await scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, packed, { positions, temperature: opts.temperature, prefix: shared }).logprobs).toArray()));
+    let at = 0;
+    for (const i of rows) {
+      const n = seqs[i].length - from[i];
+      results[i] = values.slice(at, at + n);
+      at += n;
+    }
+  }
+  return results;
 }
 
 /** Log-probs of tokens 1..n-1 of each sequence, batched by a token budget. */

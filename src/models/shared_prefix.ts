@@ -14,6 +14,12 @@
 
 import { ShapeError } from '../tensor/errors.ts';
 
+/**
+ * What a group of sequences sharing a prefix must save to be scored apart, in tokens:
+ * about what its own prefix passes and its partly filled last batch cost.
+ */
+export const PREFIX_GROUP_OVERHEAD_TOKENS = 512;
+
 export interface PrefixGroup {
   /** Tokens every member begins with, scored once. */
   prefix: number;

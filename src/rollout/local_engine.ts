@@ -26,7 +26,7 @@ import { lastLogits } from '../models/generate.ts';
 import { HalfWeights } from '../models/half_weights.ts';
 import { QwenModel } from '../models/qwen.ts';
 import { fusesRows, headOnSkinny } from '../models/qwen_decode.ts';
-import { scoreSequences } from '../models/score.ts';
+import { scoreTails } from '../models/score.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { decodeRows, disposeDecodeRows, finishDecodeRows, readSteps, sampleStep, takeDecodeRows, type DecodeRowState, type DecodeRows, type SampledTokens } from '../tensor/ops/sampling.ts';
@@ -441,9 +441,9 @@ export class LocalEngine implements Engine, WeightSync {
       const model = this.models.resolve(opts.model);
       const scored = requests.map((_, i) => i).filter((i) => requests[i].completionIds.length > 0);
       const seqs = scored.map((i) => [...requests[i].promptIds, ...requests[i].completionIds]);
-      const values = await scoreSequences(model, seqs, { temperature, maxBatchTokens: this.scoreBatchTokens });
+      const values = await scoreTails(model, seqs, scored.map((i) => requests[i].promptIds.length), { temperature, maxBatchTokens: this.scoreBatchTokens });
       const out: number[][] = requests.map(() => []);
-      scored.forEach((i, k) => (out[i] = Array.from(values[k].subarray(requests[i].promptIds.length - 1))));
+      scored.forEach((i, k) => (out[i] = Array.from(values[k])));
       return out;
     });
   }

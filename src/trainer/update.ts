@@ -9,7 +9,7 @@
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, packRight, packedLogprobs, spanPositions, type PackedBatch } from '../models/score.ts';
-import { sharedPrefixGroups } from '../models/shared_prefix.ts';
+import { PREFIX_GROUP_OVERHEAD_TOKENS, sharedPrefixGroups } from '../models/shared_prefix.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import type { AuxLoss } from '../algos/plan.ts';
@@ -85,12 +85,6 @@ export function splitMicroBatches(sequences: readonly TurnSequence[], indices: r
   if (cur.length) out.push(makeMicroBatch(sequences, cur, prefix));
   return out;
 }
-
-/**
- * What a group of sequences sharing a prefix must save to be scored apart, in tokens:
- * about what its own prefix passes and its partly filled last micro-batch cost.
- */
-const PREFIX_GROUP_OVERHEAD_TOKENS = 512;
 
 /**
  * splitMicroBatches for a scoring pass, where sequences that begin alike
