@@ -15,7 +15,7 @@ import { initRuntime } from '../src/gpu/runtime.ts';
 import { loadModel } from '../src/models/load.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
-import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { LocalEngine } from '../src/engines/local_engine.ts';
 import { teacherSequences } from '../src/trainer/teacher.ts';
 import { responseLogprobs, scoringMicroBatches, splitMicroBatches, type MicroBatch } from '../src/trainer/update.ts';
 

@@ -18,8 +18,8 @@ import { envPlugin } from '../envs/registry.ts';
 const HOUSEHOLD = envPlugin('household').agent;
 const SHOP = envPlugin('shop').agent;
 const SEARCH = envPlugin('search').agent;
-import type { Engine, GenerationRequest, GenerationResult } from '../src/rollout/engine.ts';
-import { ExpertEngine } from '../src/rollout/expert_engine.ts';
+import type { Engine, GenerationRequest, GenerationResult } from '../src/engines/engine.ts';
+import { ExpertEngine } from '../src/engines/expert_engine.ts';
 import { cutTokens, encodeTurnPrompt } from '../src/rollout/tokenize_turn.ts';
 import { readTrajectoryLog, TrajectoryLog } from '../src/rollout/trajectory_log.ts';
 

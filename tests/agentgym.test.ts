@@ -21,8 +21,8 @@ import { RemoteEnvError, SessionLostError } from '../src/envs/http_json.ts';
 import { drawTrainingTasks, makeEnvironment, validationPanel } from '../src/eval/environment.ts';
 import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
-import type { GenerationRequest, GenerationResult } from '../src/rollout/engine.ts';
-import { ExpertEngine } from '../src/rollout/expert_engine.ts';
+import type { GenerationRequest, GenerationResult } from '../src/engines/engine.ts';
+import { ExpertEngine } from '../src/engines/expert_engine.ts';
 import { train } from '../src/trainer/train.ts';
 import { Rng } from '../src/util/random.ts';
 

@@ -15,7 +15,7 @@ import type { AgentSpec } from '../src/envs/agent_spec.ts';
 import { enableThinkingOf, thinkingFormat, type ThinkingMode } from '../src/tokenizer/thinking.ts';
 import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
-import type { Engine, GenerationRequest, GenerationResult } from '../src/rollout/engine.ts';
+import type { Engine, GenerationRequest, GenerationResult } from '../src/engines/engine.ts';
 import { encodePrefixedTurnPrompt, encodeTurnPrompt, renderedResponseIds, TemplateTurnError } from '../src/rollout/tokenize_turn.ts';
 import { readTrajectoryLog, TrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { parseChat } from '../src/serve/chat.ts';

@@ -22,7 +22,7 @@ import type { CreateOptions, EnvSession, Environment } from '../src/envs/types.t
 import { loadCausalLM } from '../src/models/load.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { readMetrics } from '../src/report/metrics.ts';
-import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { LocalEngine } from '../src/engines/local_engine.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { gpu } from './support/gpu.ts';
 import { startVllmStandin, type VllmStandin } from './support/vllm_standin.ts';

@@ -16,7 +16,7 @@ import { scoreSequences } from '../src/models/score.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { AdamW } from '../src/optim/adamw.ts';
 import type { AgentSpec } from '../src/envs/agent_spec.ts';
-import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { LocalEngine } from '../src/engines/local_engine.ts';
 import { encodeTurnPrompt } from '../src/rollout/tokenize_turn.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { trainingIteration } from '../src/trainer/iteration.ts';

@@ -8,9 +8,9 @@ import { loadCausalLM, loadModel, randomModel, saveModel } from '../src/models/l
 import { loadLora } from '../src/models/lora.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { SafetensorsFile } from '../src/safetensors/reader.ts';
-import type { GenerationRequest, SamplingParams } from '../src/rollout/engine.ts';
-import { EngineRequestError } from '../src/rollout/errors.ts';
-import { LocalEngine } from '../src/rollout/local_engine.ts';
+import type { GenerationRequest, SamplingParams } from '../src/engines/engine.ts';
+import { EngineRequestError } from '../src/engines/errors.ts';
+import { LocalEngine } from '../src/engines/local_engine.ts';
 import { noGrad } from '../src/tensor/autograd.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';

@@ -12,9 +12,9 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming } from
 import type { Completion, CompletionCreateParamsNonStreaming } from 'openai/resources/completions';
 import { loadModel } from '../src/models/load.ts';
 import type { Tokenizer } from '../src/tokenizer/tokenizer.ts';
-import type { GenerationResult, SamplingParams } from '../src/rollout/engine.ts';
-import { HttpEngine } from '../src/rollout/http_engine.ts';
-import { LocalEngine } from '../src/rollout/local_engine.ts';
+import type { GenerationResult, SamplingParams } from '../src/engines/engine.ts';
+import { HttpEngine } from '../src/engines/http_engine.ts';
+import { LocalEngine } from '../src/engines/local_engine.ts';
 import { startServer, type ServerHandle } from '../src/serve/server.ts';
 import { assertClose, gpu } from './support/gpu.ts';
 import { tinyTokenizer } from './support/tiny_tokenizer.ts';

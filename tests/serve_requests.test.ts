@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadModel } from '../src/models/load.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
-import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { LocalEngine } from '../src/engines/local_engine.ts';
 import { parseChat } from '../src/serve/chat.ts';
 import { ApiError } from '../src/serve/http.ts';
 import { startServer } from '../src/serve/server.ts';

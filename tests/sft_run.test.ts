@@ -14,7 +14,7 @@ import { HouseholdEnvironment } from '../envs/household/index.ts';
 import { openCheckpoint } from '../src/models/checkpoint.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
-import { ExpertEngine } from '../src/rollout/expert_engine.ts';
+import { ExpertEngine } from '../src/engines/expert_engine.ts';
 import { findLatestCheckpoint, loadCheckpoint, restoreModel } from '../src/checkpoint/checkpoint.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { readMetrics } from '../src/report/metrics.ts';

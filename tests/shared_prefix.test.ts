@@ -15,7 +15,7 @@ import { packLeft, packRight, packedLogprobs, scoreSequences, scoreTails, spanPo
 import { sharedPrefixGroups } from '../src/models/shared_prefix.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
-import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { LocalEngine } from '../src/engines/local_engine.ts';
 import { noGrad } from '../src/tensor/autograd.ts';
 import { scope } from '../src/tensor/scope.ts';
 import { teacherLogprobs, teacherSequences } from '../src/trainer/teacher.ts';

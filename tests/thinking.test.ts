@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { thinkingFormat } from '../src/tokenizer/thinking.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
-import { ExpertEngine } from '../src/rollout/expert_engine.ts';
+import { ExpertEngine } from '../src/engines/expert_engine.ts';
 import { envPlugin } from '../envs/registry.ts';
 import { parseAction } from '../envs/think_action.ts';
 import { familyDir } from './support/qwen_templates.ts';

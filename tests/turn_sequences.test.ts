@@ -18,7 +18,7 @@ import { makeEnvironment } from '../src/eval/environment.ts';
 import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import type { PromptHistory } from '../src/rollout/conversation.ts';
-import { ExpertEngine } from '../src/rollout/expert_engine.ts';
+import { ExpertEngine } from '../src/engines/expert_engine.ts';
 import type { StepSample } from '../src/rollout/sample.ts';
 import { sequenceStats, turnSequences } from '../src/rollout/turn_sequences.ts';
 import { teacherPrompt } from '../src/trainer/teacher.ts';

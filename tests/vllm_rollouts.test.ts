@@ -16,7 +16,7 @@ import * as path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadCausalLM, randomModel, saveModel } from '../src/models/load.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
-import { LocalEngine } from '../src/rollout/local_engine.ts';
+import { LocalEngine } from '../src/engines/local_engine.ts';
 import { WriterLock } from '../src/fleet/writer_lock.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { gpu } from './support/gpu.ts';

@@ -5,7 +5,7 @@
 // build to the next on the H200 (a host-bound second or so), so each run's figure is reported too.
 
 import type { Runtime } from '../gpu/runtime.ts';
-import { LocalEngine } from '../rollout/local_engine.ts';
+import { LocalEngine } from '../engines/local_engine.ts';
 import { countsPer, gpuCounts, type GpuCounts } from './gpu_counts.ts';
 import { benchModel, randomIds } from './train_step.ts';
 

@@ -6,7 +6,7 @@
 
 import type { Runtime } from '../gpu/runtime.ts';
 import type { KernelTime } from '../gpu/profiler.ts';
-import { LocalEngine } from '../rollout/local_engine.ts';
+import { LocalEngine } from '../engines/local_engine.ts';
 import { benchModel, randomIds, trainStepRunner } from './train_step.ts';
 
 /** GPU time per kernel of one run of `fn`, the profiler attached for that run only. */

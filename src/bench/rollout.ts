@@ -13,7 +13,7 @@ import type { Runtime } from '../gpu/runtime.ts';
 import { loadModel } from '../models/load.ts';
 import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
-import { LocalEngine } from '../rollout/local_engine.ts';
+import { LocalEngine } from '../engines/local_engine.ts';
 import { countsPer, gpuCounts } from './gpu_counts.ts';
 import { kernelTimes, profileRows } from './profile.ts';
 

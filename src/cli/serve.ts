@@ -5,7 +5,7 @@ import { initRuntime } from '../gpu/runtime.ts';
 import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
 import { hubModelDir } from '../hub/hub_model.ts';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/tokenizer.ts';
-import { LocalEngine } from '../rollout/local_engine.ts';
+import { LocalEngine } from '../engines/local_engine.ts';
 import { SERVER_DEFAULTS, startServer } from '../serve/server.ts';
 import { CliError, intArg } from './args.ts';
 import { gpuArgs, gpuMemoryBytes, gpuOptions } from './gpu_args.ts';

@@ -14,7 +14,7 @@ import { isSplit, SERVER_SPLITS, SPLITS, type Environment, type ServerSplit, typ
 import { loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
-import { LocalEngine } from '../rollout/local_engine.ts';
+import { LocalEngine } from '../engines/local_engine.ts';
 import { ServerPool } from '../fleet/server_pool.ts';
 import { probeIds } from '../fleet/weight_probe.ts';
 import { readModelConfig } from '../models/checkpoint.ts';

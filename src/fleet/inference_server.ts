@@ -4,7 +4,7 @@
 // reloaded in place) and check with the weights probe that it holds it.
 
 import { EngineHttpError } from '../net/http_call.ts';
-import { HttpEngine, type HttpEngineOptions, type ServedModelCard } from '../rollout/http_engine.ts';
+import { HttpEngine, type HttpEngineOptions, type ServedModelCard } from '../engines/http_engine.ts';
 import { probeDistance, serverProbe } from './weight_probe.ts';
 import type { WeightVersion } from './weight_versions.ts';
 

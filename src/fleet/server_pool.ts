@@ -21,7 +21,7 @@
 
 import { EngineHttpError } from '../net/http_call.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
-import type { Engine, GenerationRequest, GenerationResult, ScoreRequest } from '../rollout/engine.ts';
+import type { Engine, GenerationRequest, GenerationResult, ScoreRequest } from '../engines/engine.ts';
 import { InferenceServer, ServerMismatchError, type ServerSettings } from './inference_server.ts';
 import type { AttemptFailure } from '../net/http_call.ts';
 import { PROBE_TEXT } from './weight_probe.ts';

@@ -8,7 +8,7 @@
 import type { CausalLM } from '../models/causal_lm.ts';
 import { scoreSequences } from '../models/score.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
-import type { HttpEngine } from '../rollout/http_engine.ts';
+import type { HttpEngine } from '../engines/http_engine.ts';
 
 /** Ordinary text with the household's words in it, so every model scores it far from uniform. */
 export const PROBE_TEXT =

@@ -176,7 +176,7 @@ export interface ReducePolicy {
   minSpan: number;
 }
 
-/** How decoding loops run (rollout/local_engine.ts) and when Qwen decode steps take the fused layers (models/qwen_decode.ts); `--decode-*`. */
+/** How decoding loops run (engines/local_engine.ts) and when Qwen decode steps take the fused layers (models/qwen_decode.ts); `--decode-*`. */
 export interface DecodePolicy {
   /**
    * 'auto' where the skinny path would be taken, 'always' also on the software GPU

@@ -2,7 +2,7 @@
 // layer's projections and the LM head; models/qwen_decode.ts), for rollouts and
 // serving. A decode step reads each weight once per token, so its time goes mostly to
 // the weights' bytes, and f16 halves them. The f32 parameters stay the masters that
-// training updates; the owner of the copies (rollout/local_engine.ts) packs them from
+// training updates; the owner of the copies (engines/local_engine.ts) packs them from
 // the masters for each generation, so a rollout always samples from the weights of
 // the latest update, and frees them after it.
 

@@ -115,7 +115,7 @@ function trainableCount(p: PlanInput, params: number): number {
 }
 
 /**
- * Whether LocalEngine will pack f16 copies of the decode weights (rollout/local_engine.ts
+ * Whether LocalEngine will pack f16 copies of the decode weights (engines/local_engine.ts
  * halfWeights), by `rt`'s policy and adapter; before the GPU starts (null), as on a real
  * GPU with the default policy, the stricter guess.
  */

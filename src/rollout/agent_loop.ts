@@ -19,7 +19,7 @@ import type { Environment } from '../envs/types.ts';
 import { thinkingFormat, type ThinkingMode } from '../tokenizer/thinking.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { PromptHistory } from './conversation.ts';
-import type { Engine, GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
+import type { Engine, GenerationRequest, GenerationResult, SamplingParams } from '../engines/engine.ts';
 import { Episode, errorMessage, type EpisodeContext, type RolloutTask, type SkillsMode } from './episode.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
 import type { TrajectoryLog } from './trajectory_log.ts';

@@ -11,7 +11,7 @@ import type { EnvInfo, EnvSession, Environment, TaskSplit } from '../envs/types.
 import type { ThinkingFormat } from '../tokenizer/thinking.ts';
 import type { ChatMessage, Tokenizer } from '../tokenizer/tokenizer.ts';
 import { followUpMessage, turnChat, withFirstMessage, type PromptHistory } from './conversation.ts';
-import type { GenerationRequest, GenerationResult, SamplingParams } from './engine.ts';
+import type { GenerationRequest, GenerationResult, SamplingParams } from '../engines/engine.ts';
 import type { StepSample, TrajectoryRecord } from './sample.ts';
 import { cutTokens, encodeChatPrompt, encodePrefixedTurnPrompt, encodeTurnPrompt, type TurnPromptIds } from './tokenize_turn.ts';
 

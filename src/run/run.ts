@@ -14,7 +14,7 @@ import { openCheckpoint, storedDtype } from '../models/checkpoint.ts';
 import type { StorageDType } from '../safetensors/writer.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout, type RolloutOptions, type RolloutResult, type SkillsMode } from '../rollout/agent_loop.ts';
-import type { Engine } from '../rollout/engine.ts';
+import type { Engine } from '../engines/engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { assertResumable, loadResumeCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
 import { configHash, readRunConfig, runDir, writeRunConfig, type TrainConfig } from '../config/config.ts';

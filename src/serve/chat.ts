@@ -4,7 +4,7 @@
 // refused rather than silently ignored.
 
 import type { ChatMessage, ChatTextPart, Tokenizer } from '../tokenizer/tokenizer.ts';
-import type { GenerationResult } from '../rollout/engine.ts';
+import type { GenerationResult } from '../engines/engine.ts';
 import { boolField, neutralOnly, stringField, type Body } from './fields.ts';
 import { ApiError } from './http.ts';
 import { logprobsCount, needTokenizer, readSampling, type RequestLimits, type SamplingRequest } from './sampling.ts';

@@ -3,8 +3,8 @@
 
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { GREEDY_BELOW } from '../tensor/ops/sampling.ts';
-import type { GenerationResult } from '../rollout/engine.ts';
-import type { PromptTokenStats } from '../rollout/prompt_logprobs.ts';
+import type { GenerationResult } from '../engines/engine.ts';
+import type { PromptTokenStats } from '../engines/prompt_logprobs.ts';
 import { boolField, neutralOnly, stringField, tokenIds, type Body } from './fields.ts';
 import { ApiError } from './http.ts';
 import { logprobsCount, needTokenizer, readSampling, type RequestLimits, type SamplingRequest } from './sampling.ts';

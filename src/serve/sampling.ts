@@ -2,7 +2,7 @@
 // section 5), read into one engine request per choice, and the streaming options.
 
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
-import type { GenerationRequest } from '../rollout/engine.ts';
+import type { GenerationRequest } from '../engines/engine.ts';
 import { deriveSeed } from '../util/random.ts';
 import { boolField, intField, neutralOnly, numberField, stringList, tokenIds, type Body } from './fields.ts';
 import { ApiError } from './http.ts';

@@ -4,8 +4,8 @@
 // steps instead of queueing behind each other. A job may follow its tokens as the
 // batch accepts them (streaming answers).
 
-import type { GenerationRequest, GenerationResult } from '../rollout/engine.ts';
-import type { LocalEngine, TokenEvent } from '../rollout/local_engine.ts';
+import type { GenerationRequest, GenerationResult } from '../engines/engine.ts';
+import type { LocalEngine, TokenEvent } from '../engines/local_engine.ts';
 
 export type TokenListener = (index: number, token: TokenEvent) => void;
 

@@ -18,9 +18,9 @@ import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse }
 import { CheckpointError, ConfigError } from '../models/errors.ts';
 import { SafetensorsError } from '../safetensors/errors.ts';
 import { TokenizerError } from '../tokenizer/tokenizer.ts';
-import { EngineRequestError } from '../rollout/errors.ts';
-import type { LocalEngine } from '../rollout/local_engine.ts';
-import type { PromptTokenStats } from '../rollout/prompt_logprobs.ts';
+import { EngineRequestError } from '../engines/errors.ts';
+import type { LocalEngine } from '../engines/local_engine.ts';
+import type { PromptTokenStats } from '../engines/prompt_logprobs.ts';
 import { chatResponse, ChatChunks, parseChat } from './chat.ts';
 import { CompletionChunks, completionResponse, parseCompletion } from './completions.ts';
 import { boolField, requiredString, stringField, tokenIds, type Body } from './fields.ts';

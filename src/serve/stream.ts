@@ -6,10 +6,10 @@
 
 import type { ServerResponse } from 'node:http';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
-import { IncrementalDetokenizer } from '../rollout/detokenizer.ts';
-import type { GenerationRequest, GenerationResult } from '../rollout/engine.ts';
-import type { TokenEvent } from '../rollout/local_engine.ts';
-import type { PromptTokenStats } from '../rollout/prompt_logprobs.ts';
+import { IncrementalDetokenizer } from '../engines/detokenizer.ts';
+import type { GenerationRequest, GenerationResult } from '../engines/engine.ts';
+import type { TokenEvent } from '../engines/local_engine.ts';
+import type { PromptTokenStats } from '../engines/prompt_logprobs.ts';
 import type { ApiError } from './http.ts';
 import type { StreamOptions } from './sampling.ts';
 import type { ScoredToken } from './text.ts';

@@ -2,7 +2,7 @@
 // vLLM does, token names, and the log-prob entries of completions and chat answers.
 
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
-import type { GenerationResult, TopLogprob } from '../rollout/engine.ts';
+import type { GenerationResult, TopLogprob } from '../engines/engine.ts';
 
 export interface TokenNaming {
   tok: Tokenizer | null;

@@ -16,7 +16,7 @@ import { configFromPreset } from '../models/presets.ts';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/tokenizer.ts';
 import { buildWordTokenizer, END_OF_TEXT, IM_END, writeTokenizerFiles } from '../tokenizer/word_tokenizer.ts';
 import { runRollout, type RolloutStats } from '../rollout/agent_loop.ts';
-import { LocalEngine } from '../rollout/local_engine.ts';
+import { LocalEngine } from '../engines/local_engine.ts';
 import { encodeTurnPrompt } from '../rollout/tokenize_turn.ts';
 import { formatSftStep, sftLoss, trainSft, type SftSample, type SftStepStats } from './sft.ts';
 

@@ -23,7 +23,7 @@ import { runRollout } from '../rollout/agent_loop.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { encodeTurnPrompt, renderedResponseIds, TemplateTurnError } from '../rollout/tokenize_turn.ts';
 import type { SftSample } from './sft.ts';
-import { ExpertEngine } from '../rollout/expert_engine.ts';
+import { ExpertEngine } from '../engines/expert_engine.ts';
 import type { TrajectoryRecord } from '../rollout/sample.ts';
 import type { TrainConfig } from '../config/config_schema.ts';
 import { agentSpec, makeEnvironment } from '../eval/environment.ts';

@@ -22,7 +22,7 @@ import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
 import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
 import { AdamW } from '../optim/adamw.ts';
-import { LocalEngine } from '../rollout/local_engine.ts';
+import { LocalEngine } from '../engines/local_engine.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { PhaseMemory } from '../gpu/phase_memory.ts';
 import { runtime } from '../gpu/runtime.ts';

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
-import type { Engine } from '../rollout/engine.ts';
+import type { Engine } from '../engines/engine.ts';
 import type { StepSample } from '../rollout/sample.ts';
 import { loadCheckpoint, restoreModel } from '../checkpoint/checkpoint.ts';
 import { turnSequences, type PromptOf, type TurnSequence } from '../rollout/turn_sequences.ts';

@@ -7,7 +7,7 @@
 
 import type { CausalLM } from '../../src/models/causal_lm.ts';
 import { lastLogits } from '../../src/models/generate.ts';
-import type { SamplingParams } from '../../src/rollout/engine.ts';
+import type { SamplingParams } from '../../src/engines/engine.ts';
 import { noGrad } from '../../src/tensor/autograd.ts';
 import { sampleNext, type RowSampling } from '../../src/tensor/ops/sampling.ts';
 import { scopeAsync } from '../../src/tensor/scope.ts';

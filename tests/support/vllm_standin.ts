@@ -21,7 +21,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { LocalEngine } from '../../src/rollout/local_engine.ts';
+import type { LocalEngine } from '../../src/engines/local_engine.ts';
 import { startServer, type ServerHandle } from '../../src/serve/server.ts';
 
 export interface VllmStandinOptions {

@@ -1,6 +1,6 @@
 // The generation engine interface the agent loop and the trainer use. Two
-// implementations: the local WebGPU sampler (rollout/local_engine.ts) and the
-// HTTP client for vLLM-compatible servers (rollout/http_engine.ts). Token ids go in
+// implementations: the local WebGPU sampler (engines/local_engine.ts) and the
+// HTTP client for vLLM-compatible servers (engines/http_engine.ts). Token ids go in
 // and come out; text is never re-tokenised.
 
 import type { EnvInfo } from '../envs/types.ts';
@@ -34,7 +34,7 @@ export interface TopLogprob {
 
 /**
  * What the agent loop knows about the turn a request belongs to. Model engines ignore
- * it (and never send it anywhere); the expert engine (rollout/expert_engine.ts) acts
+ * it (and never send it anywhere); the expert engine (engines/expert_engine.ts) acts
  * on it, since its policy reads the environment state rather than the prompt.
  */
 export interface GenerationContext {
