@@ -33,10 +33,10 @@ describe('groups of sequences sharing a prefix', () => {
 
   test('the cut that saves the most tokens: (members - 1) x prefix, less the overhead a group', () => {
     // 0-2 at 4 saves 8, 4-5 at 3 saves 3: 11, against 0-3 at 2 (6) or 0-1 at 5 and 2-3 at 2 (7).
-    assert.deepEqual(sharedPrefixGroups(seqs, all, open, 0), [{ prefix: 4, members: [0, 1, 2] }, { prefix: 3, members: [4, 5] }]);
+    assert.deepEqual(sharedPrefixGroups(seqs, all, open, 0), { groups: [{ prefix: 4, members: [0, 1, 2] }, { prefix: 3, members: [4, 5] }], alone: [3] });
     // An overhead of 3 a group leaves 4-5 (3 - 3 = 0) alone; 0-2 still saves 5.
-    assert.deepEqual(sharedPrefixGroups(seqs, all, open, 3), [{ prefix: 4, members: [0, 1, 2] }]);
-    assert.deepEqual(sharedPrefixGroups(seqs, all, open, 8), []);
+    assert.deepEqual(sharedPrefixGroups(seqs, all, open, 3), { groups: [{ prefix: 4, members: [0, 1, 2] }], alone: [3, 4, 5] });
+    assert.deepEqual(sharedPrefixGroups(seqs, all, open, 8), { groups: [], alone: all });
     // Given in any order, the groups are the same.
     assert.deepEqual(sharedPrefixGroups(seqs, [5, 3, 1, 4, 0, 2], open, 0), sharedPrefixGroups(seqs, all, open, 0));
   });
@@ -44,9 +44,9 @@ describe('groups of sequences sharing a prefix', () => {
   test('a member\'s limit caps its group\'s prefix, and only the given indices are grouped', () => {
     // Sequence 1 allows 2 tokens: 0-3 at 2 saves 6 against 0-2 at 2 (4).
     const limits = [10, 2, 10, 10, 10, 10];
-    assert.deepEqual(sharedPrefixGroups(seqs, [0, 1, 2, 3], limits, 0), [{ prefix: 2, members: [0, 1, 2, 3] }]);
-    assert.deepEqual(sharedPrefixGroups(seqs, [0, 2, 4], open, 0), [{ prefix: 4, members: [0, 2] }]);
-    assert.deepEqual(sharedPrefixGroups(seqs, all, seqs.map(() => 0), 0), []);
+    assert.deepEqual(sharedPrefixGroups(seqs, [0, 1, 2, 3], limits, 0), { groups: [{ prefix: 2, members: [0, 1, 2, 3] }], alone: [] });
+    assert.deepEqual(sharedPrefixGroups(seqs, [0, 2, 4], open, 0), { groups: [{ prefix: 4, members: [0, 2] }], alone: [4] });
+    assert.deepEqual(sharedPrefixGroups(seqs, all, seqs.map(() => 0), 0), { groups: [], alone: all });
     assert.throws(() => sharedPrefixGroups(seqs, all, [1], 0), /1 limits for 6 sequences/);
   });
 

@@ -146,23 +146,21 @@ export function budgetGroups(indices: readonly number[], seqs: readonly ArrayLik
  * `score` answers for a frozen teacher, a completion's tokens after its prompt.
  */
 export async function scoreTails(
-  model: CausalLM, seqs: readonly ArrayLike<number>[], from: readonly number[],
+  model: CausalLM, seqs: readonly (readonly number[])[], from: readonly number[],
   opts: { maxBatchTokens?: number; temperature?: number; overhead?: number } = {},
 ): Promise<Float32Array[]> {
   if (from.length !== seqs.length) throw new ShapeError(`scoreTails: ${from.length} starts for ${seqs.length} sequences`);
   const budget = opts.maxBatchTokens ?? 8192;
-  const all = seqs.map((_, i) => i);
-  const groups = sharedPrefixGroups(seqs, all, from.map((f) => f - 1), opts.overhead ?? PREFIX_GROUP_OVERHEAD_TOKENS);
-  const grouped = new Set(groups.flatMap((g) => g.members));
+  const { groups, alone } = sharedPrefixGroups(seqs, seqs.map((_, i) => i), from.map((f) => f - 1), opts.overhead ?? PREFIX_GROUP_OVERHEAD_TOKENS);
   const batches = [
     ...groups.flatMap((g) => budgetGroups(g.members, seqs, budget).map((rows) => ({ rows, prefix: g.prefix }))),
-    ...budgetGroups(all.filter((i) => !grouped.has(i)), seqs, budget).map((rows) => ({ rows, prefix: 0 })),
+    ...budgetGroups(alone, seqs, budget).map((rows) => ({ rows, prefix: 0 })),
   ];
   const results: Float32Array[] = new Array(seqs.length);
   for (const { rows, prefix } of batches) {
-    const packed = prefix ? packRight(rows.map((i) => Array.prototype.slice.call(seqs[i], prefix) as number[])) : packLeft(rows.map((i) => seqs[i]));
+    const packed = prefix ? packRight(rows.map((i) => seqs[i].slice(prefix))) : packLeft(rows.map((i) => seqs[i]));
     const positions = spanPositions(packed, rows.map((i) => [{ start: from[i] - prefix, length: seqs[i].length - from[i] }]));
-    const shared = prefix ? Array.prototype.slice.call(seqs[rows[0]], 0, prefix) as number[] : undefined;
+    const shared = prefix ? seqs[rows[0]].slice(0, prefix) : undefined;
     const values = await scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, packed, { positions, temperature: opts.temperature, prefix: shared }).logprobs).toArray()));
     let at = 0;
     for (const i of rows) {

@@ -44,9 +44,12 @@ function commonLength(a: ArrayLike<number>, b: ArrayLike<number>, bound: number)
  * Groups of `indices` into `seqs` whose members share a prefix worth scoring once: at
  * most `limits[i]` tokens for sequence i (a scoring pass keeps the position before each
  * scored token out of the prefix), and only where the group saves more than `overhead`
- * tokens. Sequences in no group are left out; the groups are disjoint.
+ * tokens. The groups are disjoint; `alone` holds the indices in none, in their given
+ * order.
  */
-export function sharedPrefixGroups(seqs: readonly ArrayLike<number>[], indices: readonly number[], limits: readonly number[], overhead: number): PrefixGroup[] {
+export function sharedPrefixGroups(
+  seqs: readonly ArrayLike<number>[], indices: readonly number[], limits: readonly number[], overhead: number,
+): { groups: PrefixGroup[]; alone: number[] } {
   if (limits.length !== seqs.length) throw new ShapeError(`sharedPrefixGroups: ${limits.length} limits for ${seqs.length} sequences`);
   const order = [...indices].sort((a, b) => compareIds(seqs[a], seqs[b]) || a - b);
   const n = order.length;
@@ -83,5 +86,6 @@ export function sharedPrefixGroups(seqs: readonly ArrayLike<number>[], indices: 
     for (let k = i + 1; k < j; k++) shared = Math.min(shared, link[k]);
     groups.push({ prefix: shared, members: order.slice(i, j) });
   }
-  return groups.reverse();
+  const grouped = new Set(groups.flatMap((g) => g.members));
+  return { groups: groups.reverse(), alone: indices.filter((i) => !grouped.has(i)) };
 }

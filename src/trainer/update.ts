@@ -96,10 +96,9 @@ export function splitMicroBatches(sequences: readonly TurnSequence[], indices: r
 export function scoringMicroBatches(sequences: readonly TurnSequence[], budget: number, overhead = PREFIX_GROUP_OVERHEAD_TOKENS): { batches: MicroBatch[]; sharedTokens: number } {
   const scored = sequences.map((_, i) => i).filter((i) => sequences[i].responseTokens > 0);
   const limits = sequences.map((q) => (q.turns.length ? q.turns[0].start - 1 : 0));
-  const groups = sharedPrefixGroups(sequences.map((q) => q.ids), scored, limits, overhead);
-  const grouped = new Set(groups.flatMap((g) => g.members));
+  const { groups, alone } = sharedPrefixGroups(sequences.map((q) => q.ids), scored, limits, overhead);
   const batches = groups.flatMap((g) => splitMicroBatches(sequences, g.members, budget, g.prefix));
-  batches.push(...splitMicroBatches(sequences, scored.filter((i) => !grouped.has(i)), budget));
+  batches.push(...splitMicroBatches(sequences, alone, budget));
   // Each micro-batch runs its prefix once.
   const sharedTokens = batches.reduce((n, mb) => n + (mb.prefix ? (mb.sequences.length - 1) * mb.prefix.length : 0), 0);
   return { batches, sharedTokens };
