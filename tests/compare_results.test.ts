@@ -74,16 +74,17 @@ describe('archived comparison runs', () => {
     recordSegment(cmp, 'grpo-s0', { from: 41, commit: 'aaa', command: 'compare --time-limit 9 --resume' });
     recordSegment(cmp, 'grpo-s0', { from: 81, commit: 'bbb', command: 'compare --time-limit 3 --resume' });
     // The checkpoint of 80 was lost: the next segment continues from 71 and replaces the one from 81.
-    recordSegment(cmp, 'grpo-s0', { from: 71, commit: 'ccc', command: 'compare --resume' });
+    const whole = 'ccc1234' + 'e'.repeat(33);
+    recordSegment(cmp, 'grpo-s0', { from: 71, commit: whole, command: 'compare --resume' });
     const segments = readSegments(cmp, 'grpo-s0');
-    assert.deepEqual(segments.map((s) => [s.from, s.commit]), [[1, 'aaa'], [41, 'aaa'], [71, 'ccc']]);
+    assert.deepEqual(segments.map((s) => [s.from, s.commit]), [[1, 'aaa'], [41, 'aaa'], [71, whole]]);
     assert.deepEqual(readSegments(cmp, 'sdar-s0'), [], 'none noted');
     const run = fakeRun(root, 'run', [{ iteration: 0, 'val/success': 0.2 }, { iteration: 100, 'val/success': 0.3 }], {});
-    archiveRun(run, join(root, 'results', 'grpo-s0'), { method: 'grpo', seed: 0, plannedIterations: 100, commit: 'ccc', command: 'compare --resume', configHash: 'h', segments });
+    archiveRun(run, join(root, 'results', 'grpo-s0'), { method: 'grpo', seed: 0, plannedIterations: 100, commit: whole, command: 'compare --resume', configHash: 'h', segments });
     const [a] = readArchive(join(root, 'results'));
     assert.deepEqual(a.meta.segments, segments);
     const block = resultsBlock('household', [a], 'figures/x.svg');
-    assert.match(block, /from commits `aaa`, `ccc`, made by:/);
+    assert.match(block, /from commits `aaa`, `ccc1234`, made by:/, 'whole hashes named by their first 7 digits');
     assert.match(block, /    compare --parallel 2 --time-limit 9\n    compare --time-limit 9 --resume\n    compare --resume\n/);
     writeFileSync(join(root, 'results', 'grpo-s0', 'run.json'), JSON.stringify({ ...a.meta, segments: [{ from: 0, commit: 'x', command: 'y' }] }));
     assert.throws(() => readArchive(join(root, 'results')), /grpo-s0\/run\.json: segments\[0\]: from must be an iteration >= 1, got 0/);

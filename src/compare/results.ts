@@ -120,7 +120,7 @@ export function resultRows(runs: readonly ArchivedRun[]): ResultRow[] {
       passAtK: pooledPassAtK(mine),
       secondsPerIteration: meanStd(perIteration),
       teacherShare: meanStd(shares),
-      commits: [...new Set(mine.flatMap((r) => madeBy(r).map((m) => m.commit)))],
+      commits: [...new Set(mine.flatMap((r) => madeBy(r).map((m) => shortCommit(m.commit))))],
     };
   });
 }
@@ -162,6 +162,9 @@ export function validationCurves(runs: readonly ArchivedRun[], title: string): s
   return lineChart({ title, series, width: 560, height: 300, standalone: true });
 }
 
+/** Archives record whole hashes (WGT_COMMIT) or short ones; the page names each by its first 7 digits, as git's short form. */
+const shortCommit = (commit: string): string => commit.slice(0, 7);
+
 const BEGIN = (env: string) => `<!-- results:${env}:begin (written by \`bun run cli results\`; edit the archive, not this block) -->`;
 const END = (env: string) => `<!-- results:${env}:end -->`;
 
@@ -169,7 +172,7 @@ const END = (env: string) => `<!-- results:${env}:end -->`;
 export function resultsBlock(env: string, runs: readonly ArchivedRun[], figure: string): string {
   const rows = resultRows(runs);
   const made = runs.flatMap(madeBy);
-  const commits = [...new Set(made.map((s) => s.commit))];
+  const commits = [...new Set(made.map((s) => shortCommit(s.commit)))];
   const commands = [...new Set(made.map((s) => s.command))];
   const lines = [
     BEGIN(env),
