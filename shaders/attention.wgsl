@@ -29,29 +29,12 @@ override N_S: u32 = (BR * BC + WG - 1u) / WG;
 override N_Q: u32 = (BR * HD + WG - 1u) / WG;
 override N_K: u32 = (BC * HD + WG - 1u) / WG;
 const MAX_ACC: u32 = 16u;
-// A finite stand-in for -inf, so fully masked rows never compute inf - inf.
-const MASKED: f32 = -1.0e30;
 
-struct Params {
-  tq: u32,
-  s: u32,        // visible key rows
-  s_cap: u32,    // key rows stored per (batch row, kv head)
-  q_offset: u32,
-  hq: u32,
-  hkv: u32,
-  group: u32,
-  causal: u32,
-  has_pad: u32,  // 0: no pad_left tensor (binding 4 then holds an unrelated buffer)
-  rows: u32,     // B * Hq * Tq (delta)
-  scale: f32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
+// #include "common/attention_mask.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
 @group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read> pad_left: array<i32>;
 @group(0) @binding(5) var<storage, read_write> o: array<f32>;
 @group(0) @binding(6) var<storage, read_write> lse: array<f32>;
 
@@ -71,16 +54,6 @@ var<workgroup> row_l: array<f32, BR>;
 var<workgroup> row_alpha: array<f32, BR>;
 var<workgroup> row_lse: array<f32, BR>;
 var<workgroup> row_delta: array<f32, BR>;
-
-fn pad_of(b: u32) -> u32 {
-  if (p.has_pad == 0u) { return 0u; }
-  return u32(max(pad_left[b], 0));
-}
-
-fn visible(i: u32, j: u32, pad: u32) -> bool {
-  let pos = p.q_offset + i;
-  return i < p.tq && j < p.s && j >= pad && pos >= pad && (p.causal == 0u || j <= pos);
-}
 
 // Query tile rows r0.. of the head whose row 0 starts at `base`, pre-scaled.
 fn load_q(tid: u32, base: u32, r0: u32) {
@@ -141,15 +114,6 @@ fn dov(r: u32, c: u32) -> f32 {
   var acc = 0.0;
   for (var d = 0u; d < HD; d++) { acc += tile_do[r * HDP + d] * tile_v[c * HDP + d]; }
   return acc;
-}
-
-// Keys [start, end) that the query tile at rows r0.. may see; start is tile-aligned.
-fn key_range(r0: u32, pad: u32) -> vec2u {
-  let last = min(r0 + BR, p.tq) - 1u + p.q_offset;
-  var end = p.s;
-  if (p.causal != 0u) { end = min(end, last + 1u); }
-  if (last < pad) { end = 0u; }
-  return vec2u((min(pad, p.s) / BC) * BC, end);
 }
 
 // Query rows [start, end) that can see the key tile at c0 (backward's dK/dV passes):

@@ -1,15 +1,17 @@
 // Attention timings at the training shapes of Qwen2.5-0.5B (batch 8 x 512 tokens, 14
-// query heads, 2 kv heads, head dim 64) and of the bundled model's GRPO micro-batches,
-// and the loss kernel's at Qwen2.5-0.5B's (vocab 151,936).
+// query heads, 2 kv heads, head dim 64) and of the bundled model's GRPO micro-batches
+// (each path, and the tensor-core forward where the device has it), and the loss
+// kernel's at Qwen2.5-0.5B's (vocab 151,936).
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { randn } from '../util/random.ts';
-import { backward, requireGrad } from '../tensor/autograd.ts';
+import { backward, noGrad, requireGrad } from '../tensor/autograd.ts';
 import type { AttentionPath } from '../gpu/kernel_policy.ts';
 import { blockedFits } from '../kernels/attention.ts';
+import { tensorAttentionMissing } from '../kernels/attention_tensor.ts';
 import { attention, mean, mul, sum, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
-import { tensor } from '../tensor/tensor.ts';
+import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { randomIds } from './train_step.ts';
 import { timeGpu } from './timing.ts';
 
@@ -73,12 +75,31 @@ export async function benchAttention(rt: Runtime, shapes: AttentionShape[] = ATT
           ...(diff && { max_abs_diff_vs_first: { o: diff[0], dq: diff[1], dk: diff[2], dv: diff[3] } }),
         });
       }
+      if (tensorAttentionMissing(rt, D) === null) rows.push(await benchTensorForward(rt, name, q, k, v, flops, first![0]));
       for (const t of [q, k, v]) t.dispose();
     }
   } finally {
     rt.policy.attention.path = policy;
   }
   return rows;
+}
+
+/** The tensor-core forward (no gradient follows), against the first path's output. */
+async function benchTensorForward(rt: Runtime, shape: string, q: Tensor, k: Tensor, v: Tensor, flops: number, first: Float32Array): Promise<object> {
+  const [B, Hq, T, D] = q.shape;
+  const before = rt.policy.attention.tensorForward;
+  rt.policy.attention.tensorForward = true;
+  try {
+    const fwd = await timeGpu(rt, () => scopeAsync(async () => void noGrad(() => attention(q, k, v))));
+    const o = await scopeAsync(async () => Float32Array.from(await noGrad(() => attention(q, k, v)).toArray()));
+    return {
+      kind: 'attention', shape, B, T, Hq, Hkv: k.shape[1], D, path: 'tensor (forward, no gradient)',
+      forward_ms: +fwd.toFixed(3), forward_tflops: +(flops / fwd / 1e9).toFixed(2),
+      max_abs_diff_vs_first: { o: maxAbsDiff(o, first) },
+    };
+  } finally {
+    rt.policy.attention.tensorForward = before;
+  }
 }
 
 function maxAbsDiff(a: Float32Array, b: Float32Array): number {

@@ -26,6 +26,10 @@ export const gpuArgs = {
     type: 'string',
     description: 'auto (default): uniform-buffer kernels on the software GPU, elsewhere blocked where its tiles fit workgroup memory, else tiled; blocked: flash attention with a block of scores and outputs per invocation (head dim 64, or 128 with 64 KiB of workgroup memory); tiled: one score and one output element per invocation; uniform: the software GPU\'s kernels',
   },
+  'attention-tensor': {
+    type: 'string',
+    description: 'on: forwards that record no gradient (scoring, teacher and reference log-probs, prefill) run attention on f16 tensor cores where the adapter offers them (kernels/attention_tensor.ts); off (default): the --attention path everywhere',
+  },
   'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default: where the skinny kernels run, real GPUs), never, always (models/qwen_decode.ts)' },
   'decode-weights': { type: 'string', description: 'what fused decode steps read: f16 (default) copies of the weights packed before each generation, or the f32 weights' },
   'decode-steps': { type: 'string', description: 'decode steps between readbacks (default 4): sampling and stop checks stay on the GPU in between' },
@@ -62,10 +66,10 @@ function decodePolicy(args: { 'decode-fused'?: string; 'decode-weights'?: string
   return out;
 }
 
-/** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention, --decode-*). */
+/** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention, --attention-tensor, --decode-*). */
 export function gpuOptions(args: {
   backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; 'matmul-tiles'?: string; attention?: string;
-  'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string;
+  'attention-tensor'?: string; 'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string;
 }): RuntimeOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
@@ -75,10 +79,12 @@ export function gpuOptions(args: {
   if (attention !== 'auto' && attention !== 'tiled' && attention !== 'blocked' && attention !== 'uniform') {
     throw new Error(`--attention must be auto, tiled, blocked or uniform, got "${attention}"`);
   }
+  const attentionTensor = args['attention-tensor'] ?? 'off';
+  if (attentionTensor !== 'on' && attentionTensor !== 'off') throw new Error(`--attention-tensor must be on or off, got "${attentionTensor}"`);
   const robustness = args.robustness;
   if (robustness !== undefined && !isRobustness(robustness)) throw new Error(`--robustness must be auto, on or off, got "${robustness}"`);
   const opts: RuntimeOptions = {
-    policy: { attention: { path: attention }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' }, matmul: { tiles }, decode: decodePolicy(args) },
+    policy: { attention: { path: attention, tensorForward: attentionTensor === 'on' }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' }, matmul: { tiles }, decode: decodePolicy(args) },
   };
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;

@@ -164,6 +164,15 @@ export interface AttentionPolicy {
    * (docs/RESULTS.md).
    */
   path: 'auto' | AttentionPath;
+  /**
+   * Forwards that record no gradient (scoring, the teacher's and reference's
+   * log-probs, prefill) on tensor cores (kernels/attention_tensor.ts) where the
+   * device has f16 subgroup matrices and tensorCores.enabled; decode steps and
+   * forwards a backward will follow keep the path above. Off until measured on the
+   * H200 against blocked: its teacher passes spend 43-48% of their GPU time in
+   * attention.forward_blocked (docs/PERFORMANCE.md section 11.1).
+   */
+  tensorForward: boolean;
 }
 
 /** When reduce_cols cuts R into parts (kernels/reduce.ts; see the shader's header). */
@@ -246,7 +255,7 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto' },
+    attention: { path: 'auto', tensorForward: false },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, stepsPerReadback: 4, weights: 'f16' },
     pacing: { spinMs: 3, napMs: 0.05 },

@@ -69,7 +69,8 @@ export function attentionTiles(limits: TileLimits, pass: 'forward' | 'backward',
   return best;
 }
 
-function params(d: AttentionDims, hasPad: boolean) {
+/** The uniform every flash kernel reads (Params in shaders/common/attention_mask.wgsl). */
+export function attentionParams(d: AttentionDims, hasPad: boolean) {
   const p = uniforms(11);
   p.u[0] = d.tq;
   p.u[1] = d.s;
@@ -261,17 +262,17 @@ export function attentionForward(
   const decode = launch.decode ?? (d.tq <= DECODE_MAX_ROWS && decodeFits(d.hd));
   if (decode) {
     if (!decodeFits(d.hd)) throw new Error(`attention: the decode kernel needs a head dim dividing ${DECODE_WG}, got ${d.hd}`);
-    rt.dispatch(rt.kernel('attention', 'decode', { HD: d.hd }), [q, k, v, padLeft ?? q, o, lse], params(d, !!padLeft).u, [d.tq, d.hq, d.b]);
+    rt.dispatch(rt.kernel('attention', 'decode', { HD: d.hd }), [q, k, v, padLeft ?? q, o, lse], attentionParams(d, !!padLeft).u, [d.tq, d.hq, d.b]);
     return;
   }
   if (path === 'blocked') {
     const t = BLOCKED_TILES.forward;
-    rt.dispatch(rt.kernel('attention', 'forward_blocked', blockedConstants(d, 'forward')), [q, k, v, padLeft ?? q, o, lse], params(d, !!padLeft).u,
+    rt.dispatch(rt.kernel('attention', 'forward_blocked', blockedConstants(d, 'forward')), [q, k, v, padLeft ?? q, o, lse], attentionParams(d, !!padLeft).u,
       [Math.ceil(d.tq / t.br), d.hq, d.b]);
     return;
   }
   const t = tilesOrThrow(rt, 'forward', d);
-  rt.dispatch(rt.kernel('attention', 'forward', constants(d, t)), [q, k, v, padLeft ?? q, o, lse], params(d, !!padLeft).u,
+  rt.dispatch(rt.kernel('attention', 'forward', constants(d, t)), [q, k, v, padLeft ?? q, o, lse], attentionParams(d, !!padLeft).u,
     [Math.ceil(d.tq / t.br), d.hq, d.b]);
 }
 
@@ -295,7 +296,7 @@ export function attentionBackward(
   o: GPUBuffer, dO: GPUBuffer, lse: GPUBuffer, delta: GPUBuffer, grads: AttentionGrads,
   launch: AttentionLaunch = {},
 ): void {
-  const p = params(d, !!padLeft).u;
+  const p = attentionParams(d, !!padLeft).u;
   const rows = d.b * d.hq * d.tq;
   rt.dispatch(rt.kernel('attention', 'delta', { HD: d.hd }), [o, dO, delta], p, grid1d(rows));
   const path = attentionPath(rt, d, launch);
@@ -384,7 +385,7 @@ function backwardBlocked(
   q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, padLeft: GPUBuffer | null,
   dO: GPUBuffer, lse: GPUBuffer, delta: GPUBuffer, grads: AttentionGrads,
 ): void {
-  const p = params(d, !!padLeft).u;
+  const p = attentionParams(d, !!padLeft).u;
   const pad = padLeft ?? q;
   if (grads.dq) {
     rt.dispatch(rt.kernel('attention', 'backward_dq_blocked', blockedConstants(d, 'dq')), [q, k, v, pad, dO, lse, delta, grads.dq], p,
@@ -402,7 +403,7 @@ function backwardBlocked(
     if (group === 1) return;
     const sum = rt.kernel('attention', 'sum_group', { HD: d.hd });
     const vec4s = d.b * d.hkv * d.s * (d.hd / 4);
-    const ps = params(d, !!padLeft);
+    const ps = attentionParams(d, !!padLeft);
     ps.u[9] = vec4s;
     rt.dispatch(sum, [partK, dk], ps.u, grid1d(vec4s));
     rt.dispatch(sum, [partV, dv], ps.u, grid1d(vec4s));

@@ -1,6 +1,9 @@
 // CPU reference of shaders/attention.wgsl: the full score matrix per head, softmax in
 // float64, and the textbook backward (dV = P^T dO, dS = P * (dP - rowsum(dO * O)),
-// dQ = scale dS K, dK = scale dS^T Q), same masking rules as the kernels.
+// dQ = scale dS K, dK = scale dS^T Q), same masking rules as the kernels; and of
+// shaders/attention_tensor.wgsl, which rounds q, k, v and P to f16.
+
+import { roundArrayToF16, roundToF16 } from './matmul_f16.ts';
 
 export interface AttentionRefDims {
   b: number;
@@ -79,6 +82,33 @@ export function attentionForward(d: AttentionRefDims, q: ArrayLike<number>, k: A
         for (let c = 0; c < d.hd; c++) {
           let acc = 0;
           for (let j = 0; j < r.s; j++) acc += p[i][j] * v[kb + j * d.hd + c];
+          o[qb + i * d.hd + c] = acc;
+        }
+      }
+    }
+  }
+  return { o, lse };
+}
+
+/**
+ * The tensor-core forward: q, k and v rounded to f16 before the products, the
+ * probabilities exp(s - lse) rounded to f16 before they weight v; scores, softmax and
+ * sums otherwise exact.
+ */
+export function attentionForwardF16(d: AttentionRefDims, q: Float32Array, k: Float32Array, v: Float32Array) {
+  const r = resolve(d);
+  const [q16, k16, v16] = [q, k, v].map(roundArrayToF16);
+  const o = new Float32Array(d.b * d.hq * d.tq * d.hd);
+  const lse = new Float32Array(d.b * d.hq * d.tq);
+  for (let b = 0; b < d.b; b++) {
+    for (let h = 0; h < d.hq; h++) {
+      const { p, lse: l, qb, kb } = probs(d, r, q16, k16, b, h);
+      for (let i = 0; i < d.tq; i++) {
+        lse[(b * d.hq + h) * d.tq + i] = l[i];
+        const p16 = p[i].map(roundToF16);
+        for (let c = 0; c < d.hd; c++) {
+          let acc = 0;
+          for (let j = 0; j < r.s; j++) acc += p16[j] * v16[kb + j * d.hd + c];
           o[qb + i * d.hd + c] = acc;
         }
       }

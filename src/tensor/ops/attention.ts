@@ -2,7 +2,8 @@
 // and decoding against a KV cache.
 
 import { attentionBackward, attentionForward, attentionTiles, type AttentionDims } from '../../kernels/attention.ts';
-import { record } from '../autograd.ts';
+import { attentionForwardTensor, forwardTakesTensorCores } from '../../kernels/attention_tensor.ts';
+import { isGradEnabled, record } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { fmt } from '../shape.ts';
@@ -63,7 +64,11 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
   const pad = opts.padLeft?.buffer ?? null;
   const o = empty([d.b, d.hq, d.tq, d.hd], 'f32', rt);
   const lse = empty([d.b, d.hq, d.tq], 'f32', rt);
-  attentionForward(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
+  // The tensor-core forward rounds to f16 what the f32 backward would recompute
+  // exactly, so it serves only forwards no backward follows.
+  const graded = isGradEnabled() && (q.requiresGrad || k.requiresGrad || v.requiresGrad);
+  if (!graded && forwardTakesTensorCores(rt, d)) attentionForwardTensor(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
+  else attentionForward(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
   const out = record(o, 'attention', [q, k, v], (g) => {
     const delta = empty([d.b, d.hq, d.tq], 'f32', rt);
     const dq = q.requiresGrad ? empty(q.shape, 'f32', rt) : null;

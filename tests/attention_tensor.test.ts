@@ -1,0 +1,160 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import * as ref from '../src/reference/attention.ts';
+import { roundToF16 } from '../src/reference/matmul_f16.ts';
+import type { Runtime } from '../src/gpu/runtime.ts';
+import { attentionForwardTensor, forwardTakesTensorCores, tensorAttentionBytes, tensorAttentionMissing, tensorAttentionSubgroups } from '../src/kernels/attention_tensor.ts';
+import type { AttentionDims } from '../src/kernels/attention.ts';
+import { gpuOptions } from '../src/cli/gpu_args.ts';
+import { randn } from '../src/util/random.ts';
+import { noGrad, requireGrad } from '../src/tensor/autograd.ts';
+import { attention } from '../src/tensor/ops/attention.ts';
+import { scopeAsync } from '../src/tensor/scope.ts';
+import { empty, tensor } from '../src/tensor/tensor.ts';
+import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';
+
+// The kernel needs f16 subgroup matrices, which the software GPU lacks (on the H200:
+// WEBGPU_TOGGLES=allow_unsafe_apis,vulkan_enable_f16_on_nvidia): there its tests are
+// skipped with the reason, and the reference and selection tests still run.
+let rt: Runtime;
+let missing: string | null;
+try {
+  rt = await gpu();
+  missing = tensorAttentionMissing(rt, 64);
+} catch (e) {
+  missing = `no GPU: ${(e as Error).message}`;
+}
+if (missing) console.log(`attention_tensor: GPU tests skipped: ${missing}`);
+const onDevice = { skip: missing ?? false, timeout: 300_000 };
+
+interface Case { b: number; hq: number; hkv: number; tq: number; s?: number; sCap?: number; hd: number; pad?: number[]; causal?: boolean }
+
+const dims = (c: Case): AttentionDims => {
+  const s = c.s ?? c.tq;
+  return { b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s, sCap: c.sCap ?? s, hd: c.hd, scale: 1 / Math.sqrt(c.hd), causal: c.causal ?? true };
+};
+
+function inputs(c: Case, seed: number) {
+  const d = dims(c);
+  return {
+    d,
+    q: randn(c.b * c.hq * c.tq * c.hd, seed, 2),
+    k: randn(c.b * c.hkv * d.sCap * c.hd, seed + 1, 2),
+    v: randn(c.b * c.hkv * d.sCap * c.hd, seed + 2),
+  };
+}
+
+const refDims = (c: Case, d: AttentionDims): ref.AttentionRefDims =>
+  ({ b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s: d.s, sCap: d.sCap, hd: c.hd, causal: d.causal, padLeft: c.pad });
+
+describe('f16 attention reference (CPU)', () => {
+  test('one query row by hand: rounded operands, probabilities rounded before they weight v', () => {
+    // q = [1, 0], keys [0.1, 0] and [0.2, 0] (0.1 and 0.2 are not f16 values), scale 1,
+    // not causal: s = f16(0.1), f16(0.2); P = softmax(s), each rounded; o = sum P f16(v).
+    const q = Float32Array.of(1, 0);
+    const k = Float32Array.of(0.1, 0, 0.2, 0);
+    const v = Float32Array.of(1 / 3, 0, 0, 2 / 3);
+    const d = { b: 1, hq: 1, hkv: 1, tq: 1, sCap: 2, hd: 2, scale: 1, causal: false };
+    const [s0, s1] = [roundToF16(0.1), roundToF16(0.2)];
+    const lse = Math.log(Math.exp(s0) + Math.exp(s1));
+    const [p0, p1] = [roundToF16(Math.exp(s0 - lse)), roundToF16(Math.exp(s1 - lse))];
+    const got = ref.attentionForwardF16(d, q, k, v);
+    assert.ok(Math.abs(got.lse[0] - lse) < 1e-6);
+    assert.ok(Math.abs(got.o[0] - p0 * roundToF16(1 / 3)) < 1e-7);
+    assert.ok(Math.abs(got.o[1] - p1 * roundToF16(2 / 3)) < 1e-7);
+    assert.notEqual(p0 * roundToF16(1 / 3), Math.fround(Math.exp(0.1 - Math.log(Math.exp(0.1) + Math.exp(0.2))) / 3), 'the rounding shows');
+  });
+
+  test('stays within f16 rounding of the exact attention, masking alike', () => {
+    const c: Case = { b: 2, hq: 4, hkv: 2, tq: 19, s: 30, sCap: 32, hd: 16, pad: [0, 12] };
+    const { d, q, k, v } = inputs(c, 11);
+    const exact = ref.attentionForward(refDims(c, d), q, k, v);
+    const half = ref.attentionForwardF16(refDims(c, d), q, k, v);
+    // Scores of |q k| up to ~20 move by ~2^-10 of that; outputs of |v| up to ~4 by a few 2^-11.
+    assertClose(half.o, exact.o, { atol: 2e-2, rtol: 0, label: 'o' });
+    assertClose(half.lse, exact.lse, { atol: 2e-2, rtol: 0, label: 'lse' });
+    for (let i = 0; i < exact.o.length; i++) if (exact.o[i] === 0) assert.equal(half.o[i], 0, `masked output ${i}`);
+  });
+});
+
+describe('tensor-core attention: fit and selection', () => {
+  test('workgroup memory and subgroups: four where 48 KiB allows, fewer where less does', () => {
+    assert.equal(tensorAttentionBytes(64, 4), 2 * ((64 + 64) * 72 + 4 * 16 * 40) + 4 * 4 * 16 * 32);
+    const limits = (bytes: number) => ({ maxComputeWorkgroupStorageSize: bytes, maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256 });
+    assert.equal(tensorAttentionSubgroups(limits(49152), 64), 4);
+    assert.equal(tensorAttentionSubgroups(limits(49152), 128), 4);
+    assert.equal(tensorAttentionSubgroups(limits(32768), 128), 2);
+    assert.equal(tensorAttentionSubgroups(limits(28000), 128), 1);
+    assert.equal(tensorAttentionSubgroups(limits(16384), 128), null);
+    assert.equal(tensorAttentionSubgroups(limits(49152), 40), null, 'head dims are multiples of 16');
+    assert.equal(tensorAttentionSubgroups(limits(65536), 256), null, 'up to 128');
+  });
+
+  test('taken only when asked, by forwards no backward follows, past decode widths, where the device can', async () => {
+    const r = await gpu();
+    const d = dims({ b: 1, hq: 2, hkv: 1, tq: 64, hd: 64 });
+    const can = tensorAttentionMissing(r, 64) === null;
+    assert.equal(forwardTakesTensorCores(r, d), false, 'off by default');
+    await withPolicy(r, { attention: { tensorForward: true } }, () => {
+      assert.equal(forwardTakesTensorCores(r, d), can);
+      assert.equal(forwardTakesTensorCores(r, { ...d, tq: 8, s: 8, sCap: 8 }), false, 'a decode step');
+    });
+    await withPolicy(r, { attention: { tensorForward: true }, tensorCores: { enabled: false } }, () => assert.equal(forwardTakesTensorCores(r, d), false));
+    if (!can) {
+      assert.throws(() => attentionForwardTensor(r, d, empty([64]).buffer, empty([64]).buffer, empty([64]).buffer, null, empty([64]).buffer, empty([64]).buffer),
+        /attention: the tensor-core attention needs/);
+    }
+    assert.equal(gpuOptions({ 'attention-tensor': 'on' }).policy?.attention?.tensorForward, true);
+    assert.throws(() => gpuOptions({ 'attention-tensor': 'yes' }), /--attention-tensor must be on or off, got "yes"/);
+  });
+});
+
+describe('tensor-core attention on the GPU', () => {
+  const cases: Case[] = [
+    { b: 1, hq: 2, hkv: 1, tq: 64, hd: 64 },
+    { b: 2, hq: 4, hkv: 2, tq: 100, hd: 64, pad: [0, 37] },
+    { b: 2, hq: 2, hkv: 2, tq: 45, s: 300, sCap: 320, hd: 64, pad: [3, 290] },
+    { b: 1, hq: 2, hkv: 1, tq: 33, s: 50, hd: 64, pad: [7], causal: false },
+    { b: 2, hq: 2, hkv: 1, tq: 20, hd: 128, pad: [0, 20] },
+    { b: 1, hq: 4, hkv: 2, tq: 130, hd: 128 },
+    { b: 1, hq: 2, hkv: 2, tq: 40, hd: 32, pad: [5] },
+    { b: 1, hq: 1, hkv: 1, tq: 17, hd: 16 },
+  ];
+
+  test('o and lse match the f16 reference: grouped-query heads, padding (a row wholly), a cache, full attention, head dims 16-128', onDevice, async () => {
+    for (const [n, c] of cases.entries()) {
+      const { d, q, k, v } = inputs(c, 700 + 10 * n);
+      const want = ref.attentionForwardF16(refDims(c, d), q, k, v);
+      await scopeAsync(async () => {
+        const o = empty([c.b, c.hq, c.tq, c.hd]);
+        const lse = empty([c.b, c.hq, c.tq]);
+        // Garbage first shows any element the kernel forgets to write.
+        rt.device.queue.writeBuffer(o.buffer, 0, new Float32Array(c.b * c.hq * c.tq * c.hd).fill(Number.NaN));
+        const pad = c.pad ? tensor(Int32Array.from(c.pad), [c.b]) : null;
+        attentionForwardTensor(rt, d, tensor(q, [c.b, c.hq, c.tq, c.hd]).buffer, tensor(k, [c.b, c.hkv, d.sCap, c.hd]).buffer,
+          tensor(v, [c.b, c.hkv, d.sCap, c.hd]).buffer, pad?.buffer ?? null, o.buffer, lse.buffer);
+        const label = `case ${n} ${JSON.stringify(c)}`;
+        // f32 sums in another order than the reference's, and P rounded from an f32 lse.
+        assertClose(await read(o), want.o, { atol: 2e-3, rtol: 2e-3, label: `${label} o` });
+        assertClose(await read(lse), want.lse, { atol: 1e-4, rtol: 1e-5, label: `${label} lse` });
+      });
+    }
+  });
+
+  test('the op takes it under noGrad when asked, and the f32 path when gradients follow', onDevice, async () => {
+    const c: Case = { b: 2, hq: 4, hkv: 2, tq: 96, hd: 64, pad: [0, 9] };
+    const { d, q, k, v } = inputs(c, 900);
+    const half = ref.attentionForwardF16(refDims(c, d), q, k, v);
+    const exact = ref.attentionForward(refDims(c, d), q, k, v);
+    await withPolicy(rt, { attention: { tensorForward: true } }, () => scopeAsync(async () => {
+      const padLeft = tensor(Int32Array.from(c.pad!), [c.b]);
+      const qt = requireGrad(tensor(q, [c.b, c.hq, c.tq, c.hd]));
+      const kt = tensor(k, [c.b, c.hkv, c.tq, c.hd]);
+      const vt = tensor(v, [c.b, c.hkv, c.tq, c.hd]);
+      const scored = await read(noGrad(() => attention(qt, kt, vt, { padLeft })));
+      assertClose(scored, half.o, { atol: 2e-3, rtol: 2e-3, label: 'noGrad: tensor cores' });
+      const graded = await read(attention(qt, kt, vt, { padLeft }));
+      assertClose(graded, exact.o, { atol: 2e-5, rtol: 1e-4, label: 'with gradients: f32' });
+    }));
+  });
+});
