@@ -200,16 +200,20 @@ describe('the comparison table', () => {
     const root = mkdtempSync(join(tmpdir(), 'wgt-compare-segments-'));
     const results = join(root, 'results');
     const out = join(root, 'cmp');
-    // --time-limit 0 stops each invocation after one iteration, with a checkpoint.
+    // --time-limit 0 is the whole invocation's: its first run makes one iteration and
+    // stops with a checkpoint, and the second run (seed 1) is not started.
     const compare = (commit: string) => spawnSync(process.execPath, [
-      cli, 'compare', 'examples/smoke.yaml', 'iterations=2', '--methods', 'grpo', '--seeds', '1', '--resume', '--results', results, '--out', out, '--time-limit', '0', '--full-size',
+      cli, 'compare', 'examples/smoke.yaml', 'iterations=2', '--methods', 'grpo', '--seeds', '2', '--resume', '--results', results, '--out', out, '--time-limit', '0', '--full-size',
     ], { encoding: 'utf8', env: { ...process.env, WGT_COMMIT: commit } });
     const first = compare('aaa1111');
     assert.equal(first.status, 0, first.stderr + first.stdout);
     assert.ok(!existsSync(join(results, 'grpo-s0')), 'one of two iterations: not archived');
+    assert.match(first.stdout, /not started grpo-s1: no time left \(continue with --resume\)/);
     const second = compare('bbb2222');
     assert.equal(second.status, 0, second.stderr + second.stdout);
     assert.match(second.stdout, /archived grpo-s0/);
+    assert.match(second.stdout, /not started grpo-s1/);
+    assert.ok(!existsSync(join(out, 'grpo-s1')), 'a run never started leaves no directory and no segment');
     const [a] = readArchive(results);
     assert.equal(a.meta.iterations, 2);
     assert.equal(a.meta.commit, 'bbb2222');

@@ -9,8 +9,11 @@ import { checkpointIteration, findLatestCheckpoint } from '../checkpoint/checkpo
 import { readMetrics } from '../report/metrics.ts';
 import { checkRunInputs } from '../trainer/train.ts';
 import { hubModelDir } from '../hub/hub_model.ts';
-import { CliError, configWords, intArg } from './args.ts';
+import { CliError, configWords, intArg, numberArg } from './args.ts';
 import { gpuArgs } from './gpu_args.ts';
+
+/** Time a run needs at least to start, validate and make an iteration; with less left of --time-limit, a run after the first waits for --resume. */
+const MIN_RUN_SECONDS = 60;
 
 /** --seeds: a count N (seeds 0..N-1), or a comma-separated list of seeds and ranges A-B (`2-2` is seed 2 alone). */
 export function parseSeeds(value: string): number[] {
@@ -43,7 +46,7 @@ export const compareCommand = defineCommand({
     results: { type: 'string', description: 'archive each run that completes into this folder (e.g. docs/results/household), and skip runs already archived there complete' },
     overwrite: { type: 'boolean', description: 'replace existing runs of the same names' },
     'full-size': { type: 'boolean', description: 'on a software GPU, run the configuration as given instead of scaling it down' },
-    'time-limit': { type: 'string', description: 'per run: stop with a checkpoint before an iteration that would end after M minutes (continue with --resume)' },
+    'time-limit': { type: 'string', description: 'for the whole command: each run stops with a checkpoint before an iteration that would end after M minutes from the start of this command, and once less than a minute is left no further run starts (continue with --resume)' },
     'table-only': { type: 'boolean', description: 'only (re)build the table and report from the runs already in the directory' },
     ...gpuArgs,
   },
@@ -53,6 +56,7 @@ export const compareCommand = defineCommand({
     if (!methods.length) throw new CliError('--methods: name at least one method');
     const seeds = parseSeeds(args.seeds);
     const parallel = intArg('--parallel', args.parallel, 1, 64);
+    const limitSeconds = args['time-limit'] === undefined ? undefined : numberArg('--time-limit', args['time-limit'], 0) * 60;
     // Every run's configuration is checked before any starts, so a typo fails at once.
     let base = loadConfig(file, overrides);
     // A Hub id is downloaded once, here, and every run trains from the snapshot.
@@ -77,23 +81,36 @@ export const compareCommand = defineCommand({
       const flags = [
         // Every GPU option reaches each run as given (a run's speed is the GPU's business, its results the recipe's).
         ...(Object.keys(gpuArgs) as (keyof typeof gpuArgs)[]).flatMap((k) => (args[k] ? [`--${k}`, args[k] as string] : [])),
-        ...(args['time-limit'] ? ['--time-limit', args['time-limit']] : []),
         ...(args['full-size'] ? ['--full-size'] : []),
       ];
       const argv = [process.execPath, process.argv[1]];
       // The command as archived: a key given on the command line stays out of it.
       const command = `bun run cli ${process.argv.slice(process.argv.indexOf('compare')).map((a) => a.replace(/^((?:rollout|teacher)\.apiKey=).*/, '$1<hidden>')).join(' ')}`;
       const commit = sourceCommit();
+      const latestCheckpoint = (run: CompareRun) => (args.resume ? findLatestCheckpoint(path.join(dir, run.name, 'checkpoints')) : null);
       const runFlags = (run: CompareRun): string[] | null => {
         if (results !== undefined && archivedComplete(results, run.name)) {
           console.log(`skip ${run.name}: archived complete in ${results}`);
           return null;
         }
-        const latest = args.resume ? findLatestCheckpoint(path.join(dir, run.name, 'checkpoints')) : null;
-        recordSegment(dir, run.name, { from: latest ? checkpointIteration(latest) + 1 : 1, commit, command });
         if (!args.resume) return args.overwrite ? ['--overwrite'] : [];
         // Nothing saved to continue from: the run starts again.
-        return latest ? ['--resume'] : ['--overwrite'];
+        return latestCheckpoint(run) ? ['--resume'] : ['--overwrite'];
+      };
+      const startedAt = performance.now();
+      let launched = 0;
+      const atLaunch = (run: CompareRun): string[] | null => {
+        let late: string[] = [];
+        if (limitSeconds !== undefined) {
+          // The first run always starts, so even a limit of 0 makes an iteration.
+          const left = Math.max(0, limitSeconds - (performance.now() - startedAt) / 1000);
+          if (launched > 0 && left < MIN_RUN_SECONDS) return null;
+          late = ['--time-limit', (left / 60).toFixed(3)];
+        }
+        launched++;
+        const latest = latestCheckpoint(run);
+        recordSegment(dir, run.name, { from: latest ? checkpointIteration(latest) + 1 : 1, commit, command });
+        return late;
       };
       const onExit = (run: CompareRun, code: number) => {
         if (results === undefined || code !== 0) return;
@@ -110,7 +127,7 @@ export const compareCommand = defineCommand({
       console.log(`compare: ${plan.length} runs (${methods.join(', ')} x seeds ${seeds.join(',')}), ${parallel} at a time, in ${dir}`);
       if (slots) console.log(`compare: each parallel run has its own servers: ${slots.map((s, i) => `slot ${i + 1} ${s.join(', ')}`).join('; ')}`);
       const slotOverrides = slots ? (slot: number) => slotServerOverrides(base, slots![slot]) : undefined;
-      const outcome = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags], runFlags, onExit, slotOverrides }, parallel, (l) => console.log(l));
+      const outcome = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags], runFlags, atLaunch, onExit, slotOverrides }, parallel, (l) => console.log(l));
       const failed = outcome.filter((r) => r.code !== 0);
       if (failed.length) console.log(`${failed.length} of ${plan.length} runs failed: ${failed.map((f) => f.run.name).join(', ')}`);
     }

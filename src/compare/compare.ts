@@ -37,6 +37,8 @@ export interface ChildCommand {
   trainArgs: readonly string[];
   /** Flags for one run (`--resume`, `--overwrite`), or null to leave the run out. */
   runFlags?: (run: CompareRun) => readonly string[] | null;
+  /** Called as a run is about to start: the flags it gets then (a time limit of what is left), or null to leave it for a later invocation. */
+  atLaunch?: (run: CompareRun) => readonly string[] | null;
   /** Called as each run ends, before the next starts in its slot. */
   onExit?: (run: CompareRun, code: number) => void;
   /** Overrides for the runs of one parallel slot (0-based): its own servers. */
@@ -85,10 +87,15 @@ export async function runComparison(
   const worker = async (slot: number) => {
     while (next < plan.length) {
       const run = plan[next++];
+      const late = cmd.atLaunch ? cmd.atLaunch(run) : [];
+      if (late === null) {
+        log(`not started ${run.name}: no time left (continue with --resume)`);
+        continue;
+      }
       const runDir = path.join(dir, run.name);
       fs.mkdirSync(runDir, { recursive: true });
       const args = [
-        ...cmd.argv.slice(1), 'train', ...cmd.trainArgs, ...(cmd.slotOverrides?.(slot) ?? []), ...flags.get(run.name)!,
+        ...cmd.argv.slice(1), 'train', ...cmd.trainArgs, ...(cmd.slotOverrides?.(slot) ?? []), ...flags.get(run.name)!, ...late,
         `method=${run.method}`, `seed=${run.seed}`, `output.dir=${dir}`, `output.runName=${run.name}`, 'output.progress=plain',
       ];
       log(`start ${run.name}`);
