@@ -17,7 +17,7 @@
 import { parseArgs } from 'node:util';
 import { holdingSubmits, median } from '../src/bench/timing.ts';
 import { initRuntime, type Runtime } from '../src/gpu/runtime.ts';
-import { lastLogits } from '../src/models/generate.ts';
+import { lastLogits } from '../src/scoring/generate.ts';
 import { HalfWeights } from '../src/models/half_weights.ts';
 import { loadModel } from '../src/models/load.ts';
 import { headOnSkinny } from '../src/models/qwen_decode.ts';

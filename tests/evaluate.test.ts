@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadModel } from '../src/models/load.ts';
-import { attachLora } from '../src/models/lora.ts';
+import { attachLora } from '../src/lora/lora.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { saveCheckpoint } from '../src/checkpoint/checkpoint.ts';
 import { validateConfig, writeRunConfig } from '../src/config/config.ts';

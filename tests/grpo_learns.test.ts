@@ -12,7 +12,7 @@ import { after, describe, test } from 'node:test';
 import { DEFAULT_POLICY_LOSS } from '../src/algos/policy_loss.ts';
 import type { Environment, EnvSession, StepResult } from '../src/envs/types.ts';
 import { loadModel } from '../src/models/load.ts';
-import { scoreSequences } from '../src/models/score.ts';
+import { scoreSequences } from '../src/scoring/score.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { AdamW } from '../src/optim/adamw.ts';
 import type { AgentSpec } from '../src/envs/agent_spec.ts';

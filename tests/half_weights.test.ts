@@ -13,7 +13,7 @@ import { describe, test } from 'node:test';
 import { loadConfig } from '../src/config/config.ts';
 import { packF16 } from '../src/kernels/half.ts';
 import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../src/kernels/matmul/skinny.ts';
-import { lastLogits } from '../src/models/generate.ts';
+import { lastLogits } from '../src/scoring/generate.ts';
 import { f16ToF32, f32ToF16 } from '../src/util/half.ts';
 import { HalfWeights } from '../src/models/half_weights.ts';
 import { randomModel } from '../src/models/load.ts';

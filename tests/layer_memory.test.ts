@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadCausalLM, randomModel } from '../src/models/load.ts';
-import { attachLora, loraParameters } from '../src/models/lora.ts';
+import { attachLora, loraParameters } from '../src/lora/lora.ts';
 import { configFromPreset } from '../src/models/presets.ts';
 import type { CausalLM } from '../src/models/causal_lm.ts';
-import { packLeft, packedLogprobs } from '../src/models/score.ts';
+import { packLeft, packedLogprobs } from '../src/scoring/score.ts';
 import { backward, noGrad, requireGrad, zeroGrad } from '../src/tensor/autograd.ts';
 import { mean, neg } from '../src/tensor/ops/index.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';

@@ -8,7 +8,10 @@
 // the envs layer with src/envs/ (the protocol they implement). net/ (HTTP helpers for
 // the env and rollout servers) and reference/ (CPU references of the kernels) are
 // leaves: net imports nothing from src/, reference only tensor's shape, dtype and
-// error definitions, and only tests and bench import reference. hub/ (Hub ids into the
+// error definitions, and only tests and bench import reference. memory/ (the GPU
+// memory plan), scoring/ (log-probs and greedy decoding on any CausalLM) and lora/
+// (adapters and their PEFT files) sit just above models/, whose configs and models
+// they take, and below the engines and runs that use them. hub/ (Hub ids into the
 // Hugging Face cache, pushes) sits under models/, so that whatever loads a model may
 // resolve a Hub id; tokenizer/ and safetensors/ sit under models/ too, which reads and
 // writes through them. util/ (the seeded generators, atomic file writes, f16 and bf16
@@ -20,7 +23,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 
-const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'models', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'net', 'util'];
+const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'net', 'util'];
 /** What reference/ may import besides itself. */
 const REFERENCE_MAY_IMPORT = ['src/tensor/shape.ts', 'src/tensor/dtype.ts', 'src/tensor/errors.ts'];
 

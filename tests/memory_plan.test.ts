@@ -1,11 +1,11 @@
-// The memory plan (models/memory_plan.ts), the run's budget (run/memory.ts) and the
+// The memory plan (memory/memory_plan.ts), the run's budget (run/memory.ts) and the
 // buffer pool's cap (gpu/buffer_pool.ts).
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { configFromPreset } from '../src/models/presets.ts';
-import { GIB, kvBytesPerRow, MemoryPlanError, parameterCount, planMemory, type PlanInput } from '../src/models/memory_plan.ts';
+import { GIB, kvBytesPerRow, MemoryPlanError, parameterCount, planMemory, type PlanInput } from '../src/memory/memory_plan.ts';
 import { tensor } from '../src/tensor/tensor.ts';
 import { gpu } from './support/gpu.ts';
 

@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { saveCheckpoint } from '../src/checkpoint/checkpoint.ts';
 import { openCheckpoint, storedDtype } from '../src/models/checkpoint.ts';
 import { loadModel } from '../src/models/load.ts';
-import { attachLora } from '../src/models/lora.ts';
+import { attachLora } from '../src/lora/lora.ts';
 import { gpu } from './support/gpu.ts';
 import { startServe } from './support/cli_process.ts';
 

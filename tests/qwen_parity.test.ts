@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadModel } from '../src/models/load.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
-import { greedyGenerate } from '../src/models/generate.ts';
+import { greedyGenerate } from '../src/scoring/generate.ts';
 import { SafetensorsFile } from '../src/safetensors/reader.ts';
 import { backward, noGrad, zeroGrad } from '../src/tensor/autograd.ts';
 import { mean, neg, reshape, slice, tokenLogprobs } from '../src/tensor/ops/index.ts';

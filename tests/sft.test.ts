@@ -12,7 +12,7 @@ import { after, describe, test } from 'node:test';
 import { parseAction } from '../envs/household/index.ts';
 import { openCheckpoint } from '../src/models/checkpoint.ts';
 import { loadModel, randomModel } from '../src/models/load.ts';
-import { packLeft, responsePositions } from '../src/models/score.ts';
+import { packLeft, responsePositions } from '../src/scoring/score.ts';
 import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import { buildWordTokenizer, byteToken, IM_END, preTokenize, writeTokenizerFiles } from '../src/tokenizer/word_tokenizer.ts';
 import { turnPromptText } from '../src/rollout/tokenize_turn.ts';

@@ -18,7 +18,7 @@ import { ExpertEngine } from '../src/engines/expert_engine.ts';
 import { findLatestCheckpoint, loadCheckpoint, restoreModel } from '../src/checkpoint/checkpoint.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { readMetrics } from '../src/report/metrics.ts';
-import { GIB, planMemory } from '../src/models/memory_plan.ts';
+import { GIB, planMemory } from '../src/memory/memory_plan.ts';
 import { planInput } from '../src/run/memory.ts';
 import { runSft } from '../src/sft/sft_run.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';

@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadModel } from '../src/models/load.ts';
-import { attachLora, loraParameters } from '../src/models/lora.ts';
+import { attachLora, loraParameters } from '../src/lora/lora.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { AdamW } from '../src/optim/adamw.ts';
 import {

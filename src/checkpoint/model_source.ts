@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
-import { loadLora } from '../models/lora.ts';
+import { loadLora } from '../lora/lora.ts';
 import { findLatestCheckpoint, loadCheckpoint, type CheckpointModel } from './checkpoint.ts';
 import { validateConfig, type TrainConfig } from '../config/config.ts';
 import { RUN_CONFIG_FILE } from '../report/run_files.ts';

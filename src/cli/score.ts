@@ -3,7 +3,7 @@ import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { loadModelSource, resolveModelSource } from '../checkpoint/model_source.ts';
 import { hubModelDir } from '../hub/hub_model.ts';
-import { scoreSequences } from '../models/score.ts';
+import { scoreSequences } from '../scoring/score.ts';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { CliError, intArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';

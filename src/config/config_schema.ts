@@ -247,7 +247,7 @@ const outputSchema = z.strictObject({
   progress: z.enum(['auto', 'bar', 'plain', 'none']).default('auto'),
 });
 
-/** What the run may hold on the GPU (src/models/memory_plan.ts). */
+/** What the run may hold on the GPU (src/memory/memory_plan.ts). */
 const gpuSchema = z.strictObject({
   /** The memory budget in GiB (--gpu-memory); unset: 4 GiB, a small laptop GPU's (WebGPU reports no memory size: Dawn's memory-heap properties are not exposed to JavaScript). */
   memory: posNum.optional(),

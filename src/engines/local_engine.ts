@@ -22,11 +22,11 @@
 // as they are accepted (onToken, a chunk at a time), which is how the server streams.
 
 import type { CausalLM, ModelCache } from '../models/causal_lm.ts';
-import { lastLogits } from '../models/generate.ts';
+import { lastLogits } from '../scoring/generate.ts';
 import { HalfWeights } from '../models/half_weights.ts';
 import { QwenModel } from '../models/qwen.ts';
 import { fusesRows, headOnSkinny } from '../models/qwen_decode.ts';
-import { scoreTails } from '../models/score.ts';
+import { scoreTails } from '../scoring/score.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { decodeRows, disposeDecodeRows, finishDecodeRows, readSteps, sampleStep, takeDecodeRows, type DecodeRowState, type DecodeRows, type SampledTokens } from '../tensor/ops/sampling.ts';

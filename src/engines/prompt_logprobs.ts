@@ -3,7 +3,7 @@
 // reduces the logits on the GPU, so only [positions] log-probs and ranks come back.
 
 import type { CausalLM } from '../models/causal_lm.ts';
-import { budgetGroups, packLeft, unpack } from '../models/score.ts';
+import { budgetGroups, packLeft, unpack } from '../scoring/score.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { linear, readTokenRanks, reshape, slice, tokenRanks } from '../tensor/ops/index.ts';
 import { readSampled, sampleTokens } from '../tensor/ops/sampling.ts';

@@ -8,7 +8,7 @@
 import { expectedShapes } from '../models/checkpoint.ts';
 import type { ModelConfig } from '../models/config.ts';
 import { loadCausalLM } from '../models/load.ts';
-import { loadLora } from '../models/lora.ts';
+import { loadLora } from '../lora/lora.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { requireGrad } from '../tensor/autograd.ts';
 import { EngineRequestError } from './errors.ts';

@@ -11,14 +11,14 @@
 // search, whose training validates greedily: greedy runs are identical across seeds.
 
 import { isSplit, SERVER_SPLITS, SPLITS, type Environment, type ServerSplit, type Split, type TaskSplit } from '../envs/types.ts';
-import { loraParameters } from '../models/lora.ts';
+import { loraParameters } from '../lora/lora.ts';
 import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../engines/local_engine.ts';
 import { ServerPool } from '../fleet/server_pool.ts';
 import { probeIds } from '../fleet/weight_probe.ts';
 import { readModelConfig } from '../models/checkpoint.ts';
-import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, GIB, planMemory } from '../models/memory_plan.ts';
+import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, GIB, planMemory } from '../memory/memory_plan.ts';
 import { currentRuntime, runtime } from '../gpu/runtime.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { ConfigError, ENV_NAMES, envOptionsOf, serverTaskSet, validateConfig, type EnvName, type TrainConfig } from '../config/config.ts';

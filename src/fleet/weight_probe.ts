@@ -6,7 +6,7 @@
 // training has moved the model. The tolerance is the config's probeTolerance.
 
 import type { CausalLM } from '../models/causal_lm.ts';
-import { scoreSequences } from '../models/score.ts';
+import { scoreSequences } from '../scoring/score.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { HttpEngine } from '../engines/http_engine.ts';
 

@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import { createHash } from 'node:crypto';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { saveModel } from '../models/load.ts';
-import { saveLora } from '../models/lora.ts';
+import { saveLora } from '../lora/lora.ts';
 import { trainerProbe } from './weight_probe.ts';
 
 export interface WeightVersion {

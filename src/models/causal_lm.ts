@@ -2,12 +2,25 @@
 // every model class: Qwen2/Qwen3 (QwenModel) and Qwen3.5's hybrid (Qwen35Model).
 
 import type { ModelConfig } from './config.ts';
-import type { LoraConfig } from './peft.ts';
 import type { TokenBatch } from './token_batch.ts';
 import type { LoraBranch } from '../nn/linear.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
 export type ParamMap = Map<string, Tensor>;
+
+/**
+ * An adapter's settings as PEFT's adapter_config.json holds them (lora/peft.ts reads
+ * and writes that file). The model carries the attached adapter's, so that saving it
+ * writes what was attached.
+ */
+export interface LoraConfig {
+  r: number;
+  alpha: number;
+  /** Module name suffixes, as PEFT's target_modules: 'q_proj', 'v_proj', ... */
+  targetModules: string[];
+  baseModel: string | null;
+  useRslora?: boolean;
+}
 
 /** Per-sequence inference state (KV cache, recurrent state) that grows by `length` tokens per call. */
 export interface ModelCache {

@@ -5,9 +5,8 @@
 //        x += down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x)))
 // Qwen2 has q/k/v biases; Qwen3 has per-head RMSNorm on q and k and an explicit head_dim.
 
-import type { CausalLM, ParamMap } from './causal_lm.ts';
+import type { CausalLM, LoraConfig, ParamMap } from './causal_lm.ts';
 import type { ModelConfig } from './config.ts';
-import type { LoraConfig } from './peft.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
 import { attention } from '../tensor/ops/attention.ts';
 import { add } from '../tensor/ops/elementwise.ts';

@@ -12,10 +12,9 @@
 // Every RMSNorm except the gated one scales by (1 + weight): the weights are stored
 // zero-centred.
 
-import type { CausalLM, ModelCache, ParamMap } from './causal_lm.ts';
+import type { CausalLM, LoraConfig, ModelCache, ParamMap } from './causal_lm.ts';
 import type { ModelConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
-import type { LoraConfig } from './peft.ts';
 import { checkTokenBatch, stepInputs, type TokenBatch } from './token_batch.ts';
 import { RecurrentCache } from './recurrent_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';

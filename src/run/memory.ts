@@ -1,11 +1,11 @@
 // A training run's GPU memory: the budget (gpu.memory, else a small laptop GPU's 4
 // GiB: WebGPU does not report how much memory a GPU has) and the plan that fits the
-// run's settings into it (models/memory_plan.ts), made from config.json alone before
+// run's settings into it (memory/memory_plan.ts), made from config.json alone before
 // the weights are loaded.
 
 import { currentRuntime, runtime } from '../gpu/runtime.ts';
 import { readModelConfig } from '../models/checkpoint.ts';
-import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, describePlan, GIB, planMemory, type MemoryPlan, type PlanInput } from '../models/memory_plan.ts';
+import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, describePlan, GIB, planMemory, type MemoryPlan, type PlanInput } from '../memory/memory_plan.ts';
 import type { TrainConfig } from '../config/config_schema.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
 

@@ -2,7 +2,7 @@
 // names (the rest freeze), or every parameter. Shared by the RL loop and SFT.
 
 import type { CausalLM } from '../models/causal_lm.ts';
-import { loraParameters } from '../models/lora.ts';
+import { loraParameters } from '../lora/lora.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { ConfigError } from '../config/config.ts';
 import type { TrainConfig } from '../config/config_schema.ts';

@@ -13,7 +13,7 @@ import { clipGradNorm } from '../optim/clip.ts';
 import { lrAt } from '../optim/schedule.ts';
 import { Prng } from '../util/random.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
-import { packedLogprobs, packLeft, responsePositions } from '../models/score.ts';
+import { packedLogprobs, packLeft, responsePositions } from '../scoring/score.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
 import { scale, sum } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';

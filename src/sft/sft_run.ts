@@ -18,7 +18,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
-import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
+import { attachLora, loadLora, loraParameters } from '../lora/lora.ts';
 import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
 import { AdamW } from '../optim/adamw.ts';

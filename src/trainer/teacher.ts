@@ -46,7 +46,7 @@ export interface TeacherScores {
  * sequences share once (the skills block of the turns routed to the same cards). An
  * engine gets each sequence as its first turn's prompt and the rest as the completion,
  * and the turns' responses are read out of that: a frozen teacher's local engine
- * shares prefixes the same way (models/score.ts scoreTails), a scoring server as its
+ * shares prefixes the same way (scoring/score.ts scoreTails), a scoring server as its
  * prefix cache does (vLLM's prompt_logprobs score the whole of it).
  */
 export async function teacherLogprobs(source: TeacherSource, samples: readonly StepSample[], sequences: readonly TurnSequence[], microBatchTokens: number, temperature = 1): Promise<TeacherScores> {

@@ -17,7 +17,7 @@ import { PhaseMemory } from '../gpu/phase_memory.ts';
 import { applyMemoryPlan, trainingMemoryPlan } from '../run/memory.ts';
 import { checkModelContext } from '../run/model_context.ts';
 import { loadCausalLM } from '../models/load.ts';
-import { attachLora, loadLora, loraParameters } from '../models/lora.ts';
+import { attachLora, loadLora, loraParameters } from '../lora/lora.ts';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/tokenizer.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { lrAt } from '../optim/schedule.ts';

@@ -8,8 +8,8 @@
 
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
-import { packLeft, packRight, packedLogprobs, spanPositions, type PackedBatch } from '../models/score.ts';
-import { PREFIX_GROUP_OVERHEAD_TOKENS, sharedPrefixGroups } from '../models/shared_prefix.ts';
+import { packLeft, packRight, packedLogprobs, spanPositions, type PackedBatch } from '../scoring/score.ts';
+import { PREFIX_GROUP_OVERHEAD_TOKENS, sharedPrefixGroups } from '../scoring/shared_prefix.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import type { AuxLoss } from '../algos/plan.ts';
@@ -88,7 +88,7 @@ export function splitMicroBatches(sequences: readonly TurnSequence[], indices: r
 
 /**
  * splitMicroBatches for a scoring pass, where sequences that begin alike
- * (models/shared_prefix.ts) share micro-batches that run their common prefix once. A
+ * (scoring/shared_prefix.ts) share micro-batches that run their common prefix once. A
  * micro-batch's budget still counts every row's whole length, so it holds no more than
  * without the prefix (the rows' keys and values span it). The position before a turn's
  * first response token scores it, so a prefix ends before the first turn's prompt does.

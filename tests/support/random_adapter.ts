@@ -1,7 +1,8 @@
 // A PEFT adapter with random non-zero A and B (fresh adapters have B = 0 and change nothing).
 
 import type { QwenModel } from '../../src/models/qwen.ts';
-import { loraTargets, writePeftAdapter, type LoraConfig, type LoraWeights } from '../../src/models/peft.ts';
+import { loraTargets, writePeftAdapter, type LoraWeights } from '../../src/lora/peft.ts';
+import type { LoraConfig } from '../../src/models/causal_lm.ts';
 import { randn } from '../../src/util/random.ts';
 
 /** Writes an adapter on the q/v/down projections of `model` to `dir`. */

@@ -6,7 +6,7 @@
 // (their tokens dropped) and the batch never shrinks. No stop strings, no top lists.
 
 import type { CausalLM } from '../../src/models/causal_lm.ts';
-import { lastLogits } from '../../src/models/generate.ts';
+import { lastLogits } from '../../src/scoring/generate.ts';
 import type { SamplingParams } from '../../src/engines/engine.ts';
 import { noGrad } from '../../src/tensor/autograd.ts';
 import { sampleNext, type RowSampling } from '../../src/tensor/ops/sampling.ts';

@@ -7,23 +7,15 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { replaceDirAtomic, writeFileAtomic } from '../util/atomic_file.ts';
-import { expectedShapes, hfJson, readJson } from './checkpoint.ts';
-import type { ModelConfig } from './config.ts';
-import { CheckpointError } from './errors.ts';
+import { expectedShapes, hfJson, readJson } from '../models/checkpoint.ts';
+import type { LoraConfig } from '../models/causal_lm.ts';
+import type { ModelConfig } from '../models/config.ts';
+import { CheckpointError } from '../models/errors.ts';
 import { SafetensorsReader } from '../safetensors/reader.ts';
 import { writeSafetensors, type StorageDType } from '../safetensors/writer.ts';
 
 export const ADAPTER_CONFIG = 'adapter_config.json';
 export const ADAPTER_WEIGHTS = 'adapter_model.safetensors';
-
-export interface LoraConfig {
-  r: number;
-  alpha: number;
-  /** Module name suffixes, as PEFT's target_modules: 'q_proj', 'v_proj', ... */
-  targetModules: string[];
-  baseModel: string | null;
-  useRslora?: boolean;
-}
 
 export interface LoraTarget {
   /** HF module path, e.g. model.layers.0.self_attn.q_proj. */

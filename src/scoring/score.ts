@@ -1,9 +1,9 @@
 // Per-token log-probs of given token sequences: the numbers the trainer optimises and
 // the `score` command prints. Sequences of different lengths share one left-padded
 // batch; position t's hidden state scores token t + 1. Sequences that continue one
-// shared prefix (models/shared_prefix.ts) share a right-padded batch after it instead.
+// shared prefix (shared_prefix.ts) share a right-padded batch after it instead.
 
-import type { CausalLM } from './causal_lm.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
 import { isGradEnabled, noGrad } from '../tensor/autograd.ts';
 import { embedding, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';

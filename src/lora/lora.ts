@@ -2,9 +2,9 @@
 // layers (the base weights freeze), save them as a PEFT adapter, load one, or merge
 // the branches into the base weights (W += scaling * B @ A).
 
-import type { CausalLM } from './causal_lm.ts';
+import type { CausalLM, LoraConfig } from '../models/causal_lm.ts';
 import type { StorageDType } from '../safetensors/writer.ts';
-import { loraScale, loraTargets, readPeftAdapter, writePeftAdapter, type LoraConfig, type LoraWeights } from './peft.ts';
+import { loraScale, loraTargets, readPeftAdapter, writePeftAdapter, type LoraWeights } from './peft.ts';
 import { uniform } from '../util/random.ts';
 import { noGrad, requireGrad } from '../tensor/autograd.ts';
 import { axpyInPlace, matmul } from '../tensor/ops/index.ts';

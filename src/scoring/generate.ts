@@ -1,7 +1,7 @@
 // Greedy decoding with the KV cache: one batched prefill of the (left-padded) prompts,
 // then one token per step. The rollout engine builds sampling on the same steps.
 
-import type { CausalLM } from './causal_lm.ts';
+import type { CausalLM } from '../models/causal_lm.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { linearSkinny } from '../tensor/ops/decode.ts';
 import type { HalfWeight } from '../tensor/ops/half.ts';
