@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 import { initRuntime } from '../src/gpu/runtime.ts';
 import { randomModel, saveModel } from '../src/models/load.ts';
 import { attachLora, saveLora } from '../src/lora/lora.ts';
-import { configFromPreset } from '../src/models/presets.ts';
+import { configFromPreset } from '../src/hf_model/presets.ts';
 
 const { values } = parseArgs({ options: { out: { type: 'string' }, presets: { type: 'string', default: 'qwen2.5-0.5b,qwen2.5-1.5b' } } });
 if (!values.out) throw new Error('--out DIR is required');

@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { benchQwen35, qwen35BenchConfig } from '../src/bench/qwen35_step.ts';
-import { expectedShapes } from '../src/models/checkpoint.ts';
-import type { ModelConfig } from '../src/models/config.ts';
+import { expectedShapes } from '../src/hf_model/checkpoint.ts';
+import type { ModelConfig } from '../src/hf_model/config.ts';
 import { gpu } from './support/gpu.ts';
 
 function paramCount(cfg: ModelConfig): number {

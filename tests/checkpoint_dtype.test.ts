@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadConfig } from '../src/config/config.ts';
-import { openCheckpoint, storedDtype } from '../src/models/checkpoint.ts';
+import { openCheckpoint, storedDtype } from '../src/hf_model/checkpoint.ts';
 import { SafetensorsReader } from '../src/safetensors/reader.ts';
 import { train } from '../src/trainer/train.ts';
 import { gpu } from './support/gpu.ts';

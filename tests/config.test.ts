@@ -3,10 +3,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { expectedShapes } from '../src/models/checkpoint.ts';
-import { parseConfig, toHfConfig, type ModelConfig } from '../src/models/config.ts';
-import { ConfigError } from '../src/models/errors.ts';
-import { configFromPreset } from '../src/models/presets.ts';
+import { expectedShapes } from '../src/hf_model/checkpoint.ts';
+import { parseConfig, toHfConfig, type ModelConfig } from '../src/hf_model/config.ts';
+import { ConfigError } from '../src/hf_model/errors.ts';
+import { configFromPreset } from '../src/hf_model/presets.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 

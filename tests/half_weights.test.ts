@@ -17,7 +17,7 @@ import { lastLogits } from '../src/scoring/generate.ts';
 import { f16ToF32, f32ToF16 } from '../src/util/half.ts';
 import { HalfWeights } from '../src/models/half_weights.ts';
 import { randomModel } from '../src/models/load.ts';
-import { configFromPreset } from '../src/models/presets.ts';
+import { configFromPreset } from '../src/hf_model/presets.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
 import { decodeWeightNames } from '../src/models/qwen_decode.ts';
 import * as ref from '../src/reference/matmul.ts';

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadCausalLM, randomModel } from '../src/models/load.ts';
 import { attachLora, loraParameters } from '../src/lora/lora.ts';
-import { configFromPreset } from '../src/models/presets.ts';
+import { configFromPreset } from '../src/hf_model/presets.ts';
 import type { CausalLM } from '../src/models/causal_lm.ts';
 import { packLeft, packedLogprobs } from '../src/scoring/score.ts';
 import { backward, noGrad, requireGrad, zeroGrad } from '../src/tensor/autograd.ts';

@@ -10,12 +10,16 @@
 // leaves: net imports nothing from src/, reference only tensor's shape, dtype and
 // error definitions, and only tests and bench import reference. memory/ (the GPU
 // memory plan), scoring/ (log-probs and greedy decoding on any CausalLM) and lora/
-// (adapters and their PEFT files) sit just above models/, whose configs and models
-// they take, and below the engines and runs that use them. hub/ (Hub ids into the
-// Hugging Face cache, pushes) sits under models/, so that whatever loads a model may
-// resolve a Hub id; tokenizer/ and safetensors/ sit under models/ too, which reads and
-// writes through them. util/ (the seeded generators, atomic file writes, f16 and bf16
-// bits) is the bottom layer, which every other may use.
+// (adapters and their PEFT files) sit just above models/ and hf_model/, whose models
+// and configs they take, and below the engines and runs that use them. hf_model/ (a
+// Hugging Face model directory: config.json as a ModelConfig, the checkpoint's
+// tensors, presets) sits just under models/, which builds its models from those
+// configs and checkpoints.
+// hub/ (Hub ids into the Hugging Face cache, pushes) sits under both, so that
+// whatever loads a model may resolve a Hub id; tokenizer/ and safetensors/ sit under
+// both too, and both read and write weights through safetensors/. util/ (the seeded
+// generators, atomic file writes, f16 and bf16 bits) is the bottom layer, which every
+// other may use.
 
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -23,7 +27,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 
-const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'net', 'util'];
+const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'hf_model', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'net', 'util'];
 /** What reference/ may import besides itself. */
 const REFERENCE_MAY_IMPORT = ['src/tensor/shape.ts', 'src/tensor/dtype.ts', 'src/tensor/errors.ts'];
 

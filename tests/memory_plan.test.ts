@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
-import { configFromPreset } from '../src/models/presets.ts';
+import { configFromPreset } from '../src/hf_model/presets.ts';
 import { GIB, kvBytesPerRow, MemoryPlanError, parameterCount, planMemory, type PlanInput } from '../src/memory/memory_plan.ts';
 import { tensor } from '../src/tensor/tensor.ts';
 import { gpu } from './support/gpu.ts';

@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { openCheckpoint } from '../src/models/checkpoint.ts';
+import { openCheckpoint } from '../src/hf_model/checkpoint.ts';
 import { loadModel, saveModel } from '../src/models/load.ts';
 import { attachLora, loadLora, loraParameters, mergeLora, saveLora } from '../src/lora/lora.ts';
 import type { QwenModel } from '../src/models/qwen.ts';

@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { saveCheckpoint } from '../src/checkpoint/checkpoint.ts';
-import { openCheckpoint, storedDtype } from '../src/models/checkpoint.ts';
+import { openCheckpoint, storedDtype } from '../src/hf_model/checkpoint.ts';
 import { loadModel } from '../src/models/load.ts';
 import { attachLora } from '../src/lora/lora.ts';
 import { gpu } from './support/gpu.ts';

@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { parseConfig } from '../src/models/config.ts';
+import { parseConfig } from '../src/hf_model/config.ts';
 import { loraScale, loraTargets, peftTensorName, readPeftAdapter, writePeftAdapter, type LoraWeights } from '../src/lora/peft.ts';
 import type { LoraConfig } from '../src/models/causal_lm.ts';
 import { SafetensorsFile } from '../src/safetensors/reader.ts';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { CausalLM } from '../src/models/causal_lm.ts';
-import { openCheckpoint } from '../src/models/checkpoint.ts';
+import { openCheckpoint } from '../src/hf_model/checkpoint.ts';
 import { loadCausalLM, loadModel, saveModel } from '../src/models/load.ts';
 import { Qwen35Model } from '../src/models/qwen35.ts';
 import { SafetensorsFile } from '../src/safetensors/reader.ts';

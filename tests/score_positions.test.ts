@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { randomModel } from '../src/models/load.ts';
-import { configFromPreset } from '../src/models/presets.ts';
+import { configFromPreset } from '../src/hf_model/presets.ts';
 import { packedLogprobs, packLeft, scoreSequences } from '../src/scoring/score.ts';
 import type { StepSample } from '../src/rollout/sample.ts';
 import { turnSequences } from '../src/rollout/turn_sequences.ts';

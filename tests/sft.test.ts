@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { parseAction } from '../envs/household/index.ts';
-import { openCheckpoint } from '../src/models/checkpoint.ts';
+import { openCheckpoint } from '../src/hf_model/checkpoint.ts';
 import { loadModel, randomModel } from '../src/models/load.ts';
 import { packLeft, responsePositions } from '../src/scoring/score.ts';
 import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { HouseholdEnvironment } from '../envs/household/index.ts';
-import { openCheckpoint } from '../src/models/checkpoint.ts';
+import { openCheckpoint } from '../src/hf_model/checkpoint.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import { ExpertEngine } from '../src/engines/expert_engine.ts';

@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { openCheckpoint } from '../src/models/checkpoint.ts';
+import { openCheckpoint } from '../src/hf_model/checkpoint.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { readMetrics } from '../src/report/metrics.ts';
 import { Run } from '../src/run/run.ts';

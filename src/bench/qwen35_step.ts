@@ -4,8 +4,8 @@
 // Both scripts carry the same shapes; each prints its config so a run shows they agree.
 
 import type { Runtime } from '../gpu/runtime.ts';
-import { parseConfig, type ModelConfig } from '../models/config.ts';
-import { expectedShapes } from '../models/checkpoint.ts';
+import { parseConfig, type ModelConfig } from '../hf_model/config.ts';
+import { expectedShapes } from '../hf_model/checkpoint.ts';
 import type { ParamMap } from '../models/causal_lm.ts';
 import { Qwen35Model } from '../models/qwen35.ts';
 import { randn, uniform } from '../util/random.ts';

@@ -5,9 +5,9 @@
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { randomModel } from '../models/load.ts';
-import { configFromPreset } from '../models/presets.ts';
+import { configFromPreset } from '../hf_model/presets.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
-import type { ModelConfig } from '../models/config.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
 import { tensorMatmulAvailable } from '../kernels/matmul/tensor.ts';
 import { AdamW } from '../optim/adamw.ts';
 import { mulberry32 } from '../util/random.ts';

@@ -16,8 +16,8 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { CheckpointError } from '../models/errors.ts';
-import { openCheckpoint, readJson } from '../models/checkpoint.ts';
+import { CheckpointError } from '../hf_model/errors.ts';
+import { openCheckpoint, readJson } from '../hf_model/checkpoint.ts';
 import { loadModel, saveModel, type LoadOptions } from '../models/load.ts';
 import { loadLora, saveLora } from '../lora/lora.ts';
 import { readPeftAdapter } from '../lora/peft.ts';

@@ -6,7 +6,7 @@
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { exportCheckpoint, openCheckpoint, storedDtype, TOKENIZER_FILES } from '../models/checkpoint.ts';
+import { exportCheckpoint, openCheckpoint, storedDtype, TOKENIZER_FILES } from '../hf_model/checkpoint.ts';
 import { saveModel } from '../models/load.ts';
 import { mergeLora } from '../lora/lora.ts';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../lora/peft.ts';

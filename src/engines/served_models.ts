@@ -5,8 +5,8 @@
 // A/B matrices. A reload swaps the tensors inside that shared map, so every adapter
 // sees the new base weights.
 
-import { expectedShapes } from '../models/checkpoint.ts';
-import type { ModelConfig } from '../models/config.ts';
+import { expectedShapes } from '../hf_model/checkpoint.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { loadLora } from '../lora/lora.ts';
 import type { CausalLM } from '../models/causal_lm.ts';

@@ -17,7 +17,7 @@ import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../engines/local_engine.ts';
 import { ServerPool } from '../fleet/server_pool.ts';
 import { probeIds } from '../fleet/weight_probe.ts';
-import { readModelConfig } from '../models/checkpoint.ts';
+import { readModelConfig } from '../hf_model/checkpoint.ts';
 import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, GIB, planMemory } from '../memory/memory_plan.ts';
 import { currentRuntime, runtime } from '../gpu/runtime.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';

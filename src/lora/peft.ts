@@ -7,10 +7,10 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { replaceDirAtomic, writeFileAtomic } from '../util/atomic_file.ts';
-import { expectedShapes, hfJson, readJson } from '../models/checkpoint.ts';
+import { expectedShapes, hfJson, readJson } from '../hf_model/checkpoint.ts';
 import type { LoraConfig } from '../models/causal_lm.ts';
-import type { ModelConfig } from '../models/config.ts';
-import { CheckpointError } from '../models/errors.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
+import { CheckpointError } from '../hf_model/errors.ts';
 import { SafetensorsReader } from '../safetensors/reader.ts';
 import { writeSafetensors, type StorageDType } from '../safetensors/writer.ts';
 

@@ -11,8 +11,8 @@
 // the pool's size-class slack (up to a quarter). The buffer pool enforces the budget at
 // run time whatever these estimates say (gpu/buffer_pool.ts).
 
-import { expectedShapes } from '../models/checkpoint.ts';
-import type { ModelConfig } from '../models/config.ts';
+import { expectedShapes } from '../hf_model/checkpoint.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
 import type { Runtime } from '../gpu/runtime.ts';
 
 export const GIB = 2 ** 30;

@@ -1,7 +1,7 @@
 // What scoring, generation, LoRA and the engines need from a decoder, so they run on
 // every model class: Qwen2/Qwen3 (QwenModel) and Qwen3.5's hybrid (Qwen35Model).
 
-import type { ModelConfig } from './config.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
 import type { TokenBatch } from './token_batch.ts';
 import type { LoraBranch } from '../nn/linear.ts';
 import type { Tensor } from '../tensor/tensor.ts';

@@ -2,7 +2,7 @@
 // allocated once for the whole generation. Left padding is fixed at creation: rows of
 // a batch are padded on the left to a common prompt length.
 
-import type { ModelConfig } from './config.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
 import { takeRows } from '../tensor/ops/create.ts';
 import { keep } from '../tensor/scope.ts';
 import { zeros, type Tensor } from '../tensor/tensor.ts';

@@ -3,9 +3,9 @@
 // a config with seeded random weights (small models made by this project, benchmarks).
 
 import type { CausalLM, ParamMap } from './causal_lm.ts';
-import { openCheckpoint, expectedShapes, exportCheckpoint, type Checkpoint, type ExportOptions } from './checkpoint.ts';
-import type { ModelConfig } from './config.ts';
-import { ConfigError } from './errors.ts';
+import { openCheckpoint, expectedShapes, exportCheckpoint, type Checkpoint, type ExportOptions } from '../hf_model/checkpoint.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
+import { ConfigError } from '../hf_model/errors.ts';
 import { QwenModel } from './qwen.ts';
 import { Qwen35Model } from './qwen35.ts';
 import { SafetensorsReader } from '../safetensors/reader.ts';

@@ -6,7 +6,7 @@
 // Qwen2 has q/k/v biases; Qwen3 has per-head RMSNorm on q and k and an explicit head_dim.
 
 import type { CausalLM, LoraConfig, ParamMap } from './causal_lm.ts';
-import type { ModelConfig } from './config.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
 import { attention } from '../tensor/ops/attention.ts';
 import { add } from '../tensor/ops/elementwise.ts';

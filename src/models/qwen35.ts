@@ -13,8 +13,8 @@
 // zero-centred.
 
 import type { CausalLM, LoraConfig, ModelCache, ParamMap } from './causal_lm.ts';
-import type { ModelConfig } from './config.ts';
-import { ConfigError } from './errors.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
+import { ConfigError } from '../hf_model/errors.ts';
 import { checkTokenBatch, stepInputs, type TokenBatch } from './token_batch.ts';
 import { RecurrentCache } from './recurrent_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';

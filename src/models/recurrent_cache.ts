@@ -5,8 +5,8 @@
 // parts have a fixed size whatever the length. Left padding is fixed at creation.
 
 import type { ModelCache } from './causal_lm.ts';
-import type { ModelConfig } from './config.ts';
-import { ConfigError } from './errors.ts';
+import type { ModelConfig } from '../hf_model/config.ts';
+import { ConfigError } from '../hf_model/errors.ts';
 import { takeRows } from '../tensor/ops/create.ts';
 import { keep } from '../tensor/scope.ts';
 import { zeros, type Tensor } from '../tensor/tensor.ts';

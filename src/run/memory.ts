@@ -4,7 +4,7 @@
 // the weights are loaded.
 
 import { currentRuntime, runtime } from '../gpu/runtime.ts';
-import { readModelConfig } from '../models/checkpoint.ts';
+import { readModelConfig } from '../hf_model/checkpoint.ts';
 import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, describePlan, GIB, planMemory, type MemoryPlan, type PlanInput } from '../memory/memory_plan.ts';
 import type { TrainConfig } from '../config/config_schema.ts';
 import { methodDefinition } from '../algos/methods/index.ts';

@@ -5,7 +5,7 @@
 // context itself is a setting that can never hold, so it is refused rather than
 // silently clamped.
 
-import { readModelConfig } from '../models/checkpoint.ts';
+import { readModelConfig } from '../hf_model/checkpoint.ts';
 import type { TrainConfig } from '../config/config.ts';
 
 export function checkModelContext(cfg: TrainConfig): void {

@@ -10,7 +10,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Environment } from '../envs/types.ts';
-import { openCheckpoint, storedDtype } from '../models/checkpoint.ts';
+import { openCheckpoint, storedDtype } from '../hf_model/checkpoint.ts';
 import type { StorageDType } from '../safetensors/writer.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout, type RolloutOptions, type RolloutResult, type SkillsMode } from '../rollout/agent_loop.ts';

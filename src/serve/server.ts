@@ -15,7 +15,7 @@ import { listen } from '../net/listen.ts';
 import { timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
-import { CheckpointError, ConfigError } from '../models/errors.ts';
+import { CheckpointError, ConfigError } from '../hf_model/errors.ts';
 import { SafetensorsError } from '../safetensors/errors.ts';
 import { TokenizerError } from '../tokenizer/tokenizer.ts';
 import { EngineRequestError } from '../engines/errors.ts';

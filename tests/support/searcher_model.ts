@@ -7,8 +7,8 @@
 // models cannot (they never search).
 
 import { randn } from '../../src/util/random.ts';
-import { exportCheckpoint, expectedShapes } from '../../src/models/checkpoint.ts';
-import { configFromPreset } from '../../src/models/presets.ts';
+import { exportCheckpoint, expectedShapes } from '../../src/hf_model/checkpoint.ts';
+import { configFromPreset } from '../../src/hf_model/presets.ts';
 import { loadTokenizer } from '../../src/tokenizer/tokenizer.ts';
 import { buildWordTokenizer, END_OF_TEXT, IM_END, writeTokenizerFiles } from '../../src/tokenizer/word_tokenizer.ts';
 import { renderSearchPrompt } from '../../envs/search/prompt.ts';

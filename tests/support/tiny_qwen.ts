@@ -3,7 +3,7 @@
 // read from the wrong place.
 
 import { randomModel } from '../../src/models/load.ts';
-import { configFromPreset } from '../../src/models/presets.ts';
+import { configFromPreset } from '../../src/hf_model/presets.ts';
 import type { QwenModel } from '../../src/models/qwen.ts';
 import { requireGrad } from '../../src/tensor/autograd.ts';
 import { keep } from '../../src/tensor/scope.ts';
