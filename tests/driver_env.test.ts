@@ -1,4 +1,4 @@
-// What the GPU layer does around the drivers: which of their stderr messages are
+// What the device layer does around the drivers: which of their stderr messages are
 // dropped as harmless, the private XDG_RUNTIME_DIR, and telling software renderers
 // from GPUs by what their adapters report.
 
@@ -7,9 +7,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { gpuOptionsFromEnv, isSoftwareAdapter } from '../src/gpu/device.ts';
-import { privateRuntimeDir, runtimeDirProblem } from '../src/gpu/driver_env.ts';
-import { filterDriverLog } from '../src/gpu/driver_log.ts';
+import { gpuOptionsFromEnv, isSoftwareAdapter } from '../src/device/device.ts';
+import { privateRuntimeDir, runtimeDirProblem } from '../src/device/driver_env.ts';
+import { filterDriverLog } from '../src/device/driver_log.ts';
 
 // As Dawn 0.6.2 (the webgpu package) and Mesa 22.3 print them.
 const NO_VULKAN =

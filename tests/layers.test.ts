@@ -17,7 +17,9 @@
 // configs and checkpoints.
 // hub/ (Hub ids into the Hugging Face cache, pushes) sits under both, so that
 // whatever loads a model may resolve a Hub id; tokenizer/ and safetensors/ sit under
-// both too, and both read and write weights through safetensors/. util/ (the seeded
+// both too, and both read and write weights through safetensors/. device/ (acquiring
+// the adapter and device, the native drivers' environment and stderr, GpuError) sits
+// under gpu/, the runtime built on the device, and imports no layer. util/ (the seeded
 // generators, atomic file writes, f16 and bf16 bits) is the bottom layer, which every
 // other may use.
 
@@ -27,7 +29,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 
-const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'hf_model', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'net', 'util'];
+const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'hf_model', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'device', 'net', 'util'];
 /** What reference/ may import besides itself. */
 const REFERENCE_MAY_IMPORT = ['src/tensor/shape.ts', 'src/tensor/dtype.ts', 'src/tensor/errors.ts'];
 

@@ -3,9 +3,9 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { acquireGpu, gpuOptionsFromEnv, robustnessToggles } from '../src/gpu/device.ts';
+import { acquireGpu, gpuOptionsFromEnv, robustnessToggles } from '../src/device/device.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';
-import { GpuError } from '../src/gpu/errors.ts';
+import { GpuError } from '../src/device/errors.ts';
 import { sizeClass } from '../src/gpu/buffer_pool.ts';
 import * as ew from '../src/kernels/elementwise.ts';
 import { uniforms } from '../src/kernels/launch.ts';

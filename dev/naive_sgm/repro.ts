@@ -17,7 +17,7 @@
 import { fileURLToPath } from 'node:url';
 import { childToggles, crashRow, lastPhase, phase, runChild } from '../child_case.ts';
 import { naiveSgmCase } from './naive_sgm.ts';
-import { isRobustness, type Robustness } from '../../src/gpu/device.ts';
+import { isRobustness, type Robustness } from '../../src/device/device.ts';
 import { initRuntime } from '../../src/gpu/runtime.ts';
 import { tensorMatmulMissing } from '../../src/kernels/matmul/tensor.ts';
 

@@ -1,7 +1,7 @@
 // Command-line options shared by every command that touches the GPU.
 
 import type { ArgsDef } from 'citty';
-import { type Backend, isRobustness } from '../gpu/device.ts';
+import { type Backend, isRobustness } from '../device/device.ts';
 import type { DecodePolicy } from '../gpu/kernel_policy.ts';
 import type { RuntimeOptions } from '../gpu/runtime.ts';
 

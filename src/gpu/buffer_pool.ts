@@ -12,7 +12,7 @@
 // runtime reports a wait that covers it, and reports the most it held, destroyed
 // buffers included (`peakHeld`).
 
-import { GpuError } from './errors.ts';
+import { GpuError } from '../device/errors.ts';
 
 const STORAGE_USAGE = 0x80 /* STORAGE */ | 0x04 /* COPY_SRC */ | 0x08; /* COPY_DST */
 

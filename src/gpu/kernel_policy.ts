@@ -7,7 +7,7 @@
 // not say how many multiprocessors a device has, so the figures fitted to it are
 // guesses elsewhere, where `matmul.tiles: 'autotune'` measures the tiles instead.
 
-import { GpuError } from './errors.ts';
+import { GpuError } from '../device/errors.ts';
 
 /** A matmul's operand layout, A then B (n: as stored, t: transposed). */
 export type MatmulLayoutName = 'nn' | 'nt' | 'tn' | 'tt';

@@ -4,7 +4,7 @@
 // reads back. The passes serialise the kernels and add a little time between them,
 // so profile to see where a step's GPU time goes, and time it without the profiler.
 
-import { GpuError } from './errors.ts';
+import { GpuError } from '../device/errors.ts';
 
 /** Timestamp pairs one submit can hold; the runtime submits early when they run out. */
 export const PROFILE_PASSES = 2048;

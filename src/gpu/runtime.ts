@@ -16,8 +16,8 @@
 import { Arena } from './arena.ts';
 import { Autotune } from './autotune.ts';
 import { BufferPool } from './buffer_pool.ts';
-import { acquireGpu, type Gpu, type GpuOptions } from './device.ts';
-import { DeviceLostError, GpuError } from './errors.ts';
+import { acquireGpu, type Gpu, type GpuOptions } from '../device/device.ts';
+import { DeviceLostError, GpuError } from '../device/errors.ts';
 import { kernelPolicy, type KernelPolicy, type KernelPolicyChanges } from './kernel_policy.ts';
 import { KeyTrie } from './key_trie.ts';
 import { pacedWait } from './paced_wait.ts';

@@ -13,7 +13,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { GpuError } from './errors.ts';
+import { GpuError } from '../device/errors.ts';
 
 /** A shader's expanded source and where each of its lines came from. */
 export interface ShaderText {

@@ -1,6 +1,6 @@
 // Launcher for shaders/half.wgsl: f32 values packed into f16 pairs.
 
-import { GpuError } from '../gpu/errors.ts';
+import { GpuError } from '../device/errors.ts';
 import type { Runtime } from '../gpu/runtime.ts';
 import { grid1d, uniforms } from './launch.ts';
 

@@ -2,7 +2,7 @@
 // operands' layout with its defaults, vec4 alignment, and whether the output is plain.
 
 import { bufferSize } from '../../gpu/buffer_pool.ts';
-import { GpuError } from '../../gpu/errors.ts';
+import { GpuError } from '../../device/errors.ts';
 import type { MatmulLayoutName } from '../../gpu/kernel_policy.ts';
 import type { MatmulTile } from './tiles.ts';
 

@@ -3,7 +3,7 @@
 // unless the caller forces one, and records the product on the skinny, panel or tiled
 // kernels (shaders/matmul/).
 
-import { GpuError } from '../../gpu/errors.ts';
+import { GpuError } from '../../device/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { checkBuffer, MATMUL_ACTS, matmulLayout, UNCUT, type MatmulArgs, type MatmulCut, type MatmulLayout } from './args.ts';
 import { tunedTile } from './autotune.ts';

@@ -1,7 +1,7 @@
 // The software GPU's matmul (shaders/matmul/panels.wgsl, `pack` and `panels`): both
 // operands packed into 64 KiB uniform-buffer panels, multiplied panel by panel.
 
-import { GpuError } from '../../gpu/errors.ts';
+import { GpuError } from '../../device/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { grid1d, uniforms } from '../launch.ts';
 import { MATMUL_ACTS, vec4Rows, type ResolvedArgs } from './args.ts';

@@ -4,7 +4,7 @@
 // takes its weights as f32 or, with `half`, as f16 pairs (u32 [N, K / 2], element 2j
 // in the low half of word j; shaders/matmul/skinny_f16.wgsl).
 
-import { GpuError } from '../../gpu/errors.ts';
+import { GpuError } from '../../device/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { grid1d, uniforms } from '../launch.ts';
 import { checkBuffer, isCount, MATMUL_ACTS, type MatmulArgs } from './args.ts';

@@ -2,7 +2,7 @@
 // tensor cores, f32 operands rounded to f16, f32 accumulation.
 
 import { bufferSize } from '../../gpu/buffer_pool.ts';
-import { GpuError } from '../../gpu/errors.ts';
+import { GpuError } from '../../device/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { grid1d, uniforms } from '../launch.ts';
 import { matmulLayout, type MatmulArgs } from './args.ts';
@@ -26,7 +26,7 @@ export const TENSOR_TILES = {
 export type TensorTile = keyof typeof TENSOR_TILES;
 
 // Measured on the H200 (docs/RESULTS.md; kernel TFLOP/s from timestamps). Without
-// Dawn's bounds clamps (the default on hardware, src/gpu/device.ts) 128x128/w64x32/k32
+// Dawn's bounds clamps (the default on hardware, src/device/device.ts) 128x128/w64x32/k32
 // led or tied on every shape: 110 at 4096^3 (128x256/w64x64/k16: 100), 91-109 on the
 // Qwen2.5-0.5B products with A untransposed (78-94), 108 on the lm head's dX with
 // K = 151,936 (49), 78-122 on the weight gradients with A transposed (50-99). The

@@ -2,7 +2,7 @@
 // product whole, cut into runs of k summed afterwards (split-K), or with its last
 // round of tiles streamed (stream-K); see split_k.ts for when each applies.
 
-import { GpuError } from '../../gpu/errors.ts';
+import { GpuError } from '../../device/errors.ts';
 import type { Binding, Kernel, Runtime } from '../../gpu/runtime.ts';
 import { grid1d, uniforms } from '../launch.ts';
 import { layoutName, MATMUL_ACTS, plainEpilogue, UNCUT, vec4Rows, type MatmulAct, type MatmulCut, type ResolvedArgs, type StreamKPlan } from './args.ts';

@@ -1,4 +1,4 @@
-// What the JavaScript runtime and the OS under it offer the GPU layer: which runtime
+// What the JavaScript runtime and the OS under it offer the device layer: which runtime
 // this is, its environment, and (under Bun on Linux) a few libc calls through FFI for
 // what the runtime's own APIs cannot do to the C side of the process.
 
