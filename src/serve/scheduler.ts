@@ -27,6 +27,17 @@ interface TaskJob {
   reject: (e: unknown) => void;
 }
 
+// Tensor scopes are one stack per process (tensor/scope.ts), so the schedulers of one
+// process (two servers started in it, as the tests' vLLM stand-ins are) take turns job
+// by job: two jobs' async scopes must never be open at once.
+let processTurn: Promise<unknown> = Promise.resolve();
+
+function takeTurn<T>(fn: () => Promise<T>): Promise<T> {
+  const run = processTurn.then(fn, fn);
+  processTurn = run.catch(() => undefined);
+  return run;
+}
+
 export class BatchScheduler {
   private jobs: (GenerateJob | TaskJob)[] = [];
   private running = false;
@@ -64,7 +75,7 @@ export class BatchScheduler {
       while (this.jobs.length) {
         const job = this.jobs.shift()!;
         if (job.kind === 'task') {
-          await job.run().then(job.resolve, job.reject);
+          await takeTurn(job.run).then(job.resolve, job.reject);
           continue;
         }
         const group = [job];
@@ -75,7 +86,7 @@ export class BatchScheduler {
           group.push(this.jobs.shift() as GenerateJob);
           rows += next.requests.length;
         }
-        await this.runGroup(group);
+        await takeTurn(() => this.runGroup(group));
       }
     } finally {
       this.running = false;
