@@ -71,23 +71,7 @@ function probs(d: AttentionRefDims, r: Resolved, q: ArrayLike<number>, k: ArrayL
 }
 
 export function attentionForward(d: AttentionRefDims, q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>) {
-  const r = resolve(d);
-  const o = new Float32Array(d.b * d.hq * d.tq * d.hd);
-  const lse = new Float32Array(d.b * d.hq * d.tq);
-  for (let b = 0; b < d.b; b++) {
-    for (let h = 0; h < d.hq; h++) {
-      const { p, lse: l, qb, kb } = probs(d, r, q, k, b, h);
-      for (let i = 0; i < d.tq; i++) {
-        lse[(b * d.hq + h) * d.tq + i] = l[i];
-        for (let c = 0; c < d.hd; c++) {
-          let acc = 0;
-          for (let j = 0; j < r.s; j++) acc += p[i][j] * v[kb + j * d.hd + c];
-          o[qb + i * d.hd + c] = acc;
-        }
-      }
-    }
-  }
-  return { o, lse };
+  return forwardWith(d, q, k, v, (p) => p);
 }
 
 /**
@@ -96,19 +80,23 @@ export function attentionForward(d: AttentionRefDims, q: ArrayLike<number>, k: A
  * sums otherwise exact.
  */
 export function attentionForwardF16(d: AttentionRefDims, q: Float32Array, k: Float32Array, v: Float32Array) {
+  return forwardWith(d, roundArrayToF16(q), roundArrayToF16(k), roundArrayToF16(v), roundToF16);
+}
+
+/** o and lse with each probability passed through `weight` before it weights v. */
+function forwardWith(d: AttentionRefDims, q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>, weight: (p: number) => number) {
   const r = resolve(d);
-  const [q16, k16, v16] = [q, k, v].map(roundArrayToF16);
   const o = new Float32Array(d.b * d.hq * d.tq * d.hd);
   const lse = new Float32Array(d.b * d.hq * d.tq);
   for (let b = 0; b < d.b; b++) {
     for (let h = 0; h < d.hq; h++) {
-      const { p, lse: l, qb, kb } = probs(d, r, q16, k16, b, h);
+      const { p, lse: l, qb, kb } = probs(d, r, q, k, b, h);
       for (let i = 0; i < d.tq; i++) {
         lse[(b * d.hq + h) * d.tq + i] = l[i];
-        const p16 = p[i].map(roundToF16);
+        const row = p[i].map(weight);
         for (let c = 0; c < d.hd; c++) {
           let acc = 0;
-          for (let j = 0; j < r.s; j++) acc += p16[j] * v16[kb + j * d.hd + c];
+          for (let j = 0; j < r.s; j++) acc += row[j] * v[kb + j * d.hd + c];
           o[qb + i * d.hd + c] = acc;
         }
       }
