@@ -50,11 +50,16 @@ export function withGrad<T>(fn: () => T): T {
  * the incoming gradient object itself. Returns `out`.
  */
 export function record(out: Tensor, op: string, inputs: readonly Tensor[], backward: GradNode['backward']): Tensor {
-  if (enabled && inputs.some((t) => t.requiresGrad)) {
+  if (recordsGradient(inputs)) {
     out.requiresGrad = true;
     out.node = { op, inputs, backward };
   }
   return out;
+}
+
+/** Whether an op on `inputs` records a backward now (what `record` decides): gradients on and an input that needs one. */
+export function recordsGradient(inputs: readonly (Tensor | null | undefined)[]): boolean {
+  return enabled && inputs.some((t) => t?.requiresGrad);
 }
 
 /** Marks a tensor as a trainable leaf. */

@@ -3,7 +3,7 @@
 
 import { attentionBackward, attentionForward, attentionTiles, type AttentionDims } from '../../kernels/attention.ts';
 import { attentionForwardTensor, forwardTakesTensorCores } from '../../kernels/attention_tensor.ts';
-import { isGradEnabled, record } from '../autograd.ts';
+import { record, recordsGradient } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { fmt } from '../shape.ts';
@@ -66,8 +66,7 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
   const lse = empty([d.b, d.hq, d.tq], 'f32', rt);
   // The tensor-core forward rounds to f16 what the f32 backward would recompute
   // exactly, so it serves only forwards no backward follows.
-  const graded = isGradEnabled() && (q.requiresGrad || k.requiresGrad || v.requiresGrad);
-  if (!graded && forwardTakesTensorCores(rt, d)) attentionForwardTensor(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
+  if (!recordsGradient([q, k, v]) && forwardTakesTensorCores(rt, d)) attentionForwardTensor(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
   else attentionForward(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
   const out = record(o, 'attention', [q, k, v], (g) => {
     const delta = empty([d.b, d.hq, d.tq], 'f32', rt);

@@ -3,7 +3,7 @@
 // for decoding token by token.
 
 import * as ck from '../../kernels/conv1d.ts';
-import { isGradEnabled, record } from '../autograd.ts';
+import { record, recordsGradient } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { fmt } from '../shape.ts';
@@ -51,7 +51,7 @@ export function causalConv1d(x: Tensor, weight: Tensor, opts: CausalConv1dOption
     if (state.rank !== 3 || state.shape[0] !== B || state.shape[1] !== K - 1 || state.shape[2] !== C) {
       throw new ShapeError(`causalConv1d: state ${fmt(state.shape)} must be [${B}, ${K - 1}, ${C}]: ${shapes}`);
     }
-    if (isGradEnabled() && (x.requiresGrad || weight.requiresGrad)) {
+    if (recordsGradient([x, weight])) {
       throw new ShapeError('causalConv1d: a call with a conv state is for cached inference; run it under noGrad');
     }
   }

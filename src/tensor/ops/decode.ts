@@ -10,7 +10,7 @@ import { matmul } from '../../kernels/matmul/matmul.ts';
 import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../../kernels/matmul/tiles.ts';
 import * as rk from '../../kernels/rope.ts';
-import { isGradEnabled } from '../autograd.ts';
+import { recordsGradient } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { fmt, numel, sameShape } from '../shape.ts';
@@ -37,7 +37,7 @@ function inferenceOnly(op: string, inputs: readonly (Tensor | null | undefined)[
   inputs.forEach((t, i) => {
     if (t) expectDType(op, `input ${i}`, t.dtype, 'f32');
   });
-  if (isGradEnabled() && inputs.some((t) => t?.requiresGrad)) throw new ShapeError(`${op}: inference only (records no gradient); run it under noGrad`);
+  if (recordsGradient(inputs)) throw new ShapeError(`${op}: inference only (records no gradient); run it under noGrad`);
 }
 
 /** Rows of x [..., in] and the checks every projection here shares. */

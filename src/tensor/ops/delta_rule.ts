@@ -2,7 +2,7 @@
 // chunked kernels for training and prefill, the plain recurrence for decoding.
 
 import * as dk from '../../kernels/delta_rule.ts';
-import { isGradEnabled, record } from '../autograd.ts';
+import { record, recordsGradient } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { fmt } from '../shape.ts';
@@ -89,7 +89,7 @@ function allocate<S extends object>(sizes: Record<keyof S, number>): { tensors: 
 export function gatedDeltaRule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: GatedDeltaRuleOptions = {}): Tensor {
   const { d, tiles } = check(q, k, v, g, beta, opts);
   const inputs = [q, k, v, g, beta];
-  const needsGrad = isGradEnabled() && inputs.some((t) => t.requiresGrad);
+  const needsGrad = recordsGradient(inputs);
   if (opts.state && needsGrad) throw new ShapeError('gatedDeltaRule: a call with a state is for cached inference; run it under noGrad');
   const rt = q.storage.rt;
   const x: dk.DeltaRuleInputs = { q: q.buffer, k: k.buffer, v: v.buffer, g: g.buffer, beta: beta.buffer };

@@ -3,7 +3,7 @@
 // sampler left on the GPU, so that the next step is recorded before they come back.
 
 import * as ek from '../../kernels/embedding.ts';
-import { isGradEnabled, record } from '../autograd.ts';
+import { record, recordsGradient } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { checkShape, fmt, numel, type Shape } from '../shape.ts';
@@ -70,7 +70,7 @@ function gatherDeviceIds(weight: Tensor, ids: Tensor, shape: Shape): Tensor {
   expectDType('embedding', 'ids', ids.dtype, 'i32');
   checkShape('embedding', shape);
   if (numel(shape) !== ids.size) throw new ShapeError(`embedding: ids ${fmt(ids.shape)} do not fill shape ${fmt(shape)}`);
-  if (isGradEnabled() && weight.requiresGrad) {
+  if (recordsGradient([weight])) {
     throw new ShapeError('embedding: ids without a host copy give the weight no gradient; run under noGrad or pass the host ids');
   }
   const [vocab, hidden] = weight.shape;
