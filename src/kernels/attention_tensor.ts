@@ -3,7 +3,7 @@
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { attentionParams, DECODE_MAX_ROWS, type AttentionDims, type TileLimits } from './attention.ts';
-import { tensorMatmulMissing } from './matmul/tensor.ts';
+import { tensorCoresMissing } from './matmul/tensor.ts';
 
 /** Keys a tile and halves of padding a stored row (BC, PAD in the shader). */
 const BC = 32;
@@ -30,8 +30,8 @@ export function tensorAttentionSubgroups(limits: TileLimits, hd: number): number
 
 /** Why the tensor-core forward cannot run head dim `hd` here, or null when it can. */
 export function tensorAttentionMissing(rt: Runtime, hd: number): string | null {
-  const cores = tensorMatmulMissing(rt);
-  if (cores) return cores.replace('the tensor-core matmul', 'the tensor-core attention');
+  const cores = tensorCoresMissing(rt, 'the tensor-core attention');
+  if (cores) return cores;
   if (hd % 16 !== 0 || hd > 128) return `the tensor-core attention needs a head dim that is a multiple of 16 up to 128, got ${hd}`;
   if (tensorAttentionSubgroups(rt.gpu.limits, hd) === null) {
     return `the tensor-core attention needs ${tensorAttentionBytes(hd, 1)} bytes of workgroup memory at head dim ${hd}; ${rt.gpu.description} offers ${rt.gpu.limits.maxComputeWorkgroupStorageSize}`;

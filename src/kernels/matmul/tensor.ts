@@ -74,7 +74,13 @@ export function tensorTileGeometry(tile: TensorTile, transA = false, transB = fa
 }
 
 /** Why this device cannot run the tensor-core matmul, or null when it can. */
-export function tensorMatmulMissing(rt: Runtime): string | null {
+export const tensorMatmulMissing = (rt: Runtime): string | null => tensorCoresMissing(rt, 'the tensor-core matmul');
+
+/**
+ * Why this device cannot run `kernel` (a kernel on f16 subgroup matrices, as this
+ * one), or null when it can: what every such kernel needs of the adapter.
+ */
+export function tensorCoresMissing(rt: Runtime, kernel: string): string | null {
   const c = rt.caps;
   const missing: string[] = [];
   if (!c.f16) missing.push('shader-f16');
@@ -88,7 +94,7 @@ export function tensorMatmulMissing(rt: Runtime): string | null {
     missing.push(`subgroups of exactly ${SUBGROUP} invocations (this adapter: ${c.subgroupMinSize}-${c.subgroupMaxSize})`);
   }
   if (!missing.length) return null;
-  return `the tensor-core matmul needs ${missing.join(', ')}; ${rt.gpu.description} lacks it` +
+  return `${kernel} needs ${missing.join(', ')}; ${rt.gpu.description} lacks it` +
     ' (on NVIDIA through Dawn, the toggles allow_unsafe_apis,vulkan_enable_f16_on_nvidia unlock f16 and subgroup matrices)';
 }
 
