@@ -139,6 +139,11 @@ export function budgetGroups(indices: readonly number[], seqs: readonly ArrayLik
   return groups;
 }
 
+/** packedLogprobs of one batch without gradients, read back to the host. */
+async function readLogprobs(model: CausalLM, packed: PackedBatch, opts: Parameters<typeof packedLogprobs>[2]): Promise<Float32Array> {
+  return scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, packed, opts).logprobs).toArray()));
+}
+
 /**
  * Log-probs of each sequence's tokens from `from[i]` on (at least 1: the token before
  * scores it), batched by a token budget; sequences that begin alike run their common
@@ -161,7 +166,7 @@ export async function scoreTails(
     const packed = prefix ? packRight(rows.map((i) => seqs[i].slice(prefix))) : packLeft(rows.map((i) => seqs[i]));
     const positions = spanPositions(packed, rows.map((i) => [{ start: from[i] - prefix, length: seqs[i].length - from[i] }]));
     const shared = prefix ? seqs[rows[0]].slice(0, prefix) : undefined;
-    const values = await scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, packed, { positions, temperature: opts.temperature, prefix: shared }).logprobs).toArray()));
+    const values = await readLogprobs(model, packed, { positions, temperature: opts.temperature, prefix: shared });
     let at = 0;
     for (const i of rows) {
       const n = seqs[i].length - from[i];
@@ -177,7 +182,7 @@ export async function scoreSequences(model: CausalLM, seqs: readonly ArrayLike<n
   const results: Float32Array[] = new Array(seqs.length);
   for (const group of budgetGroups(seqs.map((_, i) => i), seqs, opts.maxBatchTokens ?? 8192)) {
     const packed = packLeft(group.map((k) => seqs[k]));
-    const values = await scopeAsync(async () => Float32Array.from(await noGrad(() => packedLogprobs(model, packed, opts).logprobs).toArray()));
+    const values = await readLogprobs(model, packed, opts);
     unpack(packed, values).forEach((v, g) => (results[group[g]] = v));
   }
   return results;
