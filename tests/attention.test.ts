@@ -12,37 +12,11 @@ import { mul, sum } from '../src/tensor/ops/index.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor, type Tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, gradCheck, read, withPolicy } from './support/gpu.ts';
+import { attentionInputs, attentionRefDims, type AttentionCase } from './support/attention_cases.ts';
 
-interface Case {
-  b: number;
-  hq: number;
-  hkv: number;
-  tq: number;
-  s?: number;
-  sCap?: number;
-  hd: number;
-  pad?: number[];
-  causal?: boolean;
-  scale?: number;
-}
+const label = (c: AttentionCase) => `B${c.b} Hq${c.hq} Hkv${c.hkv} Tq${c.tq} S${c.s ?? c.tq}/${c.sCap ?? c.s ?? c.tq} D${c.hd} pad[${c.pad ?? ''}]${c.causal === false ? ' full' : ''}`;
 
-const label = (c: Case) => `B${c.b} Hq${c.hq} Hkv${c.hkv} Tq${c.tq} S${c.s ?? c.tq}/${c.sCap ?? c.s ?? c.tq} D${c.hd} pad[${c.pad ?? ''}]${c.causal === false ? ' full' : ''}`;
-
-function inputs(c: Case, seed: number) {
-  const sCap = c.sCap ?? c.s ?? c.tq;
-  return {
-    sCap,
-    q: randn(c.b * c.hq * c.tq * c.hd, seed),
-    k: randn(c.b * c.hkv * sCap * c.hd, seed + 1),
-    v: randn(c.b * c.hkv * sCap * c.hd, seed + 2),
-  };
-}
-
-function refDims(c: Case, sCap: number): ref.AttentionRefDims {
-  return { b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s: c.s, sCap, hd: c.hd, scale: c.scale, causal: c.causal, padLeft: c.pad };
-}
-
-function options(c: Case): AttentionOptions {
+function options(c: AttentionCase): AttentionOptions {
   return {
     padLeft: c.pad ? tensor(Int32Array.from(c.pad), [c.b]) : undefined,
     causal: c.causal,
@@ -51,9 +25,9 @@ function options(c: Case): AttentionOptions {
   };
 }
 
-async function checkForward(c: Case, seed: number): Promise<void> {
-  const { sCap, q, k, v } = inputs(c, seed);
-  const want = ref.attentionForward(refDims(c, sCap), q, k, v);
+async function checkForward(c: AttentionCase, seed: number): Promise<void> {
+  const { sCap, q, k, v } = attentionInputs(c, seed);
+  const want = ref.attentionForward(attentionRefDims(c, sCap), q, k, v);
   await scopeAsync(async () => {
     const o = attention(tensor(q, [c.b, c.hq, c.tq, c.hd]), tensor(k, [c.b, c.hkv, sCap, c.hd]), tensor(v, [c.b, c.hkv, sCap, c.hd]), options(c));
     assert.deepEqual([...o.shape], [c.b, c.hq, c.tq, c.hd]);
@@ -85,7 +59,7 @@ async function gradCheckAttention(t: number, hd: number, pad: number, seed: numb
 describe('attention', () => {
   test('forward matches the CPU reference (causal, grouped-query, odd lengths)', slow, async () => {
     await gpu();
-    const cases: Case[] = [
+    const cases: AttentionCase[] = [
       { b: 1, hq: 1, hkv: 1, tq: 1, hd: 32 },
       { b: 2, hq: 2, hkv: 1, tq: 5, hd: 32 },
       { b: 1, hq: 3, hkv: 1, tq: 17, hd: 64 },
@@ -98,13 +72,13 @@ describe('attention', () => {
 
   test('the kernel\'s row log-sum-exp matches the reference', slow, async () => {
     const rt = await gpu();
-    const cases: Case[] = [
+    const cases: AttentionCase[] = [
       { b: 2, hq: 4, hkv: 2, tq: 17, hd: 32, pad: [0, 6] },
       { b: 2, hq: 2, hkv: 1, tq: 2, s: 9, sCap: 10, hd: 64, pad: [3, 0] },
     ];
     for (const [n, c] of cases.entries()) {
-      const { sCap, q, k, v } = inputs(c, 31 + n);
-      const want = ref.attentionForward(refDims(c, sCap), q, k, v);
+      const { sCap, q, k, v } = attentionInputs(c, 31 + n);
+      const want = ref.attentionForward(attentionRefDims(c, sCap), q, k, v);
       await scopeAsync(async () => {
         const o = empty([c.b, c.hq, c.tq, c.hd]);
         const lse = empty([c.b, c.hq, c.tq]);
@@ -140,9 +114,9 @@ describe('attention', () => {
 
   test('left padding: padded query rows are zero, valid rows match the reference', slow, async () => {
     await gpu();
-    const c: Case = { b: 3, hq: 4, hkv: 2, tq: 17, hd: 32, pad: [0, 3, 16] };
+    const c: AttentionCase = { b: 3, hq: 4, hkv: 2, tq: 17, hd: 32, pad: [0, 3, 16] };
     await checkForward(c, 41);
-    const { q, k, v } = inputs(c, 41);
+    const { q, k, v } = attentionInputs(c, 41);
     await scopeAsync(async () => {
       const o = await read(attention(tensor(q, [3, 4, 17, 32]), tensor(k, [3, 2, 17, 32]), tensor(v, [3, 2, 17, 32]), options(c)));
       for (let b = 0; b < 3; b++) {
@@ -169,8 +143,8 @@ describe('attention', () => {
 
   test('a decode step equals the matching rows of the full prefill', slow, async () => {
     await gpu();
-    const c: Case = { b: 2, hq: 2, hkv: 1, tq: 13, hd: 32, pad: [3, 0] };
-    const { q, k, v } = inputs(c, 81);
+    const c: AttentionCase = { b: 2, hq: 2, hkv: 1, tq: 13, hd: 32, pad: [3, 0] };
+    const { q, k, v } = attentionInputs(c, 81);
     await scopeAsync(async () => {
       const full = await read(attention(tensor(q, [2, 2, 13, 32]), tensor(k, [2, 1, 13, 32]), tensor(v, [2, 1, 13, 32]), options(c)));
       const last = new Float32Array(2 * 2 * 32);
@@ -182,7 +156,7 @@ describe('attention', () => {
 
   test('backward matches the CPU reference for q, k and v', slow, async () => {
     await gpu();
-    const cases: Case[] = [
+    const cases: AttentionCase[] = [
       { b: 2, hq: 4, hkv: 2, tq: 17, hd: 32, pad: [0, 5] },
       { b: 1, hq: 3, hkv: 1, tq: 33, hd: 64, pad: [7] },
       { b: 2, hq: 2, hkv: 2, tq: 6, hd: 32, pad: [1, 0], causal: false },
@@ -190,9 +164,9 @@ describe('attention', () => {
       { b: 1, hq: 2, hkv: 1, tq: 5, hd: 128, pad: [1] },
     ];
     for (const [n, c] of cases.entries()) {
-      const { sCap, q, k, v } = inputs(c, 100 + 10 * n);
+      const { sCap, q, k, v } = attentionInputs(c, 100 + 10 * n);
       const dO = randn(q.length, 105 + 10 * n);
-      const want = ref.attentionBackward(refDims(c, sCap), q, k, v, dO);
+      const want = ref.attentionBackward(attentionRefDims(c, sCap), q, k, v, dO);
       await scopeAsync(async () => {
         const qt = requireGrad(tensor(q, [c.b, c.hq, c.tq, c.hd]));
         const kt = requireGrad(tensor(k, [c.b, c.hkv, sCap, c.hd]));
@@ -208,10 +182,10 @@ describe('attention', () => {
 
   test('backward computes only the gradients that are needed', slow, async () => {
     await gpu();
-    const c: Case = { b: 2, hq: 2, hkv: 1, tq: 7, hd: 32, pad: [0, 2] };
-    const { q, k, v } = inputs(c, 150);
+    const c: AttentionCase = { b: 2, hq: 2, hkv: 1, tq: 7, hd: 32, pad: [0, 2] };
+    const { q, k, v } = attentionInputs(c, 150);
     const dO = randn(q.length, 151);
-    const want = ref.attentionBackward(refDims(c, 7), q, k, v, dO);
+    const want = ref.attentionBackward(attentionRefDims(c, 7), q, k, v, dO);
     await scopeAsync(async () => {
       const qt = tensor(q, [2, 2, 7, 32]);
       const kt = requireGrad(tensor(k, [2, 1, 7, 32]));
@@ -249,12 +223,12 @@ describe('attention', () => {
 });
 
 /** Forward and backward through the launchers with `launch` (a forced path or window size) against the reference. */
-async function checkLaunch(c: Case, seed: number, launch: AttentionLaunch): Promise<void> {
+async function checkLaunch(c: AttentionCase, seed: number, launch: AttentionLaunch): Promise<void> {
   const rt = await gpu();
-  const { sCap, q, k, v } = inputs(c, seed);
+  const { sCap, q, k, v } = attentionInputs(c, seed);
   const dO = randn(q.length, seed + 3);
-  const want = ref.attentionForward(refDims(c, sCap), q, k, v);
-  const grads = ref.attentionBackward(refDims(c, sCap), q, k, v, dO);
+  const want = ref.attentionForward(attentionRefDims(c, sCap), q, k, v);
+  const grads = ref.attentionBackward(attentionRefDims(c, sCap), q, k, v, dO);
   const name = `${label(c)} ${launch.path ?? 'auto'} window ${launch.windowRows ?? 'auto'}`;
   await scopeAsync(async () => {
     const dims = { b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s: c.s ?? sCap, sCap, hd: c.hd, scale: c.scale ?? 1 / Math.sqrt(c.hd), causal: c.causal ?? true };
@@ -287,7 +261,7 @@ describe('attention kernel paths', () => {
   });
 
   test('tiled kernels (the real-GPU path) match the reference', slow, async () => {
-    const cases: Case[] = [
+    const cases: AttentionCase[] = [
       { b: 2, hq: 4, hkv: 2, tq: 17, hd: 32, pad: [0, 5] },
       { b: 1, hq: 2, hkv: 1, tq: 3, s: 9, sCap: 12, hd: 64, pad: [2] },
       { b: 2, hq: 2, hkv: 2, tq: 6, hd: 32, pad: [1, 0], causal: false },
@@ -296,7 +270,7 @@ describe('attention kernel paths', () => {
   });
 
   test('the decode kernel (one workgroup per query row) matches the reference: chunks of keys, padding, full attention', slow, async () => {
-    const cases: Case[] = [
+    const cases: AttentionCase[] = [
       { b: 2, hq: 4, hkv: 2, tq: 1, s: 17, sCap: 20, hd: 64, pad: [0, 5] },
       { b: 1, hq: 2, hkv: 1, tq: 3, s: 9, sCap: 12, hd: 32, pad: [2] },
       // Past one chunk of 1024 keys: the online softmax carries across chunks.
@@ -317,7 +291,7 @@ describe('attention kernel paths', () => {
   });
 
   test('blocked kernels match the reference: several query and key tiles, grouped-query partials, padding, a cache', slow, async () => {
-    const cases: Case[] = [
+    const cases: AttentionCase[] = [
       // Two query tiles of 32 and three key tiles of 16 (dq) or two of 32; group 2.
       { b: 2, hq: 4, hkv: 2, tq: 37, hd: 64, pad: [0, 5] },
       // Group 3: three partials per kv head summed; the padding ends inside a key tile.
@@ -353,7 +327,7 @@ describe('attention kernel paths', () => {
   });
 
   test('uniform kernels match the reference across several windows', slow, async () => {
-    const cases: [Case, number][] = [
+    const cases: [AttentionCase, number][] = [
       // The padding ends inside the second window; the third row of batch 1 is all padding.
       [{ b: 3, hq: 4, hkv: 2, tq: 19, hd: 32, pad: [0, 6, 19] }, 4],
       [{ b: 1, hq: 3, hkv: 1, tq: 33, hd: 64, pad: [7] }, 8],

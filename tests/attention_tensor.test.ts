@@ -6,12 +6,12 @@ import type { Runtime } from '../src/gpu/runtime.ts';
 import { attentionForwardTensor, forwardTakesTensorCores, tensorAttentionBytes, tensorAttentionMissing, tensorAttentionSubgroups } from '../src/kernels/attention_tensor.ts';
 import type { AttentionDims } from '../src/kernels/attention.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';
-import { randn } from '../src/util/random.ts';
 import { noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { attention } from '../src/tensor/ops/attention.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { empty, tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, read, withPolicy } from './support/gpu.ts';
+import { attentionInputs, attentionRefDims, type AttentionCase } from './support/attention_cases.ts';
 
 // The kernel needs f16 subgroup matrices, which the software GPU lacks (on the H200:
 // WEBGPU_TOGGLES=allow_unsafe_apis,vulkan_enable_f16_on_nvidia): there its tests are
@@ -27,25 +27,16 @@ try {
 if (missing) console.log(`attention_tensor: GPU tests skipped: ${missing}`);
 const onDevice = { skip: missing ?? false, timeout: 300_000 };
 
-interface Case { b: number; hq: number; hkv: number; tq: number; s?: number; sCap?: number; hd: number; pad?: number[]; causal?: boolean }
-
-const dims = (c: Case): AttentionDims => {
+/** The launcher's view of a case. */
+const dims = (c: AttentionCase): AttentionDims => {
   const s = c.s ?? c.tq;
-  return { b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s, sCap: c.sCap ?? s, hd: c.hd, scale: 1 / Math.sqrt(c.hd), causal: c.causal ?? true };
+  return { b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s, sCap: c.sCap ?? s, hd: c.hd, scale: c.scale ?? 1 / Math.sqrt(c.hd), causal: c.causal ?? true };
 };
 
-function inputs(c: Case, seed: number) {
-  const d = dims(c);
-  return {
-    d,
-    q: randn(c.b * c.hq * c.tq * c.hd, seed, 2),
-    k: randn(c.b * c.hkv * d.sCap * c.hd, seed + 1, 2),
-    v: randn(c.b * c.hkv * d.sCap * c.hd, seed + 2),
-  };
+/** A case's inputs with q and k doubled, so the scores are large enough for f16 rounding to show. */
+function inputs(c: AttentionCase, seed: number) {
+  return { d: dims(c), ...attentionInputs(c, seed, 2) };
 }
-
-const refDims = (c: Case, d: AttentionDims): ref.AttentionRefDims =>
-  ({ b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s: d.s, sCap: d.sCap, hd: c.hd, causal: d.causal, padLeft: c.pad });
 
 describe('f16 attention reference (CPU)', () => {
   test('one query row by hand: rounded operands, probabilities rounded before they weight v', () => {
@@ -66,10 +57,10 @@ describe('f16 attention reference (CPU)', () => {
   });
 
   test('stays within f16 rounding of the exact attention, masking alike', () => {
-    const c: Case = { b: 2, hq: 4, hkv: 2, tq: 19, s: 30, sCap: 32, hd: 16, pad: [0, 12] };
+    const c: AttentionCase = { b: 2, hq: 4, hkv: 2, tq: 19, s: 30, sCap: 32, hd: 16, pad: [0, 12] };
     const { d, q, k, v } = inputs(c, 11);
-    const exact = ref.attentionForward(refDims(c, d), q, k, v);
-    const half = ref.attentionForwardF16(refDims(c, d), q, k, v);
+    const exact = ref.attentionForward(attentionRefDims(c, d.sCap), q, k, v);
+    const half = ref.attentionForwardF16(attentionRefDims(c, d.sCap), q, k, v);
     // Scores of |q k| up to ~20 move by ~2^-10 of that; outputs of |v| up to ~4 by a few 2^-11.
     assertClose(half.o, exact.o, { atol: 2e-2, rtol: 0, label: 'o' });
     assertClose(half.lse, exact.lse, { atol: 2e-2, rtol: 0, label: 'lse' });
@@ -110,7 +101,7 @@ describe('tensor-core attention: fit and selection', () => {
 });
 
 describe('tensor-core attention on the GPU', () => {
-  const cases: Case[] = [
+  const cases: AttentionCase[] = [
     { b: 1, hq: 2, hkv: 1, tq: 64, hd: 64 },
     { b: 2, hq: 4, hkv: 2, tq: 100, hd: 64, pad: [0, 37] },
     { b: 2, hq: 2, hkv: 2, tq: 45, s: 300, sCap: 320, hd: 64, pad: [3, 290] },
@@ -124,7 +115,7 @@ describe('tensor-core attention on the GPU', () => {
   test('o and lse match the f16 reference: grouped-query heads, padding (a row wholly), a cache, full attention, head dims 16-128', onDevice, async () => {
     for (const [n, c] of cases.entries()) {
       const { d, q, k, v } = inputs(c, 700 + 10 * n);
-      const want = ref.attentionForwardF16(refDims(c, d), q, k, v);
+      const want = ref.attentionForwardF16(attentionRefDims(c, d.sCap), q, k, v);
       await scopeAsync(async () => {
         const o = empty([c.b, c.hq, c.tq, c.hd]);
         const lse = empty([c.b, c.hq, c.tq]);
@@ -142,10 +133,10 @@ describe('tensor-core attention on the GPU', () => {
   });
 
   test('the op takes it under noGrad when asked, and the f32 path when gradients follow', onDevice, async () => {
-    const c: Case = { b: 2, hq: 4, hkv: 2, tq: 96, hd: 64, pad: [0, 9] };
+    const c: AttentionCase = { b: 2, hq: 4, hkv: 2, tq: 96, hd: 64, pad: [0, 9] };
     const { d, q, k, v } = inputs(c, 900);
-    const half = ref.attentionForwardF16(refDims(c, d), q, k, v);
-    const exact = ref.attentionForward(refDims(c, d), q, k, v);
+    const half = ref.attentionForwardF16(attentionRefDims(c, d.sCap), q, k, v);
+    const exact = ref.attentionForward(attentionRefDims(c, d.sCap), q, k, v);
     await withPolicy(rt, { attention: { tensorForward: true } }, () => scopeAsync(async () => {
       const padLeft = tensor(Int32Array.from(c.pad!), [c.b]);
       const qt = requireGrad(tensor(q, [c.b, c.hq, c.tq, c.hd]));
