@@ -176,7 +176,7 @@ describe('the comparison table', () => {
     const r = spawnSync(process.execPath, [cli, 'results', join(root, 'docs', 'results', 'household'), '--page', join(root, 'docs', 'RESULTS.md')], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     const page = readFileSync(join(root, 'docs', 'RESULTS.md'), 'utf8');
-    assert.match(page, /\| sdar \| 0 \| 1 \| 0\.500 \| 0\.500 \| \+0\.0 \(\+0\.0 to \+0\.0; 1 seeds × 1 tasks\)/);
+    assert.match(page, /\| sdar \| 0 \| 1 \| 0\.500 \| 0\.500 \| \+0\.0 \(\+0\.0 to \+0\.0; 1 seed × 1 task\)/);
     assert.match(page, /from commit `abc1234`/);
     const svg = readFileSync(join(root, 'docs', 'figures', 'household_methods_validation.svg'), 'utf8');
     assert.ok(svg.startsWith('<svg') && svg.includes('<style>') && svg.includes('sdar (1 seed)'));

@@ -129,6 +129,7 @@ export function resultRows(runs: readonly ArchivedRun[]): ResultRow[] {
 const madeBy = (r: ArchivedRun): { commit: string; command: string }[] => (r.meta.segments?.length ? r.meta.segments : [{ commit: r.meta.commit, command: r.meta.command }]);
 
 const fmt = (m: MeanStd) => (Number.isFinite(m.mean) ? (m.n > 1 ? formatMeanStd(m) : m.mean.toFixed(3)) : '–');
+const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
 const pts = (v: number) => `${v >= 0 ? '+' : '−'}${Math.abs(100 * v).toFixed(1)}`;
 
 export function renderResultsTable(rows: readonly ResultRow[]): string {
@@ -136,7 +137,7 @@ export function renderResultsTable(rows: readonly ResultRow[]): string {
   const head = ['method', 'seeds', 'iterations', 'final val success', 'peak val success', `final vs ${BASELINE}, points (95% interval)`, ...ks.map((k) => `pass@${k}`), 's / iteration', 'teacher share'];
   const lines = rows.map((r) => [
     r.method, r.seeds.join(', '), r.iterations.join(', '), fmt(r.finalVal), fmt(r.peakVal),
-    r.vsBaseline ? `${pts(r.vsBaseline.mean)} (${pts(r.vsBaseline.lo)} to ${pts(r.vsBaseline.hi)}; ${r.vsBaseline.seeds} seeds × ${r.vsBaseline.tasks} tasks)` : '–',
+    r.vsBaseline ? `${pts(r.vsBaseline.mean)} (${pts(r.vsBaseline.lo)} to ${pts(r.vsBaseline.hi)}; ${count(r.vsBaseline.seeds, 'seed')} × ${count(r.vsBaseline.tasks, 'task')})` : '–',
     ...ks.map((k) => (r.passAtK[k] === undefined ? '–' : r.passAtK[k].toFixed(3))),
     Number.isFinite(r.secondsPerIteration.mean) ? r.secondsPerIteration.mean.toFixed(2) : '–',
     Number.isFinite(r.teacherShare.mean) ? r.teacherShare.mean.toFixed(3) : '–',
