@@ -5,28 +5,33 @@
 // (q, o [B, Hq, Tq, HD]; k, v [B, Hkv, S_cap, HD]; lse [B, Hq, Tq]; pad_left [B]),
 // rows without a visible key giving o = 0 and lse = 0.
 //
-// Precision: q, k, v and the probabilities are rounded to f16 as they are staged into
-// workgroup memory, products summed in f32 (as shaders/matmul/tensor.wgsl); the scale,
-// the softmax and lse are f32. src/reference/attention_f16.ts computes the same.
+// Precision: q, k, v and the unnormalised probabilities are rounded to f16 as they are
+// staged into workgroup memory, products summed in f32 (as shaders/matmul/tensor.wgsl);
+// the scale, the softmax, its sums and lse are f32. src/reference/attention.ts
+// `attentionForwardF16` computes the same.
 //
 // Tiling: a workgroup owns BR = 16 * SGS query rows of one head; subgroup s owns rows
-// 16 s .. 16 s + 15 of them. Key tiles of BC = 32 rows pass through workgroup memory.
-// Subgroup matrices cannot be read element by element, so scores go through a 16 x BC
-// f32 scratch of the subgroup, and the softmax takes two sweeps over the keys rather
-// than rescaling the output as it goes: the first computes S = q k^T a tile at a time
-// and keeps each row's running max and sum, the second computes S again, the
-// probabilities P = exp(S - lse) (final, so no rescaling), rounds them to f16 into a
-// 16 x BC tile of the subgroup and adds P v into HD / 16 accumulators of 16 x 16. The
-// second q k^T costs HD / 16 * 2 products a tile against the 4 * HD / 16 of the rest.
+// 16 s .. 16 s + 15 of them. Key and value tiles of BC = 32 rows pass through workgroup
+// memory, once. Subgroup matrices cannot be read element by element, so each tile's
+// scores S = q k^T go through a 16 x BC f32 scratch of the subgroup; each row takes
+// its probabilities against a reference max m, e = exp(S - m) rounded to f16 into a
+// 16 x BC tile that multiplies into the value tile's HD / 16 accumulators of 16 x 16,
+// and keeps the sum of e in f32. m moves only when a row's tile max passes it by more
+// than GROW (so e stays under exp(GROW), well inside f16); then, and only then, the
+// accumulators are rescaled by exp(m_old - m_new) a row, through the scratch (stored,
+// scaled by the lanes, loaded back), for every subgroup at once since the barriers it
+// needs are workgroup-wide. The output is divided by the sum as it is written.
 // In the scalar steps lane l of a subgroup serves row l / 2, the half l % 2 of the
-// tile's columns; the two lanes of a row combine through subgroupShuffleXor.
+// tile's columns (and of an accumulator's); the two lanes of a row combine through
+// subgroupShuffleXor.
 //
 // Needs `shader-f16`, `subgroups` and `chromium-experimental-subgroup-matrix` with a
 // 16x16x16 f16 -> f32 configuration and subgroups of exactly 32 invocations
 // (src/kernels/attention_tensor.ts checks). Subgroup-matrix calls sit in
 // subgroup-uniform control flow: the key loop's bounds depend only on workgroup_id, the
 // uniform and the batch row's padding, alike for every subgroup, and the barriers are
-// workgroup-wide, reached by every subgroup the same number of times.
+// workgroup-wide, reached by every subgroup the same number of times; whether to rescale
+// is read through workgroupUniformLoad, so it is the same for all.
 
 enable f16;
 enable subgroups;
@@ -43,6 +48,7 @@ override HD4: u32 = HD / 4u;
 override LD: u32 = HD + PAD;     // halves from one stored q, k or v row to the next
 const LDP: u32 = BC + PAD;       // halves from one stored P row to the next
 const SFRAG: u32 = 16u * BC;     // floats of a subgroup's score scratch
+const GROW: f32 = 8.0;           // how far a row's max may pass its reference max
 
 // #include "common/attention_mask.wgsl"
 
@@ -55,9 +61,13 @@ const SFRAG: u32 = 16u * BC;     // floats of a subgroup's score scratch
 var<workgroup> tq_h: array<f16, BR * LD>;
 var<workgroup> tk_h: array<f16, BC * LD>;
 var<workgroup> tv_h: array<f16, BC * LD>;
-var<workgroup> tp_h: array<f16, SGS * 16u * LDP>;
-// Scores of subgroup s at s * SFRAG, [16][BC]; at the end one 16 x 16 output block.
+// The last P row needs no padding after it, which leaves room for `moved` in 32 KiB at
+// head dim 128 with two subgroups.
+var<workgroup> tp_h: array<f16, SGS * 16u * LDP - PAD>;
+// Scores of subgroup s at s * SFRAG, [16][BC]; or two 16 x 16 accumulators.
 var<workgroup> scratch: array<f32, SGS * SFRAG>;
+// Whether a row of subgroup s moved its reference max this tile (SGS is at most 4).
+var<workgroup> moved: array<u32, 4>;
 
 alias Left = subgroup_matrix_left<f16, 16, 16>;
 alias Right = subgroup_matrix_right<f16, 16, 16>;
@@ -82,9 +92,9 @@ fn load_q(li: u32, base4: u32, r0: u32) {
   }
 }
 
-// Key rows c0 .. c0 + BC - 1 of the kv head whose row 0 is vec4 `base4` (and the value
-// rows with `values`), zero past S.
-fn load_kv(li: u32, base4: u32, c0: u32, values: bool) {
+// Key and value rows c0 .. c0 + BC - 1 of the kv head whose row 0 is vec4 `base4`,
+// zero past S.
+fn load_kv(li: u32, base4: u32, c0: u32) {
   for (var e = li; e < BC * HD4; e += THREADS) {
     let r = e / HD4;
     let c = e % HD4;
@@ -92,7 +102,7 @@ fn load_kv(li: u32, base4: u32, c0: u32, values: bool) {
     var vx = vec4f(0.0);
     if (c0 + r < p.s) {
       kx = k4[base4 + (c0 + r) * HD4 + c];
-      if (values) { vx = v4[base4 + (c0 + r) * HD4 + c]; }
+      vx = v4[base4 + (c0 + r) * HD4 + c];
     }
     let at = r * LD + c * 4u;
     let kh = vec4<f16>(kx);
@@ -100,13 +110,11 @@ fn load_kv(li: u32, base4: u32, c0: u32, values: bool) {
     tk_h[at + 1u] = kh.y;
     tk_h[at + 2u] = kh.z;
     tk_h[at + 3u] = kh.w;
-    if (values) {
-      let vh = vec4<f16>(vx);
-      tv_h[at] = vh.x;
-      tv_h[at + 1u] = vh.y;
-      tv_h[at + 2u] = vh.z;
-      tv_h[at + 3u] = vh.w;
-    }
+    let vh = vec4<f16>(vx);
+    tv_h[at] = vh.x;
+    tv_h[at + 1u] = vh.y;
+    tv_h[at + 2u] = vh.z;
+    tv_h[at + 3u] = vh.w;
   }
 }
 
@@ -140,14 +148,28 @@ fn accumulate_pv(sg: u32, lo: ptr<function, Band>, hi: ptr<function, Band>) {
   }
 }
 
-// Output columns col .. col + 15 of the subgroup's rows, through its scratch, rows
-// past Tq left alone.
-fn emit(acc: Result, sg: u32, lane: u32, r0: u32, row0: u32, col: u32) {
+// One accumulator with each row times its lanes' `alpha`, through the subgroup's
+// scratch at `half` (0 or 256: consecutive calls alternate, so a load never races the
+// next store).
+fn rescaled(acc: Result, sg: u32, lane: u32, alpha: f32, half: u32) -> Result {
+  let base = sg * SFRAG + half;
+  subgroupMatrixStore<row_major>(&scratch, base, acc, 16u);
+  workgroupBarrier();
+  let at = base + (lane / 2u) * 16u + (lane % 2u) * 8u;
+  for (var j = 0u; j < 8u; j++) { scratch[at + j] *= alpha; }
+  workgroupBarrier();
+  return subgroupMatrixLoad<Result, row_major>(&scratch, base, 16u);
+}
+
+// Output columns col .. col + 15 of the lane's row qi, times `inv` (1 / the row's sum),
+// through the subgroup's scratch; rows past Tq left alone.
+fn emit(acc: Result, sg: u32, lane: u32, qi: u32, row0: u32, col: u32, inv: f32) {
   subgroupMatrixStore<row_major>(&scratch, sg * SFRAG, acc, 16u);
   workgroupBarrier();
-  for (var e = lane; e < 256u; e += SUBGROUP) {
-    let r = r0 + sg * 16u + e / 16u;
-    if (r < p.tq) { o[(row0 + r) * HD + col + e % 16u] = scratch[sg * SFRAG + e]; }
+  if (qi < p.tq) {
+    let at = sg * SFRAG + (lane / 2u) * 16u + (lane % 2u) * 8u;
+    let out = (row0 + qi) * HD + col + (lane % 2u) * 8u;
+    for (var j = 0u; j < 8u; j++) { o[out + j] = scratch[at + j] * inv; }
   }
   workgroupBarrier();
 }
@@ -168,62 +190,73 @@ fn forward_tensor(
   let range = key_range(r0, pad);
   load_q(li, row0 * HD4, r0);
   let qi = r0 + sg * 16u + lane / 2u;          // this lane's query row of the head
+  let pos = p.q_offset + qi;
   let col0 = (lane % 2u) * (BC / 2u);          // and its first column of a tile
   let srow = sg * SFRAG + (lane / 2u) * BC + col0;
+  let prow = (sg * 16u + lane / 2u) * LDP + col0;
 
-  // Sweep 1: each row's max and sum of exp(score - max).
-  var m = MASKED;
-  var l = 0.0;
-  for (var c0 = range.x; c0 < range.y; c0 += BC) {
-    workgroupBarrier();
-    load_kv(li, kbase4, c0, false);
-    workgroupBarrier();
-    scores(sg);
-    workgroupBarrier();
-    var mx = MASKED;
-    for (var j = 0u; j < BC / 2u; j++) {
-      if (visible(qi, c0 + col0 + j, pad)) { mx = max(mx, scratch[srow + j] * p.scale); }
-    }
-    mx = max(mx, subgroupShuffleXor(mx, 1u));
-    let mn = max(m, mx);
-    var sum = 0.0;
-    for (var j = 0u; j < BC / 2u; j++) {
-      if (visible(qi, c0 + col0 + j, pad)) { sum += exp(scratch[srow + j] * p.scale - mn); }
-    }
-    sum += subgroupShuffleXor(sum, 1u);
-    l = l * exp(m - mn) + sum;
-    m = mn;
-  }
-  let seen = l > 0.0;
-  let row_lse = select(0.0, m + log(l), seen);
-
-  // Sweep 2: P = exp(score - lse) into f16, P v into the accumulators.
+  var m = MASKED;     // the row's reference max
+  var l = 0.0;        // the row's sum of exp(score - m)
   var lo: Band;
   var hi: Band;
   for (var c0 = range.x; c0 < range.y; c0 += BC) {
     workgroupBarrier();
-    load_kv(li, kbase4, c0, true);
+    load_kv(li, kbase4, c0);
     workgroupBarrier();
     scores(sg);
     workgroupBarrier();
-    let prow = (sg * 16u + lane / 2u) * LDP + col0;
+    // A tile wholly inside the row's keys needs no test a key.
+    let inside = qi < p.tq && pos >= pad && c0 >= pad && c0 + BC <= p.s && (p.causal == 0u || c0 + BC <= pos + 1u);
+    var sc: array<f32, 16>;
+    var seen = 0u;
+    var mx = MASKED;
     for (var j = 0u; j < BC / 2u; j++) {
-      var pr = 0.0;
-      if (seen && visible(qi, c0 + col0 + j, pad)) { pr = exp(scratch[srow + j] * p.scale - row_lse); }
-      tp_h[prow + j] = f16(pr);
+      if (inside || visible(qi, c0 + col0 + j, pad)) {
+        sc[j] = scratch[srow + j] * p.scale;
+        seen |= 1u << j;
+        mx = max(mx, sc[j]);
+      }
     }
-    workgroupBarrier();
+    mx = max(mx, subgroupShuffleXor(mx, 1u));
+    let moves = mx > m + GROW;
+    let mn = select(m, mx, moves);
+    let alpha = exp(m - mn);
+    var sum = 0.0;
+    for (var j = 0u; j < BC / 2u; j++) {
+      var e = 0.0;
+      if ((seen & (1u << j)) != 0u) { e = exp(sc[j] - mn); }
+      tp_h[prow + j] = f16(e);
+      sum += e;
+    }
+    sum += subgroupShuffleXor(sum, 1u);
+    l = l * alpha + sum;
+    m = mn;
+    // Before a row's first visible tile its accumulators hold nothing to rescale.
+    let grew = subgroupAny(moves && c0 > range.x);
+    if (lane == 0u) { moved[sg] = u32(grew); }
+    let any = workgroupUniformLoad(&moved);
+    if ((any[0] | any[1] | any[2] | any[3]) != 0u) {
+      lo[0] = rescaled(lo[0], sg, lane, alpha, 0u);
+      if (HD > 16u) { lo[1] = rescaled(lo[1], sg, lane, alpha, 256u); }
+      if (HD > 32u) { lo[2] = rescaled(lo[2], sg, lane, alpha, 0u); }
+      if (HD > 48u) { lo[3] = rescaled(lo[3], sg, lane, alpha, 256u); }
+      if (HD > 64u) { hi[0] = rescaled(hi[0], sg, lane, alpha, 0u); }
+      if (HD > 80u) { hi[1] = rescaled(hi[1], sg, lane, alpha, 256u); }
+      if (HD > 96u) { hi[2] = rescaled(hi[2], sg, lane, alpha, 0u); }
+      if (HD > 112u) { hi[3] = rescaled(hi[3], sg, lane, alpha, 256u); }
+    }
     accumulate_pv(sg, &lo, &hi);
   }
 
+  let inv = select(0.0, 1.0 / l, l > 0.0);
   workgroupBarrier();
-  emit(lo[0], sg, lane, r0, row0, 0u);
-  if (HD > 16u) { emit(lo[1], sg, lane, r0, row0, 16u); }
-  if (HD > 32u) { emit(lo[2], sg, lane, r0, row0, 32u); }
-  if (HD > 48u) { emit(lo[3], sg, lane, r0, row0, 48u); }
-  if (HD > 64u) { emit(hi[0], sg, lane, r0, row0, 64u); }
-  if (HD > 80u) { emit(hi[1], sg, lane, r0, row0, 80u); }
-  if (HD > 96u) { emit(hi[2], sg, lane, r0, row0, 96u); }
-  if (HD > 112u) { emit(hi[3], sg, lane, r0, row0, 112u); }
-  if (lane % 2u == 0u && qi < p.tq) { lse[row0 + qi] = row_lse; }
+  emit(lo[0], sg, lane, qi, row0, 0u, inv);
+  if (HD > 16u) { emit(lo[1], sg, lane, qi, row0, 16u, inv); }
+  if (HD > 32u) { emit(lo[2], sg, lane, qi, row0, 32u, inv); }
+  if (HD > 48u) { emit(lo[3], sg, lane, qi, row0, 48u, inv); }
+  if (HD > 64u) { emit(hi[0], sg, lane, qi, row0, 64u, inv); }
+  if (HD > 80u) { emit(hi[1], sg, lane, qi, row0, 80u, inv); }
+  if (HD > 96u) { emit(hi[2], sg, lane, qi, row0, 96u, inv); }
+  if (HD > 112u) { emit(hi[3], sg, lane, qi, row0, 112u, inv); }
+  if (lane % 2u == 0u && qi < p.tq) { lse[row0 + qi] = select(0.0, m + log(l), l > 0.0); }
 }

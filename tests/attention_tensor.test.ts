@@ -33,27 +33,28 @@ const dims = (c: AttentionCase): AttentionDims => {
   return { b: c.b, hq: c.hq, hkv: c.hkv, tq: c.tq, s, sCap: c.sCap ?? s, hd: c.hd, scale: c.scale ?? 1 / Math.sqrt(c.hd), causal: c.causal ?? true };
 };
 
-/** A case's inputs with q and k doubled, so the scores are large enough for f16 rounding to show. */
-function inputs(c: AttentionCase, seed: number) {
-  return { d: dims(c), ...attentionInputs(c, seed, 2) };
+/** A case's inputs with q and k times `qkScale` (doubled: scores large enough for f16 rounding to show). */
+function inputs(c: AttentionCase, seed: number, qkScale = 2) {
+  return { d: dims(c), ...attentionInputs(c, seed, qkScale) };
 }
 
 describe('f16 attention reference (CPU)', () => {
-  test('one query row by hand: rounded operands, probabilities rounded before they weight v', () => {
+  test('one query row by hand: rounded operands, unnormalised probabilities rounded before they weight v', () => {
     // q = [1, 0], keys [0.1, 0] and [0.2, 0] (0.1 and 0.2 are not f16 values), scale 1,
-    // not causal: s = f16(0.1), f16(0.2); P = softmax(s), each rounded; o = sum P f16(v).
+    // not causal: s = f16(0.1), f16(0.2), the max s1; e = exp(s - s1) rounded to f16
+    // weights f16(v), and the exact sum of e divides out after.
     const q = Float32Array.of(1, 0);
     const k = Float32Array.of(0.1, 0, 0.2, 0);
     const v = Float32Array.of(1 / 3, 0, 0, 2 / 3);
     const d = { b: 1, hq: 1, hkv: 1, tq: 1, sCap: 2, hd: 2, scale: 1, causal: false };
     const [s0, s1] = [roundToF16(0.1), roundToF16(0.2)];
-    const lse = Math.log(Math.exp(s0) + Math.exp(s1));
-    const [p0, p1] = [roundToF16(Math.exp(s0 - lse)), roundToF16(Math.exp(s1 - lse))];
+    const e0 = Math.exp(s0 - s1);
+    const sum = e0 + 1;
     const got = ref.attentionForwardF16(d, q, k, v);
-    assert.ok(Math.abs(got.lse[0] - lse) < 1e-6);
-    assert.ok(Math.abs(got.o[0] - p0 * roundToF16(1 / 3)) < 1e-7);
-    assert.ok(Math.abs(got.o[1] - p1 * roundToF16(2 / 3)) < 1e-7);
-    assert.notEqual(p0 * roundToF16(1 / 3), Math.fround(Math.exp(0.1 - Math.log(Math.exp(0.1) + Math.exp(0.2))) / 3), 'the rounding shows');
+    assert.ok(Math.abs(got.lse[0] - (s1 + Math.log(sum))) < 1e-6);
+    assert.ok(Math.abs(got.o[0] - (roundToF16(e0) * roundToF16(1 / 3)) / sum) < 1e-7);
+    assert.ok(Math.abs(got.o[1] - roundToF16(2 / 3) / sum) < 1e-7);
+    assert.notEqual(roundToF16(e0), Math.fround(e0), 'the rounding shows');
   });
 
   test('stays within f16 rounding of the exact attention, masking alike', () => {
@@ -70,7 +71,7 @@ describe('f16 attention reference (CPU)', () => {
 
 describe('tensor-core attention: fit and selection', () => {
   test('workgroup memory and subgroups: four where 48 KiB allows, fewer where less does', () => {
-    assert.equal(tensorAttentionBytes(64, 4), 2 * ((64 + 64) * 72 + 4 * 16 * 40) + 4 * 4 * 16 * 32);
+    assert.equal(tensorAttentionBytes(64, 4), 2 * ((64 + 64) * 72 + 4 * 16 * 40 - 8) + 4 * 4 * 16 * 32 + 16);
     const limits = (bytes: number) => ({ maxComputeWorkgroupStorageSize: bytes, maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256 });
     assert.equal(tensorAttentionSubgroups(limits(49152), 64), 4);
     assert.equal(tensorAttentionSubgroups(limits(49152), 128), 4);
@@ -130,6 +131,23 @@ describe('tensor-core attention on the GPU', () => {
         assertClose(await read(lse), want.lse, { atol: 1e-4, rtol: 1e-5, label: `${label} lse` });
       });
     }
+  });
+
+  test('rows whose max passes the reference max by more than the threshold in a later tile rescale their accumulators', onDevice, async () => {
+    // q and k times 6: scores of standard deviation about 36, so most rows' max grows by
+    // more than 8 after their first key tile; the f16 reference takes the true max.
+    const c: AttentionCase = { b: 2, hq: 4, hkv: 2, tq: 160, hd: 64, pad: [0, 45] };
+    const { d, q, k, v } = inputs(c, 1300, 6);
+    const want = ref.attentionForwardF16(attentionRefDims(c, d.sCap), q, k, v);
+    await scopeAsync(async () => {
+      const o = empty([c.b, c.hq, c.tq, c.hd]);
+      const lse = empty([c.b, c.hq, c.tq]);
+      const pad = tensor(Int32Array.from(c.pad!), [c.b]);
+      attentionForwardTensor(rt, d, tensor(q, [c.b, c.hq, c.tq, c.hd]).buffer, tensor(k, [c.b, c.hkv, d.sCap, c.hd]).buffer,
+        tensor(v, [c.b, c.hkv, d.sCap, c.hd]).buffer, pad.buffer, o.buffer, lse.buffer);
+      assertClose(await read(o), want.o, { atol: 2e-3, rtol: 2e-3, label: 'o' });
+      assertClose(await read(lse), want.lse, { atol: 1e-3, rtol: 1e-5, label: 'lse' });
+    });
   });
 
   test('the op takes it under noGrad when asked, and the f32 path when gradients follow', onDevice, async () => {

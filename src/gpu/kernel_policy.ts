@@ -168,9 +168,10 @@ export interface AttentionPolicy {
    * Forwards that record no gradient (scoring, the teacher's and reference's
    * log-probs, prefill) on tensor cores (kernels/attention_tensor.ts) where the
    * device has f16 subgroup matrices and tensorCores.enabled; decode steps and
-   * forwards a backward will follow keep the path above. Off until measured on the
-   * H200 against blocked: its teacher passes spend 43-48% of their GPU time in
-   * attention.forward_blocked (docs/PERFORMANCE.md section 11.1).
+   * forwards a backward will follow keep the path above. Off: its two-sweep first
+   * form took 1.3-1.4x blocked's time on the H200, and the one-sweep form has yet
+   * to be measured there (docs/PERFORMANCE.md section 5); the teacher passes spend
+   * 43-48% of their GPU time in attention.forward_blocked (section 11.1).
    */
   tensorForward: boolean;
 }

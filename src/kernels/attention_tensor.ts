@@ -10,11 +10,11 @@ const BC = 32;
 const PAD = 8;
 const SUBGROUP = 32;
 
-/** Workgroup memory of `subgroups` subgroups (16 query rows each) at head dim `hd`: f16 q, k, v and P tiles, f32 score scratch. */
+/** Workgroup memory of `subgroups` subgroups (16 query rows each) at head dim `hd`: f16 q, k, v and P tiles, f32 score scratch, four rescale flags. */
 export function tensorAttentionBytes(hd: number, subgroups: number): number {
   const br = 16 * subgroups;
-  const halves = (br + 2 * BC) * (hd + PAD) + subgroups * 16 * (BC + PAD);
-  return 2 * halves + 4 * subgroups * 16 * BC;
+  const halves = (br + 2 * BC) * (hd + PAD) + subgroups * 16 * (BC + PAD) - PAD;
+  return 2 * halves + 4 * subgroups * 16 * BC + 16;
 }
 
 /** The most subgroups (4, 2 or 1) whose tiles fit these limits, or null when none does or the head dim is not a multiple of 16 up to 128. */

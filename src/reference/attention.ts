@@ -1,7 +1,8 @@
 // CPU reference of shaders/attention.wgsl: the full score matrix per head, softmax in
 // float64, and the textbook backward (dV = P^T dO, dS = P * (dP - rowsum(dO * O)),
 // dQ = scale dS K, dK = scale dS^T Q), same masking rules as the kernels; and of
-// shaders/attention_tensor.wgsl, which rounds q, k, v and P to f16.
+// shaders/attention_tensor.wgsl, which rounds q, k, v and the unnormalised
+// probabilities to f16.
 
 import { roundArrayToF16, roundToF16 } from './matmul_f16.ts';
 
@@ -41,12 +42,14 @@ function resolve(d: AttentionRefDims): Resolved {
   };
 }
 
-// P of one (batch row, query head) as [tq][s] (zero rows where nothing is visible), and lse.
-function probs(d: AttentionRefDims, r: Resolved, q: ArrayLike<number>, k: ArrayLike<number>, b: number, h: number) {
+// The unnormalised probabilities e = exp(score - row max) of one (batch row, query
+// head) as [tq][s] (zero where a key is masked), each row's sum of them, and lse.
+function exps(d: AttentionRefDims, r: Resolved, q: ArrayLike<number>, k: ArrayLike<number>, b: number, h: number) {
   const kh = Math.floor(h / (d.hq / d.hkv));
   const qb = (b * d.hq + h) * d.tq * d.hd;
   const kb = (b * d.hkv + kh) * d.sCap * d.hd;
-  const p: Float64Array[] = [];
+  const e: Float64Array[] = [];
+  const sum = new Float64Array(d.tq);
   const lse = new Float64Array(d.tq);
   for (let i = 0; i < d.tq; i++) {
     const row = new Float64Array(r.s);
@@ -58,46 +61,54 @@ function probs(d: AttentionRefDims, r: Resolved, q: ArrayLike<number>, k: ArrayL
       row[j] = dot * r.scale;
       m = Math.max(m, row[j]);
     }
-    let sum = 0;
     for (let j = 0; j < r.s; j++) {
       row[j] = r.visible(b, i, j) ? Math.exp(row[j] - m) : 0;
-      sum += row[j];
+      sum[i] += row[j];
     }
-    for (let j = 0; j < r.s; j++) row[j] = sum > 0 ? row[j] / sum : 0;
-    lse[i] = sum > 0 ? m + Math.log(sum) : 0;
-    p.push(row);
+    lse[i] = sum[i] > 0 ? m + Math.log(sum[i]) : 0;
+    e.push(row);
   }
+  return { e, sum, lse, qb, kb };
+}
+
+// P of one (batch row, query head) as [tq][s] (zero rows where nothing is visible), and lse.
+function probs(d: AttentionRefDims, r: Resolved, q: ArrayLike<number>, k: ArrayLike<number>, b: number, h: number) {
+  const { e, sum, lse, qb, kb } = exps(d, r, q, k, b, h);
+  const p = e.map((row, i) => row.map((x) => (sum[i] > 0 ? x / sum[i] : 0)));
   return { p, lse, qb, kb };
 }
 
 export function attentionForward(d: AttentionRefDims, q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>) {
-  return forwardWith(d, q, k, v, (p) => p);
+  return forwardWith(d, q, k, v, (x) => x);
 }
 
 /**
  * The tensor-core forward: q, k and v rounded to f16 before the products, the
- * probabilities exp(s - lse) rounded to f16 before they weight v; scores, softmax and
- * sums otherwise exact.
+ * unnormalised probabilities exp(s - row max) rounded to f16 before they weight v,
+ * the sum divided out after (by the exact sum); scores, softmax and sums otherwise
+ * exact. The kernel subtracts a running max that may trail the row's by less than its
+ * rescale threshold, which moves each rounding by at most one f16 step.
  */
 export function attentionForwardF16(d: AttentionRefDims, q: Float32Array, k: Float32Array, v: Float32Array) {
   return forwardWith(d, roundArrayToF16(q), roundArrayToF16(k), roundArrayToF16(v), roundToF16);
 }
 
-/** o and lse with each probability passed through `weight` before it weights v. */
-function forwardWith(d: AttentionRefDims, q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>, weight: (p: number) => number) {
+/** o and lse with each unnormalised probability passed through `weight` before it weights v. */
+function forwardWith(d: AttentionRefDims, q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>, weight: (e: number) => number) {
   const r = resolve(d);
   const o = new Float32Array(d.b * d.hq * d.tq * d.hd);
   const lse = new Float32Array(d.b * d.hq * d.tq);
   for (let b = 0; b < d.b; b++) {
     for (let h = 0; h < d.hq; h++) {
-      const { p, lse: l, qb, kb } = probs(d, r, q, k, b, h);
+      const { e, sum, lse: l, qb, kb } = exps(d, r, q, k, b, h);
       for (let i = 0; i < d.tq; i++) {
         lse[(b * d.hq + h) * d.tq + i] = l[i];
-        const row = p[i].map(weight);
+        if (sum[i] === 0) continue;
+        const row = e[i].map(weight);
         for (let c = 0; c < d.hd; c++) {
           let acc = 0;
           for (let j = 0; j < r.s; j++) acc += row[j] * v[kb + j * d.hd + c];
-          o[qb + i * d.hd + c] = acc;
+          o[qb + i * d.hd + c] = acc / sum[i];
         }
       }
     }
