@@ -1,5 +1,5 @@
 // CPU references for the self-distillation terms of src/algos/distill_loss.ts and
-// src/algos/pcsd.ts, written from the formulas of docs/ALGORITHMS.md section 3 in f64:
+// src/algos/methods/pcsd.ts, written from the formulas of docs/ALGORITHMS.md section 3 in f64:
 // each returns the term's value, its gradient w.r.t. lθ (gates held constant, as sg()
 // makes them) and the logged means.
 
