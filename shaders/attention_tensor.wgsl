@@ -148,6 +148,10 @@ fn accumulate_pv(sg: u32, lo: ptr<function, Band>, hi: ptr<function, Band>) {
   }
 }
 
+// Where the 8 elements of a row-major 16 x 16 block that lane `lane` serves begin: its
+// row lane / 2, the half lane % 2 of the columns.
+fn lane_slice(lane: u32) -> u32 { return (lane / 2u) * 16u + (lane % 2u) * 8u; }
+
 // One accumulator with each row times its lanes' `alpha`, through the subgroup's
 // scratch at `half` (0 or 256: consecutive calls alternate, so a load never races the
 // next store).
@@ -155,7 +159,7 @@ fn rescaled(acc: Result, sg: u32, lane: u32, alpha: f32, half: u32) -> Result {
   let base = sg * SFRAG + half;
   subgroupMatrixStore<row_major>(&scratch, base, acc, 16u);
   workgroupBarrier();
-  let at = base + (lane / 2u) * 16u + (lane % 2u) * 8u;
+  let at = base + lane_slice(lane);
   for (var j = 0u; j < 8u; j++) { scratch[at + j] *= alpha; }
   workgroupBarrier();
   return subgroupMatrixLoad<Result, row_major>(&scratch, base, 16u);
@@ -167,7 +171,7 @@ fn emit(acc: Result, sg: u32, lane: u32, qi: u32, row0: u32, col: u32, inv: f32)
   subgroupMatrixStore<row_major>(&scratch, sg * SFRAG, acc, 16u);
   workgroupBarrier();
   if (qi < p.tq) {
-    let at = sg * SFRAG + (lane / 2u) * 16u + (lane % 2u) * 8u;
+    let at = sg * SFRAG + lane_slice(lane);
     let out = (row0 + qi) * HD + col + (lane % 2u) * 8u;
     for (var j = 0u; j < 8u; j++) { o[out + j] = scratch[at + j] * inv; }
   }
@@ -190,7 +194,6 @@ fn forward_tensor(
   let range = key_range(r0, pad);
   load_q(li, row0 * HD4, r0);
   let qi = r0 + sg * 16u + lane / 2u;          // this lane's query row of the head
-  let pos = p.q_offset + qi;
   let col0 = (lane % 2u) * (BC / 2u);          // and its first column of a tile
   let srow = sg * SFRAG + (lane / 2u) * BC + col0;
   let prow = (sg * 16u + lane / 2u) * LDP + col0;
@@ -206,7 +209,7 @@ fn forward_tensor(
     scores(sg);
     workgroupBarrier();
     // A tile wholly inside the row's keys needs no test a key.
-    let inside = qi < p.tq && pos >= pad && c0 >= pad && c0 + BC <= p.s && (p.causal == 0u || c0 + BC <= pos + 1u);
+    let inside = sees_all(qi, c0, BC, pad);
     var sc: array<f32, 16>;
     var seen = 0u;
     var mx = MASKED;

@@ -35,6 +35,12 @@ fn visible(i: u32, j: u32, pad: u32) -> bool {
   return i < p.tq && j < p.s && j >= pad && pos >= pad && (p.causal == 0u || j <= pos);
 }
 
+// Whether query row i sees every key j0 .. j0 + n - 1: visible() of each, at once.
+fn sees_all(i: u32, j0: u32, n: u32, pad: u32) -> bool {
+  let pos = p.q_offset + i;
+  return i < p.tq && pos >= pad && j0 >= pad && j0 + n <= p.s && (p.causal == 0u || j0 + n <= pos + 1u);
+}
+
 // Keys [start, end) that the query tile at rows r0.. may see; start is tile-aligned.
 fn key_range(r0: u32, pad: u32) -> vec2u {
   let last = min(r0 + BR, p.tq) - 1u + p.q_offset;

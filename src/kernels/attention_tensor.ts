@@ -51,7 +51,7 @@ export function forwardTakesTensorCores(rt: Runtime, d: AttentionDims): boolean 
 
 /**
  * Records o and lse (as attentionForward) on tensor cores: q, k, v and the
- * probabilities rounded to f16, f32 sums. All four buffers bind as vec4 arrays, so
+ * unnormalised probabilities rounded to f16, f32 sums. All four buffers bind as vec4 arrays, so
  * their sizes must be multiples of 16 bytes (the pool's are). Without a pad_left
  * buffer binding 4 gets `q`.
  */
