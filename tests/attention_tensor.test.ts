@@ -113,23 +113,28 @@ describe('tensor-core attention on the GPU', () => {
     { b: 1, hq: 1, hkv: 1, tq: 17, hd: 16 },
   ];
 
+  /** o and lse of the kernel for a case, with o's buffer filled with NaN first so an element the kernel forgets shows. */
+  async function runKernel(c: AttentionCase, d: AttentionDims, q: Float32Array, k: Float32Array, v: Float32Array) {
+    return scopeAsync(async () => {
+      const o = empty([c.b, c.hq, c.tq, c.hd]);
+      const lse = empty([c.b, c.hq, c.tq]);
+      rt.device.queue.writeBuffer(o.buffer, 0, new Float32Array(c.b * c.hq * c.tq * c.hd).fill(Number.NaN));
+      const pad = c.pad ? tensor(Int32Array.from(c.pad), [c.b]) : null;
+      attentionForwardTensor(rt, d, tensor(q, [c.b, c.hq, c.tq, c.hd]).buffer, tensor(k, [c.b, c.hkv, d.sCap, c.hd]).buffer,
+        tensor(v, [c.b, c.hkv, d.sCap, c.hd]).buffer, pad?.buffer ?? null, o.buffer, lse.buffer);
+      return { o: await read(o), lse: await read(lse) };
+    });
+  }
+
   test('o and lse match the f16 reference: grouped-query heads, padding (a row wholly), a cache, full attention, head dims 16-128', onDevice, async () => {
     for (const [n, c] of cases.entries()) {
       const { d, q, k, v } = inputs(c, 700 + 10 * n);
       const want = ref.attentionForwardF16(attentionRefDims(c, d.sCap), q, k, v);
-      await scopeAsync(async () => {
-        const o = empty([c.b, c.hq, c.tq, c.hd]);
-        const lse = empty([c.b, c.hq, c.tq]);
-        // Garbage first shows any element the kernel forgets to write.
-        rt.device.queue.writeBuffer(o.buffer, 0, new Float32Array(c.b * c.hq * c.tq * c.hd).fill(Number.NaN));
-        const pad = c.pad ? tensor(Int32Array.from(c.pad), [c.b]) : null;
-        attentionForwardTensor(rt, d, tensor(q, [c.b, c.hq, c.tq, c.hd]).buffer, tensor(k, [c.b, c.hkv, d.sCap, c.hd]).buffer,
-          tensor(v, [c.b, c.hkv, d.sCap, c.hd]).buffer, pad?.buffer ?? null, o.buffer, lse.buffer);
-        const label = `case ${n} ${JSON.stringify(c)}`;
-        // f32 sums in another order than the reference's, and P rounded from an f32 lse.
-        assertClose(await read(o), want.o, { atol: 2e-3, rtol: 2e-3, label: `${label} o` });
-        assertClose(await read(lse), want.lse, { atol: 1e-4, rtol: 1e-5, label: `${label} lse` });
-      });
+      const got = await runKernel(c, d, q, k, v);
+      const label = `case ${n} ${JSON.stringify(c)}`;
+      // f32 sums in another order than the reference's.
+      assertClose(got.o, want.o, { atol: 2e-3, rtol: 2e-3, label: `${label} o` });
+      assertClose(got.lse, want.lse, { atol: 1e-4, rtol: 1e-5, label: `${label} lse` });
     }
   });
 
@@ -139,15 +144,9 @@ describe('tensor-core attention on the GPU', () => {
     const c: AttentionCase = { b: 2, hq: 4, hkv: 2, tq: 160, hd: 64, pad: [0, 45] };
     const { d, q, k, v } = inputs(c, 1300, 6);
     const want = ref.attentionForwardF16(attentionRefDims(c, d.sCap), q, k, v);
-    await scopeAsync(async () => {
-      const o = empty([c.b, c.hq, c.tq, c.hd]);
-      const lse = empty([c.b, c.hq, c.tq]);
-      const pad = tensor(Int32Array.from(c.pad!), [c.b]);
-      attentionForwardTensor(rt, d, tensor(q, [c.b, c.hq, c.tq, c.hd]).buffer, tensor(k, [c.b, c.hkv, d.sCap, c.hd]).buffer,
-        tensor(v, [c.b, c.hkv, d.sCap, c.hd]).buffer, pad.buffer, o.buffer, lse.buffer);
-      assertClose(await read(o), want.o, { atol: 2e-3, rtol: 2e-3, label: 'o' });
-      assertClose(await read(lse), want.lse, { atol: 1e-3, rtol: 1e-5, label: 'lse' });
-    });
+    const got = await runKernel(c, d, q, k, v);
+    assertClose(got.o, want.o, { atol: 2e-3, rtol: 2e-3, label: 'o' });
+    assertClose(got.lse, want.lse, { atol: 1e-3, rtol: 1e-5, label: 'lse' });
   });
 
   test('the op takes it under noGrad when asked, and the f32 path when gradients follow', onDevice, async () => {
