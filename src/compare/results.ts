@@ -129,7 +129,8 @@ export function resultRows(runs: readonly ArchivedRun[]): ResultRow[] {
 const madeBy = (r: ArchivedRun): { commit: string; command: string }[] => (r.meta.segments?.length ? r.meta.segments : [{ commit: r.meta.commit, command: r.meta.command }]);
 
 const fmt = (m: MeanStd) => (Number.isFinite(m.mean) ? (m.n > 1 ? formatMeanStd(m) : m.mean.toFixed(3)) : '–');
-const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+const plural = (n: number, noun: string) => (n === 1 ? noun : `${noun}s`);
+const count = (n: number, noun: string) => `${n} ${plural(n, noun)}`;
 const pts = (v: number) => `${v >= 0 ? '+' : '−'}${Math.abs(100 * v).toFixed(1)}`;
 
 export function renderResultsTable(rows: readonly ResultRow[]): string {
@@ -178,7 +179,7 @@ export function resultsBlock(env: string, runs: readonly ArchivedRun[], figure: 
   const lines = [
     BEGIN(env),
     '',
-    `${runs.length} archived run${runs.length === 1 ? '' : 's'} (docs/results/${env}/), from commit${commits.length > 1 ? 's' : ''} ${commits.map((c) => `\`${c}\``).join(', ')}, made by:`,
+    `${count(runs.length, 'archived run')} (docs/results/${env}/), from ${plural(commits.length, 'commit')} ${commits.map((c) => `\`${c}\``).join(', ')}, made by:`,
     '',
     ...commands.map((c) => `    ${c}`),
     '',
