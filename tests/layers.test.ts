@@ -24,16 +24,15 @@
 // other may use.
 
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
+import { filesUnder, REPO_ROOT as root } from './support/repo_files.ts';
 
 const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'hf_model', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'device', 'net', 'util'];
 /** What reference/ may import besides itself. */
 const REFERENCE_MAY_IMPORT = ['src/tensor/shape.ts', 'src/tensor/dtype.ts', 'src/tensor/errors.ts'];
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 // Import and export-from statements at the start of a line (multi-line braces
 // included), side-effect imports, and dynamic imports of a string.
@@ -46,16 +45,6 @@ function importsOf(file: string): string[] {
   const text = readFileSync(join(root, file), 'utf8');
   const specs = [STATIC, SIDE_EFFECT, DYNAMIC].flatMap((re) => [...text.matchAll(re)].map((m) => m[1]));
   return specs.filter((s) => s.startsWith('.')).map((s) => relative(root, resolve(root, dirname(file), s)).split(sep).join('/'));
-}
-
-function filesUnder(dir: string): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync(join(root, dir))) {
-    const path = `${dir}/${name}`;
-    if (statSync(join(root, path)).isDirectory()) out.push(...filesUnder(path));
-    else if (name.endsWith('.ts')) out.push(path);
-  }
-  return out;
 }
 
 /** src/ and the top-level envs/ files it reaches, with their imports. */
