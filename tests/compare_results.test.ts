@@ -208,10 +208,11 @@ describe('the comparison table', () => {
     const first = compare('aaa1111');
     assert.equal(first.status, 0, first.stderr + first.stdout);
     assert.ok(!existsSync(join(results, 'grpo-s0')), 'one of two iterations: not archived');
+    assert.match(first.stdout, /stopped grpo-s0 at iteration 1 of 2 \(\d+ s; continue with --resume\)/);
     assert.match(first.stdout, /not started grpo-s1: no time left \(continue with --resume\)/);
     const second = compare('bbb2222');
     assert.equal(second.status, 0, second.stderr + second.stdout);
-    assert.match(second.stdout, /archived grpo-s0/);
+    assert.match(second.stdout, /done grpo-s0 \(\d+ s, 2 of 2 iterations\)\narchived grpo-s0/);
     assert.match(second.stdout, /not started grpo-s1/);
     assert.ok(!existsSync(join(out, 'grpo-s1')), 'a run never started leaves no directory and no segment');
     const [a] = readArchive(results);

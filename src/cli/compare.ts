@@ -112,12 +112,15 @@ export const compareCommand = defineCommand({
         recordSegment(dir, run.name, { from: latest ? checkpointIteration(latest) + 1 : 1, commit, command });
         return late;
       };
+      const progress = (run: CompareRun) => ({
+        done: readMetrics(path.join(dir, run.name, 'metrics.jsonl')).reduce((m, r) => Math.max(m, typeof r.iteration === 'number' ? r.iteration : 0), 0),
+        planned: runConfig(run).iterations,
+      });
       const onExit = (run: CompareRun, code: number) => {
         if (results === undefined || code !== 0) return;
         const cfg = runConfig(run);
         const runDir = path.join(dir, run.name);
-        const done = readMetrics(path.join(runDir, 'metrics.jsonl')).reduce((m, r) => Math.max(m, typeof r.iteration === 'number' ? r.iteration : 0), 0);
-        if (done < cfg.iterations) return;
+        if (progress(run).done < cfg.iterations) return;
         const segments = readSegments(dir, run.name);
         archiveRun(runDir, path.join(results, run.name), {
           method: run.method, seed: run.seed, plannedIterations: cfg.iterations, commit, command, configHash: configHash(cfg), segments,
@@ -127,7 +130,7 @@ export const compareCommand = defineCommand({
       console.log(`compare: ${plan.length} runs (${methods.join(', ')} x seeds ${seeds.join(',')}), ${parallel} at a time, in ${dir}`);
       if (slots) console.log(`compare: each parallel run has its own servers: ${slots.map((s, i) => `slot ${i + 1} ${s.join(', ')}`).join('; ')}`);
       const slotOverrides = slots ? (slot: number) => slotServerOverrides(base, slots![slot]) : undefined;
-      const outcome = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags], runFlags, atLaunch, onExit, slotOverrides }, parallel, (l) => console.log(l));
+      const outcome = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags], runFlags, atLaunch, onExit, progress, slotOverrides }, parallel, (l) => console.log(l));
       const failed = outcome.filter((r) => r.code !== 0);
       if (failed.length) console.log(`${failed.length} of ${plan.length} runs failed: ${failed.map((f) => f.run.name).join(', ')}`);
     }

@@ -41,6 +41,8 @@ export interface ChildCommand {
   atLaunch?: (run: CompareRun) => readonly string[] | null;
   /** Called as each run ends, before the next starts in its slot. */
   onExit?: (run: CompareRun, code: number) => void;
+  /** Iterations a run has completed of those it plans, read as it exits, so the log can say whether it finished or stopped early (a time limit) to be continued. */
+  progress?: (run: CompareRun) => { done: number; planned: number };
   /** Overrides for the runs of one parallel slot (0-based): its own servers. */
   slotOverrides?: (slot: number) => readonly string[];
 }
@@ -113,13 +115,19 @@ export async function runComparison(
         });
       });
       const secs = ((performance.now() - started) / 1000).toFixed(0);
-      log(code === 0 ? `done ${run.name} (${secs} s)` : `FAILED ${run.name} (exit ${code}, ${secs} s): see ${path.join(runDir, 'train.log')}`);
+      log(code === 0 ? exitLine(run, secs, cmd.progress?.(run)) : `FAILED ${run.name} (exit ${code}, ${secs} s): see ${path.join(runDir, 'train.log')}`);
       cmd.onExit?.(run, code);
       results.push({ run, code });
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, plan.length)) }, (_, slot) => worker(slot)));
   return results;
+}
+
+function exitLine(run: CompareRun, secs: string, progress: { done: number; planned: number } | undefined): string {
+  if (!progress) return `done ${run.name} (${secs} s)`;
+  if (progress.done >= progress.planned) return `done ${run.name} (${secs} s, ${progress.done} of ${progress.planned} iterations)`;
+  return `stopped ${run.name} at iteration ${progress.done} of ${progress.planned} (${secs} s; continue with --resume)`;
 }
 
 export interface MethodRow {
