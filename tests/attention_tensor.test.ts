@@ -6,6 +6,7 @@ import type { Runtime } from '../src/gpu/runtime.ts';
 import { attentionForwardTensor, forwardTakesTensorCores, tensorAttentionBytes, tensorAttentionMissing, tensorAttentionSubgroups } from '../src/kernels/attention_tensor.ts';
 import type { AttentionDims } from '../src/kernels/attention.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';
+import { TRAINING_FORWARD } from '../src/gpu/kernel_policy.ts';
 import { noGrad, requireGrad } from '../src/tensor/autograd.ts';
 import { attention } from '../src/tensor/ops/attention.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
@@ -82,21 +83,26 @@ describe('tensor-core attention: fit and selection', () => {
     assert.equal(tensorAttentionSubgroups(limits(65536), 256), null, 'up to 128');
   });
 
-  test('taken only when asked, by forwards no backward follows, past decode widths, where the device can', async () => {
+  test('taken by large forwards no backward follows, past decode widths, where the device can, unless recorded as a training forward', async () => {
     const r = await gpu();
     const d = dims({ b: 1, hq: 2, hkv: 1, tq: 64, hd: 64 });
     const can = tensorAttentionMissing(r, 64) === null;
-    assert.equal(forwardTakesTensorCores(r, d), false, 'off by default');
-    await withPolicy(r, { attention: { tensorForward: true } }, () => {
+    const large = { ...d, b: 64, tq: 512, s: 512, sCap: 512 };
+    assert.equal(forwardTakesTensorCores(r, large), can, 'on by default where the device can');
+    assert.equal(forwardTakesTensorCores(r, d), false, 'under 2^24 scores: the f32 kernels');
+    await withPolicy(r, { attention: { tensorForwardMinScores: 0 } }, () => {
       assert.equal(forwardTakesTensorCores(r, d), can);
       assert.equal(forwardTakesTensorCores(r, { ...d, tq: 8, s: 8, sCap: 8 }), false, 'a decode step');
     });
-    await withPolicy(r, { attention: { tensorForward: true }, tensorCores: { enabled: false } }, () => assert.equal(forwardTakesTensorCores(r, d), false));
+    await withPolicy(r, TRAINING_FORWARD, () => assert.equal(forwardTakesTensorCores(r, large), false, 'recorded as a training forward'));
+    await withPolicy(r, { tensorCores: { enabled: false } }, () => assert.equal(forwardTakesTensorCores(r, large), false));
     if (!can) {
       assert.throws(() => attentionForwardTensor(r, d, empty([64]).buffer, empty([64]).buffer, empty([64]).buffer, null, empty([64]).buffer, empty([64]).buffer),
         /attention: the tensor-core attention needs/);
     }
     assert.equal(gpuOptions({ 'attention-tensor': 'on' }).policy?.attention?.tensorForward, true);
+    assert.equal(gpuOptions({ 'attention-tensor': 'off' }).policy?.attention?.tensorForward, false);
+    assert.equal(gpuOptions({}).policy?.attention && 'tensorForward' in gpuOptions({}).policy!.attention!, false, 'left to the policy when not given');
     assert.throws(() => gpuOptions({ 'attention-tensor': 'yes' }), /--attention-tensor must be on or off, got "yes"/);
   });
 });
@@ -149,12 +155,12 @@ describe('tensor-core attention on the GPU', () => {
     assertClose(got.lse, want.lse, { atol: 1e-3, rtol: 1e-5, label: 'lse' });
   });
 
-  test('the op takes it under noGrad when asked, and the f32 path when gradients follow', onDevice, async () => {
+  test('the op takes it under noGrad, and the f32 path when gradients follow', onDevice, async () => {
     const c: AttentionCase = { b: 2, hq: 4, hkv: 2, tq: 96, hd: 64, pad: [0, 9] };
     const { d, q, k, v } = inputs(c, 900);
     const half = ref.attentionForwardF16(attentionRefDims(c, d.sCap), q, k, v);
     const exact = ref.attentionForward(attentionRefDims(c, d.sCap), q, k, v);
-    await withPolicy(rt, { attention: { tensorForward: true } }, () => scopeAsync(async () => {
+    await withPolicy(rt, { attention: { tensorForward: true, tensorForwardMinScores: 0 } }, () => scopeAsync(async () => {
       const padLeft = tensor(Int32Array.from(c.pad!), [c.b]);
       const qt = requireGrad(tensor(q, [c.b, c.hq, c.tq, c.hd]));
       const kt = tensor(k, [c.b, c.hkv, c.tq, c.hd]);

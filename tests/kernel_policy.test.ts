@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { applyPolicy, kernelPolicy, type KernelPolicyChanges } from '../src/gpu/kernel_policy.ts';
+import { applyPolicy, kernelPolicy, TRAINING_FORWARD, withPolicy, type KernelPolicyChanges } from '../src/gpu/kernel_policy.ts';
 
 describe('kernel policy', () => {
   test('each policy is its own: changing one leaves the defaults and other policies alone', () => {
@@ -24,6 +24,19 @@ describe('kernel policy', () => {
     assert.equal(policy.tensorCores.enabled, false);
     applyPolicy(policy, undo);
     assert.deepEqual(policy, before);
+  });
+
+  test('withPolicy: the changes hold inside its body only, also when the body throws; a body that returns a promise is refused', () => {
+    const policy = kernelPolicy();
+    assert.equal(policy.attention.tensorForward, true, 'on by default');
+    assert.equal(withPolicy(policy, TRAINING_FORWARD, () => policy.attention.tensorForward), false);
+    assert.equal(policy.attention.tensorForward, true);
+    assert.throws(() => withPolicy(policy, TRAINING_FORWARD, () => {
+      throw new Error('boom');
+    }), /boom/);
+    assert.equal(policy.attention.tensorForward, true);
+    assert.throws(() => withPolicy(policy, TRAINING_FORWARD, async () => 1), /withPolicy: the body must record its work synchronously/);
+    assert.equal(policy.attention.tensorForward, true);
   });
 
   test('unknown sections and fields and values of the wrong type are refused, naming them', () => {

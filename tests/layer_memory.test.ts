@@ -10,9 +10,10 @@ import { configFromPreset } from '../src/hf_model/presets.ts';
 import type { CausalLM } from '../src/models/causal_lm.ts';
 import { packLeft, packedLogprobs } from '../src/scoring/score.ts';
 import { backward, noGrad, requireGrad, zeroGrad } from '../src/tensor/autograd.ts';
-import { mean, neg } from '../src/tensor/ops/index.ts';
+import { mean, mul, neg, sum } from '../src/tensor/ops/index.ts';
+import { layerStep } from '../src/models/layer_step.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
-import type { Tensor } from '../src/tensor/tensor.ts';
+import { tensor, type Tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, read } from './support/gpu.ts';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}/`, import.meta.url).pathname;
@@ -69,6 +70,25 @@ describe('layer memory', () => {
     plain.grads.forEach((g, i) => assertClose(ckpt.grads[i], g, { atol: 1e-6, rtol: 1e-5, label: `lora grad ${i}` }));
     assert.ok(plain.grads.some((g) => g.some((v) => v !== 0)));
     for (const p of [...model.parameters(), ...params]) p.dispose();
+  });
+
+  test('a checkpointed layer\'s first forward takes the kernels its recompute takes (TRAINING_FORWARD); a forward without a tape takes the policy\'s', async () => {
+    const rt = await gpu();
+    const seen: boolean[] = [];
+    const layer = (x: Tensor) => {
+      seen.push(rt.policy.attention.tensorForward);
+      return mul(x, x);
+    };
+    await scopeAsync(async () => {
+      const x = requireGrad(tensor(Float32Array.of(1, 2, 3, 4), [4]));
+      backward(sum(layerStep(x, layer, () => [], true)));
+      assert.deepEqual(seen, [false, true], 'the first forward as the recompute: without the tensor-core forward');
+      assert.deepEqual(await read(x.grad!), Float32Array.of(2, 4, 6, 8));
+      seen.length = 0;
+      noGrad(() => layerStep(tensor(Float32Array.of(1, 2), [2]), layer, () => [], true));
+      assert.deepEqual(seen, [true], 'no tape: the policy as it is');
+    });
+    assert.equal(rt.policy.attention.tensorForward, true);
   });
 
   for (const name of ['qwen2-tiny', 'qwen3-tiny', 'qwen35-tiny']) {

@@ -14,6 +14,7 @@ import { AdamW } from '../src/optim/adamw.ts';
 import type { StepSample } from '../src/rollout/sample.ts';
 import { turnSequences } from '../src/rollout/turn_sequences.ts';
 import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateMetrics } from '../src/trainer/update.ts';
+import { runtime } from '../src/gpu/runtime.ts';
 import { assertClose } from './support/gpu.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
 
@@ -84,5 +85,35 @@ describe('policy update aggregation', () => {
     // lold at T = 1 against lθ at T = 2: the ratios move off 1 and so does the pg term.
     const mixed = await update(dir, 1 << 16, 2, 1);
     assert.ok(Math.abs(mixed.metrics.pgLoss + 0.5) > 1e-3, `pg ${mixed.metrics.pgLoss} with lold at T = 1`);
+  });
+
+  test('old log-probs (asTraining) are recorded with the kernels the update takes; other scoring passes with the policy as it is', slow, async () => {
+    const dir = await tinyModel();
+    const rt = runtime();
+    const model = loadModel(dir, { trainable: false });
+    const seen: boolean[] = [];
+    // The policy as each forward is recorded: the attention op chooses its kernel then.
+    const spy = new Proxy(model, {
+      get(target, key) {
+        const value = Reflect.get(target, key);
+        if (key !== 'hidden') return typeof value === 'function' ? value.bind(target) : value;
+        return (...args: unknown[]) => {
+          seen.push(rt.policy.attention.tensorForward);
+          return value.apply(target, args);
+        };
+      },
+    });
+    try {
+      const s = samples();
+      const seqs = turnSequences(s, { merge: true });
+      const batches = splitMicroBatches(seqs, seqs.map((_, i) => i), 9);
+      const old = await responseLogprobs(spy, s, batches, 1, { asTraining: true });
+      const scored = await responseLogprobs(spy, s, batches);
+      assert.deepEqual(seen, [false, false, true, true], 'two micro-batches each');
+      assert.equal(rt.policy.attention.tensorForward, true, 'put back');
+      old.forEach((lp, i) => assertClose(lp, scored[i], { atol: 1e-6, label: `sample ${i}` }));
+    } finally {
+      for (const p of model.parameters()) p.dispose();
+    }
   });
 });

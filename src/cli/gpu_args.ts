@@ -28,7 +28,7 @@ export const gpuArgs = {
   },
   'attention-tensor': {
     type: 'string',
-    description: 'on: forwards that record no gradient (scoring, teacher and reference log-probs, prefill) run attention on f16 tensor cores where the adapter offers them (kernels/attention_tensor.ts); off (default): the --attention path everywhere',
+    description: 'on (default): large forwards that record no gradient (scoring, teacher and reference log-probs, prefill; not the old log-probs) run attention on f16 tensor cores where the adapter offers them (kernels/attention_tensor.ts); off: the --attention path everywhere',
   },
   'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default: where the skinny kernels run, real GPUs), never, always (models/qwen_decode.ts)' },
   'decode-weights': { type: 'string', description: 'what fused decode steps read: f16 (default) copies of the weights packed before each generation, or the f32 weights' },
@@ -79,12 +79,12 @@ export function gpuOptions(args: {
   if (attention !== 'auto' && attention !== 'tiled' && attention !== 'blocked' && attention !== 'uniform') {
     throw new Error(`--attention must be auto, tiled, blocked or uniform, got "${attention}"`);
   }
-  const attentionTensor = args['attention-tensor'] ?? 'off';
-  if (attentionTensor !== 'on' && attentionTensor !== 'off') throw new Error(`--attention-tensor must be on or off, got "${attentionTensor}"`);
+  const attentionTensor = args['attention-tensor'];
+  if (attentionTensor !== undefined && attentionTensor !== 'on' && attentionTensor !== 'off') throw new Error(`--attention-tensor must be on or off, got "${attentionTensor}"`);
   const robustness = args.robustness;
   if (robustness !== undefined && !isRobustness(robustness)) throw new Error(`--robustness must be auto, on or off, got "${robustness}"`);
   const opts: RuntimeOptions = {
-    policy: { attention: { path: attention, tensorForward: attentionTensor === 'on' }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' }, matmul: { tiles }, decode: decodePolicy(args) },
+    policy: { attention: { path: attention, ...(attentionTensor && { tensorForward: attentionTensor === 'on' }) }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' }, matmul: { tiles }, decode: decodePolicy(args) },
   };
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;

@@ -167,13 +167,21 @@ export interface AttentionPolicy {
   /**
    * Forwards that record no gradient (scoring, the teacher's and reference's
    * log-probs, prefill) on tensor cores (kernels/attention_tensor.ts) where the
-   * device has f16 subgroup matrices and tensorCores.enabled; decode steps and
-   * forwards a backward will follow keep the path above. Off: its two-sweep first
-   * form took 1.3-1.4x blocked's time on the H200, and the one-sweep form has yet
-   * to be measured there (docs/PERFORMANCE.md section 5); the teacher passes spend
-   * 43-48% of their GPU time in attention.forward_blocked (section 11.1).
+   * device has f16 subgroup matrices and tensorCores.enabled; decode steps, forwards a
+   * backward will follow, and forwards recorded as a training forward (TRAINING_FORWARD
+   * below) keep the path above. On the H200 (commit 6555842) it took 0.73x blocked's
+   * time at the bundled model's shape (1.87 against 2.54 ms, 16 x 2,048, 4 heads over
+   * 2) and 0.89x at Qwen2.5-0.5B's (0.43 against 0.48 ms, 8 x 512, 14 over 2); the
+   * teacher pass, which spends 43-48% of its GPU time in attention, 0.93x whole and
+   * 0.97x with its shared skills blocks (docs/PERFORMANCE.md section 5).
    */
   tensorForward: boolean;
+  /**
+   * Forwards with fewer score entries (batch x query heads x query rows x keys) keep
+   * the f32 kernels: the smallest shape measured faster on tensor cores is
+   * Qwen2.5-0.5B's above (29M), and at small sizes both take about a launch.
+   */
+  tensorForwardMinScores: number;
 }
 
 /** When reduce_cols cuts R into parts (kernels/reduce.ts; see the shader's header). */
@@ -256,7 +264,7 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto', tensorForward: false },
+    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, stepsPerReadback: 4, weights: 'f16' },
     pacing: { spinMs: 3, napMs: 0.05 },
@@ -271,6 +279,32 @@ export function kernelPolicy(changes: KernelPolicyChanges = {}): KernelPolicy {
   const policy = defaults();
   applyPolicy(policy, changes);
   return policy;
+}
+
+/**
+ * What a forward that keeps no tape changes so that it computes as a training forward
+ * does: the passes whose results are set against the update's (the old log-probs, the
+ * denominator of the policy loss's importance weight; a checkpointed layer's first
+ * forward, whose backward recomputes it with gradients). With f16 probabilities in one
+ * and f32 in the other, the weight of the first mini-batch would be 1 only to about
+ * 1e-3.
+ */
+export const TRAINING_FORWARD: KernelPolicyChanges = { attention: { tensorForward: false } };
+
+/**
+ * Runs `body` with `changes` made to `policy`, then puts back what they replaced. For
+ * work recorded synchronously only: across an await other callers would record under
+ * the changed policy, so a body that returns a promise is refused.
+ */
+export function withPolicy<T>(policy: KernelPolicy, changes: KernelPolicyChanges, body: () => T): T {
+  const undo = applyPolicy(policy, changes);
+  try {
+    const r = body();
+    if (r instanceof Promise) throw new GpuError('withPolicy: the body must record its work synchronously (it returned a promise)');
+    return r;
+  } finally {
+    applyPolicy(policy, undo);
+  }
 }
 
 /** Applies `changes` to `policy` in place (checked as kernelPolicy checks them); returns what they replaced. */

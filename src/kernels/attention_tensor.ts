@@ -42,11 +42,14 @@ export function tensorAttentionMissing(rt: Runtime, hd: number): string | null {
 /**
  * Whether a forward that records no gradient takes the tensor-core kernel: when the
  * policy asks for it (attention.tensorForward, and tensor cores enabled), the device
- * can, and it is no decode step (at most DECODE_MAX_ROWS query rows a head, which the
- * one-workgroup-a-row decode kernel serves).
+ * can, it is no decode step (at most DECODE_MAX_ROWS query rows a head, which the
+ * one-workgroup-a-row decode kernel serves) and it is large enough
+ * (attention.tensorForwardMinScores).
  */
 export function forwardTakesTensorCores(rt: Runtime, d: AttentionDims): boolean {
-  return rt.policy.attention.tensorForward && rt.policy.tensorCores.enabled && d.tq > DECODE_MAX_ROWS && tensorAttentionMissing(rt, d.hd) === null;
+  const p = rt.policy;
+  return p.attention.tensorForward && p.tensorCores.enabled && d.tq > DECODE_MAX_ROWS &&
+    d.b * d.hq * d.tq * d.s >= p.attention.tensorForwardMinScores && tensorAttentionMissing(rt, d.hd) === null;
 }
 
 /**

@@ -8,6 +8,7 @@
 
 import { backward, isGradEnabled, noGrad, record, requireGrad, withGrad } from '../tensor/autograd.ts';
 import { scope } from '../tensor/scope.ts';
+import { TRAINING_FORWARD, withPolicy } from '../gpu/kernel_policy.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
 /**
@@ -25,7 +26,8 @@ export function layerStep(x: Tensor, layer: (x: Tensor) => Tensor, params: () =>
   if (!checkpoint) return layer(x);
   const trained = params().filter((p) => p.requiresGrad);
   if (!x.requiresGrad && !trained.length) return layer(x);
-  const y = noGrad(() => scope(() => layer(x)));
+  // Computed as the recompute will compute it, so the loss sees the output the gradients are of.
+  const y = withPolicy(x.storage.rt.policy, TRAINING_FORWARD, () => noGrad(() => scope(() => layer(x))));
   return record(y, 'checkpoint', [x, ...trained], (gy) => scope(() => {
     // The recompute's input is a leaf over x's storage, so the inner backward leaves dx in its .grad.
     const leaf = requireGrad(x.view(x.shape), x.requiresGrad);

@@ -117,7 +117,8 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
     shown?.finish();
     return value;
   };
-  const old = await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature));
+  // The importance weight's denominator: computed as the update's forward computes, so the weight is 1 before the first step.
+  const old = await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature, { asTraining: true }));
   Object.assign(metrics, rolloutProbsDiff(samples, old));
   await lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;

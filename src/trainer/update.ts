@@ -6,6 +6,7 @@
 // 1/(response tokens of the mini-batch), so the loss is the mini-batch's token mean
 // however the budget cuts it into micro-batches and however turns share sequences.
 
+import { TRAINING_FORWARD, withPolicy } from '../gpu/kernel_policy.ts';
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, packRight, packedLogprobs, spanPositions, type PackedBatch } from '../scoring/score.ts';
@@ -142,10 +143,15 @@ function gatherTokens(mb: MicroBatch, values: Float32Array, into: Float32Array[]
  * Response-token log-probs of every sample under `model` (no gradients), scored in the
  * micro-batches' sequences. Every micro-batch is recorded before anything is read back,
  * in one readback at the end, so the GPU runs while the next micro-batch is encoded.
+ * `asTraining`: with the kernels a training forward takes (TRAINING_FORWARD), for log-probs
+ * the update's are divided by.
  */
-export async function responseLogprobs(model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[], temperature = 1): Promise<Float32Array[]> {
+export async function responseLogprobs(
+  model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[], temperature = 1, { asTraining = false } = {},
+): Promise<Float32Array[]> {
   const out = samples.map(() => new Float32Array(0));
-  const parts = batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions, temperature, prefix: mb.prefix }).logprobs)));
+  const record = () => batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions, temperature, prefix: mb.prefix }).logprobs)));
+  const parts = asTraining ? withPolicy(runtime().policy, TRAINING_FORWARD, record) : record();
   (await readTogether(parts)).forEach((values, k) => gatherTokens(batches[k], values, out));
   return out;
 }
