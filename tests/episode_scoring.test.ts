@@ -141,4 +141,33 @@ describe('an iteration of each kind of method, merged and per turn', () => {
       }
     });
   }
+
+  test('skill_grpo: the reference runs the skill cards its sequences share once, and scores as the policy does (KL 0 from the same weights)', slow, async () => {
+    const dir = await tinyModel();
+    const tokenizer = await loadTokenizer(dir);
+    const reference = loadModel(dir, { trainable: false });
+    const model = loadModel(dir, { trainable: true });
+    const params = model.parameters();
+    try {
+      const plan = runMethod(loadConfig(undefined, ['method=skill_grpo'])).plan(1);
+      assert.equal(plan.skills, 'policy');
+      // Four runs of one task: their sequences begin with the same cards and task.
+      const result = await trainingIteration({
+        rollout: rolloutOptions(new SloppyExpert(tokenizer, HOUSEHOLD), tokenizer, { withSkills: plan.skills, tasks: 1, runs: 4, turns: 2, responseTokens: 64 }),
+        update: {
+          model, optimizer: new AdamW(params, { lr: 1e-4 }), params, lr: 1e-4,
+          loss: { clipLow: 0.2, clipHigh: 0.2, dualClip: 3, klCoef: 0.01, entropyCoef: 0, policyGradient: true },
+          gradClip: 1, miniBatchSize: 1 << 20, microBatchTokens: 8192, temperature: 1, shuffle: (n) => Array.from({ length: n }, (_, i) => i),
+        },
+        mergeTurns: true,
+        reference: { kind: 'model', model: reference },
+        plan,
+      });
+      assert.ok(result.metrics['tokens/reference_shared_prefix'] > 0, `shared ${result.metrics['tokens/reference_shared_prefix']} tokens`);
+      // The only step's loss is taken before the weights move: the policy is the reference there.
+      assert.ok(result.update!.kl < 1e-7, `kl ${result.update!.kl}`);
+    } finally {
+      for (const p of [...params, ...reference.parameters()]) p.dispose();
+    }
+  });
 });

@@ -17,7 +17,7 @@ import type { IterationPlan } from '../algos/plan.ts';
 import type { Phase } from '../report/progress.ts';
 import type { PhaseMemory } from '../gpu/phase_memory.ts';
 import { teacherLogprobs, teacherSequences, type TeacherSource } from './teacher.ts';
-import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
+import { broadcastAdvantages, policyUpdate, responseLogprobs, scoringMicroBatches, splitMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 
 /** Where reference log-probs come from: a frozen copy, the LoRA model with its adapters off, or none (no KL). */
 export type Reference = { kind: 'model'; model: CausalLM } | { kind: 'lora-base' } | { kind: 'none' };
@@ -137,9 +137,12 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   }
   let refLogprobs: Float32Array[] | null = null;
   if (update.loss.klCoef > 0 && reference.kind !== 'none') {
+    // As the teacher's pass does, each prefix the sequences share runs once (the skill cards a Skill-GRPO policy reads).
+    const scoring = scoringMicroBatches(sequences, update.microBatchTokens);
+    metrics['tokens/reference_shared_prefix'] = scoring.sharedTokens;
     refLogprobs = await during('reference', () => reference.kind === 'model'
-      ? responseLogprobs(reference.model, samples, batches, update.temperature)
-      : withoutLora(update.model, () => responseLogprobs(update.model, samples, batches, update.temperature)));
+      ? responseLogprobs(reference.model, samples, scoring.batches, update.temperature)
+      : withoutLora(update.model, () => responseLogprobs(update.model, samples, scoring.batches, update.temperature)));
   }
   await lap('reference');
   let tokenAdvantages = broadcastAdvantages(samples, advantages);
