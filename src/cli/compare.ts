@@ -4,7 +4,7 @@ import { METHODS } from '../config/config_schema.ts';
 import * as fs from 'node:fs';
 import { configHash, loadConfig, type TrainConfig } from '../config/config.ts';
 import { archivedComplete, archiveRun, readSegments, recordSegment, sourceCommit } from '../compare/archive.ts';
-import { comparePlan, runComparison, serverSlots, slotServerOverrides, writeComparison, type CompareRun } from '../compare/compare.ts';
+import { comparePlan, runComparison, serverSlots, slotServerOverrides, writeComparison, type CompareRun, type RunProgress } from '../compare/compare.ts';
 import { checkpointIteration, findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
 import { readMetrics } from '../report/metrics.ts';
 import { checkRunInputs } from '../trainer/train.ts';
@@ -112,15 +112,14 @@ export const compareCommand = defineCommand({
         recordSegment(dir, run.name, { from: latest ? checkpointIteration(latest) + 1 : 1, commit, command });
         return late;
       };
-      const progress = (run: CompareRun) => ({
+      const progress = (run: CompareRun): RunProgress => ({
         done: readMetrics(path.join(dir, run.name, 'metrics.jsonl')).reduce((m, r) => Math.max(m, typeof r.iteration === 'number' ? r.iteration : 0), 0),
         planned: runConfig(run).iterations,
       });
-      const onExit = (run: CompareRun, code: number) => {
-        if (results === undefined || code !== 0) return;
+      const onExit = (run: CompareRun, code: number, ran: RunProgress | undefined) => {
+        if (results === undefined || code !== 0 || !ran || ran.done < ran.planned) return;
         const cfg = runConfig(run);
         const runDir = path.join(dir, run.name);
-        if (progress(run).done < cfg.iterations) return;
         const segments = readSegments(dir, run.name);
         archiveRun(runDir, path.join(results, run.name), {
           method: run.method, seed: run.seed, plannedIterations: cfg.iterations, commit, command, configHash: configHash(cfg), segments,

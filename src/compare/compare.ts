@@ -30,6 +30,11 @@ export function comparePlan(methods: readonly string[], seeds: readonly number[]
   return methods.flatMap((method) => seeds.map((seed) => ({ method, seed, name: `${method}-s${seed}` })));
 }
 
+export interface RunProgress {
+  done: number;
+  planned: number;
+}
+
 export interface ChildCommand {
   /** The executable and the arguments before `train` (this CLI as it was started). */
   argv: readonly string[];
@@ -39,10 +44,10 @@ export interface ChildCommand {
   runFlags?: (run: CompareRun) => readonly string[] | null;
   /** Called as a run is about to start: the flags it gets then (a time limit of what is left), or null to leave it for a later invocation. */
   atLaunch?: (run: CompareRun) => readonly string[] | null;
-  /** Called as each run ends, before the next starts in its slot. */
-  onExit?: (run: CompareRun, code: number) => void;
-  /** Iterations a run has completed of those it plans, read as it exits, so the log can say whether it finished or stopped early (a time limit) to be continued. */
-  progress?: (run: CompareRun) => { done: number; planned: number };
+  /** Iterations a run has completed of those it plans, read once as it exits: the log says whether it finished or stopped early (a time limit) to be continued, and onExit gets it. */
+  progress?: (run: CompareRun) => RunProgress;
+  /** Called as each run ends, before the next starts in its slot, with its progress when `progress` is given. */
+  onExit?: (run: CompareRun, code: number, progress: RunProgress | undefined) => void;
   /** Overrides for the runs of one parallel slot (0-based): its own servers. */
   slotOverrides?: (slot: number) => readonly string[];
 }
@@ -115,8 +120,9 @@ export async function runComparison(
         });
       });
       const secs = ((performance.now() - started) / 1000).toFixed(0);
-      log(code === 0 ? exitLine(run, secs, cmd.progress?.(run)) : `FAILED ${run.name} (exit ${code}, ${secs} s): see ${path.join(runDir, 'train.log')}`);
-      cmd.onExit?.(run, code);
+      const progress = cmd.progress?.(run);
+      log(code === 0 ? exitLine(run, secs, progress) : `FAILED ${run.name} (exit ${code}, ${secs} s): see ${path.join(runDir, 'train.log')}`);
+      cmd.onExit?.(run, code, progress);
       results.push({ run, code });
     }
   };
@@ -124,7 +130,7 @@ export async function runComparison(
   return results;
 }
 
-function exitLine(run: CompareRun, secs: string, progress: { done: number; planned: number } | undefined): string {
+function exitLine(run: CompareRun, secs: string, progress: RunProgress | undefined): string {
   if (!progress) return `done ${run.name} (${secs} s)`;
   if (progress.done >= progress.planned) return `done ${run.name} (${secs} s, ${progress.done} of ${progress.planned} iterations)`;
   return `stopped ${run.name} at iteration ${progress.done} of ${progress.planned} (${secs} s; continue with --resume)`;
