@@ -38,7 +38,9 @@ async function profiled(rt: Runtime, what: string, fn: () => Promise<void>): Pro
   return profileRows(what, await kernelTimes(rt, fn), { wall_ms: +wallMs.toFixed(2) });
 }
 
-export async function benchProfile(rt: Runtime, preset: string, opts: { batch?: number; seq?: number; batches?: number[]; newTokens?: number } = {}): Promise<object[]> {
+export async function benchProfile(
+  rt: Runtime, preset: string, opts: { batch?: number; seq?: number; batches?: number[]; promptTokens?: number; newTokens?: number } = {},
+): Promise<object[]> {
   if (!rt.caps.timestampQuery) return [{ kind: 'profile', skipped: 'this adapter has no timestamp-query feature' }];
   const out: object[] = [];
   const B = opts.batch ?? 8;
@@ -50,14 +52,16 @@ export async function benchProfile(rt: Runtime, preset: string, opts: { batch?: 
     train.dispose();
   }
   const model = benchModel(preset);
-  const engine = new LocalEngine(model, { maxBatch: 64 });
+  const batches = opts.batches ?? [1, 32];
+  const engine = new LocalEngine(model, { maxBatch: Math.max(64, ...batches) });
+  const promptTokens = opts.promptTokens ?? 128;
   const newTokens = opts.newTokens ?? 32;
-  for (const B of opts.batches ?? [1, 32]) {
+  for (const B of batches) {
     const requests = Array.from({ length: B }, (_, b) => ({
-      promptIds: Array.from(randomIds(128, model.config.vocabSize, 1000 + b)),
+      promptIds: Array.from(randomIds(promptTokens, model.config.vocabSize, 1000 + b)),
       params: { maxTokens: newTokens, temperature: 1, topP: 1, topK: 0, ignoreEos: true, seed: b },
     }));
-    out.push(...(await profiled(rt, `generate ${preset} batch ${B}, 128 + ${newTokens} tokens`, async () => void (await engine.generate(requests)))));
+    out.push(...(await profiled(rt, `generate ${preset} batch ${B}, ${promptTokens} + ${newTokens} tokens`, async () => void (await engine.generate(requests)))));
   }
   await engine.close();
   for (const p of model.parameters()) p.dispose();

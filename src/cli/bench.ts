@@ -10,6 +10,7 @@ import { benchQwen35 } from '../bench/qwen35_step.ts';
 import { benchTrainStep } from '../bench/train_step.ts';
 import { destroyRuntime, initRuntime, type Runtime } from '../gpu/runtime.ts';
 import type { PromptHistory } from '../rollout/conversation.ts';
+import { intArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
 type Suite = (rt: Runtime, args: Record<string, unknown>) => Promise<object[]>;
@@ -17,6 +18,15 @@ type Suite = (rt: Runtime, args: Record<string, unknown>) => Promise<object[]>;
 const presetOf = (args: Record<string, unknown>) => (args.preset as string | undefined) ?? 'qwen05b';
 /** A numeric option, or undefined when not given so each suite keeps its own default. */
 const numberOf = (v: unknown) => (v === undefined || v === '' ? undefined : Number(v));
+
+/** A positive integer, or undefined when not given. */
+const countOf = (flag: string, v: unknown) => (v === undefined || v === '' ? undefined : intArg(`--${flag}`, String(v), 1));
+
+/** A comma-separated list of positive integers, or undefined when not given. */
+function listOf(flag: string, v: unknown): number[] | undefined {
+  if (v === undefined || v === '') return undefined;
+  return String(v).split(',').map((item) => intArg(`--${flag}`, item.trim(), 1));
+}
 
 function loraRankOf(v: unknown): number | undefined {
   if (v === undefined) return undefined;
@@ -44,7 +54,10 @@ const suites: Record<string, Suite> = {
   loss: (rt) => benchLoss(rt),
   train: (rt, args) => benchTrainStep(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
   generate: (rt, args) => benchGenerate(rt, presetOf(args)),
-  profile: (rt, args) => benchProfile(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
+  profile: (rt, args) => benchProfile(rt, presetOf(args), {
+    batch: numberOf(args.batch), seq: numberOf(args.seq), batches: listOf('decode-batches', args['decode-batches']),
+    promptTokens: countOf('prompt-tokens', args['prompt-tokens']), newTokens: countOf('new-tokens', args['new-tokens']),
+  }),
   rollout: (rt, args) => benchRollout(rt, {
     model: args.model as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
     maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']),
@@ -69,6 +82,9 @@ export const benchCommand = defineCommand({
     only: { type: 'string', description: `comma-separated suites (${Object.keys(suites).join(', ')}); without it, all but ${[...OPT_IN].join(', ')}` },
     batch: { type: 'string', description: 'batch size for train and profile (default 8) and qwen35 (default 4)' },
     seq: { type: 'string', description: 'sequence length for train and profile (default 512) and qwen35 (default 1024)' },
+    'decode-batches': { type: 'string', description: 'profile: comma-separated rows of the decoding runs (default 1,32)' },
+    'prompt-tokens': { type: 'string', description: 'profile: prompt tokens of each decoding row (default 128)' },
+    'new-tokens': { type: 'string', description: 'profile: tokens each decoding row generates (default 32)' },
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },
     iters: { type: 'string', description: 'qwen35 timed steps (default 3); rl-iteration iterations, the last reported (default 1)' },
     tasks: { type: 'string', description: 'rl-iteration: tasks an iteration (default 16); rollout: tasks (default 8)' },
