@@ -11,15 +11,10 @@
 //   bun dev/teacher_pass.ts [--tasks 16] [--runs 8] [--turns 20] [--reps 3] [--toggles a,b]
 
 import { parseArgs } from 'node:util';
-import { HouseholdEnvironment } from '../envs/household/index.ts';
-import { envPlugin } from '../envs/registry.ts';
+import { householdRollout } from './household_rollout.ts';
 import { kernelTimes } from '../src/bench/profile.ts';
 import { initRuntime } from '../src/gpu/runtime.ts';
 import { tensorAttentionMissing } from '../src/kernels/attention_tensor.ts';
-import { loadModel } from '../src/models/load.ts';
-import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
-import { runRollout } from '../src/rollout/agent_loop.ts';
-import { LocalEngine } from '../src/engines/local_engine.ts';
 import { teacherSequences } from '../src/trainer/teacher.ts';
 import { responseLogprobs, scoringMicroBatches, splitMicroBatches, type MicroBatch } from '../src/trainer/update.ts';
 
@@ -34,15 +29,7 @@ const { values: args } = parseArgs({
 });
 
 const rt = await initRuntime({ toggles: args.toggles.split(',').filter(Boolean) });
-const dir = new URL('../models/household-tiny', import.meta.url).pathname;
-const tokenizer = await loadTokenizer(dir);
-const model = loadModel(dir, { trainable: false });
-const { samples } = await runRollout({
-  env: new HouseholdEnvironment(), spec: envPlugin('household').agent, engine: new LocalEngine(model, { tokenizer }), tokenizer,
-  tasks: Array.from({ length: Number(args.tasks) }, (_, i) => ({ split: 'train' as const, seed: 100 + i })),
-  groupSize: Number(args.runs), maxTurns: Number(args.turns), maxPromptTokens: 1900, maxResponseTokens: 64,
-  sampling: { temperature: 1, seed: 3 }, withSkills: 'teacher',
-});
+const { model, samples } = await householdRollout({ tasks: Number(args.tasks), runs: Number(args.runs), turns: Number(args.turns) });
 const sequences = teacherSequences(samples, false);
 const all = sequences.map((_, i) => i);
 console.log(JSON.stringify({ samples: samples.length, promptTokens: sequences.reduce((n, q) => n + q.ids.length, 0) }));

@@ -151,13 +151,13 @@ describe('an iteration of each kind of method, merged and per turn', () => {
     try {
       const plan = runMethod(loadConfig(undefined, ['method=skill_grpo'])).plan(1);
       assert.equal(plan.skills, 'policy');
-      // Four runs of one task: their sequences begin with the same cards and task.
+      // 16 runs of one task: their sequences begin with the same cards and task, enough rows for the group to pay for its prefix pass.
       const result = await trainingIteration({
-        rollout: rolloutOptions(new SloppyExpert(tokenizer, HOUSEHOLD), tokenizer, { withSkills: plan.skills, tasks: 1, runs: 4, turns: 2, responseTokens: 64 }),
+        rollout: rolloutOptions(new SloppyExpert(tokenizer, HOUSEHOLD), tokenizer, { withSkills: plan.skills, tasks: 1, runs: 16, turns: 2, responseTokens: 64 }),
         update: {
           model, optimizer: new AdamW(params, { lr: 1e-4 }), params, lr: 1e-4,
           loss: { clipLow: 0.2, clipHigh: 0.2, dualClip: 3, klCoef: 0.01, entropyCoef: 0, policyGradient: true },
-          gradClip: 1, miniBatchSize: 1 << 20, microBatchTokens: 8192, temperature: 1, shuffle: (n) => Array.from({ length: n }, (_, i) => i),
+          gradClip: 1, miniBatchSize: 1 << 20, microBatchTokens: 32768, temperature: 1, shuffle: (n) => Array.from({ length: n }, (_, i) => i),
         },
         mergeTurns: true,
         reference: { kind: 'model', model: reference },

@@ -12,7 +12,7 @@ import { HouseholdEnvironment } from '../envs/household/index.ts';
 import type { CausalLM } from '../src/models/causal_lm.ts';
 import { loadCausalLM, loadModel } from '../src/models/load.ts';
 import { packLeft, packRight, packedLogprobs, scoreSequences, scoreTails, spanPositions } from '../src/scoring/score.ts';
-import { sharedPrefixGroups } from '../src/scoring/shared_prefix.ts';
+import { SCORING_COSTS, TOKENS_ONLY, groupsThatPay, sharedPrefixGroups } from '../src/scoring/shared_prefix.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import { LocalEngine } from '../src/engines/local_engine.ts';
@@ -54,7 +54,7 @@ describe('groups of sequences sharing a prefix', () => {
     // Three sequences begin [7, 7, 7, 7]; the second's response starts at 3, so their prefix stops at 2.
     const q = (ids: number[], start: number, sample: number) => ({ ids, turns: [{ sample, start, length: ids.length - start }], responseTokens: ids.length - start });
     const sequences = [q([7, 7, 7, 7, 1, 2], 5, 0), q([7, 7, 7, 7, 3], 3, 1), q([7, 7, 7, 7, 5, 6, 8], 5, 2), q([4, 4], 1, 3)];
-    const shared = scoringMicroBatches(sequences as never, 14, 0);
+    const shared = scoringMicroBatches(sequences as never, 14, TOKENS_ONLY);
     const grouped = shared.batches.filter((mb) => mb.prefix);
     // Rows of 7 and 6 tokens fill 14 two at a time: [2, 0], then [1]; each runs [7, 7].
     assert.deepEqual(grouped.map((mb) => [mb.prefix, mb.sequences]), [[[7, 7], [2, 0]], [[7, 7], [1]]]);
@@ -63,8 +63,53 @@ describe('groups of sequences sharing a prefix', () => {
     // Right-padded after the prefix: [7, 7, 5, 6, 8] and [7, 7, 1, 2, pad]; position t scores token t + 1.
     assert.deepEqual([...grouped[0].packed.ids], [7, 7, 5, 6, 8, 7, 7, 1, 2, 0]);
     assert.deepEqual([...grouped[0].positions], [2, 3, 6]);
-    // With the default overhead, sequences this short are not worth a group.
+    // At the default costs, sequences this short are not worth a group.
     assert.equal(scoringMicroBatches(sequences as never, 14).batches.filter((mb) => mb.prefix).length, 0);
+  });
+});
+
+describe('groups that pay for themselves', () => {
+  // Turns whose first `shared` tokens are alike; the response starts there.
+  const turn = (length: number, shared: number, sample: number) => {
+    const ids = Array.from({ length }, (_, t) => (t < shared ? 1 + (t % 97) : 100 + sample * 7 + t));
+    return { ids, turns: [{ sample, start: shared, length: length - shared }], responseTokens: length - shared };
+  };
+
+  test('a large group with a long common block pays; a small one, or one padded to its longest, is scored whole', () => {
+    // 64 teacher-like prompts of 960 tokens opening with the same 600: two batches (34 and 30 rows) after a 599-token
+    // prefix cost 2 x (3,700 + 5,000 + 599) + 64 x (130 + 361) = 50,022 against 61,440 x (1 + 3,700 / 32,768), about 68,380, whole.
+    const cards = Array.from({ length: 64 }, (_, i) => turn(960, 600, i));
+    const shared = scoringMicroBatches(cards as never, 32768);
+    assert.deepEqual(shared.batches.map((mb) => [mb.prefix?.length, mb.sequences.length]), [[599, 34], [599, 30]]);
+    assert.equal(shared.sharedTokens, 33 * 599 + 29 * 599);
+    // Eight of them save 7 x 599 = 4,193 tokens, less than a group's batch and prefix pass.
+    assert.equal(scoringMicroBatches(cards.slice(0, 8) as never, 32768).sharedTokens, 0);
+    // Without those two costs, eight episodes of 500-1,900 tokens opening with the same 400, padded to 1,900 after
+    // the prefix, cost 399 + 8 x (130 + 1,501) = 13,447 against 9,600 whole.
+    const spread = [500, 700, 900, 1100, 1300, 1500, 1700, 1900].map((n, i) => turn(n, 400, i));
+    const plan = scoringMicroBatches(spread as never, 32768, { ...SCORING_COSTS, batch: 0, prefixPass: 0 });
+    assert.deepEqual(plan.batches.map((mb) => [mb.prefix, mb.sequences.length]), [[undefined, 8]]);
+    // The same lengths padded to none: 399 + 8 x (130 + 801) = 7,847 against 9,600 whole.
+    const even = spread.map((_, i) => turn(1200, 400, i));
+    assert.equal(scoringMicroBatches(even as never, 32768, { ...SCORING_COSTS, batch: 0, prefixPass: 0 }).sharedTokens, 7 * 399);
+  });
+
+  test('each group is judged on the batches its caller cuts, and the others\' members go back alone', () => {
+    const groups = [{ prefix: 4, members: [0, 1] }, { prefix: 4, members: [2, 3] }];
+    const lengths = [10, 10, 6, 20];
+    // Counting tokens only, group 0 runs 4 + 2 x 6 = 16 < 20 and stays; group 1 runs 4 + 2 x 16 = 36 > 26.
+    const one = (members: readonly number[]) => [[...members]];
+    assert.deepEqual(groupsThatPay({ groups, alone: [4] }, [...lengths, 3], 100, one, TOKENS_ONLY), {
+      groups: [{ prefix: 4, members: [0, 1], batches: [[0, 1]] }], alone: [4, 2, 3],
+    });
+    // Cut into single rows, each row runs the prefix itself and neither group saves a token (20 against 20, 26 against 26).
+    const rows = (members: readonly number[]) => members.map((i) => [i]);
+    assert.deepEqual(groupsThatPay({ groups, alone: [] }, lengths, 100, rows, TOKENS_ONLY).alone, [0, 1, 2, 3]);
+    // A prefix pass of 4 tips group 0 (20, not fewer than 20); so do rows of 2 more (4 + 2 x 8).
+    assert.deepEqual(groupsThatPay({ groups, alone: [] }, lengths, 100, one, { ...TOKENS_ONLY, prefixPass: 4 }).groups, []);
+    assert.deepEqual(groupsThatPay({ groups, alone: [] }, lengths, 100, one, { ...TOKENS_ONLY, row: 2 }).groups, []);
+    // A batch of 10 in budgets of 100: 26 against 20 x 1.1 = 22.
+    assert.deepEqual(groupsThatPay({ groups, alone: [] }, lengths, 100, one, { ...TOKENS_ONLY, batch: 10 }).groups, []);
   });
 });
 
@@ -119,7 +164,7 @@ describe('log-probs after a shared prefix', () => {
       // Three share the prefix, one (the last) shares nothing; starts inside and after the prefix.
       const rows = [...seqs, [40, 41, 42, 43, 44]];
       const from = [12, 10, 11, 2];
-      const tails = await scoreTails(model, rows, from, { overhead: 0, maxBatchTokens: 48 });
+      const tails = await scoreTails(model, rows, from, { costs: TOKENS_ONLY, maxBatchTokens: 48 });
       const whole = await scoreSequences(model, rows);
       rows.forEach((r, i) => {
         assert.equal(tails[i].length, r.length - from[i]);
@@ -156,16 +201,20 @@ describe('the teacher pass on household turns', () => {
         maxPromptTokens: 1900, maxResponseTokens: 16, sampling: { temperature: 1, seed: 3 }, withSkills: 'teacher',
       });
       const sequences = teacherSequences(samples, false);
-      const { batches, sharedTokens } = scoringMicroBatches(sequences, 16384);
+      // Eight turns are too few for a group to pay at the default costs; counting tokens only, the skills blocks are shared.
+      const { batches, sharedTokens } = scoringMicroBatches(sequences, 16384, TOKENS_ONLY);
       assert.ok(batches.some((mb) => mb.prefix && mb.prefix.length > 100), `a skills block shared: ${batches.map((mb) => mb.prefix?.length ?? 0)}`);
       const total = sequences.reduce((n, q) => n + q.ids.length, 0);
       assert.ok(sharedTokens > total / 4, `${sharedTokens} of ${total} prompt tokens run once`);
-      const shared = await teacherLogprobs({ kind: 'model', model }, samples, sequences, 16384);
-      assert.equal(shared.sharedTokens, sharedTokens);
+      const shared = await responseLogprobs(model, samples, batches);
+      const teacher = await teacherLogprobs({ kind: 'model', model }, samples, sequences, 16384);
+      assert.equal(teacher.sharedTokens, scoringMicroBatches(sequences, 16384).sharedTokens);
       const whole = await responseLogprobs(model, samples, splitMicroBatches(sequences, sequences.map((_, i) => i), 16384));
       samples.forEach((s, i) => {
-        assert.equal(shared.logprobs[i].length, s.responseIds.length);
-        assertClose(shared.logprobs[i], whole[i], { atol: 1e-4, label: `sample ${i} (${s.trajectoryId} turn ${s.turn})` });
+        assert.equal(shared[i].length, s.responseIds.length);
+        const label = `sample ${i} (${s.trajectoryId} turn ${s.turn})`;
+        assertClose(shared[i], whole[i], { atol: 1e-4, label });
+        assertClose(teacher.logprobs[i], whole[i], { atol: 1e-4, label });
       });
     } finally {
       for (const p of model.parameters()) p.dispose();

@@ -8,7 +8,7 @@ import { isGradEnabled, noGrad } from '../tensor/autograd.ts';
 import { embedding, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import { ShapeError } from '../tensor/errors.ts';
-import { PREFIX_GROUP_OVERHEAD_TOKENS, sharedPrefixGroups } from './shared_prefix.ts';
+import { SCORING_COSTS, groupOverhead, groupsThatPay, sharedPrefixGroups, type ScoringCosts } from './shared_prefix.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
 export interface PackedBatch {
@@ -152,13 +152,17 @@ async function readLogprobs(model: CausalLM, packed: PackedBatch, opts: Paramete
  */
 export async function scoreTails(
   model: CausalLM, seqs: readonly (readonly number[])[], from: readonly number[],
-  opts: { maxBatchTokens?: number; temperature?: number; overhead?: number } = {},
+  opts: { maxBatchTokens?: number; temperature?: number; costs?: ScoringCosts } = {},
 ): Promise<Float32Array[]> {
   if (from.length !== seqs.length) throw new ShapeError(`scoreTails: ${from.length} starts for ${seqs.length} sequences`);
   const budget = opts.maxBatchTokens ?? 8192;
-  const { groups, alone } = sharedPrefixGroups(seqs, seqs.map((_, i) => i), from.map((f) => f - 1), opts.overhead ?? PREFIX_GROUP_OVERHEAD_TOKENS);
+  const costs = opts.costs ?? SCORING_COSTS;
+  const { groups, alone } = groupsThatPay(
+    sharedPrefixGroups(seqs, seqs.map((_, i) => i), from.map((f) => f - 1), groupOverhead(costs)),
+    seqs.map((s) => s.length), budget, (members) => budgetGroups(members, seqs, budget), costs,
+  );
   const batches = [
-    ...groups.flatMap((g) => budgetGroups(g.members, seqs, budget).map((rows) => ({ rows, prefix: g.prefix }))),
+    ...groups.flatMap((g) => g.batches.map((rows) => ({ rows, prefix: g.prefix }))),
     ...budgetGroups(alone, seqs, budget).map((rows) => ({ rows, prefix: 0 })),
   ];
   const results: Float32Array[] = new Array(seqs.length);

@@ -7,18 +7,37 @@
 // The sequences are sorted by their ids, so that those sharing a beginning lie side
 // by side, and the sorted list is cut into runs; a run's prefix is the shortest
 // common beginning of neighbours in it (and no longer than any member allows). The
-// cut maximises the tokens saved, (members - 1) x prefix a run, less `overhead` a run
-// for what a group costs on its own (its prefix's pass, micro-batches that cannot mix
-// groups), by dynamic programming over the sorted order: O(n^2) steps for n sequences
-// (a few million for a household iteration's 2,500).
+// cut maximises the tokens saved, (members - 1) x prefix a run, less what a group costs
+// at least on its own (a prefix pass and a batch), by dynamic programming over the
+// sorted order: O(n^2) steps for n sequences (a few million for a household
+// iteration's 2,500). Saving tokens is not enough: `groupsThatPay` then keeps only the
+// groups whose batches cost less than their members scored whole among the others, in
+// the cost model below.
 
 import { ShapeError } from '../tensor/errors.ts';
 
 /**
- * What a group of sequences sharing a prefix must save to be scored apart, in tokens:
- * about what its own prefix passes and its partly filled last batch cost.
+ * What a scoring pass pays beyond the tokens it runs, in tokens of work: each batch (a
+ * forward's fixed share), each prefix pass (a one-row forward, its cache copied to every
+ * row), and each row after a prefix. Fitted to the bundled model's teacher pass on the
+ * H200 (`dev/teacher_pass.ts` at `6555842`, docs/PERFORMANCE.md section 11.1): scored
+ * whole, its 2.56M tokens took 1,146 ms in 336 batches and 854 in 80, about 1.1 ms a
+ * batch, or 3,700 tokens at the 0.3 µs a token the rest works out to; after shared
+ * prefixes, at about 8, 32 and 128 rows a batch, each batch took 1.8, 2.9 and 6.5 ms
+ * more than its tokens: 1.5 ms (5,000 tokens) and 0.04 ms (130 tokens) a row. A larger
+ * model's token costs more, so there these overstate what a group costs: sharing is
+ * chosen too sparingly rather than too eagerly.
  */
-export const PREFIX_GROUP_OVERHEAD_TOKENS = 512;
+export interface ScoringCosts {
+  batch: number;
+  prefixPass: number;
+  row: number;
+}
+
+export const SCORING_COSTS: ScoringCosts = { batch: 3700, prefixPass: 5000, row: 130 };
+
+/** Costs of nothing but tokens: every group that saves a token is taken (tests). */
+export const TOKENS_ONLY: ScoringCosts = { batch: 0, prefixPass: 0, row: 0 };
 
 export interface PrefixGroup {
   /** Tokens every member begins with, scored once. */
@@ -89,3 +108,36 @@ export function sharedPrefixGroups(
   const grouped = new Set(groups.flatMap((g) => g.members));
   return { groups: groups.reverse(), alone: indices.filter((i) => !grouped.has(i)) };
 }
+
+/**
+ * The groups whose batches cost less than their members scored whole among the other
+ * sequences, where a batch of `rows` each `length` long costs `batch + rows x longest`
+ * and a batch after a prefix `batch + prefixPass + prefix + rows x (row + longest rest)`.
+ * A group's batches pad each row's rest to their longest, so members of very different
+ * lengths can pad more than the prefix saves, and a small group pays a batch and a
+ * prefix pass of its own. Members scored whole join batches of similar lengths, which
+ * pad little: their lengths, and their share of `budget`-token batches, stand for that
+ * cost. `split` cuts a group's members into batches as the caller will; a group kept
+ * comes with them, and the members of one that does not pay go back to `alone`.
+ */
+export function groupsThatPay(
+  { groups, alone }: { groups: readonly PrefixGroup[]; alone: readonly number[] },
+  lengths: readonly number[], budget: number, split: (members: readonly number[]) => number[][], costs: ScoringCosts,
+): { groups: (PrefixGroup & { batches: number[][] })[]; alone: number[] } {
+  const kept: (PrefixGroup & { batches: number[][] })[] = [];
+  const back: number[] = [];
+  for (const g of groups) {
+    const batches = split(g.members);
+    const after = batches.reduce((n, rows) => {
+      const rest = Math.max(...rows.map((i) => lengths[i])) - g.prefix;
+      return n + costs.batch + costs.prefixPass + g.prefix + rows.length * (costs.row + rest);
+    }, 0);
+    const tokens = g.members.reduce((n, i) => n + lengths[i], 0);
+    if (after < tokens * (1 + costs.batch / budget)) kept.push({ ...g, batches });
+    else back.push(...g.members);
+  }
+  return { groups: kept, alone: [...alone, ...back] };
+}
+
+/** What sharedPrefixGroups takes as a group's least cost under `costs`. */
+export const groupOverhead = (costs: ScoringCosts) => costs.batch + costs.prefixPass;

@@ -10,7 +10,7 @@ import { TRAINING_FORWARD, withPolicy } from '../gpu/kernel_policy.ts';
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, packRight, packedLogprobs, spanPositions, type PackedBatch } from '../scoring/score.ts';
-import { PREFIX_GROUP_OVERHEAD_TOKENS, sharedPrefixGroups } from '../scoring/shared_prefix.ts';
+import { SCORING_COSTS, groupOverhead, groupsThatPay, sharedPrefixGroups, type ScoringCosts } from '../scoring/shared_prefix.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import type { AuxLoss } from '../algos/plan.ts';
@@ -71,19 +71,24 @@ export function makeMicroBatch(sequences: readonly TurnSequence[], indices: numb
  * score or train and are left out.
  */
 export function splitMicroBatches(sequences: readonly TurnSequence[], indices: readonly number[], budget: number, prefix = 0): MicroBatch[] {
+  return microBatchRows(sequences, indices, budget).map((rows) => makeMicroBatch(sequences, rows, prefix));
+}
+
+/** The sequences of each of splitMicroBatches' micro-batches. */
+function microBatchRows(sequences: readonly TurnSequence[], indices: readonly number[], budget: number): number[][] {
   const len = (i: number) => sequences[i].ids.length;
   const order = indices.filter((i) => sequences[i].responseTokens > 0).sort((a, b) => len(b) - len(a));
-  const out: MicroBatch[] = [];
+  const out: number[][] = [];
   let cur: number[] = [];
   for (const i of order) {
     const maxLen = Math.max(len(i), ...cur.map(len));
     if (cur.length && maxLen * (cur.length + 1) > budget) {
-      out.push(makeMicroBatch(sequences, cur, prefix));
+      out.push(cur);
       cur = [];
     }
     cur.push(i);
   }
-  if (cur.length) out.push(makeMicroBatch(sequences, cur, prefix));
+  if (cur.length) out.push(cur);
   return out;
 }
 
@@ -94,11 +99,14 @@ export function splitMicroBatches(sequences: readonly TurnSequence[], indices: r
  * without the prefix (the rows' keys and values span it). The position before a turn's
  * first response token scores it, so a prefix ends before the first turn's prompt does.
  */
-export function scoringMicroBatches(sequences: readonly TurnSequence[], budget: number, overhead = PREFIX_GROUP_OVERHEAD_TOKENS): { batches: MicroBatch[]; sharedTokens: number } {
+export function scoringMicroBatches(sequences: readonly TurnSequence[], budget: number, costs: ScoringCosts = SCORING_COSTS): { batches: MicroBatch[]; sharedTokens: number } {
   const scored = sequences.map((_, i) => i).filter((i) => sequences[i].responseTokens > 0);
   const limits = sequences.map((q) => (q.turns.length ? q.turns[0].start - 1 : 0));
-  const { groups, alone } = sharedPrefixGroups(sequences.map((q) => q.ids), scored, limits, overhead);
-  const batches = groups.flatMap((g) => splitMicroBatches(sequences, g.members, budget, g.prefix));
+  const { groups, alone } = groupsThatPay(
+    sharedPrefixGroups(sequences.map((q) => q.ids), scored, limits, groupOverhead(costs)),
+    sequences.map((q) => q.ids.length), budget, (members) => microBatchRows(sequences, members, budget), costs,
+  );
+  const batches = groups.flatMap((g) => g.batches.map((rows) => makeMicroBatch(sequences, rows, g.prefix)));
   batches.push(...splitMicroBatches(sequences, alone, budget));
   // Each micro-batch runs its prefix once.
   const sharedTokens = batches.reduce((n, mb) => n + (mb.prefix ? (mb.sequences.length - 1) * mb.prefix.length : 0), 0);
