@@ -225,7 +225,7 @@ describe('rollouts on a fleet of servers, through the CLI', () => {
     const b = await recordingProxy(direct.url);
     b.refuse = (p, body) => p === '/collective_rpc' && /policy-step-1"/.test(body);
     const r = await cli(smoke('fullfleet', 'rollout.engine=http', `rollout.url=${list([a.url, b.url])}`, 'optim.lr=1e-2',
-      'rollout.tasksPerIteration=2', 'rollout.groupSize=2', 'rollout.maxTurns=2', 'iterations=3', 'validation.every=0', 'rollout.failoverSeconds=2'));
+      'rollout.tasksPerIteration=2', 'rollout.groupSize=2', 'rollout.maxTurns=2', 'iterations=4', 'validation.every=0', 'rollout.failoverSeconds=2'));
     assert.equal(r.code, 0, r.out);
     const at = b.url.replace(/[.]/g, '\\.');
     assert.match(r.out, new RegExp(`server ${at} is out of the pool \\(missed the push of step 1`));
@@ -237,12 +237,14 @@ describe('rollouts on a fleet of servers, through the CLI', () => {
     assert.ok(b.seen.slice(0, refused).some(generation), 'b rolled out before it missed the push');
     assert.deepEqual(b.seen.slice(refused, caughtUp).filter(generation), [], 'b served nothing while it missed step 1');
     assert.ok(readTrajectoryLog(path.join(out, 'fullfleet', 'rollouts', 'iter-2.jsonl')).every((t) => t.server === a.url && t.policyVersion === 1));
-    const third = readTrajectoryLog(path.join(out, 'fullfleet', 'rollouts', 'iter-3.jsonl'));
-    assert.ok(third.some((t) => t.server === b.url), 'b takes episodes again once it has caught up');
-    assert.ok(third.every((t) => t.policyVersion === 2));
+    // b is back before a rollout only if it answers within a second then (ensureCurrent): on a loaded machine that
+    // can be iteration 4's rather than 3's.
+    const later = [3, 4].map((i) => readTrajectoryLog(path.join(out, 'fullfleet', 'rollouts', `iter-${i}.jsonl`)));
+    assert.ok(later.some((episodes) => episodes.some((t) => t.server === b.url)), 'b takes episodes again once it has caught up');
+    later.forEach((episodes, k) => assert.ok(episodes.every((t) => t.policyVersion === k + 2)));
     const rows = readMetrics(path.join(out, 'fullfleet', 'metrics.jsonl'));
     assert.equal(rows[0]['fleet/servers_in_pool'], 1, 'b is out once the push of step 1 failed');
-    assert.equal(rows[2]['fleet/servers_in_pool'], 2);
+    assert.equal(rows[3]['fleet/servers_in_pool'], 2);
   });
 
   test('LoRA on two vLLM-like servers: a server that misses a push serves nothing until it has caught up', slow, async () => {
