@@ -15,7 +15,8 @@ import { parseArgs } from 'node:util';
 import { householdRollout } from './household_rollout.ts';
 import { initRuntime } from '../src/gpu/runtime.ts';
 import { turnSequences, type TurnSequence } from '../src/rollout/turn_sequences.ts';
-import { SCORING_COSTS, sharedPrefixGroups } from '../src/scoring/shared_prefix.ts';
+import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
+import { sharedPrefixGroups } from '../src/scoring/shared_prefix.ts';
 import { teacherSequences } from '../src/trainer/teacher.ts';
 import { scoringMicroBatches, splitMicroBatches, type MicroBatch } from '../src/trainer/update.ts';
 
@@ -30,6 +31,8 @@ const { values: args } = parseArgs({
   },
 });
 const budget = Number(args.budget);
+/** The runtime's default costs (the software GPU's runtime is not needed to count). */
+const COSTS = kernelPolicy().scoring;
 
 async function rolloutSequences(): Promise<Record<string, TurnSequence[]>> {
   if (args.load) return JSON.parse(fs.readFileSync(args.load, 'utf8'));
@@ -48,7 +51,7 @@ function before(sequences: readonly TurnSequence[]): MicroBatch[] {
 }
 
 function summary(batches: MicroBatch[]) {
-  const c = SCORING_COSTS;
+  const c = COSTS;
   const run = batches.reduce((n, mb) => n + (mb.prefix?.length ?? 0) + mb.packed.batch * mb.packed.seq, 0);
   const prefixed = batches.filter((mb) => mb.prefix);
   const cost = run + batches.length * c.batch + prefixed.reduce((n, mb) => n + c.prefixPass + mb.sequences.length * c.row, 0);
@@ -61,7 +64,7 @@ for (const [name, sequences] of Object.entries(await rolloutSequences())) {
     sequences: name, count: sequences.length, tokens: lengths.reduce((a, b) => a + b, 0), shortest: Math.min(...lengths), longest: Math.max(...lengths),
     whole: summary(splitMicroBatches(sequences, sequences.map((_, i) => i), budget)),
     before: summary(before(sequences)),
-    now: summary(scoringMicroBatches(sequences, budget).batches),
+    now: summary(scoringMicroBatches(sequences, budget, COSTS).batches),
   }));
 }
 process.exit(0);

@@ -12,7 +12,8 @@ import { HouseholdEnvironment } from '../envs/household/index.ts';
 import type { CausalLM } from '../src/models/causal_lm.ts';
 import { loadCausalLM, loadModel } from '../src/models/load.ts';
 import { packLeft, packRight, packedLogprobs, scoreSequences, scoreTails, spanPositions } from '../src/scoring/score.ts';
-import { SCORING_COSTS, TOKENS_ONLY, groupsThatPay, sharedPrefixGroups } from '../src/scoring/shared_prefix.ts';
+import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
+import { groupsThatPay, sharedPrefixGroups } from '../src/scoring/shared_prefix.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import { LocalEngine } from '../src/engines/local_engine.ts';
@@ -24,6 +25,9 @@ import { assertClose, gpu } from './support/gpu.ts';
 import { tinyQwen } from './support/tiny_qwen.ts';
 
 const slow = { timeout: 600_000 };
+/** The runtime's default costs, and costs of nothing but tokens: every group that saves a token is taken. */
+const COSTS = kernelPolicy().scoring;
+const TOKENS_ONLY = { batch: 0, prefixPass: 0, row: 0 };
 
 describe('groups of sequences sharing a prefix', () => {
   // Sorted, neighbours share 5, 4, 2, 0 and 3 tokens.
@@ -64,7 +68,7 @@ describe('groups of sequences sharing a prefix', () => {
     assert.deepEqual([...grouped[0].packed.ids], [7, 7, 5, 6, 8, 7, 7, 1, 2, 0]);
     assert.deepEqual([...grouped[0].positions], [2, 3, 6]);
     // At the default costs, sequences this short are not worth a group.
-    assert.equal(scoringMicroBatches(sequences as never, 14).batches.filter((mb) => mb.prefix).length, 0);
+    assert.equal(scoringMicroBatches(sequences as never, 14, COSTS).batches.filter((mb) => mb.prefix).length, 0);
   });
 });
 
@@ -79,19 +83,19 @@ describe('groups that pay for themselves', () => {
     // 64 teacher-like prompts of 960 tokens opening with the same 600: two batches (34 and 30 rows) after a 599-token
     // prefix cost 2 x (3,700 + 5,000 + 599) + 64 x (130 + 361) = 50,022 against 61,440 x (1 + 3,700 / 32,768), about 68,380, whole.
     const cards = Array.from({ length: 64 }, (_, i) => turn(960, 600, i));
-    const shared = scoringMicroBatches(cards as never, 32768);
+    const shared = scoringMicroBatches(cards as never, 32768, COSTS);
     assert.deepEqual(shared.batches.map((mb) => [mb.prefix?.length, mb.sequences.length]), [[599, 34], [599, 30]]);
     assert.equal(shared.sharedTokens, 33 * 599 + 29 * 599);
     // Eight of them save 7 x 599 = 4,193 tokens, less than a group's batch and prefix pass.
-    assert.equal(scoringMicroBatches(cards.slice(0, 8) as never, 32768).sharedTokens, 0);
+    assert.equal(scoringMicroBatches(cards.slice(0, 8) as never, 32768, COSTS).sharedTokens, 0);
     // Without those two costs, eight episodes of 500-1,900 tokens opening with the same 400, padded to 1,900 after
     // the prefix, cost 399 + 8 x (130 + 1,501) = 13,447 against 9,600 whole.
     const spread = [500, 700, 900, 1100, 1300, 1500, 1700, 1900].map((n, i) => turn(n, 400, i));
-    const plan = scoringMicroBatches(spread as never, 32768, { ...SCORING_COSTS, batch: 0, prefixPass: 0 });
+    const plan = scoringMicroBatches(spread as never, 32768, { ...COSTS, batch: 0, prefixPass: 0 });
     assert.deepEqual(plan.batches.map((mb) => [mb.prefix, mb.sequences.length]), [[undefined, 8]]);
     // The same lengths padded to none: 399 + 8 x (130 + 801) = 7,847 against 9,600 whole.
     const even = spread.map((_, i) => turn(1200, 400, i));
-    assert.equal(scoringMicroBatches(even as never, 32768, { ...SCORING_COSTS, batch: 0, prefixPass: 0 }).sharedTokens, 7 * 399);
+    assert.equal(scoringMicroBatches(even as never, 32768, { ...COSTS, batch: 0, prefixPass: 0 }).sharedTokens, 7 * 399);
   });
 
   test('each group is judged on the batches its caller cuts, and the others\' members go back alone', () => {

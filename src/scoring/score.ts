@@ -8,7 +8,9 @@ import { isGradEnabled, noGrad } from '../tensor/autograd.ts';
 import { embedding, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import { ShapeError } from '../tensor/errors.ts';
-import { SCORING_COSTS, groupOverhead, groupsThatPay, sharedPrefixGroups, type ScoringCosts } from './shared_prefix.ts';
+import { groupOverhead, groupsThatPay, sharedPrefixGroups } from './shared_prefix.ts';
+import type { ScoringCosts } from '../gpu/kernel_policy.ts';
+import { runtime } from '../gpu/runtime.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
 export interface PackedBatch {
@@ -156,7 +158,7 @@ export async function scoreTails(
 ): Promise<Float32Array[]> {
   if (from.length !== seqs.length) throw new ShapeError(`scoreTails: ${from.length} starts for ${seqs.length} sequences`);
   const budget = opts.maxBatchTokens ?? 8192;
-  const costs = opts.costs ?? SCORING_COSTS;
+  const costs = opts.costs ?? runtime().policy.scoring;
   const { groups, alone } = groupsThatPay(
     sharedPrefixGroups(seqs, seqs.map((_, i) => i), from.map((f) => f - 1), groupOverhead(costs)),
     seqs.map((s) => s.length), budget, (members) => budgetGroups(members, seqs, budget), costs,

@@ -12,32 +12,10 @@
 // sorted order: O(n^2) steps for n sequences (a few million for a household
 // iteration's 2,500). Saving tokens is not enough: `groupsThatPay` then keeps only the
 // groups whose batches cost less than their members scored whole among the others, in
-// the cost model below.
+// the costs the runtime's policy gives (`scoring`).
 
+import type { ScoringCosts } from '../gpu/kernel_policy.ts';
 import { ShapeError } from '../tensor/errors.ts';
-
-/**
- * What a scoring pass pays beyond the tokens it runs, in tokens of work: each batch (a
- * forward's fixed share), each prefix pass (a one-row forward, its cache copied to every
- * row), and each row after a prefix. Fitted to the bundled model's teacher pass on the
- * H200 (`dev/teacher_pass.ts` at `6555842`, docs/PERFORMANCE.md section 11.1): scored
- * whole, its 2.56M tokens took 1,146 ms in 336 batches and 854 in 80, about 1.1 ms a
- * batch, or 3,700 tokens at the 0.3 µs a token the rest works out to; after shared
- * prefixes, at about 8, 32 and 128 rows a batch, each batch took 1.8, 2.9 and 6.5 ms
- * more than its tokens: 1.5 ms (5,000 tokens) and 0.04 ms (130 tokens) a row. A larger
- * model's token costs more, so there these overstate what a group costs: sharing is
- * chosen too sparingly rather than too eagerly.
- */
-export interface ScoringCosts {
-  batch: number;
-  prefixPass: number;
-  row: number;
-}
-
-export const SCORING_COSTS: ScoringCosts = { batch: 3700, prefixPass: 5000, row: 130 };
-
-/** Costs of nothing but tokens: every group that saves a token is taken (tests). */
-export const TOKENS_ONLY: ScoringCosts = { batch: 0, prefixPass: 0, row: 0 };
 
 export interface PrefixGroup {
   /** Tokens every member begins with, scored once. */

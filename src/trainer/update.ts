@@ -6,11 +6,11 @@
 // 1/(response tokens of the mini-batch), so the loss is the mini-batch's token mean
 // however the budget cuts it into micro-batches and however turns share sequences.
 
-import { TRAINING_FORWARD, withPolicy } from '../gpu/kernel_policy.ts';
+import { TRAINING_FORWARD, withPolicy, type ScoringCosts } from '../gpu/kernel_policy.ts';
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { packLeft, packRight, packedLogprobs, spanPositions, type PackedBatch } from '../scoring/score.ts';
-import { SCORING_COSTS, groupOverhead, groupsThatPay, sharedPrefixGroups, type ScoringCosts } from '../scoring/shared_prefix.ts';
+import { groupOverhead, groupsThatPay, sharedPrefixGroups } from '../scoring/shared_prefix.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import type { AuxLoss } from '../algos/plan.ts';
@@ -99,7 +99,7 @@ function microBatchRows(sequences: readonly TurnSequence[], indices: readonly nu
  * without the prefix (the rows' keys and values span it). The position before a turn's
  * first response token scores it, so a prefix ends before the first turn's prompt does.
  */
-export function scoringMicroBatches(sequences: readonly TurnSequence[], budget: number, costs: ScoringCosts = SCORING_COSTS): { batches: MicroBatch[]; sharedTokens: number } {
+export function scoringMicroBatches(sequences: readonly TurnSequence[], budget: number, costs: ScoringCosts = runtime().policy.scoring): { batches: MicroBatch[]; sharedTokens: number } {
   const scored = sequences.map((_, i) => i).filter((i) => sequences[i].responseTokens > 0);
   const limits = sequences.map((q) => (q.turns.length ? q.turns[0].start - 1 : 0));
   const { groups, alone } = groupsThatPay(
