@@ -22,6 +22,8 @@ describe('rollout bench', () => {
     // Every batch of more than one chunk records its second while its first runs.
     assert.ok(r.overlapped_chunk_share > 0 && r.overlapped_chunk_share < 1, `overlapped share ${r.overlapped_chunk_share}`);
     assert.ok(r.readback_wait_ms_per_decode_step >= 0);
+    // The two episodes' first prompts are one: prefilled once, so less than all of the prompt tokens are.
+    assert.ok(r.prefilled_prompt_share > 0.25 && r.prefilled_prompt_share < 1, `prefilled share ${r.prefilled_prompt_share}`);
     // A readback per chunk of decode steps: at most ceil(24 / stepsPerReadback) a batch, at least one.
     assert.ok(r.readbacks >= r.batches && r.readbacks <= r.batches * Math.ceil(24 / rt.policy.decode.stepsPerReadback), `${r.readbacks} readbacks for ${r.batches} batches`);
     assert.ok(r.dispatches_per_token > 0 && r.submits_per_token > 0);

@@ -210,6 +210,30 @@ describe('LocalEngine', () => {
     assert.throws(() => new LocalEngine(model, { compactBelow: 1 }), /compactBelow must be in \[0, 1\), got 1/);
   });
 
+  test('rows asking the same prompt are prefilled once: each row\'s tokens and log-probs as alone (qwen3, qwen3.5)', slow, async () => {
+    const qwen35 = loadCausalLM(fixture('qwen35-tiny'), { trainable: false });
+    try {
+      for (const [name, m] of [['qwen3-tiny', model], ['qwen35-tiny', qwen35]] as const) {
+        // Three samples of one prompt, two of another of the same length, one of a third; sorted by length they interleave.
+        const other = [...prompt.slice(1), 9];
+        const prompts = [prompt, other, prompt, [7, 3, 250], other, prompt];
+        const requests = prompts.map((p, i) => req(p, { maxTokens: 6, temperature: 1, topK: 50, seed: 40 + i }));
+        const shared = new LocalEngine(m);
+        const together = await shared.generate(requests);
+        const alone = await new LocalEngine(m, { maxBatch: 1 }).generate(requests);
+        together.forEach((r, i) => {
+          assert.deepEqual(r.tokenIds, alone[i].tokenIds, `${name} request ${i}`);
+          assertClose(r.logprobs, alone[i].logprobs, { atol: 1e-4, label: `${name} request ${i} log-probs` });
+        });
+        assert.notDeepEqual(together[0].tokenIds, together[2].tokenIds, `${name}: the samples of one prompt differ`);
+        assert.equal(shared.usage.promptTokens, prompts.reduce((n, p) => n + p.length, 0));
+        assert.equal(shared.usage.prefilledTokens, prompt.length + other.length + 3);
+      }
+    } finally {
+      for (const t of qwen35.parameters()) t.dispose();
+    }
+  });
+
   test('long prompt batches are prefilled in chunks of positions: the same tokens and log-probs as one prefill', slow, async () => {
     const qwen35 = loadCausalLM(fixture('qwen35-tiny'), { trainable: false });
     try {

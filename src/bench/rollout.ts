@@ -57,7 +57,10 @@ export async function benchRollout(rt: Runtime, opts: RolloutBenchOptions = {}):
       // Near 1 with waits near 0: the host's recording is the bound, the GPU kept busy.
       overlapped_chunk_share: +((u.overlappedChunks - before.overlappedChunks) / Math.max(u.chunks - before.chunks, 1)).toFixed(3),
       readback_wait_ms_per_decode_step: +((u.readbackWaitMs - before.readbackWaitMs) / Math.max(decodeSteps, 1)).toFixed(3),
-      prompt_tokens: stats.promptTokens, generated_tokens: stats.tokensGenerated, ...perToken,
+      prompt_tokens: stats.promptTokens, generated_tokens: stats.tokensGenerated,
+      // A prompt several rows of a batch ask (an episode group's first turn) is prefilled once.
+      prefilled_prompt_share: +((u.prefilledTokens - before.prefilledTokens) / Math.max(u.promptTokens - before.promptTokens, 1)).toFixed(3),
+      ...perToken,
     });
     if (rt.caps.timestampQuery) rows.push(...profileRows(`rollout ${dir}`, await kernelTimes(rt, () => rollout(tasks))));
   } finally {

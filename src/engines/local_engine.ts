@@ -2,24 +2,26 @@
 // (Qwen2/Qwen3, Qwen3.5).
 //
 // A request list is sorted by prompt length and cut into batches of at most maxBatch
-// rows. Each batch is left-padded into one prefill, then decodes one token per step for
-// all rows at once, in chunks of steps between readbacks (rt.policy.decode
-// stepsPerReadback): each step samples on the GPU (the sampleStep op), which also
-// counts each row's tokens, checks its stop ids and token limit, and marks it done, so
-// a finished row stops sampling and writing at once while the others go on; the ids and
-// positions of a step stay on the GPU as the next step's input. One readback per chunk
-// brings the chunk's ids and log-probs back, and the host records the next chunk before
-// awaiting it, so the GPU runs one chunk while the host records the next: the GPU's
-// rows carry their own progress from chunk to chunk, and the host's view lags by the
-// chunk in flight. The host accepts a chunk's tokens in order and applies stop strings
-// (rare, so checked here: a row they end stops on the GPU from the next chunk recorded,
-// its later tokens dropped). Once at most half the rows are still generating, the
-// finished ones leave the batch: the cache and the GPU's rows are cut to the live rows
-// on the GPU, behind the chunk in flight, so a few long answers do not cost a full
-// batch each step. The draw for a request's t-th token uses the uniform hash(seed, t)
-// (computed on the GPU, bit for bit as util/random.ts uniformAt), so a seed reproduces
-// its tokens whatever else shares the batch. A caller can follow each request's tokens
-// as they are accepted (onToken, a chunk at a time), which is how the server streams.
+// rows. Each batch is left-padded into one prefill (of its distinct prompts: rows
+// asking the same prompt, a group's samples of it, copy its cache row and logits),
+// then decodes one token per step for all rows at once, in chunks of steps between
+// readbacks (rt.policy.decode stepsPerReadback): each step samples on the GPU (the
+// sampleStep op), which also counts each row's tokens, checks its stop ids and token
+// limit, and marks it done, so a finished row stops sampling and writing at once while
+// the others go on; the ids and positions of a step stay on the GPU as the next step's
+// input. One readback per chunk brings the chunk's ids and log-probs back, and the
+// host records the next chunk before awaiting it, so the GPU runs one chunk while the
+// host records the next: the GPU's rows carry their own progress from chunk to chunk,
+// and the host's view lags by the chunk in flight. The host accepts a chunk's tokens
+// in order and applies stop strings (rare, so checked here: a row they end stops on
+// the GPU from the next chunk recorded, its later tokens dropped). Once at most half
+// the rows are still generating, the finished ones leave the batch: the cache and the
+// GPU's rows are cut to the live rows on the GPU, behind the chunk in flight, so a few
+// long answers do not cost a full batch each step. The draw for a request's t-th token
+// uses the uniform hash(seed, t) (computed on the GPU, bit for bit as util/random.ts
+// uniformAt), so a seed reproduces its tokens whatever else shares the batch. A caller
+// can follow each request's tokens as they are accepted (onToken, a chunk at a time),
+// which is how the server streams.
 
 import type { CausalLM, ModelCache } from '../models/causal_lm.ts';
 import { lastLogits } from '../scoring/generate.ts';
@@ -32,6 +34,7 @@ import { noGrad } from '../tensor/autograd.ts';
 import { decodeRows, disposeDecodeRows, finishDecodeRows, readSteps, sampleStep, takeDecodeRows, type DecodeRowState, type DecodeRows, type SampledTokens } from '../tensor/ops/sampling.ts';
 import { keep, scope } from '../tensor/scope.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
+import { takeRows } from '../tensor/ops/create.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
 import { EngineRequestError } from './errors.ts';
 import { promptTokenStats, type PromptTokenStats } from './prompt_logprobs.ts';
@@ -108,6 +111,9 @@ export interface LocalEngineUsage {
   overlappedChunks: number;
   /** Time the host spent awaiting chunks' readbacks: what is left of the GPU's time after the host's recording. */
   readbackWaitMs: number;
+  /** Prompt tokens of every row, and of those, the ones prefilled (a prompt several rows ask is prefilled once). */
+  promptTokens: number;
+  prefilledTokens: number;
 }
 
 /** A chunk of steps recorded and submitted: the rows it stepped, in order, and its readback. */
@@ -141,7 +147,7 @@ export class LocalEngine implements Engine, WeightSync {
   get contextLength(): number {
     return this.models.config.maxPositions;
   }
-  readonly usage: LocalEngineUsage = { batches: 0, decodeSteps: 0, rowSteps: 0, liveRowSteps: 0, chunks: 0, overlappedChunks: 0, readbackWaitMs: 0 };
+  readonly usage: LocalEngineUsage = { batches: 0, decodeSteps: 0, rowSteps: 0, liveRowSteps: 0, chunks: 0, overlappedChunks: 0, readbackWaitMs: 0, promptTokens: 0, prefilledTokens: 0 };
   readonly models: ServedModels;
   readonly tokenizer: Tokenizer | null;
   readonly maxBatch: number;
@@ -238,10 +244,16 @@ export class LocalEngine implements Engine, WeightSync {
     const P = Math.max(...rows.map((r) => r.req.promptIds.length));
     const steps = Math.max(...rows.map((r) => r.req.params.maxTokens));
     const padLeft = Int32Array.from(rows, (r) => P - r.req.promptIds.length);
-    const prompt = new Int32Array(rows.length * P);
-    rows.forEach((r, b) => prompt.set(r.req.promptIds, b * P + padLeft[b]));
+    // Rows asking the same prompt (a group's samples of it, n > 1) are prefilled once:
+    // the prefill runs the distinct prompts, then every row's cache row is copied from
+    // its prompt's.
+    const { distinct, copyFrom } = distinctPrompts(rows);
+    const prompt = new Int32Array(distinct.length * P);
+    distinct.forEach((b, u) => prompt.set(rows[b].req.promptIds, u * P + padLeft[b]));
     const perReadback = model.lmHead().storage.rt.policy.decode.stepsPerReadback;
-    let cache = model.newCache(rows.length, P + steps - 1, padLeft);
+    let cache = model.newCache(distinct.length, P + steps - 1, Int32Array.from(distinct, (b) => padLeft[b]));
+    this.usage.promptTokens += rows.reduce((n, r) => n + r.req.promptIds.length, 0);
+    this.usage.prefilledTokens += distinct.reduce((n, b) => n + rows[b].req.promptIds.length, 0);
     // The rows the cache and `gpu` hold, in their order.
     let batch = rows;
     let gpu: DecodeRows | null = null;
@@ -277,7 +289,7 @@ export class LocalEngine implements Engine, WeightSync {
             batch = live.map((b) => batch[b]);
           }
           const n = Math.min(perReadback, steps - t, this.chunkEnd(batch, ahead));
-          this.recordChunk(model, half, gpu, pad!, cache, t === 0 ? prompt : null, n);
+          cache = this.recordChunk(model, half, gpu, pad!, cache, t === 0 ? { prompt, copyFrom } : null, n);
           t += n;
           // Its copy out of the record is recorded now, before the next chunk writes it.
           next = { batch, steps: n, read: readSteps(gpu, n) };
@@ -307,27 +319,42 @@ export class LocalEngine implements Engine, WeightSync {
   }
 
   /**
-   * Records `steps` steps on `gpu`'s rows, the first of them the batch's prefill of
-   * `prompt` where one is given; each step reads the ids and positions the one before
-   * left on the GPU.
+   * Records `steps` steps on `gpu`'s rows, the first of them the batch's prefill where
+   * one is given: its distinct prompts, each row then taking its cache row and logits
+   * from row `copyFrom[b]` of them. Each step reads the ids and positions the one before
+   * left on the GPU. Returns the cache the next chunk continues (the prefill's, widened
+   * to every row where prompts repeat).
    */
-  private recordChunk(model: CausalLM, half: HalfWeights | null, gpu: DecodeRows, pad: Tensor, cache: ModelCache, prompt: Int32Array | null, steps: number): void {
+  private recordChunk(
+    model: CausalLM, half: HalfWeights | null, gpu: DecodeRows, pad: Tensor, cache: ModelCache,
+    prefill: { prompt: Int32Array; copyFrom: number[] | null } | null, steps: number,
+  ): ModelCache {
     const B = gpu.count;
     const onGpu = { positions: gpu.positions, pad };
     const head = half && headOnSkinny(model, B) ? half.head : undefined;
     for (let j = 0; j < steps; j++) {
-      const prefill = j === 0 ? prompt : null;
+      const first = j === 0 ? prefill : null;
       scope(() =>
         noGrad(() => {
-          const hidden = prefill
-            ? this.prefill(model, prefill, B, prefill.length / B, cache)
-            : model.hiddenCached({ ids: gpu.ids, batch: B, seq: 1, halfWeights: half?.weights, onGpu }, cache);
-          sampleStep(lastLogits(model, hidden, head), gpu, j);
+          if (!first) {
+            sampleStep(lastLogits(model, model.hiddenCached({ ids: gpu.ids, batch: B, seq: 1, halfWeights: half?.weights, onGpu }, cache), head), gpu, j);
+            return;
+          }
+          const hidden = this.prefill(model, first.prompt, cache.batch, first.prompt.length / cache.batch, cache);
+          const logits = lastLogits(model, hidden, head);
+          if (first.copyFrom) {
+            // Recorded before the narrow cache is given back, so the copies read it first.
+            const wide = cache.takeRows(first.copyFrom);
+            cache.dispose();
+            cache = wide;
+          }
+          sampleStep(first.copyFrom ? takeRows(logits, first.copyFrom) : logits, gpu, j);
         }),
       );
-      if (!prefill) this.usage.decodeSteps++;
+      if (!first) this.usage.decodeSteps++;
       this.usage.rowSteps += B;
     }
+    return cache;
   }
 
   /**
@@ -470,4 +497,24 @@ export class LocalEngine implements Engine, WeightSync {
   close(): Promise<void> {
     return this.serial(async () => this.models.dispose());
   }
+}
+
+/**
+ * The rows of a batch whose prompts differ, the first row of each prompt, and for every
+ * row the index among them of the row holding its prompt (null when none repeats).
+ */
+function distinctPrompts(rows: readonly { req: GenerationRequest }[]): { distinct: number[]; copyFrom: number[] | null } {
+  const seen = new Map<string, number>();
+  const distinct: number[] = [];
+  const copyFrom = rows.map((r, b) => {
+    const key = r.req.promptIds.join(',');
+    let u = seen.get(key);
+    if (u === undefined) {
+      u = distinct.length;
+      seen.set(key, u);
+      distinct.push(b);
+    }
+    return u;
+  });
+  return { distinct, copyFrom: distinct.length < rows.length ? copyFrom : null };
 }
