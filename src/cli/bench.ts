@@ -20,19 +20,12 @@ const presetOf = (args: Record<string, unknown>) => (args.preset as string | und
 const numberOf = (v: unknown) => (v === undefined || v === '' ? undefined : Number(v));
 
 /** A positive integer, or undefined when not given. */
-const countOf = (flag: string, v: unknown) => (v === undefined || v === '' ? undefined : intArg(`--${flag}`, String(v), 1));
+const countOf = (flag: string, v: unknown) => (v === undefined ? undefined : intArg(`--${flag}`, String(v), 1));
 
 /** A comma-separated list of positive integers, or undefined when not given. */
 function listOf(flag: string, v: unknown): number[] | undefined {
-  if (v === undefined || v === '') return undefined;
-  return String(v).split(',').map((item) => intArg(`--${flag}`, item.trim(), 1));
-}
-
-function loraRankOf(v: unknown): number | undefined {
   if (v === undefined) return undefined;
-  const r = Number(v);
-  if (!Number.isInteger(r) || r < 1) throw new Error(`bench: --lora must be a positive integer rank, got ${v}`);
-  return r;
+  return String(v).split(',').map((item) => intArg(`--${flag}`, item.trim(), 1));
 }
 
 function historyOf(v: unknown): PromptHistory | undefined {
@@ -66,7 +59,7 @@ const suites: Record<string, Suite> = {
     preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
     maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']), iterations: numberOf(args.iters),
     gpuMemory: numberOf(args['gpu-memory']), history: historyOf(args.history), mergeTurns: switchOf('merge-turns', args['merge-turns']),
-    lora: loraRankOf(args.lora),
+    lora: countOf('lora', args.lora),
   }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),

@@ -341,14 +341,15 @@ export class LocalEngine implements Engine, WeightSync {
             return;
           }
           const hidden = this.prefill(model, first.prompt, cache.batch, first.prompt.length / cache.batch, cache);
-          const logits = lastLogits(model, hidden, head);
+          let logits = lastLogits(model, hidden, head);
           if (first.copyFrom) {
             // Recorded before the narrow cache is given back, so the copies read it first.
             const wide = cache.takeRows(first.copyFrom);
             cache.dispose();
             cache = wide;
+            logits = takeRows(logits, first.copyFrom);
           }
-          sampleStep(first.copyFrom ? takeRows(logits, first.copyFrom) : logits, gpu, j);
+          sampleStep(logits, gpu, j);
         }),
       );
       if (!first) this.usage.decodeSteps++;

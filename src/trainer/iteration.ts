@@ -137,7 +137,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   }
   let refLogprobs: Float32Array[] | null = null;
   if (update.loss.klCoef > 0 && reference.kind !== 'none') {
-    // As the teacher's pass does, each prefix the sequences share runs once (the skill cards a Skill-GRPO policy reads).
+    // As the teacher's pass does, a prefix the sequences share runs once where that pays (the skill cards a Skill-GRPO policy reads).
     const scoring = scoringMicroBatches(sequences, update.microBatchTokens);
     metrics['tokens/reference_shared_prefix'] = scoring.sharedTokens;
     refLogprobs = await during('reference', () => reference.kind === 'model'

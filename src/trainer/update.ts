@@ -94,7 +94,8 @@ function microBatchRows(sequences: readonly TurnSequence[], indices: readonly nu
 
 /**
  * splitMicroBatches for a scoring pass, where sequences that begin alike
- * (scoring/shared_prefix.ts) share micro-batches that run their common prefix once. A
+ * (scoring/shared_prefix.ts) share micro-batches that run their common prefix once,
+ * wherever that costs less than scoring them whole (`costs`, groupsThatPay). A
  * micro-batch's budget still counts every row's whole length, so it holds no more than
  * without the prefix (the rows' keys and values span it). The position before a turn's
  * first response token scores it, so a prefix ends before the first turn's prompt does.
