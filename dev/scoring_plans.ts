@@ -51,10 +51,9 @@ function before(sequences: readonly TurnSequence[]): MicroBatch[] {
 }
 
 function summary(batches: MicroBatch[]) {
-  const c = COSTS;
   const run = batches.reduce((n, mb) => n + (mb.prefix?.length ?? 0) + mb.packed.batch * mb.packed.seq, 0);
   const prefixed = batches.filter((mb) => mb.prefix);
-  const cost = run + batches.length * c.batch + prefixed.reduce((n, mb) => n + c.prefixPass + mb.sequences.length * c.row, 0);
+  const cost = run + batches.length * COSTS.batch + prefixed.reduce((n, mb) => n + COSTS.prefixPass + mb.sequences.length * COSTS.row, 0);
   return { microBatches: batches.length, prefixed: prefixed.length, tokensRun: run, modelCost: cost };
 }
 
