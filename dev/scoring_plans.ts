@@ -1,12 +1,11 @@
-// How a scoring pass would batch a rollout's sequences on the bundled model's household
-// turns, three ways: whole sequences (the old log-probs' micro-batches), every group of
-// shared prefixes the cut finds at a small per-group overhead (512 tokens, the rule
-// before groups had to pay for their batches), and scoringMicroBatches (only groups
-// that pay, scoring/shared_prefix.ts). For each, micro-batches, those after a prefix,
-// tokens run (rows padded, a prefix once a micro-batch) and the cost model's total; for
-// the policy's sequences (the reference's pass) and the teacher's. Counts only: no GPU
-// time is measured, so it runs anywhere; `--dump` keeps the sequences and `--load`
-// reads them back instead of running the rollout (minutes on the software GPU).
+// How a pass would batch a rollout's sequences on the bundled model's household turns,
+// two ways: whole sequences, and sharedPrefixMicroBatches (prefixes run once where that
+// pays, scoring/shared_prefix.ts). For each, micro-batches, those after prefixes, the
+// prefixes they run, tokens run (prefixes and rows padded) and the cost model's total;
+// for the policy's sequences (the old log-probs', the reference's and the update's
+// passes) and the teacher's. Counts only: no GPU time is measured, so it runs anywhere;
+// `--dump` keeps the sequences and `--load` reads them back instead of running the
+// rollout (minutes on the software GPU).
 //
 //   bun dev/scoring_plans.ts [--tasks 4] [--runs 8] [--turns 20] [--budget 32768] [--dump F | --load F]
 
@@ -16,9 +15,8 @@ import { householdRollout } from './household_rollout.ts';
 import { initRuntime } from '../src/gpu/runtime.ts';
 import { turnSequences, type TurnSequence } from '../src/rollout/turn_sequences.ts';
 import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
-import { sharedPrefixGroups } from '../src/scoring/shared_prefix.ts';
 import { teacherSequences } from '../src/trainer/teacher.ts';
-import { scoringMicroBatches, splitMicroBatches, type MicroBatch } from '../src/trainer/update.ts';
+import { sharedPrefixMicroBatches, splitMicroBatches, type MicroBatch } from '../src/trainer/update.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -43,18 +41,13 @@ async function rolloutSequences(): Promise<Record<string, TurnSequence[]>> {
   return out;
 }
 
-function before(sequences: readonly TurnSequence[]): MicroBatch[] {
-  const scored = sequences.map((_, i) => i).filter((i) => sequences[i].responseTokens > 0);
-  const limits = sequences.map((q) => (q.turns.length ? q.turns[0].start - 1 : 0));
-  const { groups, alone } = sharedPrefixGroups(sequences.map((q) => q.ids), scored, limits, 512);
-  return [...groups.flatMap((g) => splitMicroBatches(sequences, g.members, budget, g.prefix)), ...splitMicroBatches(sequences, alone, budget)];
-}
-
 function summary(batches: MicroBatch[]) {
-  const run = batches.reduce((n, mb) => n + (mb.prefix?.length ?? 0) + mb.packed.batch * mb.packed.seq, 0);
-  const prefixed = batches.filter((mb) => mb.prefix);
-  const cost = run + batches.length * COSTS.batch + prefixed.reduce((n, mb) => n + COSTS.prefixPass + mb.sequences.length * COSTS.row, 0);
-  return { microBatches: batches.length, prefixed: prefixed.length, tokensRun: run, modelCost: cost };
+  const run = batches.reduce((n, mb) => n + (mb.prefixes ? mb.prefixes.batch * mb.prefixes.seq : 0) + mb.packed.batch * mb.packed.seq, 0);
+  const prefixed = batches.filter((mb) => mb.prefixes);
+  return {
+    microBatches: batches.length, prefixed: prefixed.length, prefixes: prefixed.reduce((n, mb) => n + mb.prefixes!.batch, 0),
+    tokensRun: run, modelCost: run + batches.length * COSTS.batch,
+  };
 }
 
 for (const [name, sequences] of Object.entries(await rolloutSequences())) {
@@ -62,8 +55,7 @@ for (const [name, sequences] of Object.entries(await rolloutSequences())) {
   console.log(JSON.stringify({
     sequences: name, count: sequences.length, tokens: lengths.reduce((a, b) => a + b, 0), shortest: Math.min(...lengths), longest: Math.max(...lengths),
     whole: summary(splitMicroBatches(sequences, sequences.map((_, i) => i), budget)),
-    before: summary(before(sequences)),
-    now: summary(scoringMicroBatches(sequences, budget, COSTS).batches),
+    shared: summary(sharedPrefixMicroBatches(sequences, budget, COSTS).batches),
   }));
 }
 process.exit(0);

@@ -1,5 +1,5 @@
 // The teacher pass of the self-distillation methods, its prompts scored whole against
-// their shared prefixes run once (trainer/update.ts scoringMicroBatches), on the
+// their shared prefixes run once (trainer/update.ts sharedPrefixMicroBatches), on the
 // bundled model's household turns: the teacher prompts of a rollout (its own policy,
 // skills block before the template), then each way at a few micro-batch budgets, its
 // wall time over repetitions, the pool's peak in use, and (where the adapter has
@@ -16,7 +16,7 @@ import { kernelTimes } from '../src/bench/profile.ts';
 import { initRuntime } from '../src/gpu/runtime.ts';
 import { tensorAttentionMissing } from '../src/kernels/attention_tensor.ts';
 import { teacherSequences } from '../src/trainer/teacher.ts';
-import { responseLogprobs, scoringMicroBatches, splitMicroBatches, type MicroBatch } from '../src/trainer/update.ts';
+import { responseLogprobs, sharedPrefixMicroBatches, splitMicroBatches, type MicroBatch } from '../src/trainer/update.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -40,7 +40,7 @@ for (const budget of [8192, 32768, 131072]) {
   for (const tensor of budget === 32768 && tensorAttention ? [false, true] : [false]) {
     const suffix = tensor ? ' tensor-core attention' : '';
     ways.push([`whole ${budget}${suffix}`, () => ({ batches: splitMicroBatches(sequences, all, budget), sharedTokens: 0 }), tensor]);
-    ways.push([`shared ${budget}${suffix}`, () => scoringMicroBatches(sequences, budget), tensor]);
+    ways.push([`shared ${budget}${suffix}`, () => sharedPrefixMicroBatches(sequences, budget), tensor]);
   }
 }
 let baseline: Float32Array[] | undefined;

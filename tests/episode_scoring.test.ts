@@ -142,7 +142,7 @@ describe('an iteration of each kind of method, merged and per turn', () => {
     });
   }
 
-  test('skill_grpo: the reference runs the skill cards its sequences share once, and scores as the policy does (KL 0 from the same weights)', slow, async () => {
+  test('skill_grpo: the old log-probs, the reference and the update run the skill cards their sequences share once, and score alike (KL 0 and ratios 1 from the same weights)', slow, async () => {
     const dir = await tinyModel();
     const tokenizer = await loadTokenizer(dir);
     const reference = loadModel(dir, { trainable: false });
@@ -151,7 +151,7 @@ describe('an iteration of each kind of method, merged and per turn', () => {
     try {
       const plan = runMethod(loadConfig(undefined, ['method=skill_grpo'])).plan(1);
       assert.equal(plan.skills, 'policy');
-      // 16 runs of one task: their sequences begin with the same cards and task, enough rows for the group to pay for its prefix pass.
+      // 16 runs of one task: their sequences begin with the same cards and task, enough rows for sharing to pay.
       const result = await trainingIteration({
         rollout: rolloutOptions(new SloppyExpert(tokenizer, HOUSEHOLD), tokenizer, { withSkills: plan.skills, tasks: 1, runs: 16, turns: 2, responseTokens: 64 }),
         update: {
@@ -163,9 +163,11 @@ describe('an iteration of each kind of method, merged and per turn', () => {
         reference: { kind: 'model', model: reference },
         plan,
       });
-      assert.ok(result.metrics['tokens/reference_shared_prefix'] > 0, `shared ${result.metrics['tokens/reference_shared_prefix']} tokens`);
-      // The only step's loss is taken before the weights move: the policy is the reference there.
+      for (const pass of ['reference', 'old']) assert.ok(result.metrics[`tokens/${pass}_shared_prefix`] > 0, `${pass}: shared ${result.metrics[`tokens/${pass}_shared_prefix`]} tokens`);
+      assert.ok(result.update!.sharedPrefixTokens > 0, `update: shared ${result.update!.sharedPrefixTokens} tokens`);
+      // The only step's loss is taken before the weights move: the policy is the reference there, and the old policy.
       assert.ok(result.update!.kl < 1e-7, `kl ${result.update!.kl}`);
+      assert.equal(result.update!.clipFrac, 0);
     } finally {
       for (const p of [...params, ...reference.parameters()]) p.dispose();
     }

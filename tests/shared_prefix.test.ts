@@ -1,9 +1,11 @@
-// Scoring sequences that share a prefix: the groups a pass runs once (worked by hand),
-// the log-probs after a cached prefix against the whole sequences' on Qwen2 and
-// Qwen3.5 (whose Gated DeltaNet layers carry a recurrent state past the prefix), an
-// engine's scoring of completions (scoreTails: a frozen teacher's pass), and
-// the teacher pass on the bundled model's household turns, whose skills blocks it
-// runs once, against scoring each prompt whole.
+// Running the prefixes sequences share once: the groups a pass finds and the batches it
+// packs them into (worked by hand), the log-probs after shared prefixes of different
+// lengths against the whole sequences' on Qwen2, Qwen3 and Qwen3.5 (whose Gated DeltaNet
+// layers carry a recurrent state past the prefix, through its cache), the gradients of
+// Qwen2 and Qwen3 through shared prefixes against the whole sequences' (plain and
+// checkpointed), an engine's scoring of completions (scoreTails: a frozen teacher's
+// pass), and the teacher pass on the bundled model's household turns, whose skills
+// blocks it runs once, against scoring each prompt whole.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -11,23 +13,25 @@ import { envPlugin } from '../envs/registry.ts';
 import { HouseholdEnvironment } from '../envs/household/index.ts';
 import type { CausalLM } from '../src/models/causal_lm.ts';
 import { loadCausalLM, loadModel } from '../src/models/load.ts';
-import { packLeft, packRight, packedLogprobs, scoreSequences, scoreTails, spanPositions } from '../src/scoring/score.ts';
+import { packLeft, packPlanned, packedLogprobs, scoreSequences, scoreTails, spanPositions } from '../src/scoring/score.ts';
 import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
-import { groupsThatPay, sharedPrefixGroups } from '../src/scoring/shared_prefix.ts';
+import { packGroups, planCost, planSharedPrefixes, sharedPrefixGroups, type PlannedBatch } from '../src/scoring/shared_prefix.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import { LocalEngine } from '../src/engines/local_engine.ts';
-import { noGrad } from '../src/tensor/autograd.ts';
-import { scope } from '../src/tensor/scope.ts';
+import { backward, noGrad, requireGrad, zeroGrad } from '../src/tensor/autograd.ts';
+import { mul, sum } from '../src/tensor/ops/index.ts';
+import { scope, scopeAsync } from '../src/tensor/scope.ts';
+import { tensor, type Tensor } from '../src/tensor/tensor.ts';
 import { teacherLogprobs, teacherSequences } from '../src/trainer/teacher.ts';
-import { responseLogprobs, scoringMicroBatches, splitMicroBatches } from '../src/trainer/update.ts';
-import { assertClose, gpu } from './support/gpu.ts';
-import { tinyQwen } from './support/tiny_qwen.ts';
+import { responseLogprobs, sharedPrefixMicroBatches, splitMicroBatches } from '../src/trainer/update.ts';
+import { assertClose, gpu, read } from './support/gpu.ts';
 
 const slow = { timeout: 600_000 };
 /** The runtime's default costs, and costs of nothing but tokens: every group that saves a token is taken. */
 const COSTS = kernelPolicy().scoring;
-const TOKENS_ONLY = { batch: 0, prefixPass: 0, row: 0 };
+const TOKENS_ONLY = { batch: 0, group: 0 };
+const fixture = (name: string) => new URL(`./fixtures/${name}/`, import.meta.url).pathname;
 
 describe('groups of sequences sharing a prefix', () => {
   // Sorted, neighbours share 5, 4, 2, 0 and 3 tokens.
@@ -58,74 +62,95 @@ describe('groups of sequences sharing a prefix', () => {
     // Three sequences begin [7, 7, 7, 7]; the second's response starts at 3, so their prefix stops at 2.
     const q = (ids: number[], start: number, sample: number) => ({ ids, turns: [{ sample, start, length: ids.length - start }], responseTokens: ids.length - start });
     const sequences = [q([7, 7, 7, 7, 1, 2], 5, 0), q([7, 7, 7, 7, 3], 3, 1), q([7, 7, 7, 7, 5, 6, 8], 5, 2), q([4, 4], 1, 3)];
-    const shared = scoringMicroBatches(sequences as never, 14, TOKENS_ONLY);
-    const grouped = shared.batches.filter((mb) => mb.prefix);
-    // Rows of 7 and 6 tokens fill 14 two at a time: [2, 0], then [1]; each runs [7, 7].
-    assert.deepEqual(grouped.map((mb) => [mb.prefix, mb.sequences]), [[[7, 7], [2, 0]], [[7, 7], [1]]]);
+    const shared = sharedPrefixMicroBatches(sequences as never, 14, TOKENS_ONLY);
+    const grouped = shared.batches.filter((mb) => mb.prefixes);
+    // Rows of 7 and 6 tokens fill 14 two at a time: [2, 0], then [1]; each runs [7, 7]. Whole, [2, 0] and [1, 3] cost
+    // 14 + 10 tokens; shared, 2 + 2 x 5 and 2 + 3, and [3] alone 2: 19.
+    assert.deepEqual(grouped.map((mb) => [[...mb.prefixes!.ids], mb.sequences]), [[[7, 7], [2, 0]], [[7, 7], [1]]]);
     assert.equal(shared.sharedTokens, 2);
-    assert.deepEqual(shared.batches.filter((mb) => !mb.prefix).map((mb) => mb.sequences), [[3]]);
+    assert.deepEqual(shared.batches.filter((mb) => !mb.prefixes).map((mb) => mb.sequences), [[3]]);
     // Right-padded after the prefix: [7, 7, 5, 6, 8] and [7, 7, 1, 2, pad]; position t scores token t + 1.
     assert.deepEqual([...grouped[0].packed.ids], [7, 7, 5, 6, 8, 7, 7, 1, 2, 0]);
     assert.deepEqual([...grouped[0].positions], [2, 3, 6]);
-    // At the default costs, sequences this short are not worth a group.
-    assert.equal(scoringMicroBatches(sequences as never, 14, COSTS).batches.filter((mb) => mb.prefix).length, 0);
+    // Only the given indices are planned; at the default costs, sequences this short are not worth a group.
+    assert.deepEqual(sharedPrefixMicroBatches(sequences as never, 14, TOKENS_ONLY, [1, 3]).batches.map((mb) => [mb.sequences, !!mb.prefixes]), [[[1, 3], false]]);
+    assert.equal(sharedPrefixMicroBatches(sequences as never, 14, COSTS).batches.filter((mb) => mb.prefixes).length, 0);
   });
 });
 
-describe('groups that pay for themselves', () => {
-  // Turns whose first `shared` tokens are alike; the response starts there.
-  const turn = (length: number, shared: number, sample: number) => {
-    const ids = Array.from({ length }, (_, t) => (t < shared ? 1 + (t % 97) : 100 + sample * 7 + t));
-    return { ids, turns: [{ sample, start: shared, length: length - shared }], responseTokens: length - shared };
-  };
-
-  test('a large group with a long common block pays; a small one, or one padded to its longest, is scored whole', () => {
-    // 64 teacher-like prompts of 960 tokens opening with the same 600: two batches (34 and 30 rows) after a 599-token
-    // prefix cost 2 x (3,700 + 5,000 + 599) + 64 x (130 + 361) = 50,022 against 61,440 x (1 + 3,700 / 32,768), about 68,380, whole.
-    const cards = Array.from({ length: 64 }, (_, i) => turn(960, 600, i));
-    const shared = scoringMicroBatches(cards as never, 32768, COSTS);
-    assert.deepEqual(shared.batches.map((mb) => [mb.prefix?.length, mb.sequences.length]), [[599, 34], [599, 30]]);
-    assert.equal(shared.sharedTokens, 33 * 599 + 29 * 599);
-    // Eight of them save 7 x 599 = 4,193 tokens, less than a group's batch and prefix pass.
-    assert.equal(scoringMicroBatches(cards.slice(0, 8) as never, 32768, COSTS).sharedTokens, 0);
-    // Without those two costs, eight episodes of 500-1,900 tokens opening with the same 400, padded to 1,900 after
-    // the prefix, cost 399 + 8 x (130 + 1,501) = 13,447 against 9,600 whole.
-    const spread = [500, 700, 900, 1100, 1300, 1500, 1700, 1900].map((n, i) => turn(n, 400, i));
-    const plan = scoringMicroBatches(spread as never, 32768, { ...COSTS, batch: 0, prefixPass: 0 });
-    assert.deepEqual(plan.batches.map((mb) => [mb.prefix, mb.sequences.length]), [[undefined, 8]]);
-    // The same lengths padded to none: 399 + 8 x (130 + 801) = 7,847 against 9,600 whole.
-    const even = spread.map((_, i) => turn(1200, 400, i));
-    assert.equal(scoringMicroBatches(even as never, 32768, { ...COSTS, batch: 0, prefixPass: 0 }).sharedTokens, 7 * 399);
+describe('packing groups into batches', () => {
+  test('longest prefix first, several groups to a batch, every row counting its batch\'s longest prefix and rest', () => {
+    // Group B (prefix 6) rows 3 (12 tokens: rest 6) and 2 (9: 3) take 2 x (6 + 6) = 24 of 40; group A's row 0 (10: rest 6)
+    // makes 3 x 12 = 36; row 1 (8: 4) would make 48, so it opens the next batch, which runs A's prefix again.
+    const groups = [{ prefix: 4, members: [0, 1] }, { prefix: 6, members: [2, 3] }];
+    const lengths = [10, 8, 9, 12];
+    const batches = packGroups(groups, lengths, 40);
+    assert.deepEqual(batches, [
+      { rows: [3, 2, 0], prefixes: [{ length: 6, rows: 2 }, { length: 4, rows: 1 }] },
+      { rows: [1], prefixes: [{ length: 4, rows: 1 }] },
+    ]);
+    // A batch of 10: 10 + 2 prefixes x 6 + 3 rows x 6, and 10 + 4 + 4; the four whole in one batch, 10 + 4 x 12.
+    assert.equal(planCost(batches, lengths, { batch: 10, group: 0 }), 40 + 18);
+    assert.equal(planCost([{ rows: [0, 1, 2, 3] }], lengths, { batch: 10, group: 0 }), 58);
   });
 
-  test('each group is judged on the batches its caller cuts, and the others\' members go back alone', () => {
-    const groups = [{ prefix: 4, members: [0, 1] }, { prefix: 4, members: [2, 3] }];
-    const lengths = [10, 10, 6, 20];
-    // Counting tokens only, group 0 runs 4 + 2 x 6 = 16 < 20 and stays; group 1 runs 4 + 2 x 16 = 36 > 26.
-    const one = (members: readonly number[]) => [[...members]];
-    assert.deepEqual(groupsThatPay({ groups, alone: [4] }, [...lengths, 3], 100, one, TOKENS_ONLY), {
-      groups: [{ prefix: 4, members: [0, 1], batches: [[0, 1]] }], alone: [4, 2, 3],
-    });
-    // Cut into single rows, each row runs the prefix itself and neither group saves a token (20 against 20, 26 against 26).
-    const rows = (members: readonly number[]) => members.map((i) => [i]);
-    assert.deepEqual(groupsThatPay({ groups, alone: [] }, lengths, 100, rows, TOKENS_ONLY).alone, [0, 1, 2, 3]);
-    // A prefix pass of 4 tips group 0 (20, not fewer than 20); so do rows of 2 more (4 + 2 x 8).
-    assert.deepEqual(groupsThatPay({ groups, alone: [] }, lengths, 100, one, { ...TOKENS_ONLY, prefixPass: 4 }).groups, []);
-    assert.deepEqual(groupsThatPay({ groups, alone: [] }, lengths, 100, one, { ...TOKENS_ONLY, row: 2 }).groups, []);
-    // A batch of 10 in budgets of 100: 26 against 20 x 1.1 = 22.
-    assert.deepEqual(groupsThatPay({ groups, alone: [] }, lengths, 100, one, { ...TOKENS_ONLY, batch: 10 }).groups, []);
+  /** `n` sequences opening with `prefix` tokens alike (ids from `base`), the response after them. */
+  const family = (base: number, prefix: number, lengths: readonly number[]) => lengths.map((length) => Array.from({ length }, (_, t) => (t < prefix ? base + (t % 50) : 1000 + t)));
+  const plan = (seqs: number[][], starts: number[], budget: number) =>
+    planSharedPrefixes(seqs, seqs.map((_, i) => i), starts.map((s) => s - 1), budget, (ix) => (ix.length ? [[...ix].sort((a, b) => seqs[b].length - seqs[a].length)] : []), COSTS);
+
+  test('a GRPO iteration\'s groups: each prompt runs once for its completions', () => {
+    // Four prompts of 400 tokens, eight completions of 256 each: shared, one batch of 4 x 399 prefix tokens and 32 rows of
+    // 257 costs 3,700 + 1,596 + 8,224 = 13,520 against 3,700 + 32 x 656 = 24,692 whole.
+    const seqs = [0, 1, 2, 3].flatMap((g) => family(100 * (g + 1), 400, new Array(8).fill(656)));
+    const { batches, sharedTokens } = plan(seqs, seqs.map(() => 400), 32768);
+    assert.equal(batches.length, 1);
+    assert.deepEqual(batches[0].prefixes, [0, 1, 2, 3].map(() => ({ length: 399, rows: 8 })));
+    assert.equal(sharedTokens, 4 * 7 * 399);
+    assert.equal(planCost(batches, seqs.map((s) => s.length), COSTS), 13520);
+  });
+
+  test('a plan that costs no less than the whole sequences is dropped', () => {
+    // A: two of 1,010 sharing 1,000; B: two of 1,300 sharing 300. Shared, one batch pads B's prefixes to A's and its rows
+    // to B's rests: 3,700 + 2 x 999 + 4 x 1,001 = 9,702 against 3,700 + 4 x 1,300 = 8,900 whole.
+    const seqs = [...family(100, 1000, [1010, 1010]), ...family(200, 300, [1300, 1300])];
+    const starts = [1000, 1000, 300, 300];
+    const groups = sharedPrefixGroups(seqs, [0, 1, 2, 3], starts.map((s) => s - 1), COSTS.group).groups;
+    assert.deepEqual(groups.map((g) => g.prefix), [999, 299]);
+    assert.equal(planCost(packGroups(groups, seqs.map((s) => s.length), 32768), seqs.map((s) => s.length), COSTS), 9702);
+    assert.deepEqual(plan(seqs, starts, 32768), { batches: [{ rows: [2, 3, 0, 1] }], sharedTokens: 0 });
+    // B alone pays: 3,700 + 299 + 2 x 1,001 = 6,001 against 3,700 + 2,600.
+    assert.equal(plan(seqs.slice(2), starts.slice(2), 32768).sharedTokens, 299);
   });
 });
 
-/** Log-probs of `seqs`' tokens from `from` on, scored whole (left-padded) and after their first `prefix` tokens run once. */
-async function bothWays(model: CausalLM, seqs: number[][], prefix: number, from: number): Promise<[Float32Array, Float32Array]> {
-  const spans = seqs.map((s) => [{ start: from, length: s.length - from }]);
-  const whole = packLeft(seqs);
-  const after = packRight(seqs.map((s) => s.slice(prefix)));
-  const rest = seqs.map((s) => [{ start: from - prefix, length: s.length - from }]);
-  const read = (t: { toArray(): Promise<ArrayLike<number>> }) => t.toArray().then((a) => Float32Array.from(a));
-  const a = scope(() => noGrad(() => packedLogprobs(model, whole, { positions: spanPositions(whole, spans) }).logprobs));
-  const b = scope(() => noGrad(() => packedLogprobs(model, after, { positions: spanPositions(after, rest), prefix: seqs[0].slice(0, prefix) }).logprobs));
+/**
+ * Sequences of three families (prefixes of 10, 6 and 3 tokens, the last a family of one
+ * row), and the batch that runs their prefixes once, each up to the token before `from`.
+ */
+const prefixes = [[3, 14, 15, 9, 26, 5, 35, 8, 9, 7], [40, 41, 42, 43, 44, 45], [60, 61, 62]];
+const seqs = [
+  [...prefixes[0], 1, 2, 3, 4, 5, 6], [...prefixes[0], 11, 12],
+  [...prefixes[1], 21, 22, 23, 24], [...prefixes[1], 50, 51, 52],
+  [...prefixes[2], 70, 71, 72, 73, 74, 75, 76],
+];
+const from = [10, 10, 6, 6, 3];
+const sharedBatch: PlannedBatch = { rows: [0, 1, 2, 3, 4], prefixes: [{ length: 9, rows: 2 }, { length: 5, rows: 2 }, { length: 2, rows: 1 }] };
+
+/** Log-probs of each sequence's tokens from `from` on, whole (left-padded) or after the shared prefixes. */
+function logprobsOf(model: CausalLM, shared: boolean): Tensor {
+  if (!shared) {
+    const whole = packLeft(seqs);
+    return packedLogprobs(model, whole, { positions: spanPositions(whole, seqs.map((s, i) => [{ start: from[i], length: s.length - from[i] }])) }).logprobs;
+  }
+  const { packed, prefixes: p, cut } = packPlanned(seqs, sharedBatch);
+  const positions = spanPositions(packed, seqs.map((s, i) => [{ start: from[i] - cut[i], length: s.length - from[i] }]));
+  return packedLogprobs(model, packed, { positions, prefixes: p }).logprobs;
+}
+
+async function bothWays(model: CausalLM): Promise<[Float32Array, Float32Array]> {
+  const a = scope(() => noGrad(() => logprobsOf(model, false)));
+  const b = scope(() => noGrad(() => logprobsOf(model, true)));
   try {
     return [await read(a), await read(b)];
   } finally {
@@ -134,28 +159,70 @@ async function bothWays(model: CausalLM, seqs: number[][], prefix: number, from:
   }
 }
 
-describe('log-probs after a shared prefix', () => {
-  const prefix = [3, 14, 15, 9, 26, 5, 35, 8, 9, 7];
-  const seqs = [[...prefix, 1, 2, 3, 4, 5, 6], [...prefix, 11, 12], [...prefix, 21, 22, 23, 24]];
+/** Gradients of a fixed mix of the log-probs (so every token weighs differently), whole or shared. */
+async function gradients(model: CausalLM, params: readonly Tensor[], shared: boolean): Promise<Float32Array[]> {
+  return scopeAsync(async () => {
+    zeroGrad(params);
+    const lp = logprobsOf(model, shared);
+    backward(sum(mul(lp, tensor(Float32Array.from({ length: lp.size }, (_, i) => 0.5 + ((i * 7) % 5) / 4)))));
+    const grads = await Promise.all(params.map((p) => read(p.grad!)));
+    zeroGrad(params);
+    return grads;
+  });
+}
 
-  test('Qwen2 with biases and norms: equal to the whole sequences\'', slow, async () => {
-    await gpu();
-    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 48, intermediate_size: 52, num_attention_heads: 3, num_key_value_heads: 1 }, 11);
-    try {
-      const [whole, after] = await bothWays(model, seqs, prefix.length - 1, prefix.length);
-      assert.equal(whole.length, 6 + 2 + 4);
-      assertClose(after, whole, { atol: 2e-5, label: 'qwen2' });
-    } finally {
-      for (const p of model.parameters()) p.dispose();
-    }
+describe('log-probs after shared prefixes', () => {
+  test('the batch: prefixes of 9, 5 and 2 tokens left-padded, each row right-padded after its own', () => {
+    const { packed, prefixes: p, cut } = packPlanned(seqs, sharedBatch);
+    assert.deepEqual([p!.batch, p!.seq, [...p!.padLeft], [...p!.of]], [3, 9, [0, 4, 7], [0, 0, 1, 1, 2]]);
+    assert.deepEqual([...p!.ids.subarray(9, 18)], [0, 0, 0, 0, 40, 41, 42, 43, 44]);
+    assert.deepEqual(cut, [9, 9, 5, 5, 2]);
+    assert.deepEqual([packed.batch, packed.seq], [5, 8]);
+    assert.deepEqual([...packed.ids.subarray(8, 16)], [7, 11, 12, 0, 0, 0, 0, 0]);
+    assert.throws(() => packPlanned(seqs, { rows: [0, 1], prefixes: [{ length: 9, rows: 3 }] }), /prefixes of 3 rows for a batch of 2/);
   });
 
-  test('Qwen3.5, its recurrent state carried past the prefix', slow, async () => {
+  for (const name of ['qwen2-tiny', 'qwen3-tiny', 'qwen35-tiny']) {
+    test(`${name}: equal to the whole sequences'`, slow, async () => {
+      await gpu();
+      const model = loadCausalLM(fixture(name), { trainable: false });
+      try {
+        const [whole, after] = await bothWays(model);
+        assert.equal(whole.length, 6 + 2 + 4 + 3 + 7);
+        assertClose(after, whole, { atol: 2e-5, label: name });
+      } finally {
+        for (const p of model.parameters()) p.dispose();
+      }
+    });
+  }
+
+  for (const name of ['qwen2-tiny', 'qwen3-tiny']) {
+    test(`${name}: gradients through shared prefixes equal the whole sequences', plain and checkpointed`, slow, async () => {
+      await gpu();
+      const model = loadCausalLM(fixture(name));
+      const params = model.parameters();
+      for (const p of params) requireGrad(p);
+      try {
+        assert.equal(model.prefixGradients, true);
+        const whole = await gradients(model, params, false);
+        assert.ok(whole.every((g) => g.some((v) => v !== 0)), 'every parameter has a gradient');
+        for (const checkpoint of [false, true]) {
+          model.checkpointLayers = checkpoint;
+          const shared = await gradients(model, params, true);
+          whole.forEach((g, i) => assertClose(shared[i], g, { atol: 2e-5, rtol: 1e-4, label: `${[...model.params.keys()][i]}${checkpoint ? ' (checkpointed)' : ''}` }));
+        }
+      } finally {
+        for (const p of params) p.dispose();
+      }
+    });
+  }
+
+  test('Qwen3.5 runs shared prefixes through its cache, so not where gradients are recorded', async () => {
     await gpu();
-    const model = loadCausalLM(new URL('./fixtures/qwen35-tiny/', import.meta.url).pathname, { trainable: false });
+    const model = loadCausalLM(fixture('qwen35-tiny'));
     try {
-      const [whole, after] = await bothWays(model, seqs, 6, 8);
-      assertClose(after, whole, { atol: 2e-5, label: 'qwen3.5' });
+      assert.equal(model.prefixGradients, false);
+      assert.throws(() => scope(() => logprobsOf(model, true)), /qwen3_5's shared prefixes run through its cache, which records no gradient/);
     } finally {
       for (const p of model.parameters()) p.dispose();
     }
@@ -163,29 +230,18 @@ describe('log-probs after a shared prefix', () => {
 
   test('scoreTails (an engine scoring completions) equals the tails of the whole sequences\' log-probs', slow, async () => {
     await gpu();
-    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 32, intermediate_size: 40, num_attention_heads: 2, num_key_value_heads: 1 }, 13);
+    const model = loadCausalLM(fixture('qwen2-tiny'), { trainable: false });
     try {
-      // Three share the prefix, one (the last) shares nothing; starts inside and after the prefix.
-      const rows = [...seqs, [40, 41, 42, 43, 44]];
-      const from = [12, 10, 11, 2];
-      const tails = await scoreTails(model, rows, from, { costs: TOKENS_ONLY, maxBatchTokens: 48 });
+      // Two families share prefixes, one sequence shares nothing; starts inside and after the prefixes.
+      const rows = [...seqs.slice(0, 4), [80, 81, 82, 83, 84]];
+      const starts = [12, 10, 7, 6, 2];
+      const tails = await scoreTails(model, rows, starts, { costs: TOKENS_ONLY, maxBatchTokens: 48 });
       const whole = await scoreSequences(model, rows);
       rows.forEach((r, i) => {
-        assert.equal(tails[i].length, r.length - from[i]);
-        assertClose(tails[i], whole[i].subarray(from[i] - 1), { atol: 2e-5, label: `row ${i}` });
+        assert.equal(tails[i].length, r.length - starts[i]);
+        assertClose(tails[i], whole[i].subarray(starts[i] - 1), { atol: 2e-5, label: `row ${i}` });
       });
-      await assert.rejects(scoreTails(model, rows, [1]), /scoreTails: 1 starts for 4 sequences/);
-    } finally {
-      for (const p of model.parameters()) p.dispose();
-    }
-  });
-
-  test('refused where gradients are recorded', async () => {
-    await gpu();
-    const model = tinyQwen('qwen2.5-0.5b', { hidden_size: 16, intermediate_size: 20, num_attention_heads: 2, num_key_value_heads: 1 }, 12);
-    try {
-      const p = packRight([[1, 2, 3]]);
-      assert.throws(() => scope(() => packedLogprobs(model, p, { prefix: [4, 5] })), /a shared prefix is for scoring passes without gradients/);
+      await assert.rejects(scoreTails(model, rows, [1]), /scoreTails: 1 starts for 5 sequences/);
     } finally {
       for (const p of model.parameters()) p.dispose();
     }
@@ -205,14 +261,13 @@ describe('the teacher pass on household turns', () => {
         maxPromptTokens: 1900, maxResponseTokens: 16, sampling: { temperature: 1, seed: 3 }, withSkills: 'teacher',
       });
       const sequences = teacherSequences(samples, false);
-      // Eight turns are too few for a group to pay at the default costs; counting tokens only, the skills blocks are shared.
-      const { batches, sharedTokens } = scoringMicroBatches(sequences, 16384, TOKENS_ONLY);
-      assert.ok(batches.some((mb) => mb.prefix && mb.prefix.length > 100), `a skills block shared: ${batches.map((mb) => mb.prefix?.length ?? 0)}`);
+      const { batches, sharedTokens } = sharedPrefixMicroBatches(sequences, 16384);
+      assert.ok(batches.some((mb) => mb.prefixes && mb.prefixes.seq > 100), `a skills block shared: ${batches.map((mb) => mb.prefixes?.seq ?? 0)}`);
       const total = sequences.reduce((n, q) => n + q.ids.length, 0);
       assert.ok(sharedTokens > total / 4, `${sharedTokens} of ${total} prompt tokens run once`);
       const shared = await responseLogprobs(model, samples, batches);
       const teacher = await teacherLogprobs({ kind: 'model', model }, samples, sequences, 16384);
-      assert.equal(teacher.sharedTokens, scoringMicroBatches(sequences, 16384).sharedTokens);
+      assert.equal(teacher.sharedTokens, sharedTokens);
       const whole = await responseLogprobs(model, samples, splitMicroBatches(sequences, sequences.map((_, i) => i), 16384));
       samples.forEach((s, i) => {
         assert.equal(shared[i].length, s.responseIds.length);

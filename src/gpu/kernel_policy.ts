@@ -236,24 +236,21 @@ export interface DecodePolicy {
 }
 
 /**
- * What a scoring pass pays beyond the tokens it runs, in tokens of work, for deciding
- * which sequences sharing a prefix run it once (scoring/shared_prefix.ts
- * groupsThatPay). Fitted to the bundled model's teacher pass on the H200
+ * What a pass over sequences pays beyond the padded tokens it runs, in tokens of work,
+ * for deciding which sequences sharing a prefix run it once (scoring/shared_prefix.ts
+ * planSharedPrefixes). `batch` is fitted to the bundled model's teacher pass on the H200
  * (`dev/teacher_pass.ts` at `6555842`, docs/PERFORMANCE.md section 11.1): scored whole,
  * its 2.56M tokens took 1,146 ms in 336 micro-batches and 854 in 80, about 1.1 ms a
- * micro-batch, or 3,700 tokens at the 0.3 µs a token the rest works out to; after shared
- * prefixes, at about 8, 32 and 128 rows a micro-batch, each took 1.8, 2.9 and 6.5 ms
- * more than its tokens: 1.5 ms (5,000 tokens) a prefix pass and 0.04 ms (130 tokens) a
- * row. A larger model's token costs more, so there these overstate what a group costs:
- * sharing is chosen too sparingly rather than too eagerly.
+ * micro-batch, or 3,700 tokens at the 0.3 µs a token the rest works out to. A larger
+ * model's token costs more, so there it overstates a batch. `group` is not measured: a
+ * group's prefix is one more row of its batch's prefixes, padded to the longest of them,
+ * so a group must save at least about that.
  */
 export interface ScoringCosts {
   /** A micro-batch's fixed share. */
   batch: number;
-  /** A prefix's own one-row forward, its cache copied to every row. */
-  prefixPass: number;
-  /** Each row after a prefix. */
-  row: number;
+  /** Tokens a group of sequences must save by sharing its prefix. */
+  group: number;
 }
 
 /** How a long wait for the GPU paces the event loop (gpu/paced_wait.ts). */
@@ -289,7 +286,7 @@ function defaults(): KernelPolicy {
     attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, stepsPerReadback: 4, weights: 'f16' },
-    scoring: { batch: 3700, prefixPass: 5000, row: 130 },
+    scoring: { batch: 3700, group: 256 },
     pacing: { spinMs: 3, napMs: 0.05 },
   };
 }

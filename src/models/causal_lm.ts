@@ -2,7 +2,7 @@
 // every model class: Qwen2/Qwen3 (QwenModel) and Qwen3.5's hybrid (Qwen35Model).
 
 import type { ModelConfig } from '../hf_model/config.ts';
-import type { TokenBatch } from './token_batch.ts';
+import type { PrefixBatch, PrefixedRows, TokenBatch } from './token_batch.ts';
 import type { LoraBranch } from '../nn/linear.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
@@ -53,6 +53,14 @@ export interface CausalLM {
   /** Hidden states of new tokens continuing the sequences in `cache` (made by this model's newCache), which they extend. */
   hiddenCached(batch: TokenBatch, cache: ModelCache): Tensor;
   newCache(batch: number, capacity: number, padLeft?: Int32Array): ModelCache;
+  /**
+   * Hidden states [rows, seq, hidden] of `rows` (the tokens after their prefixes,
+   * right-padded), each continuing its prefix in `prefixes`, which run once. With
+   * gradients only where `prefixGradients` says so.
+   */
+  hiddenAfterPrefixes(prefixes: PrefixBatch, rows: PrefixedRows): Tensor;
+  /** hiddenAfterPrefixes records gradients, so a training step may share prefixes. */
+  readonly prefixGradients: boolean;
   /** Full logits [batch, seq, vocab]; for small vocabularies and tests. */
   logits(batch: TokenBatch): Tensor;
   parameters(): Tensor[];

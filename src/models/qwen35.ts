@@ -15,7 +15,8 @@
 import type { CausalLM, LoraConfig, ModelCache, ParamMap } from './causal_lm.ts';
 import type { ModelConfig } from '../hf_model/config.ts';
 import { ConfigError } from '../hf_model/errors.ts';
-import { checkTokenBatch, stepInputs, type TokenBatch } from './token_batch.ts';
+import { checkTokenBatch, stepInputs, type PrefixBatch, type PrefixedRows, type TokenBatch } from './token_batch.ts';
+import { hiddenAfterCachedPrefixes } from './prefix_cache.ts';
 import { RecurrentCache } from './recurrent_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
@@ -98,6 +99,12 @@ export class Qwen35Model implements CausalLM {
 
   newCache(batch: number, capacity: number, padLeft?: Int32Array): RecurrentCache {
     return RecurrentCache.create(this.config, batch, capacity, padLeft);
+  }
+
+  readonly prefixGradients = false;
+
+  hiddenAfterPrefixes(prefixes: PrefixBatch, rows: PrefixedRows): Tensor {
+    return hiddenAfterCachedPrefixes(this, prefixes, rows);
   }
 
   logits(batch: TokenBatch): Tensor {

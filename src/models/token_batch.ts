@@ -1,6 +1,7 @@
-// A forward pass's input (token ids in batch rows, left padding), checked and turned
-// into positions alike by every model class, and what the layers of one Qwen2/Qwen3
-// pass share (qwen.ts and its fused decode layers, qwen_decode.ts).
+// A forward pass's input (token ids in batch rows, left padding; or rows continuing
+// prefixes they share), checked and turned into positions alike by every model class,
+// and what the layers of one Qwen2/Qwen3 pass share (qwen.ts and its fused decode
+// layers, qwen_decode.ts).
 
 import type { KVCache } from './kv_cache.ts';
 import { ShapeError } from '../tensor/errors.ts';
@@ -30,6 +31,52 @@ export interface TokenBatch {
   onGpu?: { positions: Tensor; pad: Tensor };
 }
 
+/**
+ * Prefixes that rows of a batch continue, each run once: left-padded [batch, seq]
+ * (`batch` prefixes, `padLeft` their padding), and the prefix of each row. The rows
+ * themselves (PrefixedRows) hold the tokens after their prefix, right-padded: padding
+ * after a row's last token is seen by no earlier position.
+ */
+export interface PrefixBatch {
+  ids: Int32Array;
+  batch: number;
+  seq: number;
+  padLeft: Int32Array;
+  /** The prefix each row continues. */
+  of: Int32Array;
+}
+
+/** Rows after their prefixes (PrefixBatch): right-padded [batch, seq], ids on the host. */
+export interface PrefixedRows {
+  ids: Int32Array;
+  batch: number;
+  seq: number;
+}
+
+/** Checks prefixes against the rows continuing them; returns each row's left padding, its prefix's. */
+export function checkPrefixBatch(p: PrefixBatch, rows: PrefixedRows): Int32Array {
+  checkTokenBatch(p, 0);
+  checkTokenBatch(rows, 0);
+  if (p.of.length !== rows.batch) throw new ShapeError(`forward: ${p.of.length} prefix indices for ${rows.batch} rows`);
+  return Int32Array.from(p.of, (g, i) => {
+    if (!Number.isInteger(g) || g < 0 || g >= p.batch) throw new ShapeError(`forward: row ${i} continues prefix ${g}, not one of the ${p.batch}`);
+    return p.padLeft[g];
+  });
+}
+
+/**
+ * What a Qwen2/Qwen3 layer needs besides the rows' LayerStep to run rows after shared
+ * prefixes (qwen.ts): the prefixes' own batch, positions and padding, and the prefix of
+ * each row; the layer's input holds the prefixes' positions, then the rows'.
+ */
+export interface SharedPrefixStep {
+  batch: number;
+  seq: number;
+  positions: Tensor;
+  pad: Tensor;
+  of: Int32Array;
+}
+
 /** What every layer of one forward pass shares. */
 export interface LayerStep {
   batch: number;
@@ -43,6 +90,8 @@ export interface LayerStep {
   offset: number;
   /** The batch's f16 weight copies, for the fused decode layers. */
   halfWeights?: HalfWeightMap;
+  /** The rows continue these prefixes, which run in the same pass. */
+  prefixes?: SharedPrefixStep;
 }
 
 /**

@@ -1,14 +1,16 @@
 // Per-token log-probs of given token sequences: the numbers the trainer optimises and
 // the `score` command prints. Sequences of different lengths share one left-padded
-// batch; position t's hidden state scores token t + 1. Sequences that continue one
-// shared prefix (shared_prefix.ts) share a right-padded batch after it instead.
+// batch; position t's hidden state scores token t + 1. Sequences that continue shared
+// prefixes (shared_prefix.ts) share a right-padded batch after them instead, the
+// prefixes run once (CausalLM.hiddenAfterPrefixes).
 
 import type { CausalLM } from '../models/causal_lm.ts';
-import { isGradEnabled, noGrad } from '../tensor/autograd.ts';
+import type { PrefixBatch } from '../models/token_batch.ts';
+import { noGrad } from '../tensor/autograd.ts';
 import { embedding, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
 import { ShapeError } from '../tensor/errors.ts';
-import { groupOverhead, groupsThatPay, sharedPrefixGroups } from './shared_prefix.ts';
+import { planSharedPrefixes, type PlannedBatch } from './shared_prefix.ts';
 import type { ScoringCosts } from '../gpu/kernel_policy.ts';
 import { runtime } from '../gpu/runtime.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -26,11 +28,25 @@ export interface PackedBatch {
 export const packLeft = (seqs: readonly ArrayLike<number>[]): PackedBatch => pack(seqs, 'left');
 
 /**
- * Right-pads sequences into one batch: the rows that continue a shared prefix
- * (packedLogprobs' `prefix`), whose padding after their last token no earlier position
+ * Right-pads sequences into one batch: the rows that continue shared prefixes
+ * (packedLogprobs' `prefixes`), whose padding after their last token no earlier position
  * attends to. padLeft is all zeros.
  */
 export const packRight = (seqs: readonly ArrayLike<number>[]): PackedBatch => pack(seqs, 'right');
+
+/** Prefixes left-padded into one batch, with the prefix (index into `prefixes`) each row continues. */
+export function packPrefixes(prefixes: readonly ArrayLike<number>[], of: ArrayLike<number>): PrefixBatch {
+  if (!prefixes.length) throw new ShapeError('packPrefixes: no prefixes');
+  const seq = Math.max(...prefixes.map((p) => p.length));
+  const ids = new Int32Array(prefixes.length * seq);
+  const padLeft = new Int32Array(prefixes.length);
+  prefixes.forEach((p, g) => {
+    if (p.length === 0) throw new ShapeError(`packPrefixes: prefix ${g} is empty`);
+    padLeft[g] = seq - p.length;
+    for (let i = 0; i < p.length; i++) ids[g * seq + padLeft[g] + i] = p[i];
+  });
+  return { ids, batch: prefixes.length, seq, padLeft, of: Int32Array.from(of) };
+}
 
 function pack(seqs: readonly ArrayLike<number>[], side: 'left' | 'right'): PackedBatch {
   const name = side === 'left' ? 'packLeft' : 'packRight';
@@ -86,9 +102,9 @@ export function spanPositions(p: PackedBatch, rows: readonly (readonly { start: 
  * With `positions` (flat indices into those), only theirs, in that order.
  */
 export function packedLogprobs(
-  model: CausalLM, p: PackedBatch, opts: { temperature?: number; withEntropy?: boolean; positions?: Int32Array; prefix?: ArrayLike<number> } = {},
+  model: CausalLM, p: PackedBatch, opts: { temperature?: number; withEntropy?: boolean; positions?: Int32Array; prefixes?: PrefixBatch } = {},
 ): { logprobs: Tensor; entropy?: Tensor } {
-  const hidden = opts.prefix?.length ? hiddenAfter(model, opts.prefix, p) : model.hidden({ ids: p.ids, batch: p.batch, seq: p.seq, padLeft: p.padLeft });
+  const hidden = opts.prefixes ? model.hiddenAfterPrefixes(opts.prefixes, p) : model.hidden({ ids: p.ids, batch: p.batch, seq: p.seq, padLeft: p.padLeft });
   const used = reshape(slice(hidden, 1, 0, p.seq - 1), [p.batch * (p.seq - 1), model.config.hidden]);
   const lm = { temperature: opts.temperature, withEntropy: opts.withEntropy };
   if (!opts.positions) return tokenLogprobs(used, model.lmHead(), p.targets, lm);
@@ -97,24 +113,6 @@ export function packedLogprobs(
   // of a small Qwen's compute. The gather's backward scatters into the hidden states.
   const rows = embedding(used, opts.positions);
   return tokenLogprobs(rows, model.lmHead(), opts.positions.map((i) => p.targets[i]), lm);
-}
-
-/**
- * Hidden states of `p`'s rows (packRight), each continuing `prefix`: the prefix runs
- * once, into a cache of one row, and every row attends to a copy of its keys and
- * values. Scoring passes only: the cache records no gradient.
- */
-function hiddenAfter(model: CausalLM, prefix: ArrayLike<number>, p: PackedBatch): Tensor {
-  if (isGradEnabled()) throw new Error('packedLogprobs: a shared prefix is for scoring passes without gradients');
-  const one = model.newCache(1, prefix.length + p.seq);
-  model.hiddenCached({ ids: Int32Array.from(prefix), batch: 1, seq: prefix.length }, one);
-  const rows = one.takeRows(new Array<number>(p.batch).fill(0));
-  one.dispose();
-  try {
-    return model.hiddenCached({ ids: p.ids, batch: p.batch, seq: p.seq }, rows);
-  } finally {
-    rows.dispose();
-  }
 }
 
 /** Splits packed per-position values back into per-sequence arrays (tokens 1..n-1). */
@@ -147,10 +145,29 @@ async function readLogprobs(model: CausalLM, packed: PackedBatch, opts: Paramete
 }
 
 /**
+ * A planned batch's rows (indices into `seqs`) packed: whole and left-padded, or after
+ * the prefixes they share, with each row's prefix length.
+ */
+export function packPlanned(seqs: readonly (readonly number[])[], b: PlannedBatch): { packed: PackedBatch; prefixes?: PrefixBatch; cut: number[] } {
+  if (!b.prefixes) return { packed: packLeft(b.rows.map((i) => seqs[i])), cut: b.rows.map(() => 0) };
+  const of: number[] = [];
+  const heads: (readonly number[])[] = [];
+  for (const p of b.prefixes) {
+    heads.push(seqs[b.rows[of.length]].slice(0, p.length));
+    for (let k = 0; k < p.rows; k++) of.push(heads.length - 1);
+  }
+  if (of.length !== b.rows.length) throw new ShapeError(`packPlanned: prefixes of ${of.length} rows for a batch of ${b.rows.length}`);
+  const cut = of.map((g) => b.prefixes![g].length);
+  const packed = packRight(b.rows.map((i, k) => seqs[i].slice(cut[k])));
+  return { packed, prefixes: packPrefixes(heads, of), cut };
+}
+
+/**
  * Log-probs of each sequence's tokens from `from[i]` on (at least 1: the token before
  * scores it), batched by a token budget; sequences that begin alike run their common
- * beginning once (shared_prefix.ts), as the teacher pass does: what the local engine's
- * `score` answers for a frozen teacher, a completion's tokens after its prompt.
+ * beginning once where that pays (shared_prefix.ts), as the teacher pass does: what the
+ * local engine's `score` answers for a frozen teacher, a completion's tokens after its
+ * prompt.
  */
 export async function scoreTails(
   model: CausalLM, seqs: readonly (readonly number[])[], from: readonly number[],
@@ -158,23 +175,16 @@ export async function scoreTails(
 ): Promise<Float32Array[]> {
   if (from.length !== seqs.length) throw new ShapeError(`scoreTails: ${from.length} starts for ${seqs.length} sequences`);
   const budget = opts.maxBatchTokens ?? 8192;
-  const costs = opts.costs ?? runtime().policy.scoring;
-  const { groups, alone } = groupsThatPay(
-    sharedPrefixGroups(seqs, seqs.map((_, i) => i), from.map((f) => f - 1), groupOverhead(costs)),
-    seqs.map((s) => s.length), budget, (members) => budgetGroups(members, seqs, budget), costs,
+  const plan = planSharedPrefixes(
+    seqs, seqs.map((_, i) => i), from.map((f) => f - 1), budget, (ix) => budgetGroups(ix, seqs, budget), opts.costs ?? runtime().policy.scoring,
   );
-  const batches = [
-    ...groups.flatMap((g) => g.batches.map((rows) => ({ rows, prefix: g.prefix }))),
-    ...budgetGroups(alone, seqs, budget).map((rows) => ({ rows, prefix: 0 })),
-  ];
   const results: Float32Array[] = new Array(seqs.length);
-  for (const { rows, prefix } of batches) {
-    const packed = prefix ? packRight(rows.map((i) => seqs[i].slice(prefix))) : packLeft(rows.map((i) => seqs[i]));
-    const positions = spanPositions(packed, rows.map((i) => [{ start: from[i] - prefix, length: seqs[i].length - from[i] }]));
-    const shared = prefix ? seqs[rows[0]].slice(0, prefix) : undefined;
-    const values = await readLogprobs(model, packed, { positions, temperature: opts.temperature, prefix: shared });
+  for (const b of plan.batches) {
+    const { packed, prefixes, cut } = packPlanned(seqs, b);
+    const positions = spanPositions(packed, b.rows.map((i, k) => [{ start: from[i] - cut[k], length: seqs[i].length - from[i] }]));
+    const values = await readLogprobs(model, packed, { positions, temperature: opts.temperature, prefixes });
     let at = 0;
-    for (const i of rows) {
+    for (const i of b.rows) {
       const n = seqs[i].length - from[i];
       results[i] = values.slice(at, at + n);
       at += n;

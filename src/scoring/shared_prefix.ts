@@ -1,18 +1,18 @@
-// Sequences that begin alike, found so that a scoring pass can run their common
-// beginning once: a self-distillation teacher's prompts open with the same skills
-// block for every turn routed to the same cards (about 600 of the bundled household
-// model's 960 teacher prompt tokens), and a pass that scored each prompt whole spent
-// most of its time on those blocks again and again.
+// Sequences that begin alike, found so that a pass can run their common beginning once:
+// a self-distillation teacher's prompts open with the same skills block for every turn
+// routed to the same cards (about 600 of the bundled household model's 960 teacher
+// prompt tokens), a GRPO group's completions continue the same prompt, and a pass that
+// ran each sequence whole spent most of its time on those beginnings again and again.
 //
 // The sequences are sorted by their ids, so that those sharing a beginning lie side
 // by side, and the sorted list is cut into runs; a run's prefix is the shortest
 // common beginning of neighbours in it (and no longer than any member allows). The
 // cut maximises the tokens saved, (members - 1) x prefix a run, less what a group costs
-// at least on its own (a prefix pass and a batch), by dynamic programming over the
-// sorted order: O(n^2) steps for n sequences (a few million for a household
-// iteration's 2,500). Saving tokens is not enough: `groupsThatPay` then keeps only the
-// groups whose batches cost less than their members scored whole among the others, in
-// the costs the runtime's policy gives (`scoring`).
+// (its prefix row, padded to the longest prefix of its batch), by dynamic programming
+// over the sorted order: O(n^2) steps for n sequences (a few million for a household
+// iteration's 2,500). The groups are then packed into batches, several to a batch
+// (planSharedPrefixes), and the plan is kept only where it costs less than running
+// every sequence whole, in the costs the runtime's policy gives (`scoring`).
 
 import type { ScoringCosts } from '../gpu/kernel_policy.ts';
 import { ShapeError } from '../tensor/errors.ts';
@@ -87,35 +87,91 @@ export function sharedPrefixGroups(
   return { groups: groups.reverse(), alone: indices.filter((i) => !grouped.has(i)) };
 }
 
-/**
- * The groups whose batches cost less than their members scored whole among the other
- * sequences, where a batch of `rows` each `length` long costs `batch + rows x longest`
- * and a batch after a prefix `batch + prefixPass + prefix + rows x (row + longest rest)`.
- * A group's batches pad each row's rest to their longest, so members of very different
- * lengths can pad more than the prefix saves, and a small group pays a batch and a
- * prefix pass of its own. Members scored whole join batches of similar lengths, which
- * pad little: their lengths, and their share of `budget`-token batches, stand for that
- * cost. `split` cuts a group's members into batches as the caller will; a group kept
- * comes with them, and the members of one that does not pay go back to `alone`.
- */
-export function groupsThatPay(
-  { groups, alone }: { groups: readonly PrefixGroup[]; alone: readonly number[] },
-  lengths: readonly number[], budget: number, split: (members: readonly number[]) => number[][], costs: ScoringCosts,
-): { groups: (PrefixGroup & { batches: number[][] })[]; alone: number[] } {
-  const kept: (PrefixGroup & { batches: number[][] })[] = [];
-  const back: number[] = [];
-  for (const g of groups) {
-    const batches = split(g.members);
-    const after = batches.reduce((n, rows) => {
-      const rest = Math.max(...rows.map((i) => lengths[i])) - g.prefix;
-      return n + costs.batch + costs.prefixPass + g.prefix + rows.length * (costs.row + rest);
-    }, 0);
-    const tokens = g.members.reduce((n, i) => n + lengths[i], 0);
-    if (after < tokens * (1 + costs.batch / budget)) kept.push({ ...g, batches });
-    else back.push(...g.members);
-  }
-  return { groups: kept, alone: [...alone, ...back] };
+/** A batch of a pass: its sequences, scored whole or after prefixes they share. */
+export interface PlannedBatch {
+  /** Its sequences, in row order. */
+  rows: number[];
+  /** After prefixes run once: each prefix's length and how many of `rows`, in order, continue it. */
+  prefixes?: { length: number; rows: number }[];
 }
 
-/** What sharedPrefixGroups takes as a group's least cost under `costs`. */
-export const groupOverhead = (costs: ScoringCosts) => costs.batch + costs.prefixPass;
+export interface SharingPlan {
+  batches: PlannedBatch[];
+  /** Prefix tokens not run again: (rows - 1) x length of each prefix of each batch. */
+  sharedTokens: number;
+}
+
+/**
+ * `groups` packed into batches of at most `budget` padded tokens, where every row counts
+ * its batch's longest prefix and longest rest (its keys and values span both): groups
+ * longest prefix first, so a batch's prefixes pad little, and a group's rows longest
+ * first. A group that does not fit its batch goes on in the next, which runs its prefix
+ * again.
+ */
+export function packGroups(groups: readonly PrefixGroup[], lengths: readonly number[], budget: number): PlannedBatch[] {
+  const batches: PlannedBatch[] = [];
+  let cur: Required<PlannedBatch> | null = null;
+  let longestPrefix = 0;
+  let longestRest = 0;
+  for (const g of [...groups].sort((a, b) => b.prefix - a.prefix)) {
+    let open: { length: number; rows: number } | null = null;
+    for (const i of [...g.members].sort((a, b) => lengths[b] - lengths[a] || a - b)) {
+      const rest = lengths[i] - g.prefix;
+      if (cur && (cur.rows.length + 1) * (Math.max(longestPrefix, g.prefix) + Math.max(longestRest, rest)) > budget) {
+        batches.push(cur);
+        cur = null;
+      }
+      if (!cur) {
+        cur = { rows: [], prefixes: [] };
+        longestPrefix = longestRest = 0;
+        open = null;
+      }
+      if (!open) cur.prefixes.push((open = { length: g.prefix, rows: 0 }));
+      cur.rows.push(i);
+      open.rows++;
+      longestPrefix = Math.max(longestPrefix, g.prefix);
+      longestRest = Math.max(longestRest, rest);
+    }
+  }
+  if (cur) batches.push(cur);
+  return batches;
+}
+
+/**
+ * What a plan's batches cost in tokens of work: each `costs.batch`, and its padded
+ * tokens, the prefixes' (prefixes x longest) and the rows' (rows x longest rest, or
+ * longest sequence).
+ */
+export function planCost(batches: readonly PlannedBatch[], lengths: readonly number[], costs: ScoringCosts): number {
+  return batches.reduce((n, b) => {
+    if (!b.prefixes) return n + costs.batch + b.rows.length * Math.max(...b.rows.map((i) => lengths[i]));
+    let longestPrefix = 0;
+    let longestRest = 0;
+    let at = 0;
+    for (const p of b.prefixes) {
+      longestPrefix = Math.max(longestPrefix, p.length);
+      for (const i of b.rows.slice(at, (at += p.rows))) longestRest = Math.max(longestRest, lengths[i] - p.length);
+    }
+    return n + costs.batch + b.prefixes.length * longestPrefix + b.rows.length * longestRest;
+  }, 0);
+}
+
+/**
+ * Batches of `indices` into `seqs` for a pass that may run shared prefixes once: the
+ * groups sharedPrefixGroups finds (at most `limits[i]` tokens of sequence i), packed
+ * (packGroups), and the other sequences cut as `whole` cuts them; or, where that costs
+ * no less (planCost), every sequence as `whole` cuts them.
+ */
+export function planSharedPrefixes(
+  seqs: readonly ArrayLike<number>[], indices: readonly number[], limits: readonly number[], budget: number,
+  whole: (indices: readonly number[]) => number[][], costs: ScoringCosts,
+): SharingPlan {
+  const lengths = seqs.map((s) => s.length);
+  const plain = whole(indices).map((rows) => ({ rows }));
+  const { groups, alone } = sharedPrefixGroups(seqs, indices, limits, costs.group);
+  if (!groups.length) return { batches: plain, sharedTokens: 0 };
+  const batches: PlannedBatch[] = [...packGroups(groups, lengths, budget), ...whole(alone).map((rows) => ({ rows }))];
+  if (planCost(batches, lengths, costs) >= planCost(plain, lengths, costs)) return { batches: plain, sharedTokens: 0 };
+  const sharedTokens = batches.reduce((n, b) => n + (b.prefixes ?? []).reduce((m, p) => m + (p.rows - 1) * p.length, 0), 0);
+  return { batches, sharedTokens };
+}

@@ -17,7 +17,7 @@ import type { IterationPlan } from '../algos/plan.ts';
 import type { Phase } from '../report/progress.ts';
 import type { PhaseMemory } from '../gpu/phase_memory.ts';
 import { teacherLogprobs, teacherSequences, type TeacherSource } from './teacher.ts';
-import { broadcastAdvantages, policyUpdate, responseLogprobs, scoringMicroBatches, splitMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
+import { broadcastAdvantages, policyUpdate, responseLogprobs, sharedPrefixMicroBatches, trainingMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 
 /** Where reference log-probs come from: a frozen copy, the LoRA model with its adapters off, or none (no KL). */
 export type Reference = { kind: 'model'; model: CausalLM } | { kind: 'lora-base' } | { kind: 'none' };
@@ -110,7 +110,8 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   const sequences = turnSequences(samples, { merge: mergeTurns });
   const stats = sequenceStats(samples, sequences);
   Object.assign(metrics, sequenceMetrics(stats, ''));
-  const batches = splitMicroBatches(sequences, sequences.map((_, i) => i), update.microBatchTokens);
+  const { batches, sharedTokens: oldShared } = trainingMicroBatches(update.model, sequences, sequences.map((_, i) => i), update.microBatchTokens);
+  metrics['tokens/old_shared_prefix'] = oldShared;
   const during = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
     const shown = phase?.(label, samples.length);
     const value = await fn();
@@ -137,8 +138,8 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   }
   let refLogprobs: Float32Array[] | null = null;
   if (update.loss.klCoef > 0 && reference.kind !== 'none') {
-    // As the teacher's pass does, a prefix the sequences share runs once where that pays (the skill cards a Skill-GRPO policy reads).
-    const scoring = scoringMicroBatches(sequences, update.microBatchTokens);
+    // As the teacher's pass does, a prefix the sequences share runs once where that pays (a GRPO group's prompt, the skill cards a Skill-GRPO policy reads).
+    const scoring = sharedPrefixMicroBatches(sequences, update.microBatchTokens);
     metrics['tokens/reference_shared_prefix'] = scoring.sharedTokens;
     refLogprobs = await during('reference', () => reference.kind === 'model'
       ? responseLogprobs(reference.model, samples, scoring.batches, update.temperature)

@@ -13,7 +13,7 @@ import type { Engine } from '../engines/engine.ts';
 import type { StepSample } from '../rollout/sample.ts';
 import { loadCheckpoint, restoreModel } from '../checkpoint/checkpoint.ts';
 import { turnSequences, type PromptOf, type TurnSequence } from '../rollout/turn_sequences.ts';
-import { responseLogprobs, scoringMicroBatches } from './update.ts';
+import { responseLogprobs, sharedPrefixMicroBatches } from './update.ts';
 
 export type TeacherSource =
   | { kind: 'model'; model: CausalLM }
@@ -37,7 +37,7 @@ export function teacherSequences(samples: readonly StepSample[], merge: boolean)
 export interface TeacherScores {
   /** lT of each sample's response tokens. */
   logprobs: Float32Array[];
-  /** Prompt tokens a model teacher did not run again: its sequences' shared skills blocks (trainer/update.ts scoringMicroBatches). */
+  /** Prompt tokens a model teacher did not run again: its sequences' shared skills blocks (trainer/update.ts sharedPrefixMicroBatches). */
   sharedTokens: number;
 }
 
@@ -51,7 +51,7 @@ export interface TeacherScores {
  */
 export async function teacherLogprobs(source: TeacherSource, samples: readonly StepSample[], sequences: readonly TurnSequence[], microBatchTokens: number, temperature = 1): Promise<TeacherScores> {
   if (source.kind === 'model') {
-    const { batches, sharedTokens } = scoringMicroBatches(sequences, microBatchTokens);
+    const { batches, sharedTokens } = sharedPrefixMicroBatches(sequences, microBatchTokens);
     return { logprobs: await responseLogprobs(source.model, samples, batches, temperature), sharedTokens };
   }
   const scored = sequences.filter((q) => q.responseTokens > 0);

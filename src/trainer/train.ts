@@ -255,7 +255,7 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
         const u = result.update;
         Object.assign(m, {
           'actor/pg_loss': u.pgLoss, 'actor/kl': u.kl, 'actor/entropy': u.entropy, 'actor/clip_frac': u.clipFrac,
-          'actor/grad_norm': u.gradNorm, 'actor/skipped_steps': u.skippedSteps, 'actor/steps': u.steps, 'tokens/trained': u.trainedTokens,
+          'actor/grad_norm': u.gradNorm, 'actor/skipped_steps': u.skippedSteps, 'actor/steps': u.steps, 'tokens/trained': u.trainedTokens, 'tokens/update_shared_prefix': u.sharedPrefixTokens,
         });
       }
       const stepSeconds = t.rollout + t.oldLogprobs + t.teacher + t.reference + t.update;

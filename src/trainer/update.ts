@@ -9,8 +9,9 @@
 import { TRAINING_FORWARD, withPolicy, type ScoringCosts } from '../gpu/kernel_policy.ts';
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
-import { packLeft, packRight, packedLogprobs, spanPositions, type PackedBatch } from '../scoring/score.ts';
-import { groupOverhead, groupsThatPay, sharedPrefixGroups } from '../scoring/shared_prefix.ts';
+import type { PrefixBatch } from '../models/token_batch.ts';
+import { packPlanned, packedLogprobs, spanPositions, type PackedBatch } from '../scoring/score.ts';
+import { planSharedPrefixes, type PlannedBatch } from '../scoring/shared_prefix.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import type { AuxLoss } from '../algos/plan.ts';
@@ -32,16 +33,16 @@ export interface Segment {
 }
 
 /**
- * A micro-batch: sequences packed left-padded (or right-padded after a prefix they
- * share), and the packed positions scoring their
- * response tokens. Per-token values (log-probs, advantages, weights) of a micro-batch
- * are compact arrays over those positions, sequence after sequence and turn after turn.
+ * A micro-batch: sequences packed left-padded, or right-padded after prefixes they
+ * share, and the packed positions scoring their response tokens. Per-token values
+ * (log-probs, advantages, weights) of a micro-batch are compact arrays over those
+ * positions, sequence after sequence and turn after turn.
  */
 export interface MicroBatch {
   /** Indices of its sequences. */
   sequences: number[];
-  /** The tokens its sequences all begin with, run once (scoring passes); packed then holds the rest of each, right-padded. */
-  prefix?: number[];
+  /** The prefixes its sequences continue, run once; packed then holds the rest of each, right-padded. */
+  prefixes?: PrefixBatch;
   packed: PackedBatch;
   /** Flat packed positions of every response token, in compact order. */
   positions: Int32Array;
@@ -50,19 +51,18 @@ export interface MicroBatch {
   responseTokens: number;
 }
 
-export function makeMicroBatch(sequences: readonly TurnSequence[], indices: number[], prefix = 0): MicroBatch {
-  const packed = prefix ? packRight(indices.map((i) => sequences[i].ids.slice(prefix))) : packLeft(indices.map((i) => sequences[i].ids));
-  const positions = spanPositions(packed, indices.map((i) => sequences[i].turns.map((t) => ({ start: t.start - prefix, length: t.length }))));
+export function makeMicroBatch(sequences: readonly TurnSequence[], batch: PlannedBatch): MicroBatch {
+  const { packed, prefixes, cut } = packPlanned(sequences.map((q) => q.ids), batch);
+  const positions = spanPositions(packed, batch.rows.map((i, k) => sequences[i].turns.map((t) => ({ start: t.start - cut[k], length: t.length }))));
   const segments: Segment[] = [];
   let at = 0;
-  for (const i of indices) {
+  for (const i of batch.rows) {
     for (const t of sequences[i].turns) {
       segments.push({ sample: t.sample, start: at, length: t.length });
       at += t.length;
     }
   }
-  const shared = prefix ? { prefix: sequences[indices[0]].ids.slice(0, prefix) } : {};
-  return { sequences: indices, ...shared, packed, positions, segments, responseTokens: positions.length };
+  return { sequences: batch.rows, ...(prefixes ? { prefixes } : {}), packed, positions, segments, responseTokens: positions.length };
 }
 
 /**
@@ -70,8 +70,8 @@ export function makeMicroBatch(sequences: readonly TurnSequence[], indices: numb
  * first). Sequences without response tokens (an engine may return none) have nothing to
  * score or train and are left out.
  */
-export function splitMicroBatches(sequences: readonly TurnSequence[], indices: readonly number[], budget: number, prefix = 0): MicroBatch[] {
-  return microBatchRows(sequences, indices, budget).map((rows) => makeMicroBatch(sequences, rows, prefix));
+export function splitMicroBatches(sequences: readonly TurnSequence[], indices: readonly number[], budget: number): MicroBatch[] {
+  return microBatchRows(sequences, indices, budget).map((rows) => makeMicroBatch(sequences, { rows }));
 }
 
 /** The sequences of each of splitMicroBatches' micro-batches. */
@@ -93,25 +93,30 @@ function microBatchRows(sequences: readonly TurnSequence[], indices: readonly nu
 }
 
 /**
- * splitMicroBatches for a scoring pass, where sequences that begin alike
- * (scoring/shared_prefix.ts) share micro-batches that run their common prefix once,
- * wherever that costs less than scoring them whole (`costs`, groupsThatPay). A
+ * splitMicroBatches for a pass where sequences that begin alike
+ * (scoring/shared_prefix.ts) run their common prefixes once, several prefixes to a
+ * micro-batch, wherever that costs less than running them whole (`costs`). A
  * micro-batch's budget still counts every row's whole length, so it holds no more than
- * without the prefix (the rows' keys and values span it). The position before a turn's
- * first response token scores it, so a prefix ends before the first turn's prompt does.
+ * without the prefixes (the rows' keys and values span them). The position before a
+ * turn's first response token scores it, so a prefix ends before the first turn's
+ * prompt does. `indices` defaults to every sequence.
  */
-export function scoringMicroBatches(sequences: readonly TurnSequence[], budget: number, costs: ScoringCosts = runtime().policy.scoring): { batches: MicroBatch[]; sharedTokens: number } {
-  const scored = sequences.map((_, i) => i).filter((i) => sequences[i].responseTokens > 0);
+export function sharedPrefixMicroBatches(
+  sequences: readonly TurnSequence[], budget: number, costs: ScoringCosts = runtime().policy.scoring, indices: readonly number[] = sequences.map((_, i) => i),
+): { batches: MicroBatch[]; sharedTokens: number } {
+  const scored = indices.filter((i) => sequences[i].responseTokens > 0);
   const limits = sequences.map((q) => (q.turns.length ? q.turns[0].start - 1 : 0));
-  const { groups, alone } = groupsThatPay(
-    sharedPrefixGroups(sequences.map((q) => q.ids), scored, limits, groupOverhead(costs)),
-    sequences.map((q) => q.ids.length), budget, (members) => microBatchRows(sequences, members, budget), costs,
-  );
-  const batches = groups.flatMap((g) => g.batches.map((rows) => makeMicroBatch(sequences, rows, g.prefix)));
-  batches.push(...splitMicroBatches(sequences, alone, budget));
-  // Each micro-batch runs its prefix once.
-  const sharedTokens = batches.reduce((n, mb) => n + (mb.prefix ? (mb.sequences.length - 1) * mb.prefix.length : 0), 0);
-  return { batches, sharedTokens };
+  const plan = planSharedPrefixes(sequences.map((q) => q.ids), scored, limits, budget, (ix) => microBatchRows(sequences, ix, budget), costs);
+  return { batches: plan.batches.map((b) => makeMicroBatch(sequences, b)), sharedTokens: plan.sharedTokens };
+}
+
+/**
+ * The micro-batches of a pass the update's forward repeats (the old log-probs) or of
+ * the update itself: after shared prefixes where the model trains through them
+ * (CausalLM.prefixGradients), else whole.
+ */
+export function trainingMicroBatches(model: CausalLM, sequences: readonly TurnSequence[], indices: readonly number[], budget: number): { batches: MicroBatch[]; sharedTokens: number } {
+  return model.prefixGradients ? sharedPrefixMicroBatches(sequences, budget, undefined, indices) : { batches: splitMicroBatches(sequences, indices, budget), sharedTokens: 0 };
 }
 
 /**
@@ -159,7 +164,7 @@ export async function responseLogprobs(
   model: CausalLM, samples: readonly StepSample[], batches: readonly MicroBatch[], temperature = 1, { asTraining = false } = {},
 ): Promise<Float32Array[]> {
   const out = samples.map(() => new Float32Array(0));
-  const record = () => batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions, temperature, prefix: mb.prefix }).logprobs)));
+  const record = () => batches.map((mb) => scope(() => noGrad(() => packedLogprobs(model, mb.packed, { positions: mb.positions, temperature, prefixes: mb.prefixes }).logprobs)));
   const parts = asTraining ? withPolicy(runtime().policy, TRAINING_FORWARD, record) : record();
   (await readTogether(parts)).forEach((values, k) => gatherTokens(batches[k], values, out));
   return out;
@@ -174,6 +179,8 @@ export interface UpdateMetrics {
   skippedSteps: number;
   steps: number;
   trainedTokens: number;
+  /** Prompt tokens run once for several sequences (sharedPrefixMicroBatches), over the mini-batches. */
+  sharedPrefixTokens: number;
   /** The auxiliary term's statistics, averaged over optimizer steps like the losses. */
   aux: Record<string, number>;
 }
@@ -219,11 +226,12 @@ export function broadcastAdvantages(samples: readonly StepSample[], perSample: F
 export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSample[], sequences: readonly TurnSequence[], inputs: UpdateInputs): Promise<UpdateMetrics> {
   const { advantages, oldLogprobs, refLogprobs, teacherLogprobs, aux } = inputs;
   if (aux && !teacherLogprobs) throw new Error('policyUpdate: an auxiliary term needs teacher log-probs');
-  const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0, aux: {} };
+  const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0, sharedPrefixTokens: 0, aux: {} };
   const minis = miniBatches(sequences, ctx.shuffle(sequences.length), ctx.miniBatchSize);
   let samplesDone = 0;
   for (const mini of minis) {
-    const micro = splitMicroBatches(sequences, mini, ctx.microBatchTokens);
+    const { batches: micro, sharedTokens } = trainingMicroBatches(ctx.model, sequences, mini, ctx.microBatchTokens);
+    m.sharedPrefixTokens += sharedTokens;
     const miniTokens = micro.reduce((n, mb) => n + mb.responseTokens, 0);
     zeroGrad(ctx.params);
     const rows: Tensor[] = [];
@@ -232,7 +240,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
       const row = await scopeAsync(async () => {
         const w = 1 / miniTokens;
         const t = (f: (s: number, j: number) => number) => tensor(compactTokens(mb, f));
-        const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true, positions: mb.positions, temperature: ctx.temperature });
+        const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true, positions: mb.positions, temperature: ctx.temperature, prefixes: mb.prefixes });
         const weights = t(() => w);
         const oldT = t((s, j) => oldLogprobs[s][j]);
         const terms = policyLoss({
