@@ -12,10 +12,10 @@ import type { StepSample } from '../src/rollout/sample.ts';
 import { LocalEngine } from '../src/engines/local_engine.ts';
 
 /** Needs an initialised runtime; returns the model too, for scoring what it played. */
-export async function householdRollout(opts: { tasks: number; runs: number; turns: number }): Promise<{ model: CausalLM; samples: StepSample[] }> {
+export async function householdRollout(opts: { tasks: number; runs: number; turns: number; trainable?: boolean }): Promise<{ model: CausalLM; samples: StepSample[] }> {
   const dir = new URL('../models/household-tiny', import.meta.url).pathname;
   const tokenizer = await loadTokenizer(dir);
-  const model = loadModel(dir, { trainable: false });
+  const model = loadModel(dir, { trainable: opts.trainable ?? false });
   const { samples } = await runRollout({
     env: new HouseholdEnvironment(), spec: envPlugin('household').agent, engine: new LocalEngine(model, { tokenizer }), tokenizer,
     tasks: Array.from({ length: opts.tasks }, (_, i) => ({ split: 'train' as const, seed: 100 + i })),
