@@ -2,8 +2,8 @@
 // packs them into (worked by hand), the log-probs after shared prefixes of different
 // lengths against the whole sequences' on Qwen2, Qwen3 and Qwen3.5 (whose Gated DeltaNet
 // layers carry a recurrent state past the prefix, through its cache), the gradients of
-// Qwen2 and Qwen3 through shared prefixes against the whole sequences' (plain and
-// checkpointed), an engine's scoring of completions (scoreTails: a frozen teacher's
+// Qwen2 and Qwen3 (and of LoRA factors) through shared prefixes against the whole
+// sequences' (plain and checkpointed), an engine's scoring of completions (scoreTails: a frozen teacher's
 // pass), and the teacher pass on the bundled model's household turns, whose skills
 // blocks it runs once, against scoring each prompt whole.
 
@@ -13,6 +13,7 @@ import { envPlugin } from '../envs/registry.ts';
 import { HouseholdEnvironment } from '../envs/household/index.ts';
 import type { CausalLM } from '../src/models/causal_lm.ts';
 import { loadCausalLM, loadModel } from '../src/models/load.ts';
+import { attachLora, loraParameters } from '../src/lora/lora.ts';
 import { packLeft, packPlanned, packedLogprobs, scoreSequences, scoreTails, spanPositions } from '../src/scoring/score.ts';
 import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
 import { packGroups, planCost, planSharedPrefixes, sharedPrefixGroups, type PlannedBatch } from '../src/scoring/shared_prefix.ts';
@@ -216,6 +217,27 @@ describe('log-probs after shared prefixes', () => {
       }
     });
   }
+
+  test('LoRA factors get the whole sequences\' gradients through shared prefixes (frozen base)', slow, async () => {
+    await gpu();
+    const model = loadCausalLM(fixture('qwen3-tiny'), { trainable: false });
+    attachLora(model, { r: 2, alpha: 4, targetModules: ['q_proj', 'k_proj', 'v_proj', 'down_proj'], baseModel: null }, 1);
+    // B starts at zero; move it so the A factors get gradients too.
+    for (const b of [...model.lora.values()].map((l) => l.b)) b.storage.rt.upload(b.buffer, 0, new Float32Array(b.size).fill(0.01));
+    const params = loraParameters(model);
+    for (const p of params) requireGrad(p);
+    try {
+      const whole = await gradients(model, params, false);
+      assert.ok(whole.every((g) => g.some((v) => v !== 0)), 'every factor has a gradient');
+      for (const checkpoint of [false, true]) {
+        model.checkpointLayers = checkpoint;
+        const shared = await gradients(model, params, true);
+        whole.forEach((g, i) => assertClose(shared[i], g, { atol: 1e-6, rtol: 1e-4, label: `factor ${i}${checkpoint ? ' (checkpointed)' : ''}` }));
+      }
+    } finally {
+      for (const p of [...model.parameters(), ...params]) p.dispose();
+    }
+  });
 
   test('Qwen3.5 runs shared prefixes through its cache, so not where gradients are recorded', async () => {
     await gpu();
