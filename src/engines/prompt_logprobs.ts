@@ -3,7 +3,7 @@
 // reduces the logits on the GPU, so only [positions] log-probs and ranks come back.
 
 import type { CausalLM } from '../models/causal_lm.ts';
-import { budgetGroups, packLeft, unpack } from '../scoring/score.ts';
+import { budgetBatches, packLeft, unpack } from '../scoring/score.ts';
 import { noGrad } from '../tensor/autograd.ts';
 import { linear, readTokenRanks, reshape, slice, tokenRanks } from '../tensor/ops/index.ts';
 import { readSampled, sampleTokens } from '../tensor/ops/sampling.ts';
@@ -34,7 +34,7 @@ export async function promptTokenStats(model: CausalLM, seqs: readonly ArrayLike
   const results: PromptTokenStats[] = seqs.map(() => ({ logprobs: new Float32Array(0), ranks: new Uint32Array(0) }));
   const scored = seqs.map((_, i) => i).filter((i) => seqs[i].length >= 2);
   const H = model.config.hidden;
-  for (const group of budgetGroups(scored, seqs, opts.maxBatchTokens ?? 8192)) {
+  for (const group of budgetBatches(scored, (i) => seqs[i].length, opts.maxBatchTokens ?? 8192)) {
     const packed = packLeft(group.map((k) => seqs[k]));
     const n = packed.batch * (packed.seq - 1);
     const { stats, top } = await scopeAsync(async () => {

@@ -123,20 +123,23 @@ export function unpack(p: PackedBatch, values: Float32Array): Float32Array[] {
 }
 
 /**
- * Splits sequence indices into batches, shortest first, each within `budget` padded
- * tokens (a batch holds at least one sequence).
+ * Splits sequence indices into batches, longest first, each within `budget` padded
+ * tokens (a batch holds at least one sequence): rows of similar lengths share a batch,
+ * so little of it is padding.
  */
-export function budgetGroups(indices: readonly number[], seqs: readonly ArrayLike<number>[], budget: number): number[][] {
-  const order = [...indices].sort((a, b) => seqs[a].length - seqs[b].length);
-  const groups: number[][] = [];
-  let i = 0;
-  while (i < order.length) {
-    let j = i + 1;
-    while (j < order.length && seqs[order[j]].length * (j - i + 1) <= budget) j++;
-    groups.push(order.slice(i, j));
-    i = j;
+export function budgetBatches(indices: readonly number[], length: (i: number) => number, budget: number): number[][] {
+  const order = [...indices].sort((a, b) => length(b) - length(a));
+  const out: number[][] = [];
+  let cur: number[] = [];
+  for (const i of order) {
+    if (cur.length && length(cur[0]) * (cur.length + 1) > budget) {
+      out.push(cur);
+      cur = [];
+    }
+    cur.push(i);
   }
-  return groups;
+  if (cur.length) out.push(cur);
+  return out;
 }
 
 /** packedLogprobs of one batch without gradients, read back to the host. */
@@ -176,7 +179,7 @@ export async function scoreTails(
   if (from.length !== seqs.length) throw new ShapeError(`scoreTails: ${from.length} starts for ${seqs.length} sequences`);
   const budget = opts.maxBatchTokens ?? 8192;
   const plan = planSharedPrefixes(
-    seqs, seqs.map((_, i) => i), from.map((f) => f - 1), budget, (ix) => budgetGroups(ix, seqs, budget), opts.costs ?? runtime().policy.scoring,
+    seqs, seqs.map((_, i) => i), from.map((f) => f - 1), budget, (ix) => budgetBatches(ix, (i) => seqs[i].length, budget), opts.costs ?? runtime().policy.scoring,
   );
   const results: Float32Array[] = new Array(seqs.length);
   for (const b of plan.batches) {
@@ -196,7 +199,7 @@ export async function scoreTails(
 /** Log-probs of tokens 1..n-1 of each sequence, batched by a token budget. */
 export async function scoreSequences(model: CausalLM, seqs: readonly ArrayLike<number>[], opts: { maxBatchTokens?: number; temperature?: number } = {}): Promise<Float32Array[]> {
   const results: Float32Array[] = new Array(seqs.length);
-  for (const group of budgetGroups(seqs.map((_, i) => i), seqs, opts.maxBatchTokens ?? 8192)) {
+  for (const group of budgetBatches(seqs.map((_, i) => i), (i) => seqs[i].length, opts.maxBatchTokens ?? 8192)) {
     const packed = packLeft(group.map((k) => seqs[k]));
     const values = await readLogprobs(model, packed, opts);
     unpack(packed, values).forEach((v, g) => (results[group[g]] = v));

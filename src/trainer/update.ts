@@ -10,7 +10,7 @@ import { TRAINING_FORWARD, withPolicy, type ScoringCosts } from '../gpu/kernel_p
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import type { PrefixBatch } from '../models/token_batch.ts';
-import { packPlanned, packedLogprobs, spanPositions, type PackedBatch } from '../scoring/score.ts';
+import { budgetBatches, packPlanned, packedLogprobs, spanPositions, type PackedBatch } from '../scoring/score.ts';
 import { planSharedPrefixes, type PlannedBatch } from '../scoring/shared_prefix.ts';
 import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
@@ -76,20 +76,7 @@ export function splitMicroBatches(sequences: readonly TurnSequence[], indices: r
 
 /** The sequences of each of splitMicroBatches' micro-batches. */
 function microBatchRows(sequences: readonly TurnSequence[], indices: readonly number[], budget: number): number[][] {
-  const len = (i: number) => sequences[i].ids.length;
-  const order = indices.filter((i) => sequences[i].responseTokens > 0).sort((a, b) => len(b) - len(a));
-  const out: number[][] = [];
-  let cur: number[] = [];
-  for (const i of order) {
-    const maxLen = Math.max(len(i), ...cur.map(len));
-    if (cur.length && maxLen * (cur.length + 1) > budget) {
-      out.push(cur);
-      cur = [];
-    }
-    cur.push(i);
-  }
-  if (cur.length) out.push(cur);
-  return out;
+  return budgetBatches(indices.filter((i) => sequences[i].responseTokens > 0), (i) => sequences[i].ids.length, budget);
 }
 
 /**
