@@ -77,6 +77,10 @@ describe('rl-iteration bench', () => {
       assert.equal(r.episodes_merged, 0);
       assert.ok(r.scored_prompt_tokens > r.turns * 100, `scored prompt ${r.scored_prompt_tokens}`);
       assert.ok(r.scoring_update_s > 0);
+      // One mini-batch: the update plans its prefixes as the old log-probs' pass does.
+      const shared = r.shared_prefix_tokens as unknown as Record<string, number>;
+      assert.deepEqual(Object.keys(shared), ['old', 'reference', 'teacher', 'update']);
+      assert.equal(shared.update, shared.old, JSON.stringify(shared));
     }
     // The random policy never finishes a task: every episode runs to the turn limit.
     const random = rows[0] as Record<string, number>;

@@ -122,6 +122,8 @@ export function iterationRow(label: string, rows: readonly MetricsRow[]): object
     prompt_tokens_mean: Math.round(m['tokens/prompt'] / Math.max(m['rollout/samples'], 1)), truncated_prompts: m['rollout/truncated_prompts'],
     generated_tokens: m['tokens/generated'], trained_tokens: m['tokens/trained'],
     scored_prompt_tokens: m['tokens/scored_prompt'], episodes_merged: m['episodes/merged'], episodes_per_turn: m['episodes/per_turn'],
+    // Prompt tokens each pass ran once for several sequences (PERFORMANCE section 11.1).
+    shared_prefix_tokens: Object.fromEntries(['old', 'reference', 'teacher', 'update'].map((p) => [p, m[`tokens/${p}_shared_prefix`] ?? 0])),
     step_s: round(step), rollout_s: round(m['time/rollout']), rollout_engine_s: round(m['time/rollout_generate']),
     scoring_s: round(scoring), update_s: round(m['time/update']), scoring_update_s: round(scoring + m['time/update']),
     rollout_share: round(m['time/rollout'] / step, 3), scoring_share: round(scoring / step, 3), update_share: round(m['time/update'] / step, 3),
