@@ -55,12 +55,10 @@ export interface CausalLM {
   newCache(batch: number, capacity: number, padLeft?: Int32Array): ModelCache;
   /**
    * Hidden states [rows, seq, hidden] of `rows` (the tokens after their prefixes,
-   * right-padded), each continuing its prefix in `prefixes`, which run once. With
-   * gradients only where `prefixGradients` says so.
+   * right-padded), each continuing its prefix in `prefixes`, which run once; taped
+   * like `hidden`.
    */
   hiddenAfterPrefixes(prefixes: PrefixBatch, rows: PrefixedRows): Tensor;
-  /** hiddenAfterPrefixes records gradients, so a training step may share prefixes. */
-  readonly prefixGradients: boolean;
   /** Full logits [batch, seq, vocab]; for small vocabularies and tests. */
   logits(batch: TokenBatch): Tensor;
   parameters(): Tensor[];

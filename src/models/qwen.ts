@@ -13,7 +13,7 @@ import { add } from '../tensor/ops/elementwise.ts';
 import { embedding } from '../tensor/ops/embedding.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { rope } from '../tensor/ops/rope.ts';
-import { assignSlice, concat, permute, reshape, slice } from '../tensor/ops/shape_ops.ts';
+import { assignSlice, permute, reshape, slice } from '../tensor/ops/shape_ops.ts';
 import { swiglu } from '../tensor/ops/swiglu.ts';
 import { linear } from '../tensor/ops/matmul.ts';
 import { ShapeError } from '../tensor/errors.ts';
@@ -21,7 +21,8 @@ import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { KVCache } from './kv_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';
 import { fusable, fusedAttention, fusedMlp, fusesStep } from './qwen_decode.ts';
-import { checkPrefixBatch, checkTokenBatch, positionIds, stepInputs, type LayerStep, type PrefixBatch, type PrefixedRows, type SharedPrefixStep, type TokenBatch } from './token_batch.ts';
+import { checkTokenBatch, stepInputs, type LayerStep, type PrefixBatch, type PrefixedRows, type TokenBatch } from './token_batch.ts';
+import { attentionAfterPrefixes, sharedPrefixInputs } from './shared_prefix_pass.ts';
 
 export class QwenModel implements CausalLM {
   /** LoRA branches by the HF name of the linear weight they adapt. */
@@ -75,40 +76,17 @@ export class QwenModel implements CausalLM {
     return out;
   }
 
-  readonly prefixGradients = true;
-
-  /**
-   * The prefixes and rows in one pass over flat tokens (the prefixes' then the rows'):
-   * every product and norm runs once a token, the prefixes' once for all their rows,
-   * and only attention sees the layout (attendAfterPrefixes). Taped like any forward.
-   */
+  /** One list of tokens, the prefixes' then the rows' (models/shared_prefix_pass.ts); only attention sees the layout. */
   hiddenAfterPrefixes(prefixes: PrefixBatch, rows: PrefixedRows): Tensor {
-    const rowPad = checkPrefixBatch(prefixes, rows);
     const cfg = this.config;
-    const front = prefixes.batch * prefixes.seq;
-    const ids = new Int32Array(front + rows.batch * rows.seq);
-    ids.set(prefixes.ids);
-    ids.set(rows.ids, front);
-    const step: LayerStep = {
-      batch: rows.batch,
-      seq: rows.seq,
-      ...stepInputs({ ...rows, padLeft: rowPad }, prefixes.seq),
-      cache: null,
-      offset: 0,
-      prefixes: {
-        batch: prefixes.batch,
-        seq: prefixes.seq,
-        positions: tensor(positionIds(prefixes.batch, prefixes.seq, prefixes.padLeft), [prefixes.batch, prefixes.seq], 'i32'),
-        pad: tensor(prefixes.padLeft, [prefixes.batch], 'i32'),
-        of: prefixes.of,
-      },
-    };
-    let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), ids, [ids.length]);
+    const flat = sharedPrefixInputs(prefixes, rows);
+    const step: LayerStep = { batch: rows.batch, seq: rows.seq, positions: flat.rows.positions, pad: flat.rows.pad, cache: null, offset: 0, prefixes: flat.prefixes };
+    let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), flat.ids, [flat.ids.length]);
     for (let l = 0; l < cfg.layers; l++) {
       x = layerStep(x, (x) => this.mlpBlock(this.attentionBlock(x, l, step), l), () => layerParams(this, l), this.checkpointLayers);
     }
     const h = rmsNorm(x, this.param(`${this.prefix}norm.weight`), cfg.rmsEps);
-    return reshape(slice(h, 0, front, ids.length), [rows.batch, rows.seq, cfg.hidden]);
+    return reshape(slice(h, 0, flat.front, flat.ids.length), [rows.batch, rows.seq, cfg.hidden]);
   }
 
   private run(batch: TokenBatch, cache: KVCache | null): Tensor {
@@ -150,7 +128,9 @@ export class QwenModel implements CausalLM {
     const q = project('q', cfg.heads);
     const k = project('k', cfg.kvHeads);
     const v = project('v', cfg.kvHeads);
-    const merged = step.prefixes ? this.attendAfterPrefixes(q, k, v, step, step.prefixes) : this.attend(q, k, v, l, step);
+    const merged = step.prefixes
+      ? attentionAfterPrefixes(q, k, v, { batch: step.batch, seq: step.seq, positions: step.positions, pad: step.pad! }, step.prefixes, { theta: cfg.ropeTheta, rotaryDim: cfg.rotaryDim })
+      : this.attend(q, k, v, l, step);
     return add(x, this.proj(merged, `${pre}.self_attn.o_proj`, cfg.outputBias));
   }
 
@@ -173,34 +153,6 @@ export class QwenModel implements CausalLM {
     }
     const o = attention(this.heads(q, step.positions, true), keys, values, { padLeft: step.pad, kvLen: offset + T });
     return reshape(permute(o, [0, 2, 1, 3]), [B, T, this.config.heads * this.config.headDim]);
-  }
-
-  /**
-   * Attention over flat tokens [prefixes' G x P, then rows' B x T]: each prefix over
-   * itself, each row over its prefix's keys and values (gathered by row, so their
-   * gradients sum over the rows reading them) and then its own. A row's keys are
-   * [its prefix's padding, its prefix, its tokens], the padding masked as left padding.
-   */
-  private attendAfterPrefixes(q: Tensor, k: Tensor, v: Tensor, step: LayerStep, pre: SharedPrefixStep): Tensor {
-    const { batch: B, seq: T } = step;
-    const D = this.config.headDim;
-    const front = pre.batch * pre.seq;
-    const split = (t: Tensor, rotate: boolean) => {
-      const n = t.shape[1];
-      const prefix = this.heads(reshape(slice(t, 0, 0, front), [pre.batch, pre.seq, n, D]), pre.positions, rotate);
-      const rows = this.heads(reshape(slice(t, 0, front, t.shape[0]), [B, T, n, D]), step.positions, rotate);
-      return { prefix, rows };
-    };
-    const qs = split(q, true);
-    const ks = split(k, true);
-    const vs = split(v, false);
-    const hkv = this.config.kvHeads;
-    const withPrefix = (s: { prefix: Tensor; rows: Tensor }) =>
-      concat([reshape(embedding(reshape(s.prefix, [pre.batch, hkv * pre.seq * D]), pre.of, [B]), [B, hkv, pre.seq, D]), s.rows], 2);
-    const op = attention(qs.prefix, ks.prefix, vs.prefix, { padLeft: pre.pad });
-    const or = attention(qs.rows, withPrefix(ks), withPrefix(vs), { padLeft: step.pad });
-    const width = this.config.heads * D;
-    return concat([reshape(permute(op, [0, 2, 1, 3]), [front, width]), reshape(permute(or, [0, 2, 1, 3]), [B * T, width])], 0);
   }
 
   /** x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l. */

@@ -15,8 +15,8 @@
 import type { CausalLM, LoraConfig, ModelCache, ParamMap } from './causal_lm.ts';
 import type { ModelConfig } from '../hf_model/config.ts';
 import { ConfigError } from '../hf_model/errors.ts';
-import { checkTokenBatch, stepInputs, type PrefixBatch, type PrefixedRows, type TokenBatch } from './token_batch.ts';
-import { hiddenAfterCachedPrefixes } from './prefix_cache.ts';
+import { checkTokenBatch, stepInputs, type PrefixBatch, type PrefixedRows, type SharedPrefixStep, type TokenBatch } from './token_batch.ts';
+import { attentionAfterPrefixes, prefixRows, sharedPrefixInputs, splitTokens, type PrefixedRowStep } from './shared_prefix_pass.ts';
 import { RecurrentCache } from './recurrent_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
@@ -29,13 +29,17 @@ import { embedding } from '../tensor/ops/embedding.ts';
 import { linear } from '../tensor/ops/matmul.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { rope } from '../tensor/ops/rope.ts';
-import { assignSlice, permute, reshape, slice } from '../tensor/ops/shape_ops.ts';
+import { assignSlice, concat, permute, reshape, slice } from '../tensor/ops/shape_ops.ts';
 import { swiglu } from '../tensor/ops/swiglu.ts';
 import { ShapeError } from '../tensor/errors.ts';
 import { keep } from '../tensor/scope.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
 
-/** What one forward pass shares across layers. */
+/**
+ * What one forward pass shares across layers. A pass after shared prefixes
+ * (`shared`) runs its tokens as one row, B = 1 and T = all of them: the prefixes'
+ * then the rows' (models/shared_prefix_pass.ts).
+ */
 interface Pass {
   B: number;
   T: number;
@@ -43,6 +47,7 @@ interface Pass {
   positions: Tensor;
   pad: Tensor | undefined;
   cache: RecurrentCache | null;
+  shared?: { rows: PrefixedRowStep; prefixes: SharedPrefixStep };
 }
 
 export class Qwen35Model implements CausalLM {
@@ -101,10 +106,11 @@ export class Qwen35Model implements CausalLM {
     return RecurrentCache.create(this.config, batch, capacity, padLeft);
   }
 
-  readonly prefixGradients = false;
-
   hiddenAfterPrefixes(prefixes: PrefixBatch, rows: PrefixedRows): Tensor {
-    return hiddenAfterCachedPrefixes(this, prefixes, rows);
+    const flat = sharedPrefixInputs(prefixes, rows);
+    const N = flat.ids.length;
+    const h = this.layers(flat.ids, { B: 1, T: N, offset: 0, positions: flat.rows.positions, pad: undefined, cache: null, shared: { rows: flat.rows, prefixes: flat.prefixes } });
+    return reshape(slice(h, 1, flat.front, N), [rows.batch, rows.seq, this.config.hidden]);
   }
 
   logits(batch: TokenBatch): Tensor {
@@ -118,14 +124,14 @@ export class Qwen35Model implements CausalLM {
   private run(batch: TokenBatch, cache: RecurrentCache | null): Tensor {
     const offset = cache?.length ?? 0;
     checkTokenBatch(batch, offset, cache?.capacity);
+    return this.layers(batch.ids, { B: batch.batch, T: batch.seq, offset, cache, ...stepInputs(batch, offset) });
+  }
+
+  /** The decoder's layers and final norm over `ids` [pass.B, pass.T]. */
+  private layers(ids: Int32Array | Tensor, pass: Pass): Tensor {
     const cfg = this.config;
     const pre = cfg.weightPrefix;
-    const { batch: B, seq: T } = batch;
-    const pass: Pass = {
-      B, T, offset, cache,
-      ...stepInputs(batch, offset),
-    };
-    let x = embedding(this.param(`${pre}embed_tokens.weight`), batch.ids, [B, T]);
+    let x = embedding(this.param(`${pre}embed_tokens.weight`), ids, [pass.B, pass.T]);
     for (let l = 0; l < cfg.layers; l++) {
       const at = `${pre}layers.${l}`;
       x = layerStep(x, (x) => {
@@ -152,22 +158,49 @@ export class Qwen35Model implements CausalLM {
     const lin = this.config.linearAttention!;
     const { B, T } = pass;
     const a = `${this.config.weightPrefix}layers.${l}.linear_attn`;
+    const valueDim = lin.numValueHeads * lin.valueHeadDim;
+    const inputs = { qkv: this.proj(h, `${a}.in_proj_qkv`), b: this.proj(h, `${a}.in_proj_b`), a: this.proj(h, `${a}.in_proj_a`) };
+    let o: Tensor;
+    if (pass.shared) {
+      // Each row's recurrence runs over its prefix's inputs again (it needs the state after them); the rest of
+      // the layer, and the prefixes' own outputs, once a token.
+      const { rows, prefixes } = pass.shared;
+      const parts = (t: Tensor) => splitTokens(t, rows, prefixes, 1);
+      const split = { qkv: parts(inputs.qkv), b: parts(inputs.b), a: parts(inputs.a) };
+      const own = this.mix(l, split.qkv.prefix, split.b.prefix, split.a.prefix, { pad: prefixes.pad });
+      const after = (s: { prefix: Tensor; rows: Tensor }) => concat([prefixRows(s.prefix, prefixes.of), s.rows], 1);
+      const full = this.mix(l, after(split.qkv), after(split.b), after(split.a), { pad: rows.pad });
+      const tail = slice(full, 1, prefixes.seq, prefixes.seq + rows.seq);
+      const flat = (t: Tensor) => reshape(t, [t.shape[0] * t.shape[1], lin.numValueHeads, lin.valueHeadDim]);
+      o = reshape(concat([flat(own), flat(tail)], 0), [B, T, lin.numValueHeads, lin.valueHeadDim]);
+    } else {
+      const state = pass.cache?.linear[l] ?? undefined;
+      o = this.mix(l, inputs.qkv, inputs.b, inputs.a, { pad: pass.pad, offset: pass.offset, state });
+    }
+    const z = reshape(this.proj(h, `${a}.in_proj_z`), [B, T, lin.numValueHeads, lin.valueHeadDim]);
+    const gated = mul(rmsNorm(o, this.param(`${a}.norm.weight`), this.config.rmsEps), silu(z));
+    return this.proj(reshape(gated, [B, T, valueDim]), `${a}.out_proj`);
+  }
+
+  /**
+   * The gated delta rule's output [b, t, Hv, Dv] from layer l's projections of the
+   * sequences [b, t, ...]: q|k|v through the short convolution, then the recurrence
+   * (continuing a cache's states where given).
+   */
+  private mix(l: number, qkvIn: Tensor, bIn: Tensor, aIn: Tensor, o: { pad?: Tensor; offset?: number; state?: { conv: Tensor; recurrent: Tensor } }): Tensor {
+    const lin = this.config.linearAttention!;
+    const a = `${this.config.weightPrefix}layers.${l}.linear_attn`;
+    const [B, T] = qkvIn.shape;
     const keyDim = lin.numKeyHeads * lin.keyHeadDim;
     const valueDim = lin.numValueHeads * lin.valueHeadDim;
-    const state = pass.cache?.linear[l] ?? undefined;
-    const qkv = causalConv1d(this.proj(h, `${a}.in_proj_qkv`), this.param(`${a}.conv1d.weight`), {
-      silu: true, padLeft: pass.pad, offset: pass.offset, state: state?.conv,
-    });
+    const qkv = causalConv1d(qkvIn, this.param(`${a}.conv1d.weight`), { silu: true, padLeft: o.pad, offset: o.offset, state: o.state?.conv });
     const heads = (from: number, to: number, n: number, d: number) => reshape(slice(qkv, 2, from, to), [B, T, n, d]);
     const q = this.l2Normalize(heads(0, keyDim, lin.numKeyHeads, lin.keyHeadDim));
     const k = this.l2Normalize(heads(keyDim, 2 * keyDim, lin.numKeyHeads, lin.keyHeadDim));
     const v = heads(2 * keyDim, 2 * keyDim + valueDim, lin.numValueHeads, lin.valueHeadDim);
-    const beta = sigmoid(this.proj(h, `${a}.in_proj_b`));
-    const g = deltaDecay(this.proj(h, `${a}.in_proj_a`), this.param(`${a}.A_log`), this.param(`${a}.dt_bias`));
-    const o = gatedDeltaRule(q, k, v, g, beta, { padLeft: pass.pad, offset: pass.offset, state: state?.recurrent });
-    const z = reshape(this.proj(h, `${a}.in_proj_z`), [B, T, lin.numValueHeads, lin.valueHeadDim]);
-    const gated = mul(rmsNorm(o, this.param(`${a}.norm.weight`), this.config.rmsEps), silu(z));
-    return this.proj(reshape(gated, [B, T, valueDim]), `${a}.out_proj`);
+    const beta = sigmoid(bIn);
+    const g = deltaDecay(aIn, this.param(`${a}.A_log`), this.param(`${a}.dt_bias`));
+    return gatedDeltaRule(q, k, v, g, beta, { padLeft: o.pad, offset: o.offset, state: o.state?.recurrent });
   }
 
   private fullAttention(h: Tensor, l: number, pass: Pass): Tensor {
@@ -184,22 +217,32 @@ export class Qwen35Model implements CausalLM {
       q = slice(both, 3, 0, hd);
       gate = reshape(slice(both, 3, hd, 2 * hd), [B, T, cfg.heads * hd]);
     }
-    const headsOf = (t: Tensor, n: number, norm: string | null) => {
+    // [B, T, n, hd], normed where the layer has a norm.
+    const normed = (t: Tensor, n: number, norm: string | null) => {
       const r = reshape(t, [B, T, n, hd]);
-      return permute(norm ? this.norm(r, `${a}.${norm}.weight`) : r, [0, 2, 1, 3]);
+      return norm ? this.norm(r, `${a}.${norm}.weight`) : r;
     };
-    const qh = rope(headsOf(q, cfg.heads, 'q_norm'), pass.positions, ropeOpts);
-    let k = rope(headsOf(this.proj(h, `${a}.k_proj`, bias), cfg.kvHeads, 'k_norm'), pass.positions, ropeOpts);
-    let v = headsOf(this.proj(h, `${a}.v_proj`, bias), cfg.kvHeads, null);
-    const kv = cache?.attention[l];
-    if (kv) {
-      assignSlice(kv.keys, k, 2, offset);
-      assignSlice(kv.values, v, 2, offset);
-      k = kv.keys;
-      v = kv.values;
+    const qn = normed(q, cfg.heads, 'q_norm');
+    const kn = normed(this.proj(h, `${a}.k_proj`, bias), cfg.kvHeads, 'k_norm');
+    const vn = normed(this.proj(h, `${a}.v_proj`, bias), cfg.kvHeads, null);
+    let merged: Tensor;
+    if (pass.shared) {
+      const tokens = (t: Tensor) => reshape(t, [T, t.shape[2], hd]);
+      merged = reshape(attentionAfterPrefixes(tokens(qn), tokens(kn), tokens(vn), pass.shared.rows, pass.shared.prefixes, ropeOpts), [B, T, cfg.heads * hd]);
+    } else {
+      const qh = rope(permute(qn, [0, 2, 1, 3]), pass.positions, ropeOpts);
+      let k = rope(permute(kn, [0, 2, 1, 3]), pass.positions, ropeOpts);
+      let v = permute(vn, [0, 2, 1, 3]);
+      const kv = cache?.attention[l];
+      if (kv) {
+        assignSlice(kv.keys, k, 2, offset);
+        assignSlice(kv.values, v, 2, offset);
+        k = kv.keys;
+        v = kv.values;
+      }
+      const o = attention(qh, k, v, { padLeft: pass.pad, kvLen: offset + T });
+      merged = reshape(permute(o, [0, 2, 1, 3]), [B, T, cfg.heads * hd]);
     }
-    const o = attention(qh, k, v, { padLeft: pass.pad, kvLen: offset + T });
-    let merged = reshape(permute(o, [0, 2, 1, 3]), [B, T, cfg.heads * hd]);
     if (gate) merged = mul(merged, sigmoid(gate));
     return this.proj(merged, `${a}.o_proj`, cfg.outputBias);
   }

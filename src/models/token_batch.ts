@@ -65,9 +65,9 @@ export function checkPrefixBatch(p: PrefixBatch, rows: PrefixedRows): Int32Array
 }
 
 /**
- * What a Qwen2/Qwen3 layer needs besides the rows' LayerStep to run rows after shared
- * prefixes (qwen.ts): the prefixes' own batch, positions and padding, and the prefix of
- * each row; the layer's input holds the prefixes' positions, then the rows'.
+ * What a layer needs besides the rows' own step to run rows after shared prefixes
+ * (shared_prefix_pass.ts): the prefixes' own batch, positions and padding, and the
+ * prefix of each row; the layer's input holds the prefixes' tokens, then the rows'.
  */
 export interface SharedPrefixStep {
   batch: number;

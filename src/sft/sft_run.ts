@@ -75,7 +75,6 @@ function trainingView(model: CausalLM, params: readonly Tensor[]): CausalLM {
     hiddenCached: (batch, cache) => model.hiddenCached(batch, cache),
     newCache: (batch, capacity, padLeft) => model.newCache(batch, capacity, padLeft),
     hiddenAfterPrefixes: (prefixes, rows) => model.hiddenAfterPrefixes(prefixes, rows),
-    prefixGradients: model.prefixGradients,
     logits: (batch) => model.logits(batch),
     parameters: () => [...params],
   };

@@ -17,7 +17,7 @@ import type { IterationPlan } from '../algos/plan.ts';
 import type { Phase } from '../report/progress.ts';
 import type { PhaseMemory } from '../gpu/phase_memory.ts';
 import { teacherLogprobs, teacherSequences, type TeacherSource } from './teacher.ts';
-import { broadcastAdvantages, policyUpdate, responseLogprobs, sharedPrefixMicroBatches, trainingMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
+import { broadcastAdvantages, policyUpdate, responseLogprobs, sharedPrefixMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 
 /** Where reference log-probs come from: a frozen copy, the LoRA model with its adapters off, or none (no KL). */
 export type Reference = { kind: 'model'; model: CausalLM } | { kind: 'lora-base' } | { kind: 'none' };
@@ -110,7 +110,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   const sequences = turnSequences(samples, { merge: mergeTurns });
   const stats = sequenceStats(samples, sequences);
   Object.assign(metrics, sequenceMetrics(stats, ''));
-  const { batches, sharedTokens: oldShared } = trainingMicroBatches(update.model, sequences, sequences.map((_, i) => i), update.microBatchTokens);
+  const { batches, sharedTokens: oldShared } = sharedPrefixMicroBatches(sequences, update.microBatchTokens);
   metrics['tokens/old_shared_prefix'] = oldShared;
   const during = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
     const shown = phase?.(label, samples.length);

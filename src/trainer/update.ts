@@ -98,15 +98,6 @@ export function sharedPrefixMicroBatches(
 }
 
 /**
- * The micro-batches of a pass the update's forward repeats (the old log-probs) or of
- * the update itself: after shared prefixes where the model trains through them
- * (CausalLM.prefixGradients), else whole.
- */
-export function trainingMicroBatches(model: CausalLM, sequences: readonly TurnSequence[], indices: readonly number[], budget: number): { batches: MicroBatch[]; sharedTokens: number } {
-  return model.prefixGradients ? sharedPrefixMicroBatches(sequences, budget, undefined, indices) : { batches: splitMicroBatches(sequences, indices, budget), sharedTokens: 0 };
-}
-
-/**
  * The sequences in `order` cut into mini-batches of whole sequences, each closed once it
  * holds `size` turn samples or more. With one turn a sequence that is `size` samples a
  * mini-batch, verl's mini-batches over step samples; an episode's turns are never split
@@ -217,7 +208,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
   const minis = miniBatches(sequences, ctx.shuffle(sequences.length), ctx.miniBatchSize);
   let samplesDone = 0;
   for (const mini of minis) {
-    const { batches: micro, sharedTokens } = trainingMicroBatches(ctx.model, sequences, mini, ctx.microBatchTokens);
+    const { batches: micro, sharedTokens } = sharedPrefixMicroBatches(sequences, ctx.microBatchTokens, undefined, mini);
     m.sharedPrefixTokens += sharedTokens;
     const miniTokens = micro.reduce((n, mb) => n + mb.responseTokens, 0);
     zeroGrad(ctx.params);
