@@ -15,6 +15,7 @@ import { loadCausalLM, loadModel } from '../src/models/load.ts';
 import { attachLora, loraParameters } from '../src/lora/lora.ts';
 import { packLeft, packPlanned, packedLogprobs, scoreSequences, scoreTails, spanPositions } from '../src/scoring/score.ts';
 import { kernelPolicy } from '../src/gpu/kernel_policy.ts';
+import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { packGroups, planCost, planSharedPrefixes, sharedPrefixGroups, type PlannedBatch } from '../src/scoring/shared_prefix.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
@@ -30,7 +31,7 @@ import { assertClose, gpu, read } from './support/gpu.ts';
 const slow = { timeout: 600_000 };
 /** The runtime's default costs, and costs of nothing but tokens: every group that saves a token is taken. */
 const COSTS = kernelPolicy().scoring;
-const TOKENS_ONLY = { batch: 0, group: 0 };
+const TOKENS_ONLY = { sharePrefixes: true, batch: 0, group: 0 };
 const fixture = (name: string) => new URL(`./fixtures/${name}/`, import.meta.url).pathname;
 
 describe('groups of sequences sharing a prefix', () => {
@@ -90,8 +91,8 @@ describe('packing groups into batches', () => {
       { rows: [1], prefixes: [{ length: 4, rows: 1 }] },
     ]);
     // A batch of 10: 10 + 2 prefixes x 6 + 3 rows x 6, and 10 + 4 + 4; the four whole in one batch, 10 + 4 x 12.
-    assert.equal(planCost(batches, lengths, { batch: 10, group: 0 }), 40 + 18);
-    assert.equal(planCost([{ rows: [0, 1, 2, 3] }], lengths, { batch: 10, group: 0 }), 58);
+    assert.equal(planCost(batches, lengths, { batch: 10 }), 40 + 18);
+    assert.equal(planCost([{ rows: [0, 1, 2, 3] }], lengths, { batch: 10 }), 58);
   });
 
   /** `n` sequences opening with `prefix` tokens alike (ids from `base`), the response after them. */
@@ -121,6 +122,15 @@ describe('packing groups into batches', () => {
     assert.deepEqual(plan(seqs, starts, 32768), { batches: [{ rows: [2, 3, 0, 1] }], sharedTokens: 0 });
     // B alone pays: 3,700 + 299 + 2 x 1,001 = 6,001 against 3,700 + 2,600.
     assert.equal(plan(seqs.slice(2), starts.slice(2), 32768).sharedTokens, 299);
+  });
+
+  test('--shared-prefixes off: every sequence whole, whatever it would save', () => {
+    assert.deepEqual(gpuOptions({ 'shared-prefixes': 'off' }).policy?.scoring, { sharePrefixes: false });
+    assert.equal(gpuOptions({}).policy?.scoring, undefined);
+    assert.throws(() => gpuOptions({ 'shared-prefixes': 'yes' }), /--shared-prefixes must be on or off, got "yes"/);
+    const seqs = [0, 1].flatMap((g) => family(100 * (g + 1), 400, new Array(8).fill(656)));
+    const off = planSharedPrefixes(seqs, seqs.map((_, i) => i), seqs.map(() => 399), 32768, (ix) => [[...ix]], { ...COSTS, sharePrefixes: false });
+    assert.deepEqual(off, { batches: [{ rows: seqs.map((_, i) => i) }], sharedTokens: 0 });
   });
 });
 

@@ -30,6 +30,10 @@ export const gpuArgs = {
     type: 'string',
     description: 'on (default): large forwards that record no gradient (scoring, teacher and reference log-probs, prefill; not the old log-probs) run attention on f16 tensor cores where the adapter offers them (kernels/attention_tensor.ts); off: the --attention path everywhere',
   },
+  'shared-prefixes': {
+    type: 'string',
+    description: 'on (default): the old, reference and teacher log-probs and the update run a beginning several sequences share once where that costs less (a GRPO group\'s prompt, skill cards); off: every sequence whole',
+  },
   'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default: where the skinny kernels run, real GPUs), never, always (models/qwen_decode.ts)' },
   'decode-weights': { type: 'string', description: 'what fused decode steps read: f16 (default) copies of the weights packed before each generation, or the f32 weights' },
   'decode-steps': { type: 'string', description: 'decode steps between readbacks (default 4): sampling and stop checks stay on the GPU in between' },
@@ -66,10 +70,10 @@ function decodePolicy(args: { 'decode-fused'?: string; 'decode-weights'?: string
   return out;
 }
 
-/** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention, --attention-tensor, --decode-*). */
+/** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention, --attention-tensor, --shared-prefixes, --decode-*). */
 export function gpuOptions(args: {
   backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; 'matmul-tiles'?: string; attention?: string;
-  'attention-tensor'?: string; 'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string;
+  'attention-tensor'?: string; 'shared-prefixes'?: string; 'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string;
 }): RuntimeOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
@@ -81,10 +85,14 @@ export function gpuOptions(args: {
   }
   const attentionTensor = args['attention-tensor'];
   if (attentionTensor !== undefined && attentionTensor !== 'on' && attentionTensor !== 'off') throw new Error(`--attention-tensor must be on or off, got "${attentionTensor}"`);
+  const shared = args['shared-prefixes'];
+  if (shared !== undefined && shared !== 'on' && shared !== 'off') throw new Error(`--shared-prefixes must be on or off, got "${shared}"`);
   const robustness = args.robustness;
   if (robustness !== undefined && !isRobustness(robustness)) throw new Error(`--robustness must be auto, on or off, got "${robustness}"`);
   const opts: RuntimeOptions = {
-    policy: { attention: { path: attention, ...(attentionTensor && { tensorForward: attentionTensor === 'on' }) }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' }, matmul: { tiles }, decode: decodePolicy(args) },
+    policy: { attention: { path: attention, ...(attentionTensor && { tensorForward: attentionTensor === 'on' }) }, tensorCores: { enabled: mode !== 'off', gradients: mode === 'auto' }, matmul: { tiles }, decode: decodePolicy(args),
+      ...(shared && { scoring: { sharePrefixes: shared === 'on' } }),
+    },
   };
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;

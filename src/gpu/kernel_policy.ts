@@ -236,9 +236,9 @@ export interface DecodePolicy {
 }
 
 /**
- * What a pass over sequences pays beyond the padded tokens it runs, in tokens of work,
- * for deciding which sequences sharing a prefix run it once (scoring/shared_prefix.ts
- * planSharedPrefixes). `batch` is fitted to the bundled model's teacher pass on the H200
+ * Whether passes over sequences run the prefixes several share once (scoring/
+ * shared_prefix.ts planSharedPrefixes; `--shared-prefixes`), and what such a pass pays
+ * beyond the padded tokens it runs, in tokens of work, for deciding where that pays. `batch` is fitted to the bundled model's teacher pass on the H200
  * (`dev/shared_prefix_passes.ts` at `6555842`, docs/PERFORMANCE.md section 11.1):
  * scored whole, its 2.56M tokens took 1,146 ms in 336 micro-batches and 854 in 80, about 1.1 ms a
  * micro-batch, or 3,700 tokens at the 0.3 µs a token the rest works out to. A larger
@@ -246,7 +246,9 @@ export interface DecodePolicy {
  * group's prefix is one more row of its batch's prefixes, padded to the longest of them,
  * so a group must save at least about that.
  */
-export interface ScoringCosts {
+export interface ScoringPolicy {
+  /** Off: every sequence is run whole. */
+  sharePrefixes: boolean;
   /** A micro-batch's fixed share. */
   batch: number;
   /** Tokens a group of sequences must save by sharing its prefix. */
@@ -269,7 +271,7 @@ export interface KernelPolicy {
   attention: AttentionPolicy;
   reduce: ReducePolicy;
   decode: DecodePolicy;
-  scoring: ScoringCosts;
+  scoring: ScoringPolicy;
   pacing: Pacing;
 }
 
@@ -286,7 +288,7 @@ function defaults(): KernelPolicy {
     attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, stepsPerReadback: 4, weights: 'f16' },
-    scoring: { batch: 3700, group: 256 },
+    scoring: { sharePrefixes: true, batch: 3700, group: 256 },
     pacing: { spinMs: 3, napMs: 0.05 },
   };
 }

@@ -11,7 +11,7 @@ import { embedding, reshape, slice, tokenLogprobs } from '../tensor/ops/index.ts
 import { scopeAsync } from '../tensor/scope.ts';
 import { ShapeError } from '../tensor/errors.ts';
 import { planSharedPrefixes, type PlannedBatch } from './shared_prefix.ts';
-import type { ScoringCosts } from '../gpu/kernel_policy.ts';
+import type { ScoringPolicy } from '../gpu/kernel_policy.ts';
 import { runtime } from '../gpu/runtime.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
@@ -174,7 +174,7 @@ export function packPlanned(seqs: readonly (readonly number[])[], b: PlannedBatc
  */
 export async function scoreTails(
   model: CausalLM, seqs: readonly (readonly number[])[], from: readonly number[],
-  opts: { maxBatchTokens?: number; temperature?: number; costs?: ScoringCosts } = {},
+  opts: { maxBatchTokens?: number; temperature?: number; costs?: ScoringPolicy } = {},
 ): Promise<Float32Array[]> {
   if (from.length !== seqs.length) throw new ShapeError(`scoreTails: ${from.length} starts for ${seqs.length} sequences`);
   const budget = opts.maxBatchTokens ?? 8192;

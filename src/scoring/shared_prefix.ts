@@ -14,7 +14,7 @@
 // (planSharedPrefixes), and the plan is kept only where it costs less than running
 // every sequence whole, in the costs the runtime's policy gives (`scoring`).
 
-import type { ScoringCosts } from '../gpu/kernel_policy.ts';
+import type { ScoringPolicy } from '../gpu/kernel_policy.ts';
 import { ShapeError } from '../tensor/errors.ts';
 
 export interface PrefixGroup {
@@ -142,7 +142,7 @@ export function packGroups(groups: readonly PrefixGroup[], lengths: readonly num
  * tokens, the prefixes' (prefixes x longest) and the rows' (rows x longest rest, or
  * longest sequence).
  */
-export function planCost(batches: readonly PlannedBatch[], lengths: readonly number[], costs: ScoringCosts): number {
+export function planCost(batches: readonly PlannedBatch[], lengths: readonly number[], costs: Pick<ScoringPolicy, 'batch'>): number {
   return batches.reduce((n, b) => {
     if (!b.prefixes) return n + costs.batch + b.rows.length * Math.max(...b.rows.map((i) => lengths[i]));
     let longestPrefix = 0;
@@ -160,14 +160,15 @@ export function planCost(batches: readonly PlannedBatch[], lengths: readonly num
  * Batches of `indices` into `seqs` for a pass that may run shared prefixes once: the
  * groups sharedPrefixGroups finds (at most `limits[i]` tokens of sequence i), packed
  * (packGroups), and the other sequences cut as `whole` cuts them; or, where that costs
- * no less (planCost), every sequence as `whole` cuts them.
+ * no less (planCost) or `costs.sharePrefixes` is off, every sequence as `whole` cuts them.
  */
 export function planSharedPrefixes(
   seqs: readonly ArrayLike<number>[], indices: readonly number[], limits: readonly number[], budget: number,
-  whole: (indices: readonly number[]) => number[][], costs: ScoringCosts,
+  whole: (indices: readonly number[]) => number[][], costs: ScoringPolicy,
 ): SharingPlan {
   const lengths = seqs.map((s) => s.length);
   const plain = whole(indices).map((rows) => ({ rows }));
+  if (!costs.sharePrefixes) return { batches: plain, sharedTokens: 0 };
   const { groups, alone } = sharedPrefixGroups(seqs, indices, limits, costs.group);
   if (!groups.length) return { batches: plain, sharedTokens: 0 };
   const batches: PlannedBatch[] = [...packGroups(groups, lengths, budget), ...whole(alone).map((rows) => ({ rows }))];

@@ -6,7 +6,7 @@
 // 1/(response tokens of the mini-batch), so the loss is the mini-batch's token mean
 // however the budget cuts it into micro-batches and however turns share sequences.
 
-import { TRAINING_FORWARD, withPolicy, type ScoringCosts } from '../gpu/kernel_policy.ts';
+import { TRAINING_FORWARD, withPolicy, type ScoringPolicy } from '../gpu/kernel_policy.ts';
 import { runtime } from '../gpu/runtime.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import type { PrefixBatch } from '../models/token_batch.ts';
@@ -89,7 +89,7 @@ function microBatchRows(sequences: readonly TurnSequence[], indices: readonly nu
  * prompt does. `indices` defaults to every sequence.
  */
 export function sharedPrefixMicroBatches(
-  sequences: readonly TurnSequence[], budget: number, costs: ScoringCosts = runtime().policy.scoring, indices: readonly number[] = sequences.map((_, i) => i),
+  sequences: readonly TurnSequence[], budget: number, costs: ScoringPolicy = runtime().policy.scoring, indices: readonly number[] = sequences.map((_, i) => i),
 ): { batches: MicroBatch[]; sharedTokens: number } {
   const scored = indices.filter((i) => sequences[i].responseTokens > 0);
   const limits = sequences.map((q) => (q.turns.length ? q.turns[0].start - 1 : 0));
