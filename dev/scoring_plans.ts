@@ -55,7 +55,7 @@ for (const [name, sequences] of Object.entries(await rolloutSequences())) {
   console.log(JSON.stringify({
     sequences: name, count: sequences.length, tokens: lengths.reduce((a, b) => a + b, 0), shortest: Math.min(...lengths), longest: Math.max(...lengths),
     whole: summary(splitMicroBatches(sequences, sequences.map((_, i) => i), budget)),
-    shared: summary(sharedPrefixMicroBatches(sequences, budget, COSTS).batches),
+    shared: summary(sharedPrefixMicroBatches(sequences, budget, { costs: COSTS }).batches),
   }));
 }
 process.exit(0);

@@ -63,7 +63,7 @@ describe('groups of sequences sharing a prefix', () => {
     // Three sequences begin [7, 7, 7, 7]; the second's response starts at 3, so their prefix stops at 2.
     const q = (ids: number[], start: number, sample: number) => ({ ids, turns: [{ sample, start, length: ids.length - start }], responseTokens: ids.length - start });
     const sequences = [q([7, 7, 7, 7, 1, 2], 5, 0), q([7, 7, 7, 7, 3], 3, 1), q([7, 7, 7, 7, 5, 6, 8], 5, 2), q([4, 4], 1, 3)];
-    const shared = sharedPrefixMicroBatches(sequences as never, 14, TOKENS_ONLY);
+    const shared = sharedPrefixMicroBatches(sequences as never, 14, { costs: TOKENS_ONLY });
     const grouped = shared.batches.filter((mb) => mb.prefixes);
     // Rows of 7 and 6 tokens fill 14 two at a time: [2, 0], then [1]; each runs [7, 7]. Whole, [2, 0] and [1, 3] cost
     // 14 + 10 tokens; shared, 2 + 2 x 5 and 2 + 3, and [3] alone 2: 19.
@@ -74,8 +74,8 @@ describe('groups of sequences sharing a prefix', () => {
     assert.deepEqual([...grouped[0].packed.ids], [7, 7, 5, 6, 8, 7, 7, 1, 2, 0]);
     assert.deepEqual([...grouped[0].positions], [2, 3, 6]);
     // Only the given indices are planned; at the default costs, sequences this short are not worth a group.
-    assert.deepEqual(sharedPrefixMicroBatches(sequences as never, 14, TOKENS_ONLY, [1, 3]).batches.map((mb) => [mb.sequences, !!mb.prefixes]), [[[1, 3], false]]);
-    assert.equal(sharedPrefixMicroBatches(sequences as never, 14, COSTS).batches.filter((mb) => mb.prefixes).length, 0);
+    assert.deepEqual(sharedPrefixMicroBatches(sequences as never, 14, { costs: TOKENS_ONLY, indices: [1, 3] }).batches.map((mb) => [mb.sequences, !!mb.prefixes]), [[[1, 3], false]]);
+    assert.equal(sharedPrefixMicroBatches(sequences as never, 14, { costs: COSTS }).batches.filter((mb) => mb.prefixes).length, 0);
   });
 });
 

@@ -238,11 +238,12 @@ export interface DecodePolicy {
 /**
  * Whether passes over sequences run the prefixes several share once (scoring/
  * shared_prefix.ts planSharedPrefixes; `--shared-prefixes`), and what such a pass pays
- * beyond the padded tokens it runs, in tokens of work, for deciding where that pays. `batch` is fitted to the bundled model's teacher pass on the H200
+ * beyond the padded tokens it runs, in tokens of work, for deciding where that pays.
+ * `batch` is fitted to the bundled model's teacher pass on the H200
  * (`dev/shared_prefix_passes.ts` at `6555842`, docs/PERFORMANCE.md section 11.1):
- * scored whole, its 2.56M tokens took 1,146 ms in 336 micro-batches and 854 in 80, about 1.1 ms a
- * micro-batch, or 3,700 tokens at the 0.3 µs a token the rest works out to. A larger
- * model's token costs more, so there it overstates a batch. `group` is not measured: a
+ * scored whole, its 2.56M tokens took 1,146 ms in 336 micro-batches and 854 in 80,
+ * about 1.1 ms a micro-batch, or 3,700 tokens at the 0.3 µs a token the rest works out
+ * to. A larger model's token costs more, so there it overstates a batch. `group` is not measured: a
  * group's prefix is one more row of its batch's prefixes, padded to the longest of them,
  * so a group must save at least about that.
  */

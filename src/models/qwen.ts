@@ -80,7 +80,7 @@ export class QwenModel implements CausalLM {
   hiddenAfterPrefixes(prefixes: PrefixBatch, rows: PrefixedRows): Tensor {
     const cfg = this.config;
     const flat = sharedPrefixInputs(prefixes, rows);
-    const step: LayerStep = { batch: rows.batch, seq: rows.seq, positions: flat.rows.positions, pad: flat.rows.pad, cache: null, offset: 0, prefixes: flat.prefixes };
+    const step: LayerStep = { batch: rows.batch, seq: rows.seq, positions: flat.rows.positions, pad: flat.rows.pad, cache: null, offset: 0, shared: flat };
     let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), flat.ids, [flat.ids.length]);
     for (let l = 0; l < cfg.layers; l++) {
       x = layerStep(x, (x) => this.mlpBlock(this.attentionBlock(x, l, step), l), () => layerParams(this, l), this.checkpointLayers);
@@ -128,9 +128,7 @@ export class QwenModel implements CausalLM {
     const q = project('q', cfg.heads);
     const k = project('k', cfg.kvHeads);
     const v = project('v', cfg.kvHeads);
-    const merged = step.prefixes
-      ? attentionAfterPrefixes(q, k, v, { batch: step.batch, seq: step.seq, positions: step.positions, pad: step.pad! }, step.prefixes, { theta: cfg.ropeTheta, rotaryDim: cfg.rotaryDim })
-      : this.attend(q, k, v, l, step);
+    const merged = step.shared ? attentionAfterPrefixes(q, k, v, step.shared, { theta: cfg.ropeTheta, rotaryDim: cfg.rotaryDim }) : this.attend(q, k, v, l, step);
     return add(x, this.proj(merged, `${pre}.self_attn.o_proj`, cfg.outputBias));
   }
 

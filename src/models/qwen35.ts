@@ -15,8 +15,8 @@
 import type { CausalLM, LoraConfig, ModelCache, ParamMap } from './causal_lm.ts';
 import type { ModelConfig } from '../hf_model/config.ts';
 import { ConfigError } from '../hf_model/errors.ts';
-import { checkTokenBatch, stepInputs, type PrefixBatch, type PrefixedRows, type SharedPrefixStep, type TokenBatch } from './token_batch.ts';
-import { attentionAfterPrefixes, prefixRows, sharedPrefixInputs, splitTokens, type PrefixedRowStep } from './shared_prefix_pass.ts';
+import { checkTokenBatch, stepInputs, type PrefixBatch, type PrefixedRows, type SharedPrefixLayout, type TokenBatch } from './token_batch.ts';
+import { attentionAfterPrefixes, prefixRows, sharedPrefixInputs, splitTokens } from './shared_prefix_pass.ts';
 import { RecurrentCache } from './recurrent_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';
 import { project, type LoraBranch } from '../nn/linear.ts';
@@ -47,7 +47,7 @@ interface Pass {
   positions: Tensor;
   pad: Tensor | undefined;
   cache: RecurrentCache | null;
-  shared?: { rows: PrefixedRowStep; prefixes: SharedPrefixStep };
+  shared?: SharedPrefixLayout;
 }
 
 export class Qwen35Model implements CausalLM {
@@ -109,7 +109,7 @@ export class Qwen35Model implements CausalLM {
   hiddenAfterPrefixes(prefixes: PrefixBatch, rows: PrefixedRows): Tensor {
     const flat = sharedPrefixInputs(prefixes, rows);
     const N = flat.ids.length;
-    const h = this.layers(flat.ids, { B: 1, T: N, offset: 0, positions: flat.rows.positions, pad: undefined, cache: null, shared: { rows: flat.rows, prefixes: flat.prefixes } });
+    const h = this.layers(flat.ids, { B: 1, T: N, offset: 0, positions: flat.rows.positions, pad: undefined, cache: null, shared: flat });
     return reshape(slice(h, 1, flat.front, N), [rows.batch, rows.seq, this.config.hidden]);
   }
 
@@ -228,7 +228,7 @@ export class Qwen35Model implements CausalLM {
     let merged: Tensor;
     if (pass.shared) {
       const tokens = (t: Tensor) => reshape(t, [T, t.shape[2], hd]);
-      merged = reshape(attentionAfterPrefixes(tokens(qn), tokens(kn), tokens(vn), pass.shared.rows, pass.shared.prefixes, ropeOpts), [B, T, cfg.heads * hd]);
+      merged = reshape(attentionAfterPrefixes(tokens(qn), tokens(kn), tokens(vn), pass.shared, ropeOpts), [B, T, cfg.heads * hd]);
     } else {
       const qh = rope(permute(qn, [0, 2, 1, 3]), pass.positions, ropeOpts);
       let k = rope(permute(kn, [0, 2, 1, 3]), pass.positions, ropeOpts);

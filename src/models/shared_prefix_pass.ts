@@ -10,23 +10,13 @@ import { embedding } from '../tensor/ops/embedding.ts';
 import { rope, type RopeOptions } from '../tensor/ops/rope.ts';
 import { concat, permute, reshape, slice } from '../tensor/ops/shape_ops.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
-import { checkPrefixBatch, positionIds, type PrefixBatch, type PrefixedRows, type SharedPrefixStep } from './token_batch.ts';
+import { checkPrefixBatch, positionIds, type PrefixBatch, type PrefixedRows, type SharedPrefixLayout, type SharedPrefixStep } from './token_batch.ts';
 
-/** The rows' side of a shared-prefix pass: their batch, positions after their prefixes, and their prefixes' padding. */
-export interface PrefixedRowStep {
-  batch: number;
-  seq: number;
-  positions: Tensor;
-  pad: Tensor;
-}
-
-export interface SharedPrefixInputs {
+export interface SharedPrefixInputs extends SharedPrefixLayout {
   /** The prefixes' ids, left-padded, then the rows', right-padded. */
   ids: Int32Array;
   /** Tokens of the prefixes' part (prefixes x their longest). */
   front: number;
-  rows: PrefixedRowStep;
-  prefixes: SharedPrefixStep;
 }
 
 /** Checks a shared-prefix batch and lays it out as one list of tokens, with the positions each part's rotary embedding reads. */
@@ -79,7 +69,7 @@ export function splitTokens(x: Tensor, rows: { batch: number; seq: number }, pre
  * picked by row (prefixRows), then its own, its keys [its prefix's padding, its
  * prefix, its tokens] with the padding masked as left padding. Returns [N, heads x D].
  */
-export function attentionAfterPrefixes(q: Tensor, k: Tensor, v: Tensor, rows: PrefixedRowStep, pre: SharedPrefixStep, ropeOpts: RopeOptions): Tensor {
+export function attentionAfterPrefixes(q: Tensor, k: Tensor, v: Tensor, { rows, prefixes: pre }: SharedPrefixLayout, ropeOpts: RopeOptions): Tensor {
   const heads = (t: Tensor, positions: Tensor | null) => {
     const p = permute(t, [0, 2, 1, 3]);
     return positions ? rope(p, positions, ropeOpts) : p;

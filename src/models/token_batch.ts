@@ -77,6 +77,20 @@ export interface SharedPrefixStep {
   of: Int32Array;
 }
 
+/** The rows' side of a shared-prefix pass: their batch, positions after their prefixes, and their prefixes' padding. */
+export interface PrefixedRowStep {
+  batch: number;
+  seq: number;
+  positions: Tensor;
+  pad: Tensor;
+}
+
+/** A pass over rows after shared prefixes, as its layers see it: both sides. */
+export interface SharedPrefixLayout {
+  rows: PrefixedRowStep;
+  prefixes: SharedPrefixStep;
+}
+
 /** What every layer of one forward pass shares. */
 export interface LayerStep {
   batch: number;
@@ -90,8 +104,8 @@ export interface LayerStep {
   offset: number;
   /** The batch's f16 weight copies, for the fused decode layers. */
   halfWeights?: HalfWeightMap;
-  /** The rows continue these prefixes, which run in the same pass. */
-  prefixes?: SharedPrefixStep;
+  /** The rows continue prefixes, which run in the same pass. */
+  shared?: SharedPrefixLayout;
 }
 
 /**

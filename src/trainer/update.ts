@@ -86,10 +86,11 @@ function microBatchRows(sequences: readonly TurnSequence[], indices: readonly nu
  * micro-batch's budget still counts every row's whole length, so it holds no more than
  * without the prefixes (the rows' keys and values span them). The position before a
  * turn's first response token scores it, so a prefix ends before the first turn's
- * prompt does. `indices` defaults to every sequence.
+ * prompt does. `indices` defaults to every sequence, `costs` to the runtime's policy.
  */
 export function sharedPrefixMicroBatches(
-  sequences: readonly TurnSequence[], budget: number, costs: ScoringPolicy = runtime().policy.scoring, indices: readonly number[] = sequences.map((_, i) => i),
+  sequences: readonly TurnSequence[], budget: number,
+  { costs = runtime().policy.scoring, indices = sequences.map((_, i) => i) }: { costs?: ScoringPolicy; indices?: readonly number[] } = {},
 ): { batches: MicroBatch[]; sharedTokens: number } {
   const scored = indices.filter((i) => sequences[i].responseTokens > 0);
   const limits = sequences.map((q) => (q.turns.length ? q.turns[0].start - 1 : 0));
@@ -208,7 +209,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
   const minis = miniBatches(sequences, ctx.shuffle(sequences.length), ctx.miniBatchSize);
   let samplesDone = 0;
   for (const mini of minis) {
-    const { batches: micro, sharedTokens } = sharedPrefixMicroBatches(sequences, ctx.microBatchTokens, undefined, mini);
+    const { batches: micro, sharedTokens } = sharedPrefixMicroBatches(sequences, ctx.microBatchTokens, { indices: mini });
     m.sharedPrefixTokens += sharedTokens;
     const miniTokens = micro.reduce((n, mb) => n + mb.responseTokens, 0);
     zeroGrad(ctx.params);
