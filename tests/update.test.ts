@@ -13,7 +13,7 @@ import { loadModel } from '../src/models/load.ts';
 import { AdamW } from '../src/optim/adamw.ts';
 import type { StepSample } from '../src/rollout/sample.ts';
 import { turnSequences } from '../src/rollout/turn_sequences.ts';
-import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, type UpdateMetrics } from '../src/trainer/update.ts';
+import { broadcastAdvantages, policyUpdate, responseLogprobs, splitMicroBatches, updateMiniBatches, type UpdateMetrics } from '../src/trainer/update.ts';
 import { runtime } from '../src/gpu/runtime.ts';
 import { assertClose } from './support/gpu.ts';
 import { lazyTinyHouseholdModel } from './support/tiny_household.ts';
@@ -37,26 +37,28 @@ function samples(): StepSample[] {
  * scored at `oldTemperature` and the update at `temperature`; returns the metrics and
  * the updated weights.
  */
-async function update(dir: string, microBatchTokens: number, temperature = 1, oldTemperature = temperature): Promise<{ metrics: UpdateMetrics; weights: Float32Array[]; microBatches: number }> {
+async function update(
+  dir: string, microBatchTokens: number, temperature = 1, oldTemperature = temperature, { oldFromFirstStep = false } = {},
+): Promise<{ metrics: UpdateMetrics; weights: Float32Array[]; microBatches: number; old: Float32Array[] }> {
   const model = loadModel(dir, { trainable: true });
   try {
     const s = samples();
     const seqs = turnSequences(s, { merge: true });
     const all = seqs.map((_, i) => i);
     // lold = lθ before the step, so every ratio is 1 and the pg term is −mean_t(A).
-    const old = await responseLogprobs(model, s, splitMicroBatches(seqs, all, 1 << 16), oldTemperature);
+    const old = oldFromFirstStep ? s.map(() => new Float32Array(0)) : await responseLogprobs(model, s, splitMicroBatches(seqs, all, 1 << 16), oldTemperature);
     const params = model.parameters();
+    const ctx = {
+      model, optimizer: new AdamW(params, { lr: 1e-3 }), params, lr: 1e-3,
+      loss: { ...DEFAULT_POLICY_LOSS, klCoef: 0, entropyCoef: 0 }, gradClip: Infinity,
+      miniBatchSize: s.length, microBatchTokens, temperature, shuffle: (n: number) => Array.from({ length: n }, (_, i) => i),
+    };
     const metrics = await policyUpdate(
-      {
-        model, optimizer: new AdamW(params, { lr: 1e-3 }), params, lr: 1e-3,
-        loss: { ...DEFAULT_POLICY_LOSS, klCoef: 0, entropyCoef: 0 }, gradClip: Infinity,
-        miniBatchSize: s.length, microBatchTokens, temperature, shuffle: (n) => Array.from({ length: n }, (_, i) => i),
-      },
-      s, seqs,
-      { advantages: broadcastAdvantages(s, Float64Array.of(1, -1)), oldLogprobs: old, refLogprobs: null },
+      ctx, s, seqs, updateMiniBatches(ctx, seqs),
+      { advantages: broadcastAdvantages(s, Float64Array.of(1, -1)), oldLogprobs: old, oldFromFirstStep, refLogprobs: null },
     );
     const weights = await Promise.all(params.map(async (p) => Float32Array.from(await p.toArray())));
-    return { metrics, weights, microBatches: splitMicroBatches(seqs, all, microBatchTokens).length };
+    return { metrics, weights, microBatches: splitMicroBatches(seqs, all, microBatchTokens).length, old };
   } finally {
     for (const p of model.parameters()) p.dispose();
   }
@@ -76,6 +78,22 @@ describe('policy update aggregation', () => {
     }
     assertClose([cut.metrics.gradNorm], [whole.metrics.gradNorm], { rtol: 1e-4, label: 'gradient norm' });
     whole.weights.forEach((w, i) => assertClose(cut.weights[i], w, { atol: 1e-6, rtol: 1e-4, label: `parameter ${i}` }));
+  });
+
+  test('the first mini-batch\'s old log-probs from its own forward: the same step as a separate old pass, and the values written back', slow, async () => {
+    const dir = await tinyModel();
+    for (const budget of [1 << 16, 9]) {
+      const scored = await update(dir, budget);
+      const own = await update(dir, budget, 1, 1, { oldFromFirstStep: true });
+      assertClose([own.metrics.pgLoss], [-0.5], { atol: 1e-6, label: 'pg' });
+      assert.equal(own.metrics.clipFrac, 0);
+      assertClose([own.metrics.gradNorm], [scored.metrics.gradNorm], { rtol: 1e-4, label: 'gradient norm' });
+      scored.weights.forEach((w, i) => assertClose(own.weights[i], w, { atol: 1e-6, rtol: 1e-4, label: `parameter ${i}` }));
+      scored.old.forEach((lp, i) => {
+        assert.equal(own.old[i].length, lp.length, `sample ${i} filled in`);
+        assertClose(own.old[i], lp, { atol: 1e-5, label: `old log-probs of sample ${i}` });
+      });
+    }
   });
 
   test('lθ is scored at the rollout temperature, like lold: ratios start at 1 at T = 2, not when the two disagree', slow, async () => {

@@ -1,7 +1,8 @@
 // One training iteration of any method: roll out groups, score turns, GRPO
 // advantages, form the sequences every pass packs (an episode whose prompts only grow
 // is one; rollout/turn_sequences.ts), recompute old log-probs with the current weights
-// (as verl does, so batching cannot skew the ratio; every log-prob of the iteration,
+// (as verl does, so batching cannot skew the ratio; those of the first mini-batch come
+// from its own forward in the update, as TRL's do; every log-prob of the iteration,
 // old, reference, teacher and current, is at the rollout temperature, as verl computes
 // them), the teacher pass when the method has one (once, before the update, so lT
 // stays fixed across mini-batches), reference log-probs from the frozen model, the
@@ -17,7 +18,7 @@ import type { IterationPlan } from '../algos/plan.ts';
 import type { Phase } from '../report/progress.ts';
 import type { PhaseMemory } from '../gpu/phase_memory.ts';
 import { teacherLogprobs, teacherSequences, type TeacherSource } from './teacher.ts';
-import { broadcastAdvantages, policyUpdate, responseLogprobs, sharedPrefixMicroBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
+import { broadcastAdvantages, policyUpdate, responseLogprobs, sharedPrefixMicroBatches, updateMiniBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 
 /** Where reference log-probs come from: a frozen copy, the LoRA model with its adapters off, or none (no KL). */
 export type Reference = { kind: 'model'; model: CausalLM } | { kind: 'lora-base' } | { kind: 'none' };
@@ -110,8 +111,14 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   const sequences = turnSequences(samples, { merge: mergeTurns });
   const stats = sequenceStats(samples, sequences);
   Object.assign(metrics, sequenceMetrics(stats, ''));
-  const { batches, sharedTokens: oldShared } = sharedPrefixMicroBatches(sequences, update.microBatchTokens);
+  const minis = updateMiniBatches(update, sequences);
+  // The first mini-batch's old log-probs come from its own forward in the update unless
+  // the method's advantages read them before it (a teacher-gap transform).
+  const oldFromFirstStep = !(plan.teacher && plan.transform);
+  const scoredOld = oldFromFirstStep ? minis.slice(1).flat() : sequences.map((_, i) => i);
+  const { batches, sharedTokens: oldShared } = sharedPrefixMicroBatches(sequences, update.microBatchTokens, { indices: scoredOld });
   metrics['tokens/old_shared_prefix'] = oldShared;
+  metrics['tokens/old_scored_sequences'] = scoredOld.length;
   const during = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
     const shown = phase?.(label, samples.length);
     const value = await fn();
@@ -119,8 +126,9 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
     return value;
   };
   // The importance weight's denominator: computed as the update's forward computes, so the weight is 1 before the first step.
-  const old = await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature, { asTraining: true }));
-  Object.assign(metrics, rolloutProbsDiff(samples, old));
+  const old = batches.length
+    ? await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature, { asTraining: true }))
+    : samples.map(() => new Float32Array(0));
   await lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;
   let teacherStats: SequenceStats | null = null;
@@ -131,9 +139,6 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
     const scores = await during('teacher', () => teacherLogprobs(teacher ?? { kind: 'model', model: update.model }, samples, scored, update.microBatchTokens, update.temperature));
     teacherLp = scores.logprobs;
     metrics['tokens/teacher_shared_prefix'] = scores.sharedTokens;
-    const g = teacherGap(teacherLp, old);
-    metrics['teacher/gap'] = g.gap;
-    metrics['teacher/abs_gap'] = g.absGap;
     await lap('teacher');
   }
   let refLogprobs: Float32Array[] | null = null;
@@ -155,11 +160,18 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   const shown = phase?.('update', samples.length);
   const result = await policyUpdate(
     { ...update, onProgress: shown && ((n, done, steps) => shown.update(n, `${done}/${steps} steps`)) },
-    samples, sequences, { advantages: tokenAdvantages, oldLogprobs: old, refLogprobs, teacherLogprobs: teacherLp, aux: plan.aux },
+    samples, sequences, minis, { advantages: tokenAdvantages, oldLogprobs: old, oldFromFirstStep, refLogprobs, teacherLogprobs: teacherLp, aux: plan.aux },
   );
   shown?.finish(`${result.steps} steps`);
   Object.assign(metrics, result.aux);
   await lap('update');
+  // Every old log-prob is known now, the first mini-batch's from the update's forward.
+  Object.assign(metrics, rolloutProbsDiff(samples, old));
+  if (teacherLp) {
+    const g = teacherGap(teacherLp, old);
+    metrics['teacher/gap'] = g.gap;
+    metrics['teacher/abs_gap'] = g.absGap;
+  }
   return { rollout, update: result, sequences: stats, teacherSequences: teacherStats, times, metrics };
 }
 

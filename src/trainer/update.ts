@@ -19,7 +19,7 @@ import { policyLoss, tokenMean, type PolicyLossConfig, type PolicyLossTerms } fr
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
 import { scope, scopeAsync } from '../tensor/scope.ts';
 import { tensor, zeros, type Tensor } from '../tensor/tensor.ts';
-import { abs, add, clamp, concat, reshape, scale, sub } from '../tensor/ops/index.ts';
+import { abs, add, clamp, clone, concat, reshape, scale, sub } from '../tensor/ops/index.ts';
 import type { StepSample } from '../rollout/sample.ts';
 import type { TurnSequence } from '../rollout/turn_sequences.ts';
 
@@ -184,7 +184,18 @@ export interface UpdateContext {
 export interface UpdateInputs {
   /** Per-token advantages of each sample (a per-sample A broadcast, or a method's transform of it). */
   advantages: Float32Array[];
+  /**
+   * lold of each sample's response tokens. With `oldFromFirstStep`, those of the first
+   * mini-batch's samples are not given (any value) and the update writes them in.
+   */
   oldLogprobs: Float32Array[];
+  /**
+   * The first mini-batch's old log-probs are its own forward's, detached: the update's
+   * first step runs under the weights a separate old pass would have read, so its
+   * importance weight is exactly 1 (TRL takes every old log-prob so when an iteration
+   * makes one step) and that pass need not score those samples.
+   */
+  oldFromFirstStep?: boolean;
   refLogprobs: Float32Array[] | null;
   /** lT of each sample's response tokens; needed by `aux`. */
   teacherLogprobs?: Float32Array[] | null;
@@ -201,19 +212,27 @@ export function broadcastAdvantages(samples: readonly StepSample[], perSample: F
   return samples.map((s, i) => new Float32Array(s.responseIds.length).fill(perSample[i]));
 }
 
-/** One pass over the sequences of the samples: one optimizer step per mini-batch. */
-export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSample[], sequences: readonly TurnSequence[], inputs: UpdateInputs): Promise<UpdateMetrics> {
-  const { advantages, oldLogprobs, refLogprobs, teacherLogprobs, aux } = inputs;
+/** The update's mini-batches: sequence indices in a seeded shuffle (one draw of ctx.shuffle), cut by miniBatches. */
+export function updateMiniBatches(ctx: UpdateContext, sequences: readonly TurnSequence[]): number[][] {
+  return miniBatches(sequences, ctx.shuffle(sequences.length), ctx.miniBatchSize);
+}
+
+/** One pass over the sequences of the samples: one optimizer step per mini-batch of `minis` (updateMiniBatches). */
+export async function policyUpdate(
+  ctx: UpdateContext, samples: readonly StepSample[], sequences: readonly TurnSequence[], minis: readonly number[][], inputs: UpdateInputs,
+): Promise<UpdateMetrics> {
+  const { advantages, oldLogprobs, refLogprobs, teacherLogprobs, aux, oldFromFirstStep = false } = inputs;
   if (aux && !teacherLogprobs) throw new Error('policyUpdate: an auxiliary term needs teacher log-probs');
   const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0, sharedPrefixTokens: 0, aux: {} };
-  const minis = miniBatches(sequences, ctx.shuffle(sequences.length), ctx.miniBatchSize);
   let samplesDone = 0;
-  for (const mini of minis) {
+  for (const [index, mini] of minis.entries()) {
     const { batches: micro, sharedTokens } = sharedPrefixMicroBatches(sequences, ctx.microBatchTokens, { indices: mini });
     m.sharedPrefixTokens += sharedTokens;
     const miniTokens = micro.reduce((n, mb) => n + mb.responseTokens, 0);
+    const ownOld = oldFromFirstStep && index === 0;
     zeroGrad(ctx.params);
     const rows: Tensor[] = [];
+    const forwardOld: Tensor[] = [];
     let auxNames: string[] = [];
     for (const mb of micro) {
       const row = await scopeAsync(async () => {
@@ -221,7 +240,7 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
         const t = (f: (s: number, j: number) => number) => tensor(compactTokens(mb, f));
         const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true, positions: mb.positions, temperature: ctx.temperature, prefixes: mb.prefixes });
         const weights = t(() => w);
-        const oldT = t((s, j) => oldLogprobs[s][j]);
+        const oldT = ownOld ? noGrad(() => clone(logprobs)) : t((s, j) => oldLogprobs[s][j]);
         const terms = policyLoss({
           logprobs,
           entropy,
@@ -241,16 +260,19 @@ export async function policyUpdate(ctx: UpdateContext, samples: readonly StepSam
         }
         backward(loss);
         auxNames = Object.keys(auxStats);
-        return statsRow(terms, weights, ctx.loss, auxNames.map((k) => auxStats[k]));
+        return { stats: statsRow(terms, weights, ctx.loss, auxNames.map((k) => auxStats[k])), old: ownOld ? oldT : null };
       });
-      rows.push(row);
+      rows.push(row.stats);
+      if (row.old) forwardOld.push(row.old);
       // Buffers the budget made the pool destroy during this micro-batch free their memory before the next one allocates.
       await runtime().settle();
       m.trainedTokens += mb.responseTokens;
       ctx.onProgress?.((samplesDone += mb.segments.length), m.steps, minis.length);
     }
   const clip = await clipGradNorm(ctx.params, ctx.gradClip);
-    const stats = await readTogether(rows);
+    const read = await readTogether([...rows, ...forwardOld]);
+    const stats = read.slice(0, rows.length);
+    read.slice(rows.length).forEach((values, k) => gatherTokens(micro[k], values, oldLogprobs));
     for (const r of stats) {
       m.pgLoss += r[0];
       m.kl += r[1];
