@@ -45,6 +45,8 @@ export interface RlIterationOptions {
   mergeTurns?: boolean;
   /** LoRA rank of the bench model's run (alpha twice it, the default target modules); default none: full weights. */
   lora?: number;
+  /** Config overrides (key=value, as `train` takes them) applied to both runs after the bench's own. */
+  overrides?: string[];
 }
 
 /** Letters-only words with a leading space, one pre-token each under the word tokenizer, that the vocabulary does not hold. */
@@ -147,6 +149,7 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
     // One validation episode and one checkpoint at the end are what a run always does; neither is timed.
     'validation.atStart=false', 'validation.every=0', 'validation.tasks=1', 'validation.runs=1', 'checkpoint.every=0', 'checkpoint.keepLast=1',
     `output.dir=${work}`, 'output.tensorboard=false', 'output.trajectories=false', 'output.progress=none',
+    ...(opts.overrides ?? []),
   ];
   const time = async (label: string, modelPath: string, extra: object, more: string[] = []): Promise<object> => {
     const cfg = loadConfig(undefined, [...EMBEDDED_RECIPE, ...overrides, ...more, `model.path=${modelPath}`, `output.runName=${label}`]);

@@ -42,7 +42,7 @@ function switchOf(name: string, v: unknown): boolean | undefined {
 const suites: Record<string, Suite> = {
   dispatch: (rt) => benchDispatch(rt),
   matmul: (rt) => benchMatmul(rt),
-  'decode-matmul': (rt) => benchDecodeMatmul(rt),
+  'decode-matmul': (rt, args) => benchDecodeMatmul(rt, listOf('rows', args.rows)),
   attention: (rt) => benchAttention(rt),
   loss: (rt) => benchLoss(rt),
   train: (rt, args) => benchTrainStep(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
@@ -59,7 +59,7 @@ const suites: Record<string, Suite> = {
     preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
     maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']), iterations: numberOf(args.iters),
     gpuMemory: numberOf(args['gpu-memory']), history: historyOf(args.history), mergeTurns: switchOf('merge-turns', args['merge-turns']),
-    lora: countOf('lora', args.lora),
+    lora: countOf('lora', args.lora), overrides: args.set === undefined ? undefined : String(args.set).split(/\s+/).filter(Boolean),
   }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
@@ -75,6 +75,7 @@ export const benchCommand = defineCommand({
     only: { type: 'string', description: `comma-separated suites (${Object.keys(suites).join(', ')}); without it, all but ${[...OPT_IN].join(', ')}` },
     batch: { type: 'string', description: 'batch size for train and profile (default 8) and qwen35 (default 4)' },
     seq: { type: 'string', description: 'sequence length for train and profile (default 512) and qwen35 (default 1024)' },
+    rows: { type: 'string', description: 'decode-matmul: comma-separated row counts (default 1,8,32,64)' },
     'decode-batches': { type: 'string', description: 'profile: comma-separated rows of the decoding runs (default 1,32)' },
     'prompt-tokens': { type: 'string', description: 'profile: prompt tokens of each decoding row (default 128)' },
     'new-tokens': { type: 'string', description: 'profile: tokens each decoding row generates (default 32)' },
@@ -87,6 +88,7 @@ export const benchCommand = defineCommand({
     history: { type: 'string', description: 'rl-iteration: rollout.history, window (default) or conversation (one growing chat, whose turns can train as one sequence)' },
     'merge-turns': { type: 'string', description: 'rl-iteration: optim.mergeTurns, on (default) or off (one sequence per turn)' },
     lora: { type: 'string', description: 'rl-iteration: train the bench model through LoRA adapters of this rank (alpha twice it) instead of its full weights' },
+    set: { type: 'string', description: 'rl-iteration: config overrides as train takes them, space-separated (e.g. "algorithm.klCoef=0 algorithm.entropyCoef=0")' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit once the GPU is busy (the runtime default is 64; the first submits after it runs dry take 4, 8, 16, ...)' },
     preset: {

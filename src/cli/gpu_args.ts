@@ -2,7 +2,7 @@
 
 import type { ArgsDef } from 'citty';
 import { type Backend, isRobustness } from '../device/device.ts';
-import type { DecodePolicy } from '../gpu/kernel_policy.ts';
+import type { DecodePolicy, KernelPolicyChanges } from '../gpu/kernel_policy.ts';
 import type { RuntimeOptions } from '../gpu/runtime.ts';
 
 export const gpuArgs = {
@@ -37,7 +37,32 @@ export const gpuArgs = {
   'decode-fused': { type: 'string', description: 'fused Qwen decode layers: auto (default: where the skinny kernels run, real GPUs), never, always (models/qwen_decode.ts)' },
   'decode-weights': { type: 'string', description: 'what fused decode steps read: f16 (default) copies of the weights packed before each generation, or the f32 weights' },
   'decode-steps': { type: 'string', description: 'decode steps between readbacks (default 4): sampling and stop checks stay on the GPU in between' },
+  policy: {
+    type: 'string',
+    description: 'any kernel-policy fields as section.field=value, comma-separated (src/gpu/kernel_policy.ts), e.g. tensorCores.minMacs=16777216,decode.stepsPerReadback=8; applied after the options above',
+  },
 } as const satisfies ArgsDef;
+
+/**
+ * --policy's section.field=value pairs as policy changes. Values are read as JSON where
+ * they parse (numbers, booleans, arrays) and as strings otherwise; kernelPolicy checks
+ * each field and its type against the defaults.
+ */
+export function policyChanges(text: string): KernelPolicyChanges {
+  const changes: Record<string, Record<string, unknown>> = {};
+  for (const item of text.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const m = /^(\w+)\.(\w+)=(.+)$/.exec(item);
+    if (!m) throw new Error(`--policy: "${item}" is not section.field=value`);
+    let value: unknown;
+    try {
+      value = JSON.parse(m[3]);
+    } catch {
+      value = m[3];
+    }
+    (changes[m[1]] ??= {})[m[2]] = value;
+  }
+  return changes as KernelPolicyChanges;
+}
 
 /** --gpu-memory in bytes, or undefined when not given. */
 export function gpuMemoryBytes(args: { 'gpu-memory'?: string }): number | undefined {
@@ -73,7 +98,7 @@ function decodePolicy(args: { 'decode-fused'?: string; 'decode-weights'?: string
 /** The adapter these arguments ask for (--robustness included) and the kernel policy's changes (--tensor-cores, --matmul-tiles, --attention, --attention-tensor, --shared-prefixes, --decode-*). */
 export function gpuOptions(args: {
   backend?: string; adapter?: string; toggles?: string; robustness?: string; 'tensor-cores'?: string; 'matmul-tiles'?: string; attention?: string;
-  'attention-tensor'?: string; 'shared-prefixes'?: string; 'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string;
+  'attention-tensor'?: string; 'shared-prefixes'?: string; 'decode-fused'?: string; 'decode-weights'?: string; 'decode-steps'?: string; policy?: string;
 }): RuntimeOptions {
   const mode = args['tensor-cores'] ?? 'auto';
   if (mode !== 'auto' && mode !== 'forward' && mode !== 'off') throw new Error(`--tensor-cores must be auto, forward or off, got "${mode}"`);
@@ -94,6 +119,10 @@ export function gpuOptions(args: {
       ...(shared && { scoring: { sharePrefixes: shared === 'on' } }),
     },
   };
+  if (args.policy) {
+    const given = opts.policy as Record<string, object>;
+    for (const [section, fields] of Object.entries(policyChanges(args.policy))) given[section] = { ...given[section], ...fields };
+  }
   if (args.backend) opts.backend = args.backend as Backend;
   if (args.adapter) opts.adapter = args.adapter;
   if (robustness) opts.robustness = robustness;
