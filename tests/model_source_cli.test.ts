@@ -87,7 +87,7 @@ describe('model sources through serve, score and export', () => {
     const adapter = path.join(root, 'adapter');
     const a = cli(['export', lora, '--out', adapter]);
     assert.equal(a.code, 0, a.err);
-    assert.deepEqual(fs.readdirSync(adapter).sort(), ['adapter_config.json', 'adapter_model.safetensors']);
+    assert.deepEqual(fs.readdirSync(adapter).sort(), ['.wgt-export.json', 'adapter_config.json', 'adapter_model.safetensors']);
     const merged = path.join(root, 'merged');
     const m = cli(['export', lora, '--out', merged, '--merge']);
     assert.equal(m.code, 0, m.err);

@@ -39,8 +39,15 @@ function filesUnder(dir: string, under = ''): string[] {
   });
 }
 
-/** Uploads every file under `dir` to `target` as one commit; the commit's URL. */
-export async function pushDirectory(dir: string, target: HubContext, log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Promise<string> {
+export interface PushOptions {
+  /** Files under `dir` (relative paths) that stay local. */
+  leaveOut?: readonly string[];
+  log?: (line: string) => void;
+}
+
+/** Uploads every file under `dir` but those left out to `target` as one commit; the commit's URL. */
+export async function pushDirectory(dir: string, target: HubContext, opts: PushOptions = {}): Promise<string> {
+  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const repo = { type: 'model' as const, name: target.repo };
   const where = `${target.endpoint}/${target.repo}`;
   try {
@@ -50,7 +57,7 @@ export async function pushDirectory(dir: string, target: HubContext, log: (line:
     // 409: the repository exists, and the commit goes on top of it.
     if (!(e instanceof HubApiError && e.statusCode === 409)) throw hubFailure(e, `${target.repo}: creating the repository`, target);
   }
-  const files = filesUnder(dir).sort();
+  const files = filesUnder(dir).filter((f) => !opts.leaveOut?.includes(f)).sort();
   const bytes = files.reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
   log(`uploading ${files.length} files (${formatBytes(bytes)}) from ${dir} to ${where}`);
   try {
