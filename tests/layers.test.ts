@@ -20,8 +20,9 @@
 // both too, and both read and write weights through safetensors/. device/ (acquiring
 // the adapter and device, the native drivers' environment and stderr, GpuError) sits
 // under gpu/, the runtime built on the device, and imports no layer. util/ (the seeded
-// generators, atomic file writes, f16 and bf16 bits) is the bottom layer, which every
-// other may use.
+// generators, atomic file writes, f16 and bf16 bits) sits above storage/ (files, paths
+// and the process, per platform: the local file system or a browser's), the bottom
+// layer, which every other may use.
 
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -29,7 +30,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { describe, test } from 'node:test';
 import { filesUnder, REPO_ROOT as root } from './support/repo_files.ts';
 
-const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'hf_model', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'device', 'net', 'util'];
+const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'hf_model', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'device', 'net', 'util', 'storage'];
 /** What reference/ may import besides itself. */
 const REFERENCE_MAY_IMPORT = ['src/tensor/shape.ts', 'src/tensor/dtype.ts', 'src/tensor/errors.ts'];
 
