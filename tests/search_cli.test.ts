@@ -5,7 +5,8 @@
 // rollout round's searches in one request, validation and evaluation play the test
 // questions and report each data source; the expert's demonstrations search the
 // dataset's questions; a retriever that fails stops the run with its error, one that
-// is down stops it before it starts.
+// is down stops it before it starts; a run given only its training file, which would
+// have nothing to validate on, is refused before it starts.
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -141,7 +142,7 @@ describe('search through the CLI on Search-R1 files', () => {
     const logged = console.error;
     console.error = () => {};
     try {
-      const r = await cli(smoke('failing', `model.path=${searcher}`, `env.search.train=${fixture('train.jsonl')}`, `env.search.retriever.url=${failing.url}`,
+      const r = await cli(smoke('failing', `model.path=${searcher}`, `env.search.train=${fixture('train.jsonl')}`, `env.search.test=${fixture('test.jsonl')}`, `env.search.retriever.url=${failing.url}`,
         'env.search.retriever.retries=1', 'env.search.retriever.backoffMs=10'));
       assert.equal(r.code, 1, r.out);
       assert.match(r.out, new RegExp(`error: iteration 1: every one of its 4 episodes failed in the environment; the server's first error: turn 0: retriever: POST ${failing.url}: answered 500: Internal Server Error \\(gave up after 2 attempts\\)`));
@@ -152,10 +153,21 @@ describe('search through the CLI on Search-R1 files', () => {
     }
     const gone = await startRetrieverServer(new RecordingRetriever());
     await gone.close();
-    const down = await cli(smoke('down', `model.path=${searcher}`, `env.search.train=${fixture('train.jsonl')}`, `env.search.retriever.url=${gone.url}`,
+    const down = await cli(smoke('down', `model.path=${searcher}`, `env.search.train=${fixture('train.jsonl')}`, `env.search.test=${fixture('test.jsonl')}`, `env.search.retriever.url=${gone.url}`,
       'env.search.retriever.retries=0'));
     assert.equal(down.code, 1, down.out);
     assert.match(down.out, new RegExp(`error: retriever: POST ${gone.url}: cannot reach the server`));
     assert.doesNotMatch(down.out, /GPU:/);
+  });
+
+  test('a run given only its training file is refused before it starts, naming the file validation needs', slow, async () => {
+    const r = await cli(['train', 'examples/grpo_search.yaml', `output.dir=${out}`, 'output.runName=train-only', `env.search.train=${fixture('train.jsonl')}`]);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /env\.search\.validation: required: the run's validation plays valid_seen \(validation\.split\): its questions come from env\.search\.validation or env\.search\.test, and the question files given are for train only/);
+    assert.doesNotMatch(r.out, /GPU:/);
+    assert.ok(!fs.existsSync(path.join(out, 'train-only')), 'no run directory');
+    const test = await cli(['train', 'examples/grpo_search.yaml', `output.dir=${out}`, 'output.runName=test-only', `env.search.test=${fixture('test.jsonl')}`]);
+    assert.equal(test.code, 1, test.out);
+    assert.match(test.out, /env\.search\.train: required: the run's training plays train \(env\.trainSplit\): its questions come from env\.search\.train,/);
   });
 });

@@ -13,7 +13,8 @@ import { SearchEnvironment, SEARCH_TOPK } from './env.ts';
 import { HttpRetriever, RETRIEVER_PROTOCOLS } from './http_retriever.ts';
 import { loadCorpus } from './jsonl.ts';
 import { SEARCH_PARSINGS, type SearchParsing } from './parse.ts';
-import { DatasetQuestions } from './question_source.ts';
+import { DatasetQuestions, splitFiles } from './question_source.ts';
+import type { Split } from '../../src/envs/types.ts';
 import { RESULT_FORMATS, type ResultFormat } from './result_format.ts';
 import { Bm25Retriever } from './retriever.ts';
 
@@ -91,6 +92,21 @@ export function longestSearchStep(o: SearchOptions): { ms: number; settings: str
   const r = httpRetriever(o);
   if (r === null) return null;
   return { ms: r.longestCallMs, settings: `env.search.retriever: ${o.retriever.retries + 1} attempts of up to ${o.retriever.timeoutMs} ms (timeoutMs, retries) and the backoff between them (backoffMs)` };
+}
+
+/**
+ * A split that question files given for other splits leave without questions (a run
+ * given only its training file has nothing to validate on); the generated world plays
+ * every split.
+ */
+export function missingQuestionFile(o: SearchOptions, split: Split): { key: string; message: string } | null {
+  const given = (['train', 'validation', 'test'] as const).filter((k) => o[k] !== undefined);
+  const wanted = splitFiles(split);
+  if (!given.length || wanted.some((k) => o[k] !== undefined)) return null;
+  return {
+    key: wanted[0],
+    message: `its questions come from ${wanted.map((k) => `env.search.${k}`).join(' or ')}, and the question files given are for ${given.join(' and ')} only`,
+  };
 }
 
 export function searchEnvironmentFrom(o: SearchOptions): SearchEnvironment {

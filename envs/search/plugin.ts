@@ -3,7 +3,7 @@
 
 import { defineEnv } from '../../src/envs/plugin.ts';
 import { searchAgent } from './agent.ts';
-import { longestSearchStep, parsingOf, resolveSearchOptions, searchEnvironmentFrom, searchOptions } from './options.ts';
+import { longestSearchStep, missingQuestionFile, parsingOf, resolveSearchOptions, searchEnvironmentFrom, searchOptions } from './options.ts';
 
 export const searchPlugin = defineEnv({
   name: 'search',
@@ -15,6 +15,7 @@ export const searchPlugin = defineEnv({
   agentFor: (o) => searchAgent(parsingOf(o)),
   resolveOptions: resolveSearchOptions,
   longestStep: longestSearchStep,
+  unplayable: missingQuestionFile,
   // SDAR's search launchers (128 x 8, 4 turns) validate greedily, once, at the end, and warm the learning rate up over 10% of the run; Search-R1's own are in docs/SEARCH_R1.md.
   recipe: {
     tasksPerIteration: 128, maxTurns: 4, maxPromptTokens: 4096, klCoef: 0.001, invalidPenalty: 0.01, miniBatchSize: 256,

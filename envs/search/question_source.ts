@@ -55,6 +55,11 @@ const SPLIT_FILES: Record<Split, readonly (keyof QuestionFiles)[]> = {
   valid_unseen: ['test', 'validation'],
 };
 
+/** The files a split reads, the first one given winning. */
+export function splitFiles(split: Split): readonly (keyof QuestionFiles)[] {
+  return SPLIT_FILES[split];
+}
+
 export class DatasetQuestions implements QuestionSource {
   private readonly orders = new Map<Split, Promise<{ rows: QaExample[]; order: number[] }>>();
 

@@ -282,11 +282,23 @@ export const TrainConfigSchema = TrainConfigSchemaBase.superRefine((c, ctx) => {
   }
   // Compared only once optim.lr itself is valid, so its own message stands alone.
   if (c.optim.lr > 0 && c.optim.minLr > c.optim.lr) ctx.addIssue({ code: 'custom', path: ['optim', 'minLr'], message: `must not exceed optim.lr (${c.optim.lr})`, input: c.optim.minLr });
+  checkSplitsPlayable(c, ctx);
   const longest = envPlugin(c.env.name).longestStep?.(envOptionsOf(c));
   if (longest && longest.ms >= c.env.timeoutMs) {
     ctx.addIssue({ code: 'custom', path: ['env', 'timeoutMs'], message: `must exceed the ${longest.ms} ms one ${c.env.name} step may take (${longest.settings}); raise it or lower those`, input: c.env.timeoutMs });
   }
 });
+
+/** The splits an in-process run plays, training's and validation's, each one its environment's settings give tasks for. */
+function checkSplitsPlayable(c: z.output<typeof TrainConfigSchemaBase>, ctx: z.RefinementCtx): void {
+  const unplayable = envPlugin(c.env.name).unplayable;
+  if (!unplayable || c.env.url !== undefined) return;
+  const plays = [['training', 'env.trainSplit', c.env.trainSplit], ['validation', 'validation.split', c.validation.split]] as const;
+  for (const [phase, setting, split] of plays) {
+    const missing = unplayable(envOptionsOf(c), split);
+    if (missing) ctx.addIssue({ code: 'custom', path: ['env', c.env.name, missing.key], message: `required: the run's ${phase} plays ${split} (${setting}): ${missing.message}`, input: undefined });
+  }
+}
 
 /** The AgentGym layout of the config's environment, or null when it has none. */
 function agentgymLayout(env: { name: string }) {

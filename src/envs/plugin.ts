@@ -95,6 +95,13 @@ export interface EnvPlugin<Schema extends z.ZodObject = z.ZodObject> {
    * config refuses an env.timeoutMs that would cut such a step short.
    */
   longestStep?(options: z.output<Schema>): { ms: number; settings: string } | null;
+  /**
+   * Why an in-process environment with these settings has no tasks for `split` (search
+   * given question files for other splits only): the option (a key of env.<name>) that
+   * would give them, and what is missing. The config refuses a run that plays such a
+   * split, before any work.
+   */
+  unplayable?(options: z.output<Schema>, split: Split): { key: string; message: string } | null;
   readonly recipe: EnvRecipe;
   readonly reward: RewardScale;
   readonly expert?: ExpertData;
