@@ -14,8 +14,8 @@
 // checkpoints are deleted only once the new one is in place. A failure at any point
 // (a full disk) leaves the previous checkpoints and pointer untouched.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import * as path from '../storage/paths.ts';
+import { hostProcess, storage } from '../storage/storage.ts';
 import { CheckpointError } from '../hf_model/errors.ts';
 import { openCheckpoint, readJson } from '../hf_model/checkpoint.ts';
 import { loadModel, saveModel, type LoadOptions } from '../models/load.ts';
@@ -24,7 +24,6 @@ import { readPeftAdapter } from '../lora/peft.ts';
 import type { QwenModel } from '../models/qwen.ts';
 import { SafetensorsReader } from '../safetensors/reader.ts';
 import { writeSafetensors, type StorageDType } from '../safetensors/writer.ts';
-import { processAlive } from '../util/process_alive.ts';
 import type { RngState } from '../util/random.ts';
 import { configDifferences, RESUMABLE_CHANGES } from '../config/config_diff.ts';
 import type { TrainConfig } from '../config/config_schema.ts';
@@ -79,17 +78,16 @@ export interface CheckpointIO {
   writeFile(file: string, contents: string): void;
 }
 
-export const nodeIO: CheckpointIO = {
+export const storageIO: CheckpointIO = {
   writeFile(file, contents) {
-    const fd = fs.openSync(file, 'w');
+    const out = storage().openWrite(file);
     try {
-      const bytes = new TextEncoder().encode(contents);
-      let done = 0;
-      while (done < bytes.length) done += fs.writeSync(fd, bytes, done, bytes.length - done, done);
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
+      out.write(new TextEncoder().encode(contents), 0);
+    } catch (e) {
+      out.discard();
+      throw e;
     }
+    out.close();
   },
 };
 
@@ -116,35 +114,37 @@ export function checkpointName(iteration: number): string {
 
 /** Writes a checkpoint of iteration trainerState.iteration under `root`; returns its directory. */
 export async function saveCheckpoint(root: string, contents: CheckpointContents, opts: SaveOptions = {}): Promise<string> {
-  const io = opts.io ?? nodeIO;
+  const io = opts.io ?? storageIO;
+  const fs = storage();
   const { iteration } = contents.trainerState;
   checkTrainerState(contents.trainerState, 'saveCheckpoint: trainerState');
-  fs.mkdirSync(root, { recursive: true });
+  fs.makeDir(root);
   removeAbandonedTemps(root);
   const name = checkpointName(iteration);
   const final = path.join(root, name);
-  const temp = path.join(root, `${name}.tmp-${process.pid}`);
+  const temp = path.join(root, `${name}.tmp-${hostProcess().pid}`);
   const previous = latestName(root);
   try {
-    fs.rmSync(temp, { recursive: true, force: true });
-    fs.mkdirSync(temp);
+    fs.remove(temp);
+    fs.makeDir(temp);
     await fill(temp, contents, io);
     moveIntoPlace(temp, final);
     try {
       writePointer(root, name, io);
     } catch (e) {
       // The pointer still names the previous checkpoint; drop the new one (it may be what filled the disk).
-      if (previous !== name) fs.rmSync(final, { recursive: true, force: true });
+      if (previous !== name) fs.remove(final);
       throw e;
     }
   } catch (e) {
-    fs.rmSync(temp, { recursive: true, force: true });
+    fs.remove(temp);
     const err = e as NodeJS.ErrnoException;
     const reason = err.code === 'ENOSPC' ? `the disk is full (${err.message})` : err.message;
     const kept = previous ? `the last good checkpoint ${path.join(root, previous)} is intact` : 'there is no earlier checkpoint';
     throw new CheckpointError(`saving checkpoint ${final} failed: ${reason}; ${kept}`, { cause: e });
   }
   if (opts.keepLast) prune(root, iteration, opts.keepLast);
+  await fs.flush();
   return final;
 }
 
@@ -172,82 +172,64 @@ async function fill(dir: string, { model, optimizerState, trainerState }: Checkp
     version: CHECKPOINT_VERSION,
     iteration: trainerState.iteration,
     model: model.kind === 'full' ? { kind: 'full' } : { kind: 'lora', basePath: path.resolve(model.basePath) },
-    files: Object.fromEntries(listFiles(dir).map((f) => [f, fs.statSync(path.join(dir, f)).size])),
+    files: Object.fromEntries(listFiles(dir).map((f) => [f, storage().stat(path.join(dir, f))!.size])),
   };
   io.writeFile(path.join(dir, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
 }
 
 function listFiles(dir: string, prefix = ''): string[] {
-  return fs.readdirSync(path.join(dir, prefix), { withFileTypes: true }).flatMap((e) => {
-    const rel = prefix ? `${prefix}/${e.name}` : e.name;
-    return e.isDirectory() ? listFiles(dir, rel) : [rel];
+  return storage().list(path.join(dir, prefix)).flatMap((name) => {
+    const rel = prefix ? `${prefix}/${name}` : name;
+    return storage().stat(path.join(dir, rel))?.isDirectory ? listFiles(dir, rel) : [rel];
   }).sort();
 }
 
 /** Renames `temp` to `final`; an existing `final` (the same iteration saved again) is replaced only once `temp` is in place. */
 function moveIntoPlace(temp: string, final: string): void {
-  syncDir(temp);
-  if (!fs.existsSync(final)) {
-    fs.renameSync(temp, final);
+  const fs = storage();
+  if (!fs.exists(final)) {
+    fs.rename(temp, final);
   } else {
-    const aside = `${final}.old-${process.pid}`;
-    fs.rmSync(aside, { recursive: true, force: true });
-    fs.renameSync(final, aside);
+    const aside = `${final}.old-${hostProcess().pid}`;
+    fs.remove(aside);
+    fs.rename(final, aside);
     try {
-      fs.renameSync(temp, final);
+      fs.rename(temp, final);
     } catch (e) {
-      fs.renameSync(aside, final);
+      fs.rename(aside, final);
       throw e;
     }
-    fs.rmSync(aside, { recursive: true, force: true });
+    fs.remove(aside);
   }
-  syncDir(path.dirname(final));
 }
 
 function writePointer(root: string, name: string, io: CheckpointIO): void {
   const file = path.join(root, LATEST_FILE);
-  const temp = `${file}.tmp-${process.pid}`;
+  const temp = `${file}.tmp-${hostProcess().pid}`;
   try {
     io.writeFile(temp, name + '\n');
-    fs.renameSync(temp, file);
+    storage().rename(temp, file);
   } catch (e) {
-    fs.rmSync(temp, { force: true });
+    storage().remove(temp);
     throw e;
-  }
-  syncDir(root);
-}
-
-/** Durability of renames; not every platform can open a directory, and there it is skipped. */
-function syncDir(dir: string): void {
-  let fd: number;
-  try {
-    fd = fs.openSync(dir, 'r');
-  } catch {
-    return;
-  }
-  try {
-    fs.fsyncSync(fd);
-  } catch {
-    // Some filesystems refuse fsync on directories; the rename itself is still atomic.
-  } finally {
-    fs.closeSync(fd);
   }
 }
 
 /** Temporary directories left by a process that died mid-save. */
 function removeAbandonedTemps(root: string): void {
-  for (const entry of fs.readdirSync(root)) {
+  const host = hostProcess();
+  for (const entry of storage().list(root)) {
     const m = TEMP_NAME.exec(entry);
-    if (m && Number(m[1]) !== process.pid && !processAlive(Number(m[1]))) fs.rmSync(path.join(root, entry), { recursive: true, force: true });
+    if (m && Number(m[1]) !== host.pid && !host.alive(Number(m[1]))) storage().remove(path.join(root, entry));
   }
 }
 
 /** Iterations of the complete-looking checkpoint directories under `root`, ascending. */
 export function listCheckpoints(root: string): number[] {
-  if (!fs.existsSync(root)) return [];
-  return fs.readdirSync(root)
+  if (!storage().exists(root)) return [];
+  return storage().list(root)
     .map((e) => CKPT_NAME.exec(e))
-    .filter((m): m is RegExpExecArray => m !== null && fs.existsSync(path.join(root, m[0], MANIFEST)))
+    .filter((m): m is RegExpExecArray => m !== null && storage().exists(path.join(root, m[0], MANIFEST)))
     .map((m) => Number(m[1]))
     .sort((a, b) => a - b);
 }
@@ -258,14 +240,15 @@ export function listCheckpoints(root: string): number[] {
  */
 function prune(root: string, current: number, keep: number): void {
   const older = listCheckpoints(root).filter((it) => it <= current);
-  for (const it of older.slice(0, Math.max(0, older.length - keep))) fs.rmSync(path.join(root, checkpointName(it)), { recursive: true, force: true });
+  for (const it of older.slice(0, Math.max(0, older.length - keep))) storage().remove(path.join(root, checkpointName(it)));
 }
 
 function latestName(root: string): string | null {
   const file = path.join(root, LATEST_FILE);
-  if (!fs.statSync(file, { throwIfNoEntry: false })?.isFile()) return null;
-  const name = fs.readFileSync(file, 'utf8').trim();
-  return CKPT_NAME.test(name) && fs.existsSync(path.join(root, name, MANIFEST)) ? name : null;
+  const stat = storage().stat(file);
+  if (!stat || stat.isDirectory) return null;
+  const name = storage().readText(file).trim();
+  return CKPT_NAME.test(name) && storage().exists(path.join(root, name, MANIFEST)) ? name : null;
 }
 
 /**
@@ -297,13 +280,13 @@ export interface LoadedCheckpoint {
 /** Reads and checks a checkpoint directory; errors name the offending file. */
 export function loadCheckpoint(dir: string): LoadedCheckpoint {
   const manifestPath = path.join(dir, MANIFEST);
-  if (!fs.existsSync(dir)) throw new CheckpointError(`${dir}: checkpoint directory not found`);
-  if (!fs.existsSync(manifestPath)) throw new CheckpointError(`${manifestPath}: not found (an incomplete checkpoint, or not a checkpoint directory)`);
+  if (!storage().exists(dir)) throw new CheckpointError(`${dir}: checkpoint directory not found`);
+  if (!storage().exists(manifestPath)) throw new CheckpointError(`${manifestPath}: not found (an incomplete checkpoint, or not a checkpoint directory)`);
   const manifest = parseManifest(readJson(manifestPath), manifestPath);
   for (const [rel, size] of Object.entries(manifest.files)) {
     const file = path.join(dir, rel);
-    if (!fs.existsSync(file)) throw new CheckpointError(`${file}: missing (listed in ${MANIFEST})`);
-    const actual = fs.statSync(file).size;
+    if (!storage().exists(file)) throw new CheckpointError(`${file}: missing (listed in ${MANIFEST})`);
+    const actual = storage().stat(file)!.size;
     if (actual !== size) throw new CheckpointError(`${file}: ${actual} bytes, but ${MANIFEST} says ${size} (truncated or modified)`);
   }
   const statePath = path.join(dir, TRAINER_STATE);
@@ -348,7 +331,7 @@ function checkModel(model: CheckpointModel): void {
     openCheckpoint(model.dir).close();
     return;
   }
-  if (!fs.existsSync(path.join(model.basePath, 'config.json'))) {
+  if (!storage().exists(path.join(model.basePath, 'config.json'))) {
     throw new CheckpointError(`${model.basePath}: the LoRA checkpoint's base model is missing (no config.json)`);
   }
   const base = openCheckpoint(model.basePath);

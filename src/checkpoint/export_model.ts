@@ -4,8 +4,8 @@
 // directory (vLLM's --lora-modules, PEFT), or with `merge` the base model with the
 // adapter folded in. Tokenizer files go along, so the directory stands alone.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { exportCheckpoint, openCheckpoint, storedDtype, TOKENIZER_FILES } from '../hf_model/checkpoint.ts';
 import { saveModel } from '../models/load.ts';
 import { mergeLora } from '../lora/lora.ts';
@@ -57,8 +57,9 @@ export async function exportModelSource(source: ModelSource<string | null>, out:
   }
   if (opts.dtype) throw new Error(`--dtype: ${source.input} is a LoRA adapter, kept as trained; pass --merge to write the merged model in ${opts.dtype}`);
   await replaceDirAtomic(out, (tmp) => {
-    for (const f of [ADAPTER_CONFIG, ADAPTER_WEIGHTS]) fs.copyFileSync(path.join(w.adapterDir, f), path.join(tmp, f));
-    if (tokenizerDir) for (const f of TOKENIZER_FILES) if (fs.existsSync(path.join(tokenizerDir, f))) fs.copyFileSync(path.join(tokenizerDir, f), path.join(tmp, f));
+    const copy = (from: string, f: string) => storage().writeAtomic(path.join(tmp, f), storage().readBytes(path.join(from, f)));
+    for (const f of [ADAPTER_CONFIG, ADAPTER_WEIGHTS]) copy(w.adapterDir, f);
+    if (tokenizerDir) for (const f of TOKENIZER_FILES) if (storage().exists(path.join(tokenizerDir, f))) copy(tokenizerDir, f);
   });
   return { dir: out, what: 'adapter', dtype: null };
 }

@@ -4,8 +4,8 @@
 // the run's configuration along, so evaluation defaults to the run's environment and
 // budgets.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { loadLora } from '../lora/lora.ts';
@@ -39,16 +39,16 @@ const CHECKPOINT_MANIFEST = 'checkpoint.json';
 
 function readRunConfig(runDir: string): { config: TrainConfig | null; problem: string | null } {
   const file = path.join(runDir, RUN_CONFIG_FILE);
-  if (!fs.existsSync(file)) return { config: null, problem: null };
+  if (!storage().exists(file)) return { config: null, problem: null };
   try {
-    return { config: validateConfig(JSON.parse(fs.readFileSync(file, 'utf8'))), problem: null };
+    return { config: validateConfig(JSON.parse(storage().readText(file))), problem: null };
   } catch (e) {
     return { config: null, problem: `${file}: ${(e as Error).message}` };
   }
 }
 
 function hasTokenizer(dir: string): boolean {
-  return fs.existsSync(path.join(dir, 'tokenizer.json'));
+  return storage().exists(path.join(dir, 'tokenizer.json'));
 }
 
 interface ResolveOptions {
@@ -74,20 +74,20 @@ function fromCheckpoint(input: string, dir: string, kind: 'checkpoint' | 'run', 
 export function resolveModelSource(input: string, option?: string): ModelSource;
 export function resolveModelSource(input: string, option: string, opts: ResolveOptions): ModelSource<string | null>;
 export function resolveModelSource(input: string, option = 'model', opts: ResolveOptions = {}): ModelSource<string | null> {
-  if (!fs.existsSync(input)) throw new ModelSourceError(`${option} ${input}: no such directory`);
-  if (!fs.statSync(input).isDirectory()) throw new ModelSourceError(`${option} ${input}: not a directory`);
-  if (fs.existsSync(path.join(input, CHECKPOINT_MANIFEST))) {
+  if (!storage().exists(input)) throw new ModelSourceError(`${option} ${input}: no such directory`);
+  if (!storage().stat(input)?.isDirectory) throw new ModelSourceError(`${option} ${input}: not a directory`);
+  if (storage().exists(path.join(input, CHECKPOINT_MANIFEST))) {
     // <run>/checkpoints/ckpt-N: the run is two levels up.
     const runDir = path.dirname(path.dirname(path.resolve(input)));
-    return fromCheckpoint(input, input, 'checkpoint', fs.existsSync(path.join(runDir, 'checkpoints')) ? runDir : null, option, opts);
+    return fromCheckpoint(input, input, 'checkpoint', storage().exists(path.join(runDir, 'checkpoints')) ? runDir : null, option, opts);
   }
   const root = path.join(input, 'checkpoints');
-  if (fs.existsSync(root)) {
+  if (storage().exists(root)) {
     const latest = findLatestCheckpoint(root);
     if (!latest) throw new ModelSourceError(`${option} ${input}: a run directory with no complete checkpoint under ${root}`);
     return fromCheckpoint(input, latest, 'run', input, option, opts);
   }
-  if (!fs.existsSync(path.join(input, 'config.json'))) {
+  if (!storage().exists(path.join(input, 'config.json'))) {
     throw new ModelSourceError(`${option} ${input}: not a Hugging Face model directory (config.json), a training checkpoint (${CHECKPOINT_MANIFEST}) or a run directory (checkpoints/)`);
   }
   const tokenizerDir = hasTokenizer(input) ? input : null;

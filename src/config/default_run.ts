@@ -9,8 +9,8 @@
 // (SCALE_RECORD_FILE), so that whoever evaluates its checkpoints later learns why
 // two-turn episodes win nothing.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
 import { validateConfig, type TrainConfig } from './config.ts';
 
@@ -77,19 +77,19 @@ export interface ScaleRecord {
 export function writeScaleRecord(runDir: string, record: ScaleRecord | null): void {
   const file = path.join(runDir, SCALE_RECORD_FILE);
   if (record === null) {
-    fs.rmSync(file, { force: true });
+    storage().remove(file);
     return;
   }
-  fs.mkdirSync(runDir, { recursive: true });
+  storage().makeDir(runDir);
   writeFileAtomic(file, JSON.stringify(record, null, 2) + '\n');
 }
 
 /** The run's scale-down record; null when it ran as configured (or the record is unreadable). */
 export function readScaleRecord(runDir: string): ScaleRecord | null {
   const file = path.join(runDir, SCALE_RECORD_FILE);
-  if (!fs.existsSync(file)) return null;
+  if (!storage().exists(file)) return null;
   try {
-    const r = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<ScaleRecord>;
+    const r = JSON.parse(storage().readText(file)) as Partial<ScaleRecord>;
     return typeof r.adapter === 'string' && Array.isArray(r.changes) && r.changes.every((c) => typeof c === 'string') ? { adapter: r.adapter, changes: r.changes } : null;
   } catch {
     return null;

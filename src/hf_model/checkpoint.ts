@@ -6,8 +6,8 @@
 // caller uploads each and drops it), and exportCheckpoint writes a directory that
 // transformers and vLLM load unchanged, atomically replacing any previous one.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import * as path from '../storage/paths.ts';
+import { storage } from '../storage/storage.ts';
 import { replaceDirAtomic, writeFileAtomic } from '../util/atomic_file.ts';
 import { parseConfig, toHfConfig, type ModelConfig } from './config.ts';
 import { CheckpointError, ConfigError } from './errors.ts';
@@ -76,7 +76,7 @@ function ignorable(cfg: ModelConfig): (name: string) => boolean {
 export function readJson(file: string): Record<string, unknown> {
   let v: unknown;
   try {
-    v = JSON.parse(fs.readFileSync(file, 'utf8'));
+    v = JSON.parse(storage().readText(file));
   } catch (e) {
     throw new CheckpointError(`${file}: cannot read JSON (${(e as Error).message})`);
   }
@@ -102,7 +102,7 @@ export interface Checkpoint {
 /** A checkpoint directory's model config, from its config.json alone (no weights read). */
 export function readModelConfig(dir: string): ModelConfig {
   const configPath = path.join(dir, 'config.json');
-  if (!fs.existsSync(configPath)) throw new CheckpointError(`${dir}: config.json not found`);
+  if (!storage().exists(configPath)) throw new CheckpointError(`${dir}: config.json not found`);
   return parseConfig(readJson(configPath), configPath);
 }
 
@@ -113,7 +113,7 @@ export function readModelConfig(dir: string): ModelConfig {
 export function openCheckpoint(dir: string): Checkpoint {
   const config = readModelConfig(dir);
   const genPath = path.join(dir, 'generation_config.json');
-  const generationConfig = fs.existsSync(genPath) ? readJson(genPath) : null;
+  const generationConfig = storage().exists(genPath) ? readJson(genPath) : null;
   const reader = SafetensorsReader.open(dir);
   const expected = expectedShapes(config);
   try {
@@ -211,7 +211,7 @@ export async function exportCheckpoint(
     }
     writeFileAtomic(path.join(tmp, 'config.json'), hfJson(toHfConfig(cfg, { dtype: TORCH_DTYPE[dtype] })));
     writeFileAtomic(path.join(tmp, 'generation_config.json'), hfJson(opts.generationConfig ?? defaultGenerationConfig(cfg)));
-    for (const file of tokenizerFiles) fs.copyFileSync(file, path.join(tmp, path.basename(file)));
+    for (const file of tokenizerFiles) writeFileAtomic(path.join(tmp, path.basename(file)), storage().readBytes(file));
     const rel = (f: string) => path.join(dir, path.basename(f));
     return { files: written.files.map(rel), index: written.index && rel(written.index), totalSize: written.totalSize };
   });
@@ -219,9 +219,9 @@ export async function exportCheckpoint(
 
 function tokenizerFilesIn(dir: string): string[] {
   for (const required of TOKENIZER_FILES.slice(0, 2)) {
-    if (!fs.existsSync(path.join(dir, required))) throw new CheckpointError(`${dir}: ${required} not found (tokenizerDir must hold a Hugging Face tokenizer)`);
+    if (!storage().exists(path.join(dir, required))) throw new CheckpointError(`${dir}: ${required} not found (tokenizerDir must hold a Hugging Face tokenizer)`);
   }
-  return TOKENIZER_FILES.map((f) => path.join(dir, f)).filter((f) => fs.existsSync(f));
+  return TOKENIZER_FILES.map((f) => path.join(dir, f)).filter((f) => storage().exists(f));
 }
 
 function defaultGenerationConfig(cfg: ModelConfig): Record<string, unknown> {

@@ -7,10 +7,8 @@
 // hides the status that says whether a server honoured the Range (206) or is sending
 // the whole file again (200), and so cannot resume safely.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { processAlive } from '../util/process_alive.ts';
-import { writeFully } from '../util/atomic_file.ts';
+import * as path from '../storage/paths.ts';
+import { hostProcess, storage } from '../storage/storage.ts';
 import { HubError, isNetworkError, networkCause, repoNotFound, type HubContext } from './hub_errors.ts';
 import { formatBytes, type TransferProgress } from './transfer_progress.ts';
 
@@ -32,24 +30,19 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Runs `fn` holding `lock` (a file naming this process); waits while a live process holds it, takes it over from a dead one. */
 async function withLock<T>(lock: string, what: string, progress: TransferProgress, fn: () => Promise<T>): Promise<T> {
-  fs.mkdirSync(path.dirname(lock), { recursive: true });
+  storage().makeDir(path.dirname(lock));
   let told = false;
   for (;;) {
-    try {
-      fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
-      break;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-    }
+    if (storage().createExclusive(lock, String(hostProcess().pid))) break;
     let holder = NaN;
     try {
-      holder = Number(fs.readFileSync(lock, 'utf8'));
+      holder = Number(storage().readText(lock));
     } catch {
       continue;
     }
     // An empty file is one being written by its taker this instant.
-    if (holder > 0 && !processAlive(holder)) {
-      fs.rmSync(lock, { force: true });
+    if (holder > 0 && !hostProcess().alive(holder)) {
+      storage().remove(lock);
       continue;
     }
     if (!told) progress.line(`  ${what}: waiting for process ${holder || '?'}, which is downloading it`);
@@ -59,7 +52,7 @@ async function withLock<T>(lock: string, what: string, progress: TransferProgres
   try {
     return await fn();
   } finally {
-    fs.rmSync(lock, { force: true });
+    storage().remove(lock);
   }
 }
 
@@ -91,7 +84,7 @@ async function fetchRest(d: BlobDownload, part: string, have: number, ctx: HubCo
   if (res.status === 416) {
     // The server's file is not longer than the partial one: that was not a prefix of it.
     await res.body?.cancel();
-    fs.rmSync(part, { force: true });
+    storage().remove(part);
     return false;
   }
   if (!res.ok) throw await answerError(res, d, ctx);
@@ -101,17 +94,19 @@ async function fetchRest(d: BlobDownload, part: string, have: number, ctx: HubCo
     await res.body?.cancel();
     throw new HubError(`${ctx.repo}: ${d.label}: asked for bytes ${have}- and got ${res.headers.get('Content-Range')}`);
   }
-  const fd = fs.openSync(part, offset > 0 ? 'r+' : 'w');
+  // What is kept is a prefix of the file, so the rest is appended to it.
+  if (offset === 0) storage().remove(part);
+  const out = storage().openAppend(part);
   const file = progress.file(d.label, d.size, offset);
   if (have > 0) progress.line(offset > 0 ? `  ${d.label}: resuming at ${formatBytes(have)} of ${formatBytes(d.size)}` : `  ${d.label}: the server sent the whole file again; starting over`);
   try {
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      writeFully(fd, chunk, offset);
+      out.append(chunk);
       offset += chunk.length;
       file.advance(chunk.length);
     }
   } finally {
-    fs.closeSync(fd);
+    out.close();
   }
   if (offset < d.size) throw new Error(`connection closed at ${formatBytes(offset)} of ${formatBytes(d.size)}`);
   file.done();
@@ -123,12 +118,12 @@ export async function downloadBlob(d: BlobDownload, ctx: HubContext, progress: T
   const part = `${d.blob}.incomplete`;
   await withLock(d.lock, d.label, progress, async () => {
     // Another process may have finished it while this one waited.
-    if (fs.existsSync(d.blob) && fs.statSync(d.blob).size === d.size) return;
-    fs.mkdirSync(path.dirname(d.blob), { recursive: true });
+    if (storage().exists(d.blob) && storage().stat(d.blob)!.size === d.size) return;
+    storage().makeDir(path.dirname(d.blob));
     for (let attempt = 1; ; attempt++) {
-      let have = fs.existsSync(part) ? fs.statSync(part).size : 0;
+      let have = storage().exists(part) ? storage().stat(part)!.size : 0;
       if (have > d.size) {
-        fs.rmSync(part);
+        storage().remove(part);
         have = 0;
       }
       if (have === d.size) break;
@@ -137,7 +132,7 @@ export async function downloadBlob(d: BlobDownload, ctx: HubContext, progress: T
         if (attempt === ATTEMPTS) throw new HubError(`${ctx.repo}: ${d.label} cannot be downloaded: the Hub refuses every range of it`);
       } catch (e) {
         if (!isNetworkError(e)) throw e;
-        const at = fs.existsSync(part) ? fs.statSync(part).size : 0;
+        const at = storage().exists(part) ? storage().stat(part)!.size : 0;
         if (attempt === ATTEMPTS) {
           throw new HubError(`${ctx.repo}: downloading ${d.label} failed ${ATTEMPTS} times (${networkCause(e)}); ${formatBytes(at)} of ${formatBytes(d.size)} are kept in ${part}, and the same command resumes from there`);
         }
@@ -145,11 +140,11 @@ export async function downloadBlob(d: BlobDownload, ctx: HubContext, progress: T
         await sleep(250 * attempt);
       }
     }
-    const size = fs.statSync(part).size;
+    const size = storage().stat(part)!.size;
     if (size !== d.size) {
-      fs.rmSync(part);
+      storage().remove(part);
       throw new HubError(`${ctx.repo}: ${d.label} downloaded as ${size} bytes where the Hub lists ${d.size}; removed, so run the command again`);
     }
-    fs.renameSync(part, d.blob);
+    storage().rename(part, d.blob);
   });
 }

@@ -4,8 +4,8 @@
 // where <module> is the HF module path (model.layers.3.self_attn.q_proj). The update
 // to that module's weight is (alpha / r) * B @ A (alpha / sqrt(r) with rsLoRA).
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { replaceDirAtomic, writeFileAtomic } from '../util/atomic_file.ts';
 import { expectedShapes, hfJson, readJson } from '../hf_model/checkpoint.ts';
 import type { LoraConfig } from '../models/causal_lm.ts';
@@ -162,7 +162,7 @@ function parseAdapterConfig(raw: Record<string, unknown>, where: string): LoraCo
  */
 export function readPeftAdapter(dir: string, cfg?: ModelConfig): PeftAdapter {
   const configPath = path.join(dir, ADAPTER_CONFIG);
-  if (!fs.existsSync(configPath)) throw new CheckpointError(`${dir}: ${ADAPTER_CONFIG} not found`);
+  if (!storage().exists(configPath)) throw new CheckpointError(`${dir}: ${ADAPTER_CONFIG} not found`);
   const raw = readJson(configPath);
   const lora = parseAdapterConfig(raw, configPath);
   const reader = SafetensorsReader.open(path.join(dir, ADAPTER_WEIGHTS));

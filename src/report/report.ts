@@ -3,8 +3,8 @@
 // time) and line charts of the metrics over iterations, one curve per run. A single
 // self-contained file with inline SVG, so it opens offline and can be mailed around.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { stability } from './eval_stats.ts';
 import { readMetrics, type MetricsRow } from './metrics.ts';
 import { escapeXml, lineChart, type Series } from './svg_chart.ts';
@@ -22,12 +22,12 @@ export interface RunData {
 
 export function readRun(runDir: string, name = path.basename(path.resolve(runDir))): RunData {
   const metricsPath = path.join(runDir, METRICS_FILE);
-  if (!fs.existsSync(metricsPath)) throw new Error(`${metricsPath}: not found (is ${runDir} a run directory?)`);
+  if (!storage().exists(metricsPath)) throw new Error(`${metricsPath}: not found (is ${runDir} a run directory?)`);
   const configPath = path.join(runDir, RUN_CONFIG_FILE);
   let config: Record<string, unknown> | null = null;
-  if (fs.existsSync(configPath)) {
+  if (storage().exists(configPath)) {
     try {
-      config = JSON.parse(fs.readFileSync(configPath, 'utf8'));
+      config = JSON.parse(storage().readText(configPath));
     } catch (e) {
       throw new Error(`${configPath}: not valid JSON (${(e as Error).message})`);
     }

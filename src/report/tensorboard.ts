@@ -6,9 +6,8 @@
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
 //   Summary { repeated Value value = 1; }   Value { string tag = 1; float simple_value = 2; }
 
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
+import { hostProcess, storage, type AppendableFile } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 
 const CRC32C_TABLE = (() => {
   const t = new Uint32Array(256);
@@ -114,16 +113,17 @@ export function encodeEvent(e: EventFields): Uint8Array {
 
 /** Appends scalar summaries to one event file in `dir`. */
 export class TensorBoardWriter {
-  private fd: number | null;
+  private out: AppendableFile | null;
 
-  private constructor(readonly file: string, fd: number) {
-    this.fd = fd;
+  private constructor(readonly file: string, out: AppendableFile) {
+    this.out = out;
   }
 
   static open(dir: string, wallTime = Date.now() / 1000): TensorBoardWriter {
-    fs.mkdirSync(dir, { recursive: true });
-    const file = path.join(dir, `events.out.tfevents.${Math.floor(wallTime)}.${os.hostname()}.${process.pid}`);
-    const w = new TensorBoardWriter(file, fs.openSync(file, 'a'));
+    storage().makeDir(dir);
+    const host = hostProcess();
+    const file = path.join(dir, `events.out.tfevents.${Math.floor(wallTime)}.${host.hostname}.${host.pid}`);
+    const w = new TensorBoardWriter(file, storage().openAppend(file));
     w.append(encodeEvent({ wallTime, fileVersion: 'brain.Event:2' }));
     return w;
   }
@@ -135,14 +135,12 @@ export class TensorBoardWriter {
   }
 
   private append(event: Uint8Array): void {
-    if (this.fd === null) throw new Error(`TensorBoardWriter: ${this.file} is closed`);
-    const record = frameRecord(event);
-    let done = 0;
-    while (done < record.length) done += fs.writeSync(this.fd, record, done, record.length - done);
+    if (this.out === null) throw new Error(`TensorBoardWriter: ${this.file} is closed`);
+    this.out.append(frameRecord(event));
   }
 
   close(): void {
-    if (this.fd !== null) fs.closeSync(this.fd);
-    this.fd = null;
+    this.out?.close();
+    this.out = null;
   }
 }

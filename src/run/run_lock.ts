@@ -4,10 +4,8 @@
 // gone from this host (killed, crashed) is stale and taken over, saying so; one from
 // another host (a shared filesystem) cannot be checked and is left for the user.
 
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import { processAlive } from '../util/process_alive.ts';
+import * as path from '../storage/paths.ts';
+import { hostProcess, storage } from '../storage/storage.ts';
 
 export const RUN_LOCK_FILE = 'run.lock';
 
@@ -26,7 +24,7 @@ export class RunLockedError extends Error {
 
 function readOwner(file: string): LockOwner | null {
   try {
-    const v = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<LockOwner>;
+    const v = JSON.parse(storage().readText(file)) as Partial<LockOwner>;
     return Number.isInteger(v.pid) && typeof v.host === 'string' ? { pid: v.pid!, host: v.host, started: String(v.started ?? '?'), command: String(v.command ?? '?') } : null;
   } catch {
     return null;
@@ -37,21 +35,21 @@ function readOwner(file: string): LockOwner | null {
 function staleness(owner: LockOwner | null, file: string): string | null {
   if (!owner) {
     // A lock being written right now is empty for a moment; one that stays unreadable is left over.
-    const age = Date.now() - (fs.statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0);
+    const age = Date.now() - (storage().stat(file)?.mtimeMs ?? 0);
     return age > 10_000 ? `${file} is not a lock record` : null;
   }
-  if (owner.host !== os.hostname()) return null;
-  if (owner.pid === process.pid) {
+  const host = hostProcess();
+  if (owner.host !== host.hostname) return null;
+  if (owner.pid === host.pid) {
     // The pid of a process that ended before this one started (a container's pids repeat).
-    const startedHere = Date.now() - process.uptime() * 1000;
-    return Date.parse(owner.started) < startedHere ? `its process ${owner.pid} ended before this one started` : null;
+    return Date.parse(owner.started) < host.startedAt ? `its process ${owner.pid} ended before this one started` : null;
   }
-  return processAlive(owner.pid) ? null : `its process ${owner.pid} is gone`;
+  return host.alive(owner.pid) ? null : `its process ${owner.pid} is gone`;
 }
 
 function lockedMessage(dir: string, file: string, owner: LockOwner | null): string {
   if (!owner) return `${dir} is being written by another process (${file} is being created); try again in a moment`;
-  const self = owner.pid === process.pid && owner.host === os.hostname();
+  const self = owner.pid === hostProcess().pid && owner.host === hostProcess().hostname;
   const who = self ? 'this process (another run of the same name)' : `pid ${owner.pid} on ${owner.host}`;
   return `${dir} is in use by ${who} since ${owner.started} (${owner.command}): one run writes a run directory at a time; wait for it to end, `
     + `or set output.runName to another name (delete ${file} only if no run is writing there)`;
@@ -60,44 +58,33 @@ function lockedMessage(dir: string, file: string, owner: LockOwner | null): stri
 /** Refuses now, before any work, when another live process holds the run directory's lock. */
 export function assertRunUnlocked(dir: string): void {
   const file = path.join(dir, RUN_LOCK_FILE);
-  if (!fs.existsSync(file)) return;
+  if (!storage().exists(file)) return;
   const owner = readOwner(file);
   if (staleness(owner, file) === null) throw new RunLockedError(lockedMessage(dir, file, owner));
 }
 
 export class RunLock {
   private held = true;
-  private readonly onExit = () => this.release();
+  private readonly offExit: () => void;
 
   private constructor(readonly file: string, private readonly owner: LockOwner) {
     // process.exit() (a second Ctrl-C) skips every finally block; the lock still goes.
-    process.on('exit', this.onExit);
+    this.offExit = hostProcess().onExit(() => this.release());
   }
 
   /** Takes the lock of `dir` (created if missing); `log` hears about a stale lock taken over. */
   static acquire(dir: string, log: (line: string) => void = () => {}): RunLock {
-    fs.mkdirSync(dir, { recursive: true });
+    storage().makeDir(dir);
     const file = path.join(dir, RUN_LOCK_FILE);
-    const owner: LockOwner = { pid: process.pid, host: os.hostname(), started: new Date().toISOString(), command: process.argv.slice(1).join(' ') };
+    const host = hostProcess();
+    const owner: LockOwner = { pid: host.pid, host: host.hostname, started: new Date().toISOString(), command: host.command };
     for (let attempt = 0; attempt < 3; attempt++) {
-      let fd: number;
-      try {
-        fd = fs.openSync(file, 'wx');
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-        const held = readOwner(file);
-        const stale = staleness(held, file);
-        if (stale === null) throw new RunLockedError(lockedMessage(dir, file, held));
-        log(`${dir}: taking over a stale lock (${stale}${held ? `; it was taken ${held.started} by ${held.command}` : ''})`);
-        fs.rmSync(file, { force: true });
-        continue;
-      }
-      try {
-        fs.writeSync(fd, JSON.stringify(owner, null, 2) + '\n');
-      } finally {
-        fs.closeSync(fd);
-      }
-      return new RunLock(file, owner);
+      if (storage().createExclusive(file, JSON.stringify(owner, null, 2) + '\n')) return new RunLock(file, owner);
+      const held = readOwner(file);
+      const stale = staleness(held, file);
+      if (stale === null) throw new RunLockedError(lockedMessage(dir, file, held));
+      log(`${dir}: taking over a stale lock (${stale}${held ? `; it was taken ${held.started} by ${held.command}` : ''})`);
+      storage().remove(file);
     }
     throw new RunLockedError(`${dir}: could not take ${file}: other processes keep taking it`);
   }
@@ -106,8 +93,8 @@ export class RunLock {
   release(): void {
     if (!this.held) return;
     this.held = false;
-    process.off('exit', this.onExit);
+    this.offExit();
     const now = readOwner(this.file);
-    if (now && now.pid === this.owner.pid && now.host === this.owner.host && now.started === this.owner.started) fs.rmSync(this.file, { force: true });
+    if (now && now.pid === this.owner.pid && now.host === this.owner.host && now.started === this.owner.started) storage().remove(this.file);
   }
 }

@@ -4,8 +4,8 @@
 // started it starts it over, with or without --resume; only a run with a checkpoint
 // is refused without --resume or --overwrite.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { checkpointName, findLatestCheckpoint, listCheckpoints } from '../checkpoint/checkpoint.ts';
 import { METRICS_FILE, RUN_CONFIG_FILE } from '../report/run_files.ts';
 
@@ -17,7 +17,7 @@ export type RunStart =
 
 /** Whether `dir` holds files of a run (a started one, checkpointed or not). */
 function holdsRun(dir: string): boolean {
-  return fs.existsSync(path.join(dir, METRICS_FILE)) || fs.existsSync(path.join(dir, RUN_CONFIG_FILE));
+  return storage().exists(path.join(dir, METRICS_FILE)) || storage().exists(path.join(dir, RUN_CONFIG_FILE));
 }
 
 /** How a run in `dir` starts; throws, naming the flags that work, where the directory's run must not be lost or there is nothing to resume. */

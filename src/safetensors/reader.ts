@@ -9,8 +9,8 @@
 // safetensors library checks it (tensors tile the data section exactly), so a truncated
 // or corrupt file fails on open with the file and tensor named, not later as garbage.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import * as path from '../storage/paths.ts';
+import { storage, type ReadableFile } from '../storage/storage.ts';
 import { SafetensorsError } from './errors.ts';
 import { bf16ToF32, f16ToF32 } from '../util/half.ts';
 
@@ -119,11 +119,11 @@ function checkTiling(infos: TensorInfo[], where: string, dataStart: number, data
   }
 }
 
-function readFully(fd: number, into: Uint8Array, position: number, file: string, name: string): void {
+function readFully(handle: ReadableFile, into: Uint8Array, position: number, file: string, name: string): void {
   let done = 0;
   while (done < into.length) {
     const len = Math.min(READ_CHUNK, into.length - done);
-    const n = fs.readSync(fd, into, done, len, position + done);
+    const n = handle.read(into.subarray(done, done + len), position + done);
     if (n === 0) throw new SafetensorsError(`${path.basename(file)}: tensor "${name}": unexpected end of file`);
     done += n;
   }
@@ -131,38 +131,38 @@ function readFully(fd: number, into: Uint8Array, position: number, file: string,
 
 /** One open .safetensors file: header parsed and checked, data read on demand. */
 export class SafetensorsFile {
-  private fd: number | null;
+  private handle: ReadableFile | null;
 
   private constructor(
     readonly path: string,
     readonly header: SafetensorsHeader,
-    fd: number,
+    handle: ReadableFile,
   ) {
-    this.fd = fd;
+    this.handle = handle;
   }
 
   static open(file: string): SafetensorsFile {
     const where = path.basename(file);
-    let fd: number;
+    let handle: ReadableFile;
     try {
-      fd = fs.openSync(file, 'r');
+      handle = storage().openRead(file);
     } catch (e) {
       throw new SafetensorsError(`${file}: cannot open (${(e as Error).message})`);
     }
     try {
-      const size = fs.fstatSync(fd).size;
+      const size = handle.size;
       if (size < 8) throw new SafetensorsError(`${where}: ${size} bytes is too short for a safetensors header`);
       const prefix = new Uint8Array(8);
-      readFully(fd, prefix, 0, file, '(header)');
+      readFully(handle, prefix, 0, file, '(header)');
       const n = Number(new DataView(prefix.buffer).getBigUint64(0, true));
       if (n > size - 8) throw new SafetensorsError(`${where}: header length ${n} runs past the end of the file (${size} bytes; truncated?)`);
       if (n > MAX_HEADER_BYTES) throw new SafetensorsError(`${where}: header length ${n} exceeds ${MAX_HEADER_BYTES} bytes`);
       const json = new Uint8Array(n);
-      readFully(fd, json, 8, file, '(header)');
+      readFully(handle, json, 8, file, '(header)');
       const header = parseHeader(new TextDecoder().decode(json), file, n, size);
-      return new SafetensorsFile(file, header, fd);
+      return new SafetensorsFile(file, header, handle);
     } catch (e) {
-      fs.closeSync(fd);
+      handle.close();
       throw e;
     }
   }
@@ -184,9 +184,9 @@ export class SafetensorsFile {
   /** The tensor's stored bytes, in a fresh 8-byte-aligned buffer. */
   readBytes(name: string): Uint8Array {
     const t = this.info(name);
-    if (this.fd === null) throw new SafetensorsError(`${path.basename(this.path)}: tensor "${name}": file is closed`);
+    if (this.handle === null) throw new SafetensorsError(`${path.basename(this.path)}: tensor "${name}": file is closed`);
     const out = new Uint8Array(new ArrayBuffer(t.byteLength));
-    readFully(this.fd, out, t.offset, this.path, name);
+    readFully(this.handle, out, t.offset, this.path, name);
     return out;
   }
 
@@ -220,8 +220,8 @@ export class SafetensorsFile {
   }
 
   close(): void {
-    if (this.fd !== null) fs.closeSync(this.fd);
-    this.fd = null;
+    this.handle?.close();
+    this.handle = null;
   }
 }
 
@@ -250,11 +250,12 @@ export class SafetensorsReader {
   /** `target`: a .safetensors file, an index .json, or a directory holding model.safetensors or its index. */
   static open(target: string): SafetensorsReader {
     let file = target;
-    if (fs.existsSync(target) && fs.statSync(target).isDirectory()) {
+    const fs = storage();
+    if (fs.stat(target)?.isDirectory) {
       const index = path.join(target, INDEX_FILE);
       const single = path.join(target, SINGLE_FILE);
-      if (fs.existsSync(index)) file = index;
-      else if (fs.existsSync(single)) file = single;
+      if (fs.exists(index)) file = index;
+      else if (fs.exists(single)) file = single;
       else throw new SafetensorsError(`${target}: neither ${SINGLE_FILE} nor ${INDEX_FILE} found`);
     }
     if (file.endsWith('.json')) return SafetensorsReader.openIndex(file);
@@ -266,7 +267,7 @@ export class SafetensorsReader {
     const where = path.basename(indexPath);
     let index: { metadata?: Record<string, unknown>; weight_map?: Record<string, unknown> };
     try {
-      index = JSON.parse(fs.readFileSync(indexPath, 'utf8'));
+      index = JSON.parse(storage().readText(indexPath));
     } catch (e) {
       throw new SafetensorsError(`${indexPath}: cannot read index (${(e as Error).message})`);
     }
@@ -284,7 +285,7 @@ export class SafetensorsReader {
     try {
       for (const [shard, names] of byFile) {
         const shardPath = path.join(path.dirname(indexPath), shard);
-        if (!fs.existsSync(shardPath)) throw new SafetensorsError(`${where}: shard ${shard} (holding "${names[0]}") is missing`);
+        if (!storage().exists(shardPath)) throw new SafetensorsError(`${where}: shard ${shard} (holding "${names[0]}") is missing`);
         const f = SafetensorsFile.open(shardPath);
         files.push(f);
         for (const name of names) {

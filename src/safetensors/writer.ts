@@ -8,9 +8,9 @@
 // held in host memory. Files are written under temporary names and renamed into place
 // by finish(), so an interrupted write never leaves a truncated file under a real name.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { tempPath, writeFileAtomic, writeFully } from '../util/atomic_file.ts';
+import * as path from '../storage/paths.ts';
+import { storage, type WritableFile } from '../storage/storage.ts';
+import { tempPath, writeFileAtomic } from '../util/atomic_file.ts';
 import { SafetensorsError } from './errors.ts';
 import { f32ToBf16, f32ToF16 } from '../util/half.ts';
 import { INDEX_FILE, SINGLE_FILE } from './reader.ts';
@@ -58,7 +58,7 @@ interface Slot {
 interface Shard {
   final: string;
   temp: string;
-  fd: number | null;
+  file: WritableFile | null;
 }
 
 function numel(shape: readonly number[]): number {
@@ -120,7 +120,7 @@ export class SafetensorsWriter {
       groups.forEach((group, s) => {
         const name = n === 1 ? (opts.singleName ?? SINGLE_FILE) : `model-${String(s + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`;
         const final = path.join(dir, name);
-        const shard: Shard = { final, temp: tempPath(final), fd: null };
+        const shard: Shard = { final, temp: tempPath(final), file: null };
         shards.push(shard);
         let offset = 0;
         const entries: [string, unknown][] = [];
@@ -132,9 +132,9 @@ export class SafetensorsWriter {
         }
         const header = headerBytes(entries, metadata);
         for (const slot of slots.values()) if (slot.shard === s) slot.offset += header.length;
-        shard.fd = fs.openSync(shard.temp, 'w');
-        writeFully(shard.fd, header, 0);
-        if (offset > 0) fs.ftruncateSync(shard.fd, header.length + offset);
+        shard.file = storage().openWrite(shard.temp);
+        shard.file.write(header, 0);
+        if (offset > 0) shard.file.truncate(header.length + offset);
       });
     } catch (e) {
       for (const shard of shards) discard(shard);
@@ -154,9 +154,9 @@ export class SafetensorsWriter {
       throw new SafetensorsError(`${file(slot)}: tensor "${name}" has ${data.length} values for shape [${slot.shape.join(', ')}]`);
     }
     const encoded = this.dtype === 'F32' ? data : this.dtype === 'BF16' ? f32ToBf16(data) : f32ToF16(data);
-    const fd = this.shards[slot.shard].fd;
-    if (fd === null) throw new SafetensorsError(`${file(slot)}: tensor "${name}": file is closed`);
-    writeFully(fd, new Uint8Array(encoded.buffer, encoded.byteOffset, slot.bytes), slot.offset);
+    const out = this.shards[slot.shard].file;
+    if (out === null) throw new SafetensorsError(`${file(slot)}: tensor "${name}": file is closed`);
+    out.write(new Uint8Array(encoded.buffer, encoded.byteOffset, slot.bytes), slot.offset);
     slot.written = true;
   }
 
@@ -168,12 +168,11 @@ export class SafetensorsWriter {
       throw new SafetensorsError(`safetensors writer: ${missing.length} tensor(s) never written, first "${missing[0]}"`);
     }
     for (const shard of this.shards) {
-      if (shard.fd === null) continue;
-      fs.fsyncSync(shard.fd);
-      fs.closeSync(shard.fd);
-      shard.fd = null;
+      if (shard.file === null) continue;
+      shard.file.close();
+      shard.file = null;
     }
-    for (const shard of this.shards) fs.renameSync(shard.temp, shard.final);
+    for (const shard of this.shards) storage().rename(shard.temp, shard.final);
     this.finished = true;
     let index: string | null = null;
     if (this.shards.length > 1) {
@@ -194,9 +193,9 @@ export class SafetensorsWriter {
 }
 
 function discard(shard: Shard): void {
-  if (shard.fd !== null) fs.closeSync(shard.fd);
-  shard.fd = null;
-  fs.rmSync(shard.temp, { force: true });
+  shard.file?.discard();
+  shard.file = null;
+  storage().remove(shard.temp);
 }
 
 /**

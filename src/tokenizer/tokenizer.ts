@@ -6,8 +6,8 @@
 // mirrors its PreTrainedTokenizer where it adds to the two: the pad token falls back to
 // eos, and the template sees the special tokens by name.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer as TokenizerJson } from '@huggingface/tokenizers';
 import { wordTokenizerEncoder } from './word_tokenizer.ts';
@@ -58,7 +58,7 @@ export interface Tokenizer {
 
 function readJsonFile(file: string): Record<string, unknown> {
   try {
-    return JSON.parse(fs.readFileSync(file, 'utf8'));
+    return JSON.parse(storage().readText(file));
   } catch (e) {
     throw new TokenizerError(`${file}: cannot read tokenizer file (${(e as Error).message})`);
   }
@@ -99,11 +99,11 @@ function ids(v: unknown): number[] {
 function readChatTemplates(dir: string, config: Record<string, unknown>): Record<string, string> {
   const templates = chatTemplates(config.chat_template, dir);
   const file = path.join(dir, 'chat_template.jinja');
-  if (fs.existsSync(file)) templates.default = fs.readFileSync(file, 'utf8');
+  if (storage().exists(file)) templates.default = storage().readText(file);
   const extra = path.join(dir, 'additional_chat_templates');
-  if (fs.existsSync(extra) && fs.statSync(extra).isDirectory()) {
-    for (const f of fs.readdirSync(extra).sort()) {
-      if (f.endsWith('.jinja')) templates[f.slice(0, -'.jinja'.length)] = fs.readFileSync(path.join(extra, f), 'utf8');
+  if (storage().stat(extra)?.isDirectory) {
+    for (const f of storage().list(extra).sort()) {
+      if (f.endsWith('.jinja')) templates[f.slice(0, -'.jinja'.length)] = storage().readText(path.join(extra, f));
     }
   }
   return templates;
@@ -122,7 +122,7 @@ export function templateContentFormat(source: string): 'string' | 'openai' {
 /** Loads the tokenizer in `dir` (tokenizer.json, tokenizer_config.json, optional chat_template.jinja, additional_chat_templates/ and generation_config.json). */
 export async function loadTokenizer(dir: string): Promise<Tokenizer> {
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) {
-    if (!fs.existsSync(path.join(dir, f))) throw new TokenizerError(`${dir}: ${f} not found`);
+    if (!storage().exists(path.join(dir, f))) throw new TokenizerError(`${dir}: ${f} not found`);
   }
   const tokenizerJson = readJsonFile(path.join(dir, 'tokenizer.json'));
   const tokenizerConfig = readJsonFile(path.join(dir, 'tokenizer_config.json'));
@@ -136,7 +136,7 @@ export async function loadTokenizer(dir: string): Promise<Tokenizer> {
   const eosToken = tokenFromConfig(tokenizerConfig, 'eos_token');
   const genFile = path.join(dir, 'generation_config.json');
   const eosId = idOf(eosToken);
-  const eos = [...(eosId === null ? [] : [eosId]), ...(fs.existsSync(genFile) ? ids(readJsonFile(genFile).eos_token_id) : [])];
+  const eos = [...(eosId === null ? [] : [eosId]), ...(storage().exists(genFile) ? ids(readJsonFile(genFile).eos_token_id) : [])];
   const vocab = tok.get_vocab();
   const known = new Set(vocab.values());
   let maxId = -1;

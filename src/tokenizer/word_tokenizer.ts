@@ -10,8 +10,8 @@
 // Qwen's ChatML special tokens and a ChatML chat template make it a drop-in for the
 // Qwen prompt path (rollout/tokenize_turn.ts).
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 
 export const END_OF_TEXT = '<|endoftext|>';
 export const IM_START = '<|im_start|>';
@@ -150,9 +150,9 @@ export function buildWordTokenizer(corpus: Iterable<string>, opts: WordTokenizer
 
 /** Writes tokenizer.json and tokenizer_config.json into `dir` (created if missing). */
 export function writeTokenizerFiles(dir: string, files: WordTokenizerFiles): void {
-  fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(files.tokenizer, null, 2) + '\n');
-  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(files.config, null, 2) + '\n');
+  storage().makeDir(dir);
+  storage().writeAtomic(path.join(dir, 'tokenizer.json'), JSON.stringify(files.tokenizer, null, 2) + '\n');
+  storage().writeAtomic(path.join(dir, 'tokenizer_config.json'), JSON.stringify(files.config, null, 2) + '\n');
 }
 
 /**

@@ -7,7 +7,7 @@
 // the rollout pool when they are the same servers; a teacher.model is a fixed model
 // of its servers, never pushed to.
 
-import * as path from 'node:path';
+import * as path from '../storage/paths.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { runDir, type TrainConfig } from '../config/config.ts';
 import { ServerPool } from '../fleet/server_pool.ts';

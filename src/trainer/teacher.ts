@@ -5,8 +5,8 @@
 // server's scoring API (vLLM prompt_logprobs), which only ever has to return the
 // sampled tokens' log-probs.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
 import type { Engine } from '../engines/engine.ts';
@@ -75,11 +75,11 @@ export async function teacherLogprobs(source: TeacherSource, samples: readonly S
 
 /** Loads a frozen teacher: a Hugging Face directory, or a training checkpoint directory (full or LoRA). */
 export function loadTeacher(where: string): CausalLM {
-  if (fs.existsSync(path.join(where, 'config.json'))) return loadCausalLM(where, { trainable: false });
+  if (storage().exists(path.join(where, 'config.json'))) return loadCausalLM(where, { trainable: false });
   return restoreModel(loadCheckpoint(where), { trainable: false });
 }
 
 /** True when `where` looks like something loadTeacher can read. */
 export function isTeacherDir(where: string): boolean {
-  return fs.existsSync(path.join(where, 'config.json')) || fs.existsSync(path.join(where, 'checkpoint.json'));
+  return storage().exists(path.join(where, 'config.json')) || storage().exists(path.join(where, 'checkpoint.json'));
 }
