@@ -199,12 +199,14 @@ for (const family of FAMILIES) {
       });
     }
 
-    test('chat-server prompts: text parts joined as vLLM joins them', async () => {
+    test('chat-server prompts: text parts joined as vLLM joins them for a template that reads content as one string', async () => {
       const tok = await tokenizerOf(family);
       const limits = { vocab: 151936, maxModelLen: 1 << 16, maxChoices: 4, maxLogprobs: 20 };
+      // The goldens render parts joined by newlines; a template that walks the parts itself (Qwen3.5's) gets them as a list (serve_requests.test.ts).
+      const chats = inputs.chats.filter((c) => tok.contentFormat === 'string' || c.messages.every((m) => !Array.isArray(m.content)));
       for (const mode of MODES) {
         const enableThinking = enableThinkingOf(mode);
-        for (const c of inputs.chats) {
+        for (const c of chats) {
           const body = { messages: c.messages, ...(enableThinking === undefined ? {} : { chat_template_kwargs: { enable_thinking: enableThinking } }) };
           assert.deepEqual(parseChat(body, tok, limits).promptIds, g().chats[c.name][mode].ids, `${c.name}, thinking ${mode}`);
         }

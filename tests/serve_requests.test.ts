@@ -2,7 +2,9 @@
 // request answered, in uvicorn's format (vLLM's HTTP server); chat messages of any role
 // go to the chat template, which decides (vLLM's CustomChatCompletionMessageParam takes
 // any role): Qwen3.5's template refuses an unknown one, so the request gets a 400 with
-// its message, while Qwen2.5's leaves such a message out.
+// its message, while Qwen2.5's leaves such a message out; a message's text parts reach
+// each template as vLLM hands them: Qwen3.5's walks the parts itself (and runs them
+// together), Qwen2.5's and Qwen3's read one string, the parts joined by newlines.
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -62,5 +64,17 @@ describe('serve: requests as vLLM answers and logs them', () => {
     const rendered = qwen25.decode(parseChat({ messages }, qwen25, limits).promptIds);
     assert.match(rendered, /<\|im_start\|>user\nhello<\|im_end\|>/);
     assert.doesNotMatch(rendered, /beep/, 'Qwen2.5\'s template leaves a message of another role out, under vLLM as here');
+  });
+
+  test("text parts reach the template as vLLM hands them: Qwen3.5's as a list, Qwen2.5's and Qwen3's joined by newlines", async () => {
+    const limits = { vocab: 151_936, maxModelLen: 4096, maxChoices: 4, maxLogprobs: 20 };
+    const messages = [{ role: 'user', content: [{ type: 'text', text: 'line one' }, { type: 'text', text: 'line two' }] }];
+    const user = async (family: string) => {
+      const tok = await loadTokenizer(familyDir(family, root));
+      return /<\|im_start\|>user\n([^]*?)<\|im_end\|>/.exec(tok.decode(parseChat({ messages }, tok, limits).promptIds))![1];
+    };
+    assert.equal(await user('qwen3.5'), 'line oneline two');
+    assert.equal(await user('qwen2.5'), 'line one\nline two');
+    assert.equal(await user('qwen3'), 'line one\nline two');
   });
 });

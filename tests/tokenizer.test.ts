@@ -5,7 +5,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { Tokenizer as TokenizerJson } from '@huggingface/tokenizers';
-import { loadTokenizer, templateContentFormat, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
+import { templateContentFormat } from '../src/tokenizer/content_format.ts';
+import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import { wordTokenizerEncoder } from '../src/tokenizer/word_tokenizer.ts';
 
 // The real Qwen3 tokenizer (tokenizer.json + tokenizer_config.json with the chat template).
@@ -99,8 +100,27 @@ describe('Qwen3 tokenizer', () => {
     assert.equal(tok.contentFormat, 'openai');
     assert.equal(tok.applyChatTemplate([{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }]), '[a][b]');
     assert.equal((await qwen3()).contentFormat, 'string');
-    assert.equal(templateContentFormat("{%- for item in message['content'] %}{{ item.text }}{% endfor %}"), 'openai');
-    assert.equal(templateContentFormat('{%- for item in content %}{{ item.text }}{% endfor %}'), 'string');
+  });
+
+  test("a template's content format, decided from its syntax as vLLM decides it", () => {
+    const openai = [
+      "{% for m in messages %}{% for p in m['content'] %}{{ p.text }}{% endfor %}{% endfor %}",
+      "{% set msgs = messages[1:] %}{% for m in msgs %}{% for p in m.content | list %}{{ p.text }}{% endfor %}{% endfor %}",
+      "{% for m in messages if m.role != 'system' %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}",
+      "{% for m in messages[::-1] %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}",
+      // Qwen3.5's form: a macro given a message's content walks it.
+      '{% macro render(content) %}{% for item in content %}{{ item.text }}{% endfor %}{% endmacro %}{% for m in messages %}{{ render(m.content) }}{% endfor %}',
+    ];
+    const string = [
+      '{% for m in messages %}{{ m.content }}{% endfor %}',
+      // Not a message: `message` is bound by no loop over the messages.
+      "{% for item in message['content'] %}{{ item.text }}{% endfor %}",
+      '{% for m in messages %}{% for p in m.parts %}{{ p }}{% endfor %}{% endfor %}',
+      // A template that does not parse.
+      '{% for m in %}',
+    ];
+    for (const t of openai) assert.equal(templateContentFormat(t), 'openai', t);
+    for (const t of string) assert.equal(templateContentFormat(t), 'string', t);
   });
 });
 

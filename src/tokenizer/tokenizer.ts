@@ -10,6 +10,7 @@ import { storage } from '../storage/storage.ts';
 import * as path from '../storage/paths.ts';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer as TokenizerJson } from '@huggingface/tokenizers';
+import { templateContentFormat, type ContentFormat } from './content_format.ts';
 import { wordTokenizerEncoder } from './word_tokenizer.ts';
 
 /** A tokenizer directory this code cannot read: a missing or malformed file, or no usable chat template; the message names the file. */
@@ -46,8 +47,8 @@ export interface Tokenizer {
   /** The rendered chat as ids (special tokens in the text map to their ids; nothing is added). */
   applyChatTemplate(messages: readonly ChatMessage[], opts: ChatOptions & { tokenize: true }): number[];
   tokenToId(token: string): number | undefined;
-  /** How the default chat template reads a message's content parts (templateContentFormat). */
-  readonly contentFormat: 'string' | 'openai';
+  /** How a chat server hands the default chat template a message's content parts (content_format.ts). */
+  readonly contentFormat: ContentFormat;
   /** The tokenizer's eos token, plus generation_config.json's eos ids when the directory has one. */
   readonly eosTokenIds: number[];
   readonly padTokenId: number | null;
@@ -107,16 +108,6 @@ function readChatTemplates(dir: string, config: Record<string, unknown>): Record
     }
   }
   return templates;
-}
-
-/**
- * How a chat server hands a message's text parts to this template, by vLLM's rule
- * (chat_utils' content-format detection): a template that loops over a message's
- * content reads the parts as a list ('openai'); any other reads one string, the parts
- * joined by newlines ('string').
- */
-export function templateContentFormat(source: string): 'string' | 'openai' {
-  return /\{%-?\s*for\s+\w+\s+in\s+\w+(?:\.content\b|\[\s*['"]content['"]\s*\])/.test(source) ? 'openai' : 'string';
 }
 
 /** Loads the tokenizer in `dir` (tokenizer.json, tokenizer_config.json, optional chat_template.jinja, additional_chat_templates/ and generation_config.json). */
