@@ -2,6 +2,7 @@
 // (docs/ALGORITHMS.md section 1), on GPU tensors over the response tokens of a micro-batch:
 //   r = exp(lθ - lold); L1 = -A r; L2 = -A clip(r, 1-ε, 1+ε); Lclip = max(L1, L2)
 //   dual clip: where A < 0, the token loss is min(Lclip, -c A)
+//   rollout correction: the token loss times w, the engine-trainer weight (rollout_correction.ts)
 //   k3 KL to the reference: k = exp(lref - lθ) - (lref - lθ) - 1, clamped to [-10, 10]
 //   L = mean_t(token loss) + c_KL mean_t(k) - c_H mean_t(entropy) (+ auxiliary terms)
 // mean_t is a weighted sum with weight 1/count on valid response tokens and 0
@@ -38,6 +39,8 @@ export interface TokenInputs {
   refLogprobs?: Tensor;
   /** Entropy per token [N]; needed when entropyCoef > 0. */
   entropy?: Tensor;
+  /** The rollout correction's weight per token [N]; absent, every token weighs 1. Only the policy-gradient term takes it. */
+  correctionWeights?: Tensor;
 }
 
 export interface PolicyLossTerms {
@@ -71,6 +74,7 @@ export function policyLoss(t: TokenInputs, cfg: PolicyLossConfig): PolicyLossTer
     const dual = minimum(token, scale(negA, cfg.dualClip));
     token = add(token, mul(t.negativeMask, sub(dual, token)));
   }
+  if (t.correctionWeights) token = mul(token, t.correctionWeights);
   const pg = tokenMean(token, t.weights);
   // A zero-weighted pg keeps the loss a function of lθ even when no other term is on.
   let loss = cfg.policyGradient ? pg : scale(pg, 0);

@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { ENV_PLUGINS, envPlugin } from '../../envs/registry.ts';
 import { METHOD_DEFINITIONS, METHOD_NAMES, methodDefinition, type MethodName } from '../algos/methods/index.ts';
 import { nonNegInt, nonNegNum, posInt, posNum } from '../algos/options.ts';
+import { DEFAULT_ROLLOUT_CORRECTION_MODE, ROLLOUT_CORRECTION_MODES, defaultCap, type RolloutCorrection } from '../algos/rollout_correction.ts';
 import { SKILLS_PLACEMENTS } from '../envs/skills_block.ts';
 import { taskIndexProblem, taskIndices, type TaskIndexSpec } from '../envs/task_indices.ts';
 import { SERVER_SPLITS, type ServerSplit } from '../envs/types.ts';
@@ -159,6 +160,14 @@ type MethodOptionSchemas = { [K in MethodName]: z.ZodPrefault<(typeof METHOD_DEF
 /** Each method's algorithm.<method> block, every option with its default. */
 const methodOptions = Object.fromEntries(METHOD_NAMES.map((m) => [m, methodDefinition(m).options.prefault({})])) as unknown as MethodOptionSchemas;
 
+/** How the engine's own log-probs correct the policy gradient (docs/ALGORITHMS.md section 1.9). */
+const rolloutCorrectionSchema = z.strictObject({
+  /** off, tis (token ratio truncated at C), seq-tis (the turn's ratio truncated), mask (tokens outside [1/C, C] left out), seq-mask (turns outside it left out). */
+  mode: z.enum(ROLLOUT_CORRECTION_MODES).default(DEFAULT_ROLLOUT_CORRECTION_MODE),
+  /** C. Unset: 2 for tis and seq-tis (verl's threshold), 3 for mask and seq-mask (TRL's). */
+  cap: z.number().gt(1).optional(),
+});
+
 const algorithmSchema = z.strictObject({
   clipLow: z.number().min(0).lt(1).default(0.2),
   clipHigh: nonNegNum.default(0.2),
@@ -167,6 +176,7 @@ const algorithmSchema = z.strictObject({
   klCoef: nonNegNum.optional(),
   entropyCoef: nonNegNum.default(0.001),
   invalidPenalty: nonNegNum.optional(),
+  rolloutCorrection: rolloutCorrectionSchema.prefault({}),
   ...methodOptions,
 });
 
@@ -361,7 +371,7 @@ type Fill<T, K extends keyof T> = Omit<T, K> & { [P in K]-?: Exclude<T[P], undef
 /** A configuration with every default applied: what the trainer runs. */
 export interface TrainConfig extends Omit<ParsedConfig, 'rollout' | 'algorithm' | 'optim' | 'validation' | 'output'> {
   rollout: Fill<ParsedConfig['rollout'], 'tasksPerIteration' | 'maxTurns' | 'maxPromptTokens'>;
-  algorithm: Omit<Fill<ParsedConfig['algorithm'], 'klCoef' | 'invalidPenalty'>, MethodName> & MethodOptions;
+  algorithm: Omit<Fill<ParsedConfig['algorithm'], 'klCoef' | 'invalidPenalty'>, MethodName | 'rolloutCorrection'> & MethodOptions & { rolloutCorrection: RolloutCorrection };
   optim: Fill<ParsedConfig['optim'], 'miniBatchSize' | 'warmupRatio'>;
   validation: Fill<ParsedConfig['validation'], 'every' | 'tasks' | 'temperature'>;
   output: Fill<ParsedConfig['output'], 'runName'>;
@@ -400,6 +410,7 @@ export function resolveConfig(c: ParsedConfig): TrainConfig {
       ...c.algorithm,
       klCoef: c.algorithm.klCoef ?? d.klCoef,
       invalidPenalty: c.algorithm.invalidPenalty ?? d.invalidPenalty,
+      rolloutCorrection: { ...c.algorithm.rolloutCorrection, cap: c.algorithm.rolloutCorrection.cap ?? defaultCap(c.algorithm.rolloutCorrection.mode) },
       ...methods,
     },
     optim: { ...c.optim, miniBatchSize: c.optim.miniBatchSize ?? d.miniBatchSize, warmupRatio: c.optim.warmupRatio ?? d.warmupRatio },

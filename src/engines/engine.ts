@@ -63,6 +63,7 @@ export interface GenerationResult {
    * Log-prob of each generated token under the distribution it was sampled from:
    * log softmax(logits / temperature) after no filtering (vLLM's processed_logprobs
    * at temperature T with top-p/top-k off); at temperature 0, under temperature 1.
+   * Empty when the engine has no distribution over tokens to report (the expert).
    */
   logprobs: number[];
   finishReason: 'stop' | 'length';

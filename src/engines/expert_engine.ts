@@ -2,8 +2,8 @@
 // action the environment's solver advises from the current state (info.expert_action,
 // handed over by the agent loop in the request's context), written in the
 // environment's answer format with a short reasoning. It makes SFT warm-start data and
-// exercises the agent loop end to end without a model. Its policy is deterministic,
-// so every token it emits has log-probability 0.
+// exercises the agent loop end to end without a model. Its policy is over actions,
+// not tokens, so it reports no token log-probs.
 
 import type { AgentSpec } from '../envs/agent_spec.ts';
 import type { ThinkingFormat } from '../tokenizer/thinking.ts';
@@ -71,7 +71,7 @@ export class ExpertEngine implements Engine {
       ids = ids.slice(0, params.maxTokens);
       finishReason = 'length';
     }
-    return { tokenIds: ids, logprobs: ids.map(() => 0), finishReason, text: this.tokenizer.decode(ids, { skipSpecialTokens: true }) };
+    return { tokenIds: ids, logprobs: [], finishReason, text: this.tokenizer.decode(ids, { skipSpecialTokens: true }) };
   }
 
   /** Scoring needs a distribution over text; the expert only has one over environment states. */

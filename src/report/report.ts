@@ -53,6 +53,9 @@ const CHARTS: ChartSpec[] = [
   { title: 'Entropy', keys: ['actor/entropy'] },
   { title: 'Gradient norm', keys: ['actor/grad_norm'] },
   { title: 'Clip fraction', keys: ['actor/clip_frac'] },
+  { title: 'Rollout engine against trainer', keys: ['rollout/probs_diff_mean', 'rollout/probs_diff_max', 'rollout/mismatch_kl'] },
+  { title: 'Rollout importance ratio', keys: ['rollout/is_ratio_mean', 'rollout/is_ratio_min', 'rollout/is_ratio_max'] },
+  { title: 'Rollout correction: share cut', keys: ['rollout/is_truncated_share', 'rollout/is_masked_share'] },
   { title: 'Throughput (tokens/s)', keys: ['throughput/tokens_per_s'] },
   { title: 'Seconds per phase', keys: ['time/rollout', 'time/teacher', 'time/reference', 'time/update', 'time/validation'] },
   {

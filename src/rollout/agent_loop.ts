@@ -198,7 +198,8 @@ export async function runRollout(o: RolloutOptions): Promise<RolloutResult> {
       throw new RolloutError(`rollout: engine "${o.engine.name}" returned ${Array.isArray(results) ? results.length : 'no'} result(s) for ${requests.length} request(s)`);
     }
     results.forEach((r, i) => {
-      if (r.tokenIds.length !== r.logprobs.length) {
+      // No log-probs at all is an engine that has none to report (the expert); a rollout correction refuses such turns.
+      if (r.logprobs.length !== 0 && r.tokenIds.length !== r.logprobs.length) {
         throw new RolloutError(`rollout: engine "${o.engine.name}" result ${i} has ${r.tokenIds.length} token ids but ${r.logprobs.length} logprobs`);
       }
       cost.tokensGenerated += r.tokenIds.length;

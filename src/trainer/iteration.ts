@@ -9,6 +9,7 @@
 // method's advantage transform, then the mini-batched update with its auxiliary term.
 
 import { groupAdvantages } from '../algos/advantage.ts';
+import { checkRolloutLogprobs, rolloutCorrectionMetrics } from '../algos/rollout_correction.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { runRollout, type RolloutOptions, type RolloutResult } from '../rollout/agent_loop.ts';
 import type { StepSample } from '../rollout/sample.ts';
@@ -104,6 +105,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   checkRollout?.(rollout);
   await lap('rollout');
   const samples = rollout.samples;
+  checkRolloutLogprobs(samples, update.correction);
   const metrics: Metrics = { ...plan.metrics };
   if (!samples.length) return { rollout, update: null, sequences: null, teacherSequences: null, times, metrics };
 
@@ -166,7 +168,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   Object.assign(metrics, result.aux);
   await lap('update');
   // Every old log-prob is known now, the first mini-batch's from the update's forward.
-  Object.assign(metrics, rolloutProbsDiff(samples, old));
+  Object.assign(metrics, rolloutProbsDiff(samples, old), rolloutCorrectionMetrics(samples, old, update.correction));
   if (teacherLp) {
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;

@@ -230,6 +230,7 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
           microBatchTokens: memory.microBatchTokens,
           temperature: scoringTemperature(cfg.rollout.temperature),
           shuffle: (n) => shuffleRng.shuffle(Array.from({ length: n }, (_, i) => i)),
+          correction: a.rolloutCorrection,
         },
         mergeTurns: cfg.optim.mergeTurns,
         reference,

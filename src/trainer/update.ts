@@ -16,6 +16,7 @@ import type { AdamW } from '../optim/adamw.ts';
 import { clipGradNorm } from '../optim/clip.ts';
 import type { AuxLoss } from '../algos/plan.ts';
 import { policyLoss, tokenMean, type PolicyLossConfig, type PolicyLossTerms } from '../algos/policy_loss.ts';
+import { correcting, correctionWeights, type RolloutCorrection } from '../algos/rollout_correction.ts';
 import { backward, noGrad, zeroGrad } from '../tensor/autograd.ts';
 import { scope, scopeAsync } from '../tensor/scope.ts';
 import { tensor, zeros, type Tensor } from '../tensor/tensor.ts';
@@ -177,6 +178,8 @@ export interface UpdateContext {
   temperature: number;
   /** Shuffles sequence order for mini-batches (seeded, so resumed runs match). */
   shuffle: (n: number) => number[];
+  /** Weighs the policy-gradient loss by the engine-trainer ratio (algorithm.rolloutCorrection); unset or off, uncorrected. */
+  correction?: RolloutCorrection;
   /** Called after each micro-batch with the samples done so far, the optimizer steps taken and the steps of the update. */
   onProgress?: (samples: number, steps: number, totalSteps: number) => void;
 }
@@ -241,6 +244,14 @@ export async function policyUpdate(
         const { logprobs, entropy } = packedLogprobs(ctx.model, mb.packed, { withEntropy: true, positions: mb.positions, temperature: ctx.temperature, prefixes: mb.prefixes });
         const weights = t(() => w);
         const oldT = ownOld ? noGrad(() => clone(logprobs)) : t((s, j) => oldLogprobs[s][j]);
+        const correction = ctx.correction;
+        let isWeights: Tensor | undefined;
+        if (correcting(correction)) {
+          // The correction's weights are formed on the host from lold, so lold from this forward is read back before the backward.
+          if (ownOld) gatherTokens(mb, Float32Array.from(await oldT.toArray()), oldLogprobs);
+          const bySample = new Map(mb.segments.map(({ sample }) => [sample, correctionWeights(oldLogprobs[sample], samples[sample].responseLogprobs, correction)]));
+          isWeights = t((s, j) => bySample.get(s)![j]);
+        }
         const terms = policyLoss({
           logprobs,
           entropy,
@@ -249,6 +260,7 @@ export async function policyUpdate(
           advantages: t((s, j) => advantages[s][j]),
           negativeMask: t((s, j) => (advantages[s][j] < 0 ? 1 : 0)),
           weights,
+          correctionWeights: isWeights,
         }, ctx.loss);
         let loss = terms.loss;
         let auxStats: Record<string, Tensor> = {};
@@ -260,7 +272,7 @@ export async function policyUpdate(
         }
         backward(loss);
         auxNames = Object.keys(auxStats);
-        return { stats: statsRow(terms, weights, ctx.loss, auxNames.map((k) => auxStats[k])), old: ownOld ? oldT : null };
+        return { stats: statsRow(terms, weights, ctx.loss, auxNames.map((k) => auxStats[k])), old: ownOld && !correcting(correction) ? oldT : null };
       });
       rows.push(row.stats);
       if (row.old) forwardOld.push(row.old);
