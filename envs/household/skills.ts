@@ -1,11 +1,10 @@
 // Skill cards for the teacher's privileged context: a hand-written general card and
 // one per task type, shipped as markdown next to this file, followed by where the
-// task's objects are usually kept. The folder is found by
-// walking up from this module so the compiled copy (dist/) reads the same files.
+// task's objects are usually kept. The folder is one of the files the program ships
+// with (storage/), so the compiled copy (dist/) and a browser tab read the same files.
 
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from '../../src/storage/paths.ts';
+import { shippedFile, storage } from '../../src/storage/storage.ts';
 import { COMBOS, LAMPS, TASK_TYPES, type TaskType } from './catalog.ts';
 import { usualPlaces } from './conventions.ts';
 import { keywordTaskTypes } from '../../src/envs/skills_block.ts';
@@ -15,14 +14,9 @@ const cache = new Map<string, string>();
 
 function findSkillDir(): string {
   if (skillDir) return skillDir;
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++) {
-    for (const candidate of [join(dir, 'skills'), join(dir, 'envs', 'household', 'skills')]) {
-      if (existsSync(join(candidate, 'general.md'))) return (skillDir = candidate);
-    }
-    dir = dirname(dir);
-  }
-  throw new Error(`household: cannot find the skills/ folder above ${fileURLToPath(import.meta.url)}`);
+  const marker = shippedFile(join('envs', 'household', 'skills', 'general.md'));
+  if (!marker) throw new Error('household: cannot find the skills/ folder (envs/household/skills) among the files this program ships with');
+  return (skillDir = dirname(marker));
 }
 
 /** One card's markdown: "general" or a task type. */
@@ -30,8 +24,8 @@ export function householdSkillCard(name: 'general' | TaskType): string {
   let text = cache.get(name);
   if (text === undefined) {
     const path = join(findSkillDir(), `${name}.md`);
-    if (!existsSync(path)) throw new Error(`household: no skill card ${path}`);
-    text = readFileSync(path, 'utf8').trim();
+    if (!storage().exists(path)) throw new Error(`household: no skill card ${path}`);
+    text = storage().readText(path).trim();
     cache.set(name, text);
   }
   return text;

@@ -2,7 +2,8 @@
 // datasets report their data_source as the task type; the known ones map to the card
 // of the question type they mostly hold, as the reference maps data sources to cards.
 
-import { readFileSync } from 'node:fs';
+import { join } from '../../src/storage/paths.ts';
+import { shippedFile, storage } from '../../src/storage/storage.ts';
 
 export const SEARCH_TASK_TYPES: readonly string[] = ['single_hop', 'two_hop'];
 
@@ -21,7 +22,9 @@ const cards = new Map<string, string>();
 function card(name: string): string {
   let text = cards.get(name);
   if (text === undefined) {
-    text = readFileSync(new URL(`./skills/${name}.md`, import.meta.url), 'utf8').trim();
+    const file = shippedFile(join('envs', 'search', 'skills', `${name}.md`));
+    if (!file) throw new Error(`search: no skill card envs/search/skills/${name}.md among the files this program ships with`);
+    text = storage().readText(file).trim();
     cards.set(name, text);
   }
   return text;

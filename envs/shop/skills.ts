@@ -1,7 +1,8 @@
 // The shop's skill cards: general rules plus one card per product category (the task
 // type), shipped as markdown next to this file and joined for the teacher's prompt.
 
-import { readFileSync } from 'node:fs';
+import { join } from '../../src/storage/paths.ts';
+import { shippedFile, storage } from '../../src/storage/storage.ts';
 import { keywordTaskTypes } from '../../src/envs/skills_block.ts';
 import { CATEGORIES } from './vocabulary.ts';
 
@@ -12,7 +13,9 @@ const cards = new Map<string, string>();
 function card(name: string): string {
   let text = cards.get(name);
   if (text === undefined) {
-    text = readFileSync(new URL(`./skills/${name}.md`, import.meta.url), 'utf8').trim();
+    const file = shippedFile(join('envs', 'shop', 'skills', `${name}.md`));
+    if (!file) throw new Error(`shop: no skill card envs/shop/skills/${name}.md among the files this program ships with`);
+    text = storage().readText(file).trim();
     cards.set(name, text);
   }
   return text;

@@ -1,6 +1,7 @@
-// WGSL lives in the top-level shaders/ folder and is read at run time. The folder is
-// found by walking up from this module, so the same code works from src/ (Bun, Deno)
-// and from the compiled dist/src/ (Node), which reads the same shaders/.
+// WGSL lives in the top-level shaders/ folder and is read at run time through storage/:
+// from the files the program ships with (the repository's shaders/ under Bun, Deno and
+// Node, from src/ or the compiled dist/src/ alike; in a browser tab, the same files'
+// text bundled with the page).
 //
 // A shader file may include another with a line of its own
 //   // #include "common/name.wgsl"
@@ -10,10 +11,9 @@
 // declaring anything twice. The line is a comment to WGSL, so a file reads as WGSL
 // before expansion too.
 
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, normalize, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { GpuError } from '../device/errors.ts';
+import { dirname, join, normalize, sep } from '../storage/paths.ts';
+import { shippedFile, storage } from '../storage/storage.ts';
 
 /** A shader's expanded source and where each of its lines came from. */
 export interface ShaderText {
@@ -29,13 +29,9 @@ const cache = new Map<string, ShaderText>();
 
 function findShaderDir(): string {
   if (shaderDir) return shaderDir;
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++) {
-    const candidate = join(dir, 'shaders');
-    if (existsSync(join(candidate, 'elementwise.wgsl'))) return (shaderDir = candidate);
-    dir = dirname(dir);
-  }
-  throw new GpuError(`cannot find the shaders/ folder above ${fileURLToPath(import.meta.url)}`);
+  const marker = shippedFile(join('shaders', 'elementwise.wgsl'));
+  if (!marker) throw new GpuError('cannot find the shaders/ folder among the files this program ships with');
+  return (shaderDir = dirname(marker));
 }
 
 /**
@@ -49,10 +45,10 @@ export function expandShader(root: string, family: string): ShaderText {
   const visit = (file: string, from: string | null) => {
     seen.add(file);
     const path = join(root, file);
-    if (!existsSync(path)) {
+    if (!storage().exists(path)) {
       throw new GpuError(from ? `${from}: #include "${file}": no file ${path}` : `no shader file ${path} for kernel family "${family}"`);
     }
-    readFileSync(path, 'utf8').split('\n').forEach((line, i) => {
+    storage().readText(path).split('\n').forEach((line, i) => {
       const at = `${file}:${i + 1}`;
       const m = INCLUDE.exec(line);
       if (!m) {

@@ -13,3 +13,12 @@ export function storage(): Storage {
 export function hostProcess(): HostProcess {
   return platform.process;
 }
+
+/** Where a file this program ships with is (`shaders/elementwise.wgsl`, `envs/household/skills/general.md`): in the nearest folder that holds it, or null. */
+export function shippedFile(relative: string): string | null {
+  for (const root of platform.shippedRoots) {
+    const file = platform.paths.join(root, relative);
+    if (platform.storage.exists(file)) return file;
+  }
+  return null;
+}

@@ -115,4 +115,6 @@ export interface Platform {
   storage: Storage;
   paths: PathFunctions;
   process: HostProcess;
+  /** Folders that may hold the files this program ships with (shaders/, envs/<name>/skills/), nearest first. */
+  shippedRoots: readonly string[];
 }
