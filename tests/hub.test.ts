@@ -247,6 +247,11 @@ describe('models from the Hub (a local stand-in)', () => {
     const noToken = await cli(['export', checkpoint, '--push', 'wgt-user/pushed'], env());
     assert.equal(noToken.code, 1);
     assert.match(noToken.err, /--push wgt-user\/pushed: no Hugging Face token; set HF_TOKEN .* or log in with `hf auth login` \(which writes .*token\)/);
+    // A Hub that cannot be reached: an upload has no cache to fall back on, so the offline switch is no way round.
+    const offline = await cli(['export', checkpoint, '--push', 'wgt-user/pushed'], { ...env(), HF_ENDPOINT: 'http://127.0.0.1:9', HF_TOKEN: hub.token });
+    assert.equal(offline.code, 1);
+    assert.match(offline.err, /wgt-user\/pushed: creating the repository: cannot reach the Hub at http:\/\/127\.0\.0\.1:9 \(.*\); an upload needs the Hub itself: check the network, or set HF_ENDPOINT to a Hub that takes uploads/);
+    assert.doesNotMatch(offline.err, /HF_HUB_OFFLINE/);
     const local = path.join(work, 'exported');
     const r = await cli(['export', checkpoint, '--out', local, '--push', 'wgt-user/pushed'], { ...env(), HF_TOKEN: hub.token });
     assert.equal(r.code, 0, r.err);

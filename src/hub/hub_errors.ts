@@ -31,8 +31,11 @@ export function networkCause(e: unknown): string {
   return err.cause?.code ?? err.code ?? err.cause?.message ?? err.message ?? String(e);
 }
 
-/** `e`, thrown by a call for `what`, as a HubError. */
-export function hubFailure(e: unknown, what: string, ctx: HubContext): HubError {
+/**
+ * `e`, thrown by a call for `what`, as a HubError. A download that cannot reach the Hub
+ * may use the cache instead (HF_HUB_OFFLINE); an upload has no such way round.
+ */
+export function hubFailure(e: unknown, what: string, ctx: HubContext, direction: 'download' | 'upload' = 'download'): HubError {
   if (e instanceof HubError) return e;
   if (e instanceof HubApiError) {
     const said = typeof e.data?.error === 'string' ? e.data.error : e.message;
@@ -40,5 +43,8 @@ export function hubFailure(e: unknown, what: string, ctx: HubContext): HubError 
     if (e.statusCode === 401) return new HubError(`${what}: the Hub refused the token (401: ${said}); check HF_TOKEN`);
     return new HubError(`${what}: the Hub answered ${e.statusCode}: ${said}`);
   }
-  return new HubError(`${what}: cannot reach the Hub at ${ctx.endpoint} (${networkCause(e)}); set HF_ENDPOINT for a mirror, or HF_HUB_OFFLINE=1 to use only the cache`);
+  const remedy = direction === 'upload'
+    ? 'an upload needs the Hub itself: check the network, or set HF_ENDPOINT to a Hub that takes uploads'
+    : 'set HF_ENDPOINT for a mirror, or HF_HUB_OFFLINE=1 to use only the cache';
+  return new HubError(`${what}: cannot reach the Hub at ${ctx.endpoint} (${networkCause(e)}); ${remedy}`);
 }

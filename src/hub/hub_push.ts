@@ -55,7 +55,7 @@ export async function pushDirectory(dir: string, target: HubContext, opts: PushO
     log(`created ${where}`);
   } catch (e) {
     // 409: the repository exists, and the commit goes on top of it.
-    if (!(e instanceof HubApiError && e.statusCode === 409)) throw hubFailure(e, `${target.repo}: creating the repository`, target);
+    if (!(e instanceof HubApiError && e.statusCode === 409)) throw hubFailure(e, `${target.repo}: creating the repository`, target, 'upload');
   }
   const files = filesUnder(dir).filter((f) => !opts.leaveOut?.includes(f)).sort();
   const bytes = files.reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
@@ -72,6 +72,6 @@ export async function pushDirectory(dir: string, target: HubContext, opts: PushO
     if (!out) throw new HubError(`${target.repo}: the Hub made no commit`);
     return out.commit.url;
   } catch (e) {
-    throw hubFailure(e, `${target.repo}: uploading`, target);
+    throw hubFailure(e, `${target.repo}: uploading`, target, 'upload');
   }
 }
