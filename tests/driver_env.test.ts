@@ -1,15 +1,17 @@
 // What the device layer does around the drivers: which of their stderr messages are
-// dropped as harmless, the private XDG_RUNTIME_DIR, and telling software renderers
-// from GPUs by what their adapters report.
+// dropped as harmless, what finding no adapter is put down to (from those messages),
+// the private XDG_RUNTIME_DIR, and telling software renderers from GPUs by what their
+// adapters report.
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
+import { runCli } from './support/cli_process.ts';
 import { gpuOptionsFromEnv, isSoftwareAdapter } from '../src/device/device.ts';
 import { privateRuntimeDir, runtimeDirProblem } from '../src/device/driver_env.ts';
-import { filterDriverLog } from '../src/device/driver_log.ts';
+import { filterDriverLog, noAdapterAdvice } from '../src/device/driver_log.ts';
 
 // As Dawn 0.6.2 (the webgpu package) and Mesa 22.3 print them.
 const NO_VULKAN =
@@ -49,6 +51,26 @@ describe('driver log filter', () => {
     assert.equal(filterDriverLog(tail).kept, tail);
     // A text without a final newline comes back with one.
     assert.equal(filterDriverLog('error: out of memory').kept, 'error: out of memory\n');
+  });
+});
+
+describe('no adapter', () => {
+  test('asked for Vulkan: a lavapipe Dawn refuses is named as the cause, not a missing Mesa; no loader names the loader', () => {
+    const refused = noAdapterAdvice('vulkan', XDG + OLD_LAVAPIPE + OLD_LAVAPIPE);
+    assert.match(refused, /Dawn found a Vulkan driver it cannot use: the driver lacks shaderUniform\*ArrayDynamicIndexing/);
+    assert.match(refused, /Leave the backend to auto/);
+    assert.doesNotMatch(refused, /install Mesa/);
+    assert.match(noAdapterAdvice('vulkan', NO_VULKAN), /no Vulkan loader \(libvulkan\.so\.1\): install libvulkan1/);
+    // Auto tried OpenGL too: Mesa's OpenGL packages are what is missing.
+    assert.match(noAdapterAdvice('auto', NO_VULKAN + OLD_LAVAPIPE), /install Mesa \(mesa-vulkan-drivers libegl1 libegl-mesa0 libgl1-mesa-dri\)/);
+  });
+
+  test('gpu --backend vulkan says why this machine has no Vulkan adapter, from what its drivers said', { timeout: 120_000 }, async () => {
+    const r = await runCli(['gpu', '--backend', 'vulkan']);
+    if (r.code === 0) return; // a machine with a Vulkan adapter has nothing to explain
+    assert.match(r.out, /no WebGPU adapter found\. Tried:\n {2}backend=vulkan \(core\): none/);
+    const said = r.out.slice(r.out.indexOf('The drivers said:'));
+    assert.equal(r.out.match(/\n(Dawn found a Vulkan driver|There is no Vulkan loader|On a machine without a GPU)[^\n]*/)![0].trim(), noAdapterAdvice('vulkan', said));
   });
 });
 

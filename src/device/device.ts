@@ -9,7 +9,7 @@
 // renders. What the drivers print on stderr meanwhile is filtered (driver_log.ts).
 
 import { ensureRuntimeDir, setDefaultEnv } from './driver_env.ts';
-import { filterDriverLog } from './driver_log.ts';
+import { filterDriverLog, noAdapterAdvice } from './driver_log.ts';
 import { GpuError } from './errors.ts';
 import { detectRuntime, processEnv } from './host.ts';
 import { captureNativeStderr } from './native_stderr.ts';
@@ -174,6 +174,13 @@ export function robustnessToggles(toggles: readonly string[], robustness: Robust
 const clampsKept = (opts: GpuOptions, compatibility: boolean) =>
   !robustnessToggles(opts.toggles ?? [], opts.robustness ?? 'auto', compatibility).includes(DISABLE_ROBUSTNESS);
 
+/** Dawn offered no adapter on the backend asked for; what to do depends on what the drivers said meanwhile. */
+class NoAdapterError extends GpuError {
+  constructor(message: string, readonly backend: Backend) {
+    super(message);
+  }
+}
+
 // Instances must outlive the devices they made; Dawn tears them down otherwise.
 const liveInstances: GPU[] = [];
 
@@ -204,11 +211,7 @@ async function requestDawnAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapt
     const compat = await attempt([`backend=${backend}`], 'compatibility');
     if (compat) return { adapter: compat, compatibility: true };
   }
-  throw new GpuError(
-    `no WebGPU adapter found${opts.adapter ? ` matching "${opts.adapter}"` : ''}. Tried:\n  ${tried.join('\n  ')}\n` +
-      'On a machine without a GPU install Mesa (mesa-vulkan-drivers libegl1 libegl-mesa0 libgl1-mesa-dri) ' +
-      'and set EGL_PLATFORM=surfaceless.',
-  );
+  throw new NoAdapterError(`no WebGPU adapter found${opts.adapter ? ` matching "${opts.adapter}"` : ''}. Tried:\n  ${tried.join('\n  ')}`, backend);
 }
 
 async function requestNavigatorAdapter(opts: GpuOptions): Promise<{ adapter: GPUAdapter; compatibility: boolean }> {
@@ -249,6 +252,7 @@ export async function acquireGpu(options: GpuOptions = {}): Promise<Gpu> {
   const { kept, dropped } = filterDriverLog(text);
   if (kept) process.stderr.write(kept);
   if (result.ok) return result.value;
+  if (result.error instanceof NoAdapterError) result.error.message += `\n${noAdapterAdvice(result.error.backend, text)}`;
   // Without an adapter the harmless messages may be the explanation after all.
   if (result.error instanceof GpuError && dropped) result.error.message += `\nThe drivers said:\n${dropped.trimEnd()}`;
   throw result.error;

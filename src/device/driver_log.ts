@@ -31,6 +31,24 @@ export const HARMLESS_DRIVER_MESSAGES: readonly HarmlessMessage[] = [
   },
 ];
 
+/**
+ * What to do when Dawn found no adapter on `backend`, read from what the drivers said
+ * while it looked: asked for Vulkan, a driver Dawn refuses or no Vulkan loader at all;
+ * otherwise Mesa's packages for the software GPU.
+ */
+export function noAdapterAdvice(backend: string, driverText: string): string {
+  if (backend === 'vulkan' && /^Warning: Vulkan shaderUniform\*ArrayDynamicIndexing required\.$/m.test(driverText)) {
+    return 'Dawn found a Vulkan driver it cannot use: the driver lacks shaderUniform*ArrayDynamicIndexing, as the lavapipe of Mesa 22.3 ' +
+      "(Debian 12's mesa-vulkan-drivers) does, so Vulkan has no adapter here however Mesa is installed. Leave the backend to auto " +
+      "(no --backend, WEBGPU_BACKEND unset), which takes Mesa's llvmpipe through OpenGL, or use a newer Mesa's lavapipe.";
+  }
+  if (backend === 'vulkan' && /^Warning: Couldn't load Vulkan: /m.test(driverText)) {
+    return 'There is no Vulkan loader (libvulkan.so.1): install libvulkan1 and a Vulkan driver (mesa-vulkan-drivers for the CPU), ' +
+      "or leave the backend to auto, which takes Mesa's llvmpipe through OpenGL (libegl1 libegl-mesa0 libgl1-mesa-dri).";
+  }
+  return 'On a machine without a GPU install Mesa (mesa-vulkan-drivers libegl1 libegl-mesa0 libgl1-mesa-dri) and set EGL_PLATFORM=surfaceless.';
+}
+
 const CONTINUATION = /^\s+(- |at )/;
 
 /** Splits captured driver output into the messages to show and the harmless ones. */
