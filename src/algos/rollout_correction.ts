@@ -2,13 +2,13 @@
 // rollout (the local engine's f16 decode weights, a bf16 vLLM server) draws from its
 // own distribution π_rollout, while the loss treats the trainer's recomputed π_old as
 // the one that sampled. Each response token's ratio ρ = π_old / π_rollout, or the
-// product of a turn's ratios, weighs that token's policy-gradient loss:
-//   tis:       w = min(ρ_t, C)
-//   seq-tis:   w = min(ρ_s, C)                 ρ_s = Π ρ_t over the turn's tokens
-//   mask:      w = ρ_t·[1/C ≤ ρ_t ≤ C]
-//   seq-mask:  w = ρ_s·[1/C ≤ ρ_s ≤ C]
+// product of a turn's ratios, weighs that token's policy-gradient loss by ω:
+//   tis:       ω = min(ρ_t, C)
+//   seq-tis:   ω = min(ρ_s, C)                 ρ_s = Π ρ_t over the turn's tokens
+//   mask:      ω = ρ_t·[1/C ≤ ρ_t ≤ C]
+//   seq-mask:  ω = ρ_s·[1/C ≤ ρ_s ≤ C]
 // Everything here runs on the host in float64 over per-token arrays; a token whose
-// two log-probs are equal gets w = 1 exactly, so the loss is then the uncorrected one.
+// two log-probs are equal gets ω = 1 exactly, so the loss is then the uncorrected one.
 
 import type { StepSample } from '../rollout/sample.ts';
 
