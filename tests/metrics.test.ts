@@ -156,6 +156,7 @@ describe('metrics log', () => {
       'throughput/tokens_per_s': 12345, 'time/iteration': 57.12, 'time/rollout': 45.1, 'time/update': 12,
     });
     assert.equal(line, 'iter 12/150 | success 0.3125 | val 0.4000 | pg -0.0123 | kl 1.2e-4 | gnorm Infinity | tok/s 12.3k | 57.1s (rollout 45.1s, update 12.0s)');
+    assert.equal(summaryLine(12, 150, { 'time/iteration': 57.12 }, 'about 2 h 11 min left'), 'iter 12/150 | 57.1s | about 2 h 11 min left');
   });
 });
 

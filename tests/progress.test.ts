@@ -34,7 +34,9 @@ describe('progress', () => {
     }
     ph.finish('8 trajectories');
     p.line('iter 1/1');
-    assert.deepEqual(writes, ['rollout 2/8 1.0s  2 done\n', 'rollout 4/8 2.0s  4 done\n', 'rollout 6/8 3.0s  6 done\n', 'rollout 8/8 4.0s  8 trajectories\n', 'iter 1/1\n']);
+    assert.deepEqual(writes, [
+      'rollout 2/8 1.0s, about 3 s left  2 done\n', 'rollout 4/8 2.0s, about 2 s left  4 done\n', 'rollout 6/8 3.0s, about 1 s left  6 done\n', 'rollout 8/8 4.0s  8 trajectories\n', 'iter 1/1\n',
+    ]);
     assert.ok(writes.every((w) => !w.includes('\r')));
     assert.equal(clock.running(), 0, 'finish stops the timer');
   });
@@ -57,10 +59,10 @@ describe('progress', () => {
     assert.equal(writes.length, 1, 'an update inside a quarter prints nothing by itself');
     t = 2 * PLAIN_EVERY_MS;
     ph.update(11, '1 step');
-    assert.equal(writes[1], 'update 3 11/100 10.0s  1 step\n');
+    assert.equal(writes[1], 'update 3 11/100 10.0s, about 81 s left  1 step\n');
     t = 3 * PLAIN_EVERY_MS;
     clock.tick();
-    assert.equal(writes[2], 'update 3 11/100 15.0s  1 step\n', 'the timer repeats the last update');
+    assert.equal(writes[2], 'update 3 11/100 15.0s, about 2 min left  1 step\n', 'the timer repeats the last update, its estimate moved on');
     ph.finish();
     t = 10 * PLAIN_EVERY_MS;
     clock.tick();
@@ -68,7 +70,7 @@ describe('progress', () => {
     assert.equal(writes[3], 'update 3 100/100 15.0s\n');
   });
 
-  test('a terminal gets a bar redrawn in place, cleared before a full line; the timer moves its clock', () => {
+  test('a terminal gets a bar redrawn in place, cleared before a full line; the timer moves its clock and its estimate', () => {
     const { writes, out } = sink(true);
     let t = 0;
     const clock = manualTicker();
@@ -86,9 +88,9 @@ describe('progress', () => {
     ph.finish();
     assert.equal(writes.length, 7);
     assert.equal(writes[0], '\r\x1b[2Kupdate [######..................] 1/4 0.0s');
-    assert.equal(writes[1], '\r\x1b[2Kupdate [##################......] 3/4 0.2s');
+    assert.equal(writes[1], '\r\x1b[2Kupdate [##################......] 3/4 0.2s, about 0 s left');
     assert.deepEqual(writes.slice(2, 4), ['\r\x1b[2K', 'warning: x\n']);
-    assert.equal(writes[4], '\r\x1b[2Kupdate [##################......] 3/4 1.2s');
+    assert.equal(writes[4], '\r\x1b[2Kupdate [##################......] 3/4 1.2s, about 0 s left');
     assert.equal(writes[5], '\r\x1b[2Kupdate [########################] 4/4 1.2s');
     assert.equal(writes[6], '\n');
   });

@@ -88,7 +88,7 @@ describe('an interrupted run', () => {
     assert.match(lines.join('\n'), /interrupted: finishing this iteration and saving a checkpoint \(Ctrl-C again, more than 1.5 s from now, to stop at once\)/);
     run.metrics.log(0, { 'val/success': 0 });
     run.finish(3, 10);
-    assert.match(lines.at(-1)!, /stopped after iteration 3 of 10; continue with the same command and --resume/);
+    assert.match(lines.join('\n'), /: stopped after iteration 3 of 10; continue with the same command and --resume\n {2}time {8}\d+ s for iterations 1-3 in this command\n {2}validation {2}success 0\.000 at iteration 0 \(final\), peak 0\.000 at iteration 0\n {2}report {6}.*report\.html$/);
     assert.equal(process.listenerCount('SIGINT'), 0, 'the run lets go of Ctrl-C when it ends');
   });
 });

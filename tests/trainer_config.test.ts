@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { CliError, configWords } from '../src/cli/args.ts';
 import { envPlugin } from '../envs/registry.ts';
 import { EMBEDDED_RECIPE } from '../src/config/default_run.ts';
-import { assertImplemented, ConfigError, configHash, describeConfig, ENV_NAMES, loadConfig, METHODS, validateConfig, warmupIterations, writeRunConfig } from '../src/config/config.ts';
+import { assertImplemented, ConfigError, configHash, ENV_NAMES, loadConfig, METHODS, validateConfig, warmupIterations, writeRunConfig } from '../src/config/config.ts';
 import { RUN_CONFIG_FILE } from '../src/report/run_files.ts';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -171,14 +171,6 @@ describe('training config', () => {
     const back = validateConfig(JSON.parse(fs.readFileSync(path.join(dir, RUN_CONFIG_FILE), 'utf8')));
     assert.deepEqual(back, a);
     assert.equal(configHash(back), configHash(a));
-  });
-
-  test('describeConfig shows the method block it uses and not the others', () => {
-    const text = describeConfig(loadConfig(undefined, ['method=rlsd']));
-    assert.match(text, /rlsd:\n\s+lambdaStart: 0.5/);
-    assert.doesNotMatch(text, /sdar:/);
-    assert.match(text, /teacher:/);
-    assert.doesNotMatch(describeConfig(loadConfig()), /teacher:|rlsd:/);
   });
 
   test('the example files load and say what they claim', () => {

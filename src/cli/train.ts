@@ -1,8 +1,14 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { defineCommand } from 'citty';
+import { methodDefinition } from '../algos/methods/index.ts';
+import { checkpointIteration } from '../checkpoint/checkpoint.ts';
+import { REPORT_FILE, RUN_CONFIG_FILE } from '../report/run_files.ts';
+import { runSummary } from '../report/run_summary.ts';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { tensorCoreNote } from '../kernels/matmul/precision.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRecord } from '../config/default_run.ts';
-import { configWarnings, describeConfig, loadConfig, runDir, type TrainConfig } from '../config/config.ts';
+import { configWarnings, loadConfig, METHODS, runDir, type TrainConfig } from '../config/config.ts';
 import { assertRunUnlocked } from '../run/run_lock.ts';
 import { planRunStart } from '../run/run_start.ts';
 import { checkEnvironment } from '../eval/environment.ts';
@@ -11,15 +17,22 @@ import { checkRunInputs, firstRunConfig, train } from '../trainer/train.ts';
 import { CliError, configWords, intArg, numberArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
-/** What train() would refuse about the run directory once the GPU is up and the model loaded, refused before. */
-function checkRunDirectory(cfg: TrainConfig, resume: boolean, resumeFrom: string | undefined, overwrite: boolean): void {
+/**
+ * What train() would refuse about the run directory once the GPU is up and the model
+ * loaded, refused before; the newest checkpoint when `--resume` finds the run already
+ * complete (RL runs, whose iterations the config gives; SFT counts its steps from its data).
+ */
+function checkRunDirectory(cfg: TrainConfig, resume: boolean, resumeFrom: string | undefined, overwrite: boolean): string | null {
   const first = firstRunConfig(cfg);
   const chained = first !== cfg;
   const dir = runDir(first);
   if (chained && resumeFrom) throw new CliError(`--resume ${resumeFrom}: ${cfg.method} runs in stages, each a run of its own; resume one stage's run by its name (output.runName) with its method`);
   assertRunUnlocked(dir);
   // A staged method's --resume may find its first stage done or not begun.
-  if (!resume || !chained) planRunStart(dir, { resume, resumeFrom, overwrite });
+  if (resume && chained) return null;
+  const start = planRunStart(dir, { resume, resumeFrom, overwrite });
+  const complete = start.kind === 'resume' && !resumeFrom && methodDefinition(cfg.method).loop === 'rl' && checkpointIteration(start.checkpoint) >= cfg.iterations;
+  return complete ? start.checkpoint : null;
 }
 
 const CHECKPOINT_NAME = /^ckpt-\d+$/;
@@ -39,7 +52,7 @@ function resumeTarget(rawArgs: readonly string[], words: string[]): { resume: bo
 export const trainCommand = defineCommand({
   meta: {
     name: 'train',
-    description: 'Train an agent (GRPO). `train` alone runs the embedded default: the bundled model on the household environment. ' +
+    description: `Train an agent with any method (${METHODS.join(', ')}; --method or method=NAME, default grpo). \`train\` alone runs the embedded default: GRPO with the bundled model on the household environment. ` +
       'Overrides are key=value words after the config, e.g. `train examples/grpo_household.yaml optim.lr=2e-5 rollout.groupSize=4`.',
   },
   args: {
@@ -65,7 +78,12 @@ export const trainCommand = defineCommand({
     const modelDir = await hubModelDir(cfg.model.path);
     if (modelDir !== cfg.model.path) cfg = { ...cfg, model: { ...cfg.model, path: modelDir } };
     checkRunInputs(cfg);
-    checkRunDirectory(cfg, target.resume, target.from, !!args.overwrite);
+    if (checkRunDirectory(cfg, target.resume, target.from, !!args.overwrite)) {
+      const dir = runDir(cfg);
+      const report = path.join(dir, REPORT_FILE);
+      for (const line of runSummary({ dir, reached: cfg.iterations, total: cfg.iterations, thisCommand: null, report: fs.existsSync(report) ? report : null })) console.log(line);
+      return;
+    }
     await checkEnvironment(cfg);
     const stopAfter = args['stop-after'] === undefined ? undefined : intArg('--stop-after', args['stop-after'], 1);
     const timeLimitSeconds = args['time-limit'] === undefined ? undefined : numberArg('--time-limit', args['time-limit'], 0) * 60;
@@ -84,7 +102,7 @@ export const trainCommand = defineCommand({
     }
     // A run replaced at full size loses the old record; a resumed one keeps its own.
     if (scale || !target.resume) writeScaleRecord(runDir(cfg), scale);
-    console.log(describeConfig(cfg));
+    console.log(`configuration: ${file ?? 'the embedded default'}${overrides.length ? ` with ${overrides.join(' ')}` : ''}; every setting is written to ${path.join(runDir(cfg), RUN_CONFIG_FILE)}`);
     for (const warning of configWarnings(cfg)) console.log(`warning: ${warning}`);
     await train(cfg, { resume: target.resume, resumeFrom: target.from, overwrite: args.overwrite, stopAfter, timeLimitSeconds });
     destroyRuntime();

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { isMap, isScalar, isSeq, LineCounter, parseDocument, stringify, type Document } from 'yaml';
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import type { z } from 'zod';
 import { resolveConfig, TrainConfigSchema, type Method, type TrainConfig } from './config_schema.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
@@ -252,14 +252,6 @@ export function usesTeacher(cfg: TrainConfig): boolean {
   const method = runMethod(cfg);
   if (method.def.loop !== 'rl') return false;
   return Array.from({ length: cfg.iterations }, (_, i) => method.plan(i + 1)).some((p) => p.teacher);
-}
-
-/** The configuration as YAML, keeping only the method's own algorithm block (and the teacher only when it has one). */
-export function describeConfig(cfg: TrainConfig): string {
-  const algorithm = Object.fromEntries(Object.entries(cfg.algorithm).filter(([k, v]) => typeof v !== 'object' || k === cfg.method));
-  const shown: Record<string, unknown> = { ...withoutSecrets(cfg), algorithm };
-  if (!usesTeacher(cfg)) delete shown.teacher;
-  return stringify(shown, { lineWidth: 0 });
 }
 
 /** The configuration without the servers' API keys, which go nowhere but the servers. */

@@ -159,8 +159,8 @@ const TIMES: [key: string, label: string][] = [
   ['time/validation', 'val'],
 ];
 
-/** "iter 12/150 | success 0.31 | val 0.40 | pg -0.0123 | ... | env failed 2/16 | 57.1s (rollout 45.1s, update 12.0s)". */
-export function summaryLine(iteration: number, total: number, m: Readonly<Metrics>): string {
+/** "iter 12/150 | success 0.31 | val 0.40 | pg -0.0123 | ... | env failed 2/16 | 57.1s (rollout 45.1s, update 12.0s) | about 2 h 10 min left". */
+export function summaryLine(iteration: number, total: number, m: Readonly<Metrics>, timeLeft: string | null = null): string {
   const parts = [`iter ${iteration}/${total}`];
   for (const [key, label] of SUMMARY) if (key in m) parts.push(`${label} ${Number.isFinite(m[key]) ? short(m[key]) : String(m[key])}`);
   // Episodes that failed in the environment (below the share that stops the run).
@@ -170,5 +170,6 @@ export function summaryLine(iteration: number, total: number, m: Readonly<Metric
   const times = TIMES.filter(([k]) => Number.isFinite(m[k])).map(([k, label]) => `${label} ${m[k].toFixed(1)}s`);
   const total_ = m['time/iteration'];
   if (Number.isFinite(total_) || times.length) parts.push(`${Number.isFinite(total_) ? `${total_.toFixed(1)}s` : ''}${times.length ? ` (${times.join(', ')})` : ''}`.trim());
+  if (timeLeft) parts.push(timeLeft);
   return parts.join(' | ');
 }

@@ -1,9 +1,12 @@
 // Progress of the phases of an iteration (rollout n/m, reference, update n/m, SFT
-// steps): a bar redrawn in place on a terminal, plain lines when the output is a file
-// or a pipe, where carriage returns would pile up as garbage. A phase may go a long
-// time between updates (one readback of all reference log-probs, one update step on a
-// software GPU), so a timer keeps the bar's clock moving and, in plain mode, prints a
-// line at least every PLAIN_EVERY_MS: a log that stops growing means a stuck run.
+// steps, eval's episodes), with how long each has left: a bar redrawn in place on a
+// terminal, plain lines when the output is a file or a pipe, where carriage returns
+// would pile up as garbage. A phase may go a long time between updates (one readback
+// of all reference log-probs, one update step on a software GPU), so a timer keeps the
+// bar's clock moving and, in plain mode, prints a line at least every PLAIN_EVERY_MS: a
+// log that stops growing means a stuck run.
+
+import { timeLeftText } from './time_left.ts';
 
 export interface ProgressSink {
   write(text: string): unknown;
@@ -74,11 +77,16 @@ export class Progress {
     let currentDetail: string | undefined;
     let ended = false;
     const seconds = () => ((this.now() - start) / 1000).toFixed(1);
-    const text = (done: number, detail?: string) => `${label} ${done}/${total} ${seconds()}s${detail ? `  ${detail}` : ''}`;
+    // The elapsed time, and while the phase runs, how long it has left.
+    const clock = (done: number) => {
+      const left = timeLeftText((this.now() - start) / 1000, done, total);
+      return `${seconds()}s${left ? `, ${left}` : ''}`;
+    };
+    const text = (done: number, detail?: string) => `${label} ${done}/${total} ${clock(done)}${detail ? `  ${detail}` : ''}`;
     const draw = (done: number, detail?: string) => {
       lastDraw = this.now();
       const filled = total > 0 ? Math.min(BAR_WIDTH, Math.round((done / total) * BAR_WIDTH)) : BAR_WIDTH;
-      let s = `${label} [${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] ${done}/${total} ${seconds()}s${detail ? `  ${detail}` : ''}`;
+      let s = `${label} [${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] ${done}/${total} ${clock(done)}${detail ? `  ${detail}` : ''}`;
       if (this.out.columns && s.length >= this.out.columns) s = s.slice(0, this.out.columns - 1);
       this.out.write(`\r\x1b[2K${s}`);
       this.live = true;

@@ -23,6 +23,7 @@ import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { MetricsLogger, rolloutMetrics, type Metrics } from '../report/metrics.ts';
 import { Progress } from '../report/progress.ts';
 import { writeReport } from '../report/report.ts';
+import { runSummary } from '../report/run_summary.ts';
 import { RunLock } from './run_lock.ts';
 import { planRunStart } from './run_start.ts';
 
@@ -86,6 +87,8 @@ export class Run {
   private lastSaved: { iteration: number; dir: string } | null = null;
   private savedDtype: { dtype: StorageDType | undefined } | null = null;
   private readonly onInterrupt = () => this.interrupt();
+  /** When this command took the run up, for the time its summary reports. */
+  private readonly startedAt = performance.now();
 
   constructor(readonly cfg: TrainConfig, opts: RunOptions = {}) {
     this.log = opts.log ?? ((l: string) => console.log(l));
@@ -245,14 +248,14 @@ export class Run {
     return m;
   }
 
-  /** Closes the metrics, writes the report and says where the run stands; returns the report's path. */
-  finish(end: number, total: number): string {
+  /** Closes the metrics, writes the report and sums the run up (how far, how long, its validation, the report); returns the report's path. */
+  finish(end: number, total: number, unit = 'iterations'): string {
     process.off('SIGINT', this.onInterrupt);
     this.metrics.close();
     this.lock.release();
     const report = writeReport(this.dir);
-    this.log(`report ${report}`);
-    if (end < total) this.log(`stopped after iteration ${end} of ${total}; continue with the same command and --resume`);
+    const thisCommand = end > this.start ? { from: this.start + 1, to: end, seconds: (performance.now() - this.startedAt) / 1000 } : null;
+    for (const line of runSummary({ dir: this.dir, reached: end, total, thisCommand, report, unit })) this.log(line);
     return report;
   }
 

@@ -29,6 +29,8 @@ import { runtime } from '../gpu/runtime.ts';
 import { applyMemoryPlan } from '../run/memory.ts';
 import { ConfigError, warmupIterations, type TrainConfig } from '../config/config.ts';
 import { summaryLine, type Metrics } from '../report/metrics.ts';
+import { PLAIN_EVERY_MS } from '../report/progress.ts';
+import { timeLeftText } from '../report/time_left.ts';
 import { Rng } from '../util/random.ts';
 import { Run, type TrainOptions, type TrainResult } from '../run/run.ts';
 import { checkThinking, expertSamples, readSftRecords, selectTurns, sftSamples, type TurnSelection } from './sft_data.ts';
@@ -177,7 +179,9 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     let slowest = 0;
     let end = Math.min(steps, opts.stopAfter !== undefined ? run.start + opts.stopAfter : steps);
     let lastStep: { step: number; metrics: Metrics } | null = null;
-    const stepsPhase = run.progress.phase('sft', steps - run.start);
+    // On a terminal a bar follows every step between the step lines; a log gets the step lines alone, one at least every PLAIN_EVERY_MS.
+    const stepsPhase = run.progress.mode === 'bar' ? run.progress.phase('sft', steps - run.start) : null;
+    let lastLine = -Infinity;
     const result = await trainSft(trainingView(model, params), samples, {
       steps,
       batchTokens,
@@ -197,10 +201,12 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
         slowest = Math.max(slowest, m['time/update']);
         if (opts.timeLimitSeconds !== undefined && s.step < end && (performance.now() - startedAt) / 1000 + slowest > opts.timeLimitSeconds) end = s.step;
         if (run.stopRequested) end = s.step;
-        stepsPhase.update(s.step - run.start, `loss ${s.loss.toFixed(4)}`);
-        if (s.step === run.start + 1 || s.step % logEvery === 0 || s.step === s.steps) {
+        stepsPhase?.update(s.step - run.start, `loss ${s.loss.toFixed(4)}`);
+        if (s.step === run.start + 1 || s.step % logEvery === 0 || s.step === s.steps || performance.now() - lastLine >= PLAIN_EVERY_MS) {
+          lastLine = performance.now();
+          const left = timeLeftText((performance.now() - startedAt) / 1000, s.step - run.start, end - run.start);
           run.progress.clear();
-          log(formatSftStep(s));
+          log(`${formatSftStep(s)}${left ? ` | ${left}` : ''}`);
         }
         // The last step's row waits for the final validation, to share its row.
         if (s.step === steps) return;
@@ -210,7 +216,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       },
       shouldStop: (s) => s.step >= end,
     });
-    stepsPhase.finish();
+    stepsPhase?.finish();
     const done = lastStep as { step: number; metrics: Metrics } | null;
     if (result.losses.length) log(`sft loss ${result.losses[0].toFixed(4)} -> ${result.losses[result.losses.length - 1].toFixed(4)} in ${result.seconds.toFixed(1)}s`);
     let last: Metrics = done?.metrics ?? {};
@@ -221,7 +227,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
       await save(steps, last);
     }
     const reached = done?.step ?? run.start;
-    run.finish(reached, steps);
+    run.finish(reached, steps, 'steps');
     return { runDir: run.dir, iterations: reached, lastMetrics: last };
   } catch (e) {
     run.abandon();

@@ -31,6 +31,7 @@ import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { describePacking, trainingIteration, type Reference } from './iteration.ts';
 import { runMethod } from '../config/methods.ts';
 import { rolloutMetrics, summaryLine, type Metrics } from '../report/metrics.ts';
+import { timeLeftText } from '../report/time_left.ts';
 import { Rng } from '../util/random.ts';
 import { Run, type TrainOptions, type TrainResult } from '../run/run.ts';
 
@@ -293,10 +294,11 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
         Object.assign(m, load.metrics);
         if (servers.rollout.servers.length > 1) log(load.line);
       }
+      m['time/iteration'] = (performance.now() - iterationStart) / 1000;
       run.metrics.log(it, m);
-      log(summaryLine(it, cfg.iterations, m));
+      log(summaryLine(it, cfg.iterations, m, timeLeftText((performance.now() - startedAt) / 1000, it - start, end - start)));
       last = m;
-      slowest = Math.max(slowest, (performance.now() - iterationStart) / 1000);
+      slowest = Math.max(slowest, m['time/iteration']);
       if (opts.timeLimitSeconds !== undefined && it < end && (performance.now() - startedAt) / 1000 + slowest > opts.timeLimitSeconds) end = it;
       if (run.stopRequested) end = it;
       // An invocation that stops early always saves, so --resume loses nothing.
