@@ -13,13 +13,14 @@ import { describe, test } from 'node:test';
 import { loadConfig } from '../src/config/config.ts';
 import { packF16 } from '../src/kernels/half.ts';
 import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../src/kernels/matmul/skinny.ts';
+import { tensorMatmulMissing } from '../src/kernels/matmul/tensor.ts';
 import { lastLogits } from '../src/scoring/generate.ts';
 import { f16ToF32, f32ToF16 } from '../src/util/half.ts';
 import { HalfWeights } from '../src/models/half_weights.ts';
 import { randomModel } from '../src/models/load.ts';
 import { configFromPreset } from '../src/hf_model/presets.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
-import { decodeWeightNames } from '../src/models/qwen_decode.ts';
+import { decodeWeightNames, stackedQkvNames } from '../src/models/qwen_decode.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { F16_MAX, packedF16, roundArrayToF16 } from '../src/reference/matmul_f16.ts';
 import { rmsNormForward } from '../src/reference/rmsnorm.ts';
@@ -27,7 +28,7 @@ import { swigluForward } from '../src/reference/swiglu.ts';
 import type { GenerationRequest } from '../src/engines/engine.ts';
 import { LocalEngine } from '../src/engines/local_engine.ts';
 import { noGrad } from '../src/tensor/autograd.ts';
-import { linearConcat, linearResidual, linearSkinny } from '../src/tensor/ops/decode.ts';
+import { linearConcat, linearResidual, linearDecode } from '../src/tensor/ops/decode.ts';
 import { halfWeight } from '../src/tensor/ops/half.ts';
 import { keep, scopeAsync } from '../src/tensor/scope.ts';
 import { tensor, zeros } from '../src/tensor/tensor.ts';
@@ -140,10 +141,10 @@ describe('f16 weight kernels', () => {
       noGrad(() => {
         assert.throws(() => linearConcat(x, [w, h]), /linearConcat: weights mix f32 tensors and f16 copies/);
         assert.throws(() => linearResidual(x, h, null, zeros([2, 5])), /residual \[2, 5\] must be \[2, 4\]/);
-        assert.throws(() => linearSkinny(tensor(randn(6, 1), [2, 3]), h), /weights must be \[out, 3\]/);
+        assert.throws(() => linearDecode(tensor(randn(6, 1), [2, 3]), h), /weights must be \[out, 3\]/);
       });
-      const y = noGrad(() => linearSkinny(x, h));
-      assertClose(await read(y), ref.matmul({ a: await read(x), b: packedF16(W), m: 2, n: 4, k: 8, transB: true }), { atol: 1e-5, label: 'linearSkinny' });
+      const y = noGrad(() => linearDecode(x, h));
+      assertClose(await read(y), ref.matmul({ a: await read(x), b: packedF16(W), m: 2, n: 4, k: 8, transB: true }), { atol: 1e-5, label: 'linearDecode' });
       assert.deepEqual([...(await unpacked(h.packed))], [...packedF16(W)]);
       assert.throws(() => halfWeight(tensor(randn(9, 1), [3, 3])), /halfWeight: weight \[3, 3\] is not \[rows, cols\] with an even number of columns/);
       h.packed.dispose();
@@ -174,7 +175,9 @@ describe('f16 decode weights', () => {
     const twin = await roundedTwin(model);
     const half = HalfWeights.of(model);
     try {
-      assert.equal(half.bytes, decodeWeightNames(model).reduce((n, name) => n + 2 * model.param(name).size, 0));
+      // Two bytes a weight; the q|k|v biases stacked once more in f32, four bytes each.
+      const qkvBiases = Array.from({ length: model.config.layers }, (_, l) => stackedQkvNames(model, l).biases).flat();
+      assert.equal(half.bytes, decodeWeightNames(model).reduce((n, name) => n + 2 * model.param(name).size, 0) + qkvBiases.reduce((n, name) => n + 4 * model.param(name).size, 0));
       await withPolicy(rt, { decode: { fused: 'always' } }, async () => {
         // Every run continues the same prefill (the f32 weights'), so only the steps differ.
         const prompt = Int32Array.of(5, 9, 13, 2, 40, 41, 0, 0, 7, 8, 90, 3);
@@ -271,6 +274,50 @@ describe('f16 decode weights', () => {
       assert.ok(f16.some(([mean], i) => mean > 2 * f32[i][0]), `the f16 gap (${f16.map(([m]) => m)}) is not wider than the f32 one (${f32.map(([m]) => m)})`);
     } finally {
       rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('decode steps on tensor cores (devices with f16 subgroup matrices)', () => {
+  test('wide decode steps on tensor cores equal the op-by-op steps over f16-rounded weights within f16 activations; the engine samples alike', slow, async (t) => {
+    const rt = await gpu();
+    const missing = tensorMatmulMissing(rt);
+    if (missing) return t.skip(missing);
+    const model = tiny(13);
+    const twin = await roundedTwin(model);
+    const half = HalfWeights.of(model);
+    const B = 3;
+    try {
+      // Three rows take the tensor-core path here as a rollout's 128 would.
+      await withPolicy(rt, { decode: { tensorMinRows: B } }, async () => {
+        const prompt = Int32Array.of(5, 9, 13, 2, 40, 41, 0, 0, 7, 8, 90, 3, 1, 2, 3, 4, 5, 6);
+        const run = async (m: QwenModel, h: HalfWeights | null) => {
+          const cache = model.newCache(B, 9, Int32Array.of(0, 2, 1));
+          try {
+            await scopeAsync(async () => void noGrad(() => model.hiddenCached({ ids: prompt, batch: B, seq: 6 }, cache)));
+            const out: Float32Array[] = [];
+            for (const ids of [Int32Array.of(3, 50, 4), Int32Array.of(96, 0, 5), Int32Array.of(12, 60, 6)]) {
+              out.push(await scopeAsync(async () => read(noGrad(() => lastLogits(m, m.hiddenCached({ ids, batch: B, seq: 1, halfWeights: h?.weights }, cache), h?.head)))));
+            }
+            return out;
+          } finally {
+            cache.dispose();
+          }
+        };
+        const got = await run(model, half);
+        // Without copies the step runs op by op on the twin's (f16-valued) f32 weights.
+        const want = await run(twin, null);
+        got.forEach((g, i) => assertClose(g, want[i], { atol: 2e-2, rtol: 2e-2, label: `step ${i}: tensor cores against op by op` }));
+        const engine = new LocalEngine(model);
+        const requests: GenerationRequest[] = Array.from({ length: B }, (_, i) => ({ promptIds: [5 + i, 9, 13], params: { maxTokens: 6, temperature: 0, topP: 1, topK: 0 } }));
+        const tensorTokens = await engine.generate(requests);
+        const plain = await withPolicy(rt, { decode: { tensorMinRows: 1 << 20 } }, () => engine.generate(requests));
+        tensorTokens.forEach((g, i) => assertClose(g.logprobs, plain[i].logprobs, { atol: 5e-2, label: `request ${i} greedy log-probs` }));
+        await engine.close();
+      });
+    } finally {
+      half.dispose();
+      for (const m of [model, twin]) for (const p of m.parameters()) p.dispose();
     }
   });
 });

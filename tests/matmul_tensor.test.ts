@@ -197,9 +197,11 @@ describe('matmul/tensor.wgsl on Dawn\'s null backend (validation only, nothing r
     assert.deepEqual(info.messages.filter((m) => m.type !== 'info').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`), []);
     for (const tile of SHRUNK) {
       for (const entryPoint of ['main', 'main_staged']) {
-        for (let flags = 0; flags < 128; flags++) {
+        // B_HALF (bit 7) only as it serves: weights (B transposed) in forward products (A unscaled).
+        for (let flags = 0; flags < 256; flags++) {
           const bit = (i: number) => (flags >> i) & 1;
-          const constants = { ...tile, TRANS_A: bit(0), TRANS_B: bit(1), VEC_A: bit(2), VEC_B: bit(3), BIAS: bit(4), ACCUM: bit(5), SCALE_A: bit(6) };
+          if (bit(7) && (!bit(1) || bit(6))) continue;
+          const constants = { ...tile, TRANS_A: bit(0), TRANS_B: bit(1), VEC_A: bit(2), VEC_B: bit(3), BIAS: bit(4), ACCUM: bit(5), SCALE_A: bit(6), B_HALF: bit(7) };
           device.pushErrorScope('validation');
           device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint, constants } });
           const err: GPUError | null = await device.popErrorScope();
@@ -235,6 +237,8 @@ interface Case extends Omit<kt.TensorMatmulArgs, 'a' | 'b' | 'out' | 'bias' | 's
   scaled?: boolean;
   /** Initial output contents (accumulation, or a gap between output batches). */
   init?: boolean;
+  /** B uploaded as f16 pairs (halfB), its values rounded to f16 on the host. */
+  half?: boolean;
   label?: string;
 }
 
@@ -254,13 +258,20 @@ async function check(c: Case): Promise<Float32Array> {
   const A = c.aMagnitude === undefined ? normalHalves(randn(span(c.offsetA, strideA, m * k), seed++)) : randn(span(c.offsetA, strideA, m * k), seed++).map((v) => v * c.aMagnitude!);
   const [s, inv] = c.scaled ? gradScaleRef(A) : [1, 1];
   const B = normalHalves(randn(span(c.offsetB, strideB, k * n), seed++));
+  // Packed halves, padded to whole words and vec4s: element 2j in word j's low 16 bits.
+  const halves = () => {
+    const h = new Uint16Array(Math.max(8, Math.ceil(B.length / 8) * 8));
+    h.set(f32ToF16(B));
+    return tensor(new Uint32Array(h.buffer), [h.length / 2], 'u32');
+  };
   const bias = c.bias ? randn(n, seed++) : undefined;
   const C0 = c.init ? randn(span(c.offsetC, strideC, m * n), seed++) : undefined;
   const label = c.label ?? `${m}x${n}x${k} batch ${batch} trans ${c.transA ? 'T' : 'N'}${c.transB ? 'T' : 'N'} tile ${c.tile ?? 'auto'}${c.bias ? ' bias' : ''}${c.accumulate ? ' accumulate' : ''}`;
   return scopeAsync(async () => {
     const out = C0 ? tensor(C0) : zeros([Math.max(span(c.offsetC, strideC, m * n), 1)]);
     const scaleA = c.scaled ? tensor(Float32Array.of(s, inv)).buffer : undefined;
-    kt.matmulTensor(rt, { ...c, a: tensor(A).buffer, b: tensor(B).buffer, out: out.buffer, bias: bias && tensor(bias).buffer, scaleA });
+    const { half, ...shape } = c;
+    kt.matmulTensor(rt, { ...shape, a: tensor(A).buffer, b: (half ? halves() : tensor(B)).buffer, halfB: half, out: out.buffer, bias: bias && tensor(bias).buffer, scaleA });
     const got = await read(out);
     const args = { ...c, a: A, b: B, bias, c: C0 };
     const want = matmulF16(args, s);
@@ -459,6 +470,17 @@ describe('tensor-core matmul kernel', () => {
         within(await read(wt.grad!), { a: g, b: x, m: outF, n: inF, k: rows, transA: true }, 'dw');
       });
     });
+  });
+
+  test('B as f16 pairs: the product of the same values as an f32 B, aligned and not, with bias and accumulation', onDevice, async () => {
+    for (const transA of [false, true]) {
+      for (const [m, n, k] of [[128, 1152, 896], [130, 70, 200], [17, 33, 45], [19, 13, 11], [1, 1, 1]]) {
+        await check({ m, n, k, transA, transB: true, half: true });
+        await check({ m, n, k, transA, transB: true, half: true, bias: true, init: true, accumulate: true });
+      }
+      await check({ m: 64, n: 64, k: 36, batch: 2, transA, transB: true, offsetA: 8, offsetB: 4, offsetC: 12, half: true, tile: '64x64/w32x32/k32', label: `half B, aligned offsets ${transA}` });
+      await check({ m: 9, n: 6, k: 5, batch: 2, transA, transB: true, offsetA: 3, offsetB: 7, offsetC: 5, half: true, label: `half B, unaligned offsets ${transA}` });
+    }
   });
 
   test('a grid spread over several dispatches gives the same bits as one dispatch', onDevice, async () => {

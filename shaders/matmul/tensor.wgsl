@@ -2,6 +2,12 @@
 //   C[b] = op(A[b]) @ op(B[b]) + bias            (C[b] += ... with ACCUM)
 // Layouts and sizes as in common/matmul_params.wgsl; A, B, C and bias are f32.
 //
+// With B_HALF, B holds f16 values already (a decode step's weight copies,
+// tensor/ops/half.ts: u32 words of two halves, element 2j in word j's low 16 bits),
+// still bound as vec4s, so 8 elements to a vec4 and offsets, strides and sizes in
+// elements: half the bytes of an f32 B, and the same product as an f32 B of those
+// values.
+//
 // Precision: A and B are rounded to f16 as they are staged into workgroup memory
 // (WGSL lets an implementation pick either neighbour; NVIDIA's conversion rounds to
 // nearest even, which src/reference/matmul_f16.ts assumes). A product of two f16
@@ -73,6 +79,7 @@ override VEC_B: bool = false;
 override BIAS: bool = false;
 override ACCUM: bool = false;
 override SCALE_A: bool = false;
+override B_HALF: bool = false;   // B is f16 pairs (see above)
 override WHOLE: bool = false;    // M, N, K multiples of BM, BN, BK: no load bounds checks
 override SG_M: u32 = 2u;         // subgroups along M
 override SG_N: u32 = 4u;         // subgroups along N
@@ -171,10 +178,31 @@ fn fetch_a(base: u32, row: u32, col: u32, rows: u32, cols: u32) -> vec4f {
   return v;
 }
 
+// Element e of a B_HALF operand.
+fn half_b(e: u32) -> f32 {
+  let pair = unpack2x16float(bitcast<u32>(b[e / 8u][(e / 2u) % 4u]));
+  return select(pair.x, pair.y, e % 2u == 1u);
+}
+
 fn fetch_b(base: u32, row: u32, col: u32, rows: u32, cols: u32) -> vec4f {
   var v = vec4f(0.0);
   if (!WHOLE && row >= rows) { return v; }
   let i = base + row * cols + col;
+  if (B_HALF) {
+    if (VEC_B) {
+      // Four halves are two words: one half of a vec4.
+      if (WHOLE || col < cols) {
+        let q = bitcast<vec4u>(b[i / 8u]);
+        let w = select(q.xy, q.zw, (i / 4u) % 2u == 1u);
+        v = vec4f(unpack2x16float(w.x), unpack2x16float(w.y));
+      }
+      return v;
+    }
+    for (var j = 0u; j < 4u; j++) {
+      if (WHOLE || col + j < cols) { v[j] = half_b(i + j); }
+    }
+    return v;
+  }
   if (VEC_B) {
     if (WHOLE || col < cols) { v = b[i / 4u]; }
     return v;

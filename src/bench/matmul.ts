@@ -140,7 +140,10 @@ async function sampledError(rt: Runtime, s: MatmulShape, rows: number, out: GPUB
 const TENSOR = 'tensor cores';
 /** The skinny kernel reading B as an f16 copy (decode steps' f16 weights), beside the f32 one. */
 const SKINNY_F16 = 'skinny f16';
-type BenchKernel = MatmulTile | typeof TENSOR | typeof SKINNY_F16;
+/** The tensor-core kernel reading B as an f16 copy (wide decode steps' f16 weights). */
+const TENSOR_F16 = 'tensor cores f16';
+type BenchKernel = MatmulTile | typeof TENSOR | typeof SKINNY_F16 | typeof TENSOR_F16;
+const readsHalfB = (k: BenchKernel) => k === SKINNY_F16 || k === TENSOR_F16;
 
 // Sampled outputs must stay this close (relative to the dot product's magnitude): f32
 // rounding stays far below 1e-3; f16 operands move a product by about 2^-11 each.
@@ -190,7 +193,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
     const candidates: Candidate[] = [];
     for (const tile of tiles.filter((t) => (t !== SKINNY_TILE && t !== SKINNY_F16) || skinnyFits({ k, transA, transB }))) {
       let b16: GPUBuffer | null = null;
-      if (tile === SKINNY_F16) {
+      if (readsHalfB(tile)) {
         b16 = rt.pool.acquire(k * n * 2, 'bench B f16');
         held.push(b16);
         packF16(rt, b, b16, k * n);
@@ -198,6 +201,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
       const product = (chunk: number) => {
         const args = { a, b, out: c, m: chunk, n, k, transA, transB };
         if (tile === TENSOR) matmulTensor(rt, args);
+        else if (tile === TENSOR_F16) matmulTensor(rt, { ...args, b: b16!, halfB: true });
         else if (tile === SKINNY_F16) matmulSkinnyHalf(rt, { ...args, b: b16!, offsetA: 0, offsetB: 0, offsetC: 0, act: 'none', accumulate: false });
         else matmul(rt, { ...args, tile });
       };
@@ -205,7 +209,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
       product(Math.min(rows, m));
       const err = await sampledError(rt, s, Math.min(rows, m), c, pa, pb);
       candidates.push({
-        row: { ...base, tile, auto: tile === auto, chunks, relErr: err, ok: err < MAX_ERROR[tile === TENSOR || tile === SKINNY_F16 ? 'f16' : 'f32'] },
+        row: { ...base, tile, auto: tile === auto, chunks, relErr: err, ok: err < MAX_ERROR[tile === TENSOR || readsHalfB(tile) ? 'f16' : 'f32'] },
         once: () => {
           for (let at = 0; at < m; at += rows) product(Math.min(rows, m - at));
         },
@@ -217,7 +221,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
       const ms = times[i];
       const timing: Record<string, number> = { ms, tflops: (2 * m * n * k) / (ms * 1e9) };
       // B streamed once per product: the figure that bounds a decode step's products.
-      if (row.tile !== TRAINED) timing.b_gb_s = +((n * k * (row.tile === SKINNY_F16 ? 2 : 4)) / (ms * 1e6)).toFixed(1);
+      if (row.tile !== TRAINED) timing.b_gb_s = +((n * k * (readsHalfB(row.tile as BenchKernel) ? 2 : 4)) / (ms * 1e6)).toFixed(1);
       const { relErr, ok, ...rest } = row;
       return { ...rest, ...timing, relErr, ok };
     });
@@ -316,7 +320,7 @@ async function trainedCandidate(rt: Runtime, s: MatmulShape, opts: MatmulBenchOp
  */
 export async function benchDecodeMatmul(rt: Runtime, rowCounts: number[] = [1, 8, 32, 64], opts: MatmulBenchOptions = {}): Promise<object[]> {
   const tiles: BenchKernel[] = ([...Object.keys(MATMUL_TILES), SKINNY_TILE] as MatmulTile[]).filter((t) => t !== '128x128/k16' && tileFits(rt, t));
-  if (tensorMatmulAvailable(rt)) tiles.push(TENSOR);
+  if (tensorMatmulAvailable(rt)) tiles.push(TENSOR, TENSOR_F16);
   tiles.push(SKINNY_F16);
   const rows: object[] = [];
   for (const m of rowCounts) for (const s of decodeMatmulShapes(m)) rows.push(...(await benchShape(rt, s, tiles, opts)));

@@ -28,6 +28,7 @@ import { lastLogits } from '../scoring/generate.ts';
 import { HalfWeights } from '../models/half_weights.ts';
 import { QwenModel } from '../models/qwen.ts';
 import { fusesRows, headOnSkinny } from '../models/qwen_decode.ts';
+import { decodeOnTensorCores } from '../tensor/ops/decode.ts';
 import { scoreTails } from '../scoring/score.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { noGrad } from '../tensor/autograd.ts';
@@ -331,7 +332,7 @@ export class LocalEngine implements Engine, WeightSync {
   ): ModelCache {
     const B = gpu.count;
     const onGpu = { positions: gpu.positions, pad };
-    const head = half && headOnSkinny(model, B) ? half.head : undefined;
+    const head = half && (headOnSkinny(model, B) || decodeOnTensorCores(model.lmHead().storage.rt, B)) ? half.head : undefined;
     for (let j = 0; j < steps; j++) {
       const first = j === 0 ? prefill : null;
       scope(() =>

@@ -213,6 +213,13 @@ export interface DecodePolicy {
   /** Steps of up to this many rows fold their RMSNorms into the products that follow. */
   foldNormMaxRows: number;
   /**
+   * Fused decode steps of at least this many rows run their products on tensor cores
+   * (tensor/ops/decode.ts), reading the f16 weight copies, where the device has them:
+   * above the skinny kernels' few dozen rows a decode product is too small an output
+   * for the f32 tiles to fill the GPU (a rollout's 128 rows of Qwen2.5-0.5B).
+   */
+  tensorMinRows: number;
+  /**
    * Decode steps recorded between readbacks: sampling, stop checks and each row's
    * progress stay on the GPU in between (tensor/ops/sampling.ts sampleStep), so a
    * readback, a wait for the GPU, serves this many tokens of every row. More wait less
@@ -288,7 +295,7 @@ function defaults(): KernelPolicy {
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
     attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
-    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, stepsPerReadback: 4, weights: 'f16' },
+    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, stepsPerReadback: 4, weights: 'f16' },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },
     pacing: { spinMs: 3, napMs: 0.05 },
   };

@@ -19,8 +19,9 @@ import type { Tensor } from '../tensor/tensor.ts';
 export function layerStep(x: Tensor, layer: (x: Tensor) => Tensor, params: () => readonly Tensor[], checkpoint: boolean): Tensor {
   if (!isGradEnabled()) {
     const y = scope(() => layer(x));
-    // The previous layer's output has been read; nothing else holds it in a forward without a tape.
-    x.dispose();
+    // The previous layer's output has been read; nothing else holds it in a forward
+    // without a tape. A decode layer may have added its blocks into it in place.
+    if (y !== x) x.dispose();
     return y;
   }
   if (!checkpoint) return layer(x);

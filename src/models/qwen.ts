@@ -103,7 +103,7 @@ export class QwenModel implements CausalLM {
       halfWeights: batch.halfWeights,
     };
     // Decode steps under noGrad take the fused kernels (qwen_decode.ts) where they apply.
-    const decode = fusesStep(this, B, T, cache) ? cache : null;
+    const decode = fusesStep(this, B, T, cache, batch.halfWeights) ? cache : null;
     let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), batch.ids, [B, T]);
     for (let l = 0; l < cfg.layers; l++) {
       x = layerStep(x, (x) => {

@@ -33,7 +33,7 @@ import { skinnyConcatTakesNorm } from '../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../kernels/matmul/tiles.ts';
 import { isGradEnabled } from '../tensor/autograd.ts';
 import { attention } from '../tensor/ops/attention.ts';
-import { linearConcat, linearResidual, linearSwiglu, ropeQkvCache, type Weight } from '../tensor/ops/decode.ts';
+import { decodeOnTensorCores, linearConcat, linearResidual, linearSwiglu, ropeQkvCache, type Weight } from '../tensor/ops/decode.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { permute, reshape } from '../tensor/ops/shape_ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -41,16 +41,20 @@ import type { Tensor } from '../tensor/tensor.ts';
 /** Whether a step of `rows` tokens (of x) folds its RMSNorms into the products that follow (rt.policy.decode). */
 const foldsNorm = (x: Tensor, rows: number) => rows <= x.storage.rt.policy.decode.foldNormMaxRows;
 
-/** Whether a step of `seq` new tokens for `batch` sequences takes the fused layers. */
-export function fusesStep(model: CausalLM, batch: number, seq: number, cache: KVCache | null): boolean {
-  return !!cache && seq === 1 && !isGradEnabled() && fusesRows(model, batch);
+/**
+ * Whether a step of `seq` new tokens for `batch` sequences takes the fused layers; on
+ * tensor cores only with the f16 copies (`half`), whose stacked q|k|v those read.
+ */
+export function fusesStep(model: CausalLM, batch: number, seq: number, cache: KVCache | null, half?: HalfWeightMap): boolean {
+  return !!cache && seq === 1 && !isGradEnabled() && fusesRows(model, batch) && (!!half || !decodeOnTensorCores(model.lmHead().storage.rt, batch));
 }
 
 /**
  * Whether decode steps of `rows` sequences take the fused layers (fusesStep without
  * the step's own conditions): the policy allows them and the products fit the skinny
  * kernels, which the launcher would take on this device anyway unless forced, or on a
- * real GPU the layers are small (policy.decode.fusedAnyRowsMaxBytes).
+ * real GPU the layers are small (policy.decode.fusedAnyRowsMaxBytes), or the rows are
+ * enough for tensor cores (policy.decode.tensorMinRows).
  */
 export function fusesRows(model: CausalLM, rows: number): boolean {
   const rt = model.lmHead().storage.rt;
@@ -60,7 +64,7 @@ export function fusesRows(model: CausalLM, rows: number): boolean {
   // The K of each product: hidden (q|k|v, gate|up), q heads (o_proj), intermediate (down_proj).
   const ks = [cfg.hidden, cfg.heads * cfg.headDim, cfg.intermediate];
   if (ks.some((k) => k % 4 !== 0)) return false;
-  if (fused === 'always') return true;
+  if (fused === 'always' || decodeOnTensorCores(rt, rows)) return true;
   if (!rt.caps.compatibility && smallDecodeLayers(model)) return true;
   return ks.every((k) => autoTile(rt, { m: rows, n: 1, k, transB: true }) === SKINNY_TILE);
 }
@@ -113,6 +117,12 @@ export function decodeWeightNames(model: CausalLM): string[] {
 /** The weight `name` as a fused step reads it: its f16 copy where the step has one. */
 const weightOf = (model: CausalLM, name: string, half: HalfWeightMap | undefined): Weight => half?.get(name) ?? model.param(name);
 
+/** Layer l's q, k and v projections (weights, biases) and the names of their stacked copies (models/half_weights.ts). */
+export function stackedQkvNames(model: CausalLM, l: number): { weights: string[]; biases: string[]; weight: string; bias: string } {
+  const names = layerNames(model, l);
+  return { weights: names.attention.weights.slice(0, 3), biases: names.attention.biases.slice(0, 3), weight: names.qkvWeight, bias: names.qkvBias };
+}
+
 const ATTENTION_PROJECTIONS = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj'];
 const MLP_PROJECTIONS = ['mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'];
 
@@ -122,6 +132,9 @@ interface LayerNames {
   attention: { weights: string[]; biases: string[] };
   /** gate, up and down projections' weights. */
   mlp: string[];
+  /** The stacked q|k|v copies of a step's half weights. */
+  qkvWeight: string;
+  qkvBias: string;
   inputNorm: string;
   postNorm: string;
   qNorm: string;
@@ -145,6 +158,8 @@ function layerNames(model: CausalLM, l: number): LayerNames {
     names = layers[l] = {
       attention: { weights: ATTENTION_PROJECTIONS.map((p) => `${pre}.${p}.weight`), biases: ATTENTION_PROJECTIONS.map((p) => `${pre}.${p}.bias`) },
       mlp: MLP_PROJECTIONS.map((p) => `${pre}.${p}.weight`),
+      qkvWeight: `${pre}.self_attn.qkv_proj.weight`,
+      qkvBias: `${pre}.self_attn.qkv_proj.bias`,
       inputNorm: `${pre}.input_layernorm.weight`,
       postNorm: `${pre}.post_attention_layernorm.weight`,
       qNorm: `${pre}.self_attn.q_norm.weight`,
@@ -167,8 +182,10 @@ export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: Laye
   const names = layerNames(model, l);
   const { weights: w, biases: b } = names.attention;
   const { batch: B, seq: T, offset } = step;
-  const weights = w.slice(0, 3).map((n) => weightOf(model, n, step.halfWeights));
-  const biases = cfg.attentionBias ? b.slice(0, 3).map((n) => model.param(n)) : null;
+  // The f16 copies hold q|k|v stacked, run as one product.
+  const stacked = step.halfWeights?.get(names.qkvWeight);
+  const weights = stacked ? [stacked] : w.slice(0, 3).map((n) => model.param(n));
+  const biases = !cfg.attentionBias ? null : stacked ? [step.halfWeights!.bias(names.qkvBias)!] : b.slice(0, 3).map((n) => model.param(n));
   const norm = { weight: model.param(names.inputNorm), eps: cfg.rmsEps };
   // The norm folds into the projections where the device has the binding that takes.
   const qkv = foldsNorm(x, B * T) && skinnyConcatTakesNorm(x.storage.rt)
@@ -181,7 +198,7 @@ export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: Laye
   const o = attention(q, cache.keys[l], cache.values[l], { padLeft: step.pad, kvLen: offset + T });
   const merged = reshape(permute(o, [0, 2, 1, 3]), [B, T, cfg.heads * cfg.headDim]);
   const bias = cfg.outputBias ? model.param(b[3]) : null;
-  return linearResidual(merged, weightOf(model, w[3], step.halfWeights), bias, x);
+  return linearResidual(merged, weightOf(model, w[3], step.halfWeights), bias, x, { consume: true });
 }
 
 /** x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l (reading `half`'s copies where given). */
@@ -192,5 +209,5 @@ export function fusedMlp(model: CausalLM, x: Tensor, l: number, half?: HalfWeigh
   const gate = weightOf(model, names.mlp[0], half);
   const up = weightOf(model, names.mlp[1], half);
   const act = foldsNorm(x, x.size / cfg.hidden) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
-  return linearResidual(act, weightOf(model, names.mlp[2], half), null, x);
+  return linearResidual(act, weightOf(model, names.mlp[2], half), null, x, { consume: true });
 }

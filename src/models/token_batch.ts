@@ -8,8 +8,13 @@ import { ShapeError } from '../tensor/errors.ts';
 import type { HalfWeight } from '../tensor/ops/half.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
 
-/** f16 copies of weights by their Hugging Face names (models/half_weights.ts). */
-export type HalfWeightMap = ReadonlyMap<string, HalfWeight>;
+/** What fused decode steps read in place of f32 parameters (models/half_weights.ts). */
+export interface HalfWeightMap {
+  /** The f16 copy of a weight by its Hugging Face name, or of a layer's q|k|v stacked (qwen_decode.ts stackedQkvNames). */
+  get(name: string): HalfWeight | undefined;
+  /** A layer's q|k|v biases stacked, f32, by the stacked name. */
+  bias(name: string): Tensor | undefined;
+}
 
 export interface TokenBatch {
   /**

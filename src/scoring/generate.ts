@@ -3,7 +3,7 @@
 
 import type { CausalLM } from '../models/causal_lm.ts';
 import { noGrad } from '../tensor/autograd.ts';
-import { linearSkinny } from '../tensor/ops/decode.ts';
+import { linearDecode } from '../tensor/ops/decode.ts';
 import type { HalfWeight } from '../tensor/ops/half.ts';
 import { linear, reshape, slice } from '../tensor/ops/index.ts';
 import { scopeAsync } from '../tensor/scope.ts';
@@ -16,7 +16,7 @@ import type { Tensor } from '../tensor/tensor.ts';
 export function lastLogits(model: CausalLM, hidden: Tensor, head?: HalfWeight): Tensor {
   const [B, T, H] = hidden.shape;
   const last = reshape(slice(hidden, 1, T - 1, T), [B, H]);
-  return head ? linearSkinny(last, head) : linear(last, model.lmHead());
+  return head ? linearDecode(last, head) : linear(last, model.lmHead());
 }
 
 function argmaxRows(logits: Float32Array, rows: number, vocab: number): Int32Array {

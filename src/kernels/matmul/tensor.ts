@@ -134,14 +134,19 @@ export interface TensorMatmulArgs extends Omit<MatmulArgs, 'act' | 'residual' | 
    * gradient, often far below f16's smallest normal, keeps its precision as A.
    */
   scaleA?: GPUBuffer;
+  /**
+   * B holds f16 values as u32 pairs (a HalfWeight's packed buffer, tensor/ops/half.ts):
+   * offsets, strides and sizes still count elements. Half the bytes of an f32 B.
+   */
+  halfB?: boolean;
 }
 
-function checkBuffer(what: string, buf: GPUBuffer, elements: number, vec4: boolean): void {
+function checkBuffer(what: string, buf: GPUBuffer, elements: number, vec4: boolean, elementBytes = 4): void {
   const size = bufferSize(buf);
   if (vec4 && (size % 16 !== 0 || size < 16)) {
     throw new GpuError(`matmulTensor: ${what} buffer of ${size} bytes; the kernel binds it as a vec4 array and needs a multiple of 16`);
   }
-  if (elements * 4 > size) throw new GpuError(`matmulTensor: ${what} needs ${elements * 4} bytes, its buffer has ${size}`);
+  if (elements * elementBytes > size) throw new GpuError(`matmulTensor: ${what} needs ${elements * elementBytes} bytes, its buffer has ${size}`);
 }
 
 /**
@@ -164,7 +169,7 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   if (m === 0 || n === 0 || batch === 0) return;
   const last = batch - 1;
   checkBuffer('A', a, offsetA + last * strideA + m * k, true);
-  checkBuffer('B', b, offsetB + last * strideB + k * n, true);
+  checkBuffer('B', b, offsetB + last * strideB + k * n, true, args.halfB ? 2 : 4);
   checkBuffer('C', out, offsetC + last * strideC + m * n, false);
   if (bias) checkBuffer('bias', bias, n, false);
   if (scaleA) checkBuffer('scaleA', scaleA, 2, false);
@@ -194,6 +199,7 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
     BIAS: Number(!!bias),
     ACCUM: Number(accumulate),
     SCALE_A: Number(!!scaleA),
+    B_HALF: Number(!!args.halfB),
     // Every tile and K slice inside the operands: no bounds checks on the loads.
     WHOLE: Number(m % g.bm === 0 && n % g.bn === 0 && k % cfg.BK === 0),
     SG_M: cfg.SG_M,

@@ -5,8 +5,17 @@
 // are enabled. The products run on the skinny matmul kernels, which read K as vec4s: K
 // must be a multiple of 4. Their weights are f32 tensors or f16 copies (HalfWeight,
 // tensor/ops/half.ts), all of one kind within a call.
+//
+// From rt.policy.decode.tensorMinRows rows on (a rollout's wide batch) the products run
+// on tensor cores instead (decodeOnTensorCores): there the skinny kernels re-read each
+// weight once per 8 rows, and a whole step's products are too small an output for the
+// f32 tiles to fill the GPU. That path takes f16 copies, the q|k|v projections stacked
+// as one weight, and norms as their own dispatches (they fold only for a few rows).
 
+import type { Runtime } from '../../gpu/runtime.ts';
 import { matmul } from '../../kernels/matmul/matmul.ts';
+import { matmulTensor, tensorMatmulAvailable } from '../../kernels/matmul/tensor.ts';
+import { forward as swigluForward } from '../../kernels/swiglu.ts';
 import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../../kernels/matmul/tiles.ts';
 import * as rk from '../../kernels/rope.ts';
@@ -15,6 +24,7 @@ import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
 import { fmt, numel, sameShape } from '../shape.ts';
 import { empty, type Tensor } from '../tensor.ts';
+import { clone } from './create.ts';
 import { isHalfWeight, type HalfWeight } from './half.ts';
 
 /** A projection's weight [out, in]: f32, or its f16 copy. */
@@ -54,6 +64,27 @@ function rowsOf(op: string, x: Tensor, weights: readonly Weight[]): number {
   return numel(x.shape.slice(0, -1));
 }
 
+/**
+ * Whether a fused decode product of `rows` rows runs on tensor cores (see the header):
+ * from rt.policy.decode.tensorMinRows rows, on a device with f16 subgroup matrices.
+ */
+export function decodeOnTensorCores(rt: Runtime, rows: number): boolean {
+  return !rt.caps.compatibility && rt.policy.tensorCores.enabled && rows >= rt.policy.decode.tensorMinRows && tensorMatmulAvailable(rt);
+}
+
+/** y = x @ w^T (+ bias) on tensor cores for `rows` rows, w an f16 copy; with `accumulate`, y += ... */
+function tensorProduct(rt: Runtime, x: Tensor, w: HalfWeight, bias: Tensor | null, y: GPUBuffer, rows: number, accumulate = false): void {
+  matmulTensor(rt, { a: x.buffer, b: w.packed.buffer, halfB: true, bias: bias?.buffer, out: y, m: rows, n: w.shape[0], k: w.shape[1], transB: true, accumulate });
+}
+
+/** The f16 copies a tensor-core product takes; an f32 weight there is refused. */
+function halfOnly(op: string, weights: readonly Weight[]): HalfWeight[] {
+  return weights.map((w) => {
+    if (!isHalfWeight(w)) throw new ShapeError(`${op}: ${fmt(w.shape)} is an f32 weight; decode products on tensor cores read f16 copies (models/half_weights.ts)`);
+    return w;
+  });
+}
+
 /** The RMSNorm a fused projection applies to its input first: rmsNorm(x, weight, eps). */
 export interface FoldedNorm {
   weight: Tensor;
@@ -84,6 +115,11 @@ export function linearConcat(x: Tensor, weights: readonly Weight[], biases: read
   }
   const rt = x.storage.rt;
   const y = empty([...x.shape.slice(0, -1), ns.reduce((s, n) => s + n, 0)], 'f32', rt);
+  if (decodeOnTensorCores(rt, rows)) {
+    if (weights.length !== 1 || norm) throw new ShapeError(`${op}: on tensor cores the projections come stacked as one weight and the norm unfolded`);
+    tensorProduct(rt, x, halfOnly(op, weights)[0], biases?.[0] ?? null, y.buffer, rows);
+    return y;
+  }
   matmulSkinnyConcat(rt, {
     a: x.buffer, weights: weights.map(bufferOf), ns, biases: biases?.map((b) => b.buffer), out: y.buffer, m: rows, k: x.shape[x.rank - 1],
     norm: norm && { weight: norm.weight.buffer, eps: norm.eps }, half,
@@ -106,23 +142,40 @@ export function linearSwiglu(x: Tensor, gate: Weight, up: Weight, norm?: FoldedN
   const rt = x.storage.rt;
   const n = gate.shape[0];
   const y = empty([...x.shape.slice(0, -1), n], 'f32', rt);
+  if (decodeOnTensorCores(rt, rows)) {
+    if (norm) throw new ShapeError(`${op}: on tensor cores the norm runs unfolded`);
+    const [g, u] = halfOnly(op, [gate, up]);
+    const gated = rt.pool.acquire(4 * rows * n);
+    const upped = rt.pool.acquire(4 * rows * n);
+    tensorProduct(rt, x, g, null, gated, rows);
+    tensorProduct(rt, x, u, null, upped, rows);
+    swigluForward(rt, gated, upped, y.buffer, rows * n);
+    rt.pool.release(gated);
+    rt.pool.release(upped);
+    return y;
+  }
   matmulSkinnySwiglu(rt, {
     a: x.buffer, gate: bufferOf(gate), up: bufferOf(up), out: y.buffer, m: rows, n, k, norm: norm && { weight: norm.weight.buffer, eps: norm.eps }, half,
   });
   return y;
 }
 
-/** residual + x @ weight^T (+ bias) in one dispatch, into a new tensor; residual [..., out]. */
-export function linearResidual(x: Tensor, weight: Weight, bias: Tensor | null, residual: Tensor): Tensor {
-  return skinnyProjection('linearResidual', x, weight, bias, residual);
+/**
+ * residual + x @ weight^T (+ bias) in one dispatch; residual [..., out]. Into a new
+ * tensor, or with `consume` where the caller reads the residual no more (a decode
+ * step's residual stream), into the residual's own buffer where that saves work (on
+ * tensor cores the product accumulates there), returning it.
+ */
+export function linearResidual(x: Tensor, weight: Weight, bias: Tensor | null, residual: Tensor, { consume = false } = {}): Tensor {
+  return decodeProjection('linearResidual', x, weight, bias, residual, consume);
 }
 
-/** x @ weight^T on the skinny kernels (a decode step's LM head), into a new tensor. */
-export function linearSkinny(x: Tensor, weight: Weight): Tensor {
-  return skinnyProjection('linearSkinny', x, weight, null, null);
+/** x @ weight^T for a decode step (its LM head): the skinny kernels, or tensor cores for many rows; into a new tensor. */
+export function linearDecode(x: Tensor, weight: Weight): Tensor {
+  return decodeProjection('linearDecode', x, weight, null, null, false);
 }
 
-function skinnyProjection(op: string, x: Tensor, weight: Weight, bias: Tensor | null, residual: Tensor | null): Tensor {
+function decodeProjection(op: string, x: Tensor, weight: Weight, bias: Tensor | null, residual: Tensor | null, consume: boolean): Tensor {
   inferenceOnly(op, [x, ...f32Of([weight]), bias, residual]);
   const rows = rowsOf(op, x, [weight]);
   const n = shapeOf(weight)[0];
@@ -130,6 +183,16 @@ function skinnyProjection(op: string, x: Tensor, weight: Weight, bias: Tensor | 
   if (residual && !sameShape(residual.shape, shape)) throw new ShapeError(`${op}: residual ${fmt(residual.shape)} must be ${fmt(shape)}`);
   if (bias && (bias.rank !== 1 || bias.shape[0] !== n)) throw new ShapeError(`${op}: bias ${fmt(bias.shape)} must be [${n}]`);
   const rt = x.storage.rt;
+  if (decodeOnTensorCores(rt, rows)) {
+    const [w] = halfOnly(op, [weight]);
+    if (residual && consume) {
+      tensorProduct(rt, x, w, bias, residual.buffer, rows, true);
+      return residual;
+    }
+    const y = residual ? clone(residual) : empty(shape, 'f32', rt);
+    tensorProduct(rt, x, w, bias, y.buffer, rows, !!residual);
+    return y;
+  }
   const y = empty(shape, 'f32', rt);
   const args = {
     a: x.buffer, b: bufferOf(weight), bias: bias?.buffer, residual: residual?.buffer, out: y.buffer,

@@ -39,3 +39,23 @@ export function halfWeight(w: Tensor): HalfWeight {
   packF16(w.storage.rt, w.buffer, packed.buffer, w.size);
   return { packed, shape };
 }
+
+/**
+ * One f16 copy of f32 weights [rows_i, cols] stacked along rows, [sum rows_i, cols]
+ * (a layer's q, k and v projections as one product). It belongs to no scope.
+ */
+export function stackedHalfWeight(ws: readonly Tensor[]): HalfWeight {
+  if (ws.length === 0) throw new ShapeError('stackedHalfWeight: no weights');
+  const shapes = ws.map((w) => checkWeight('stackedHalfWeight', w));
+  const cols = shapes[0][1];
+  if (shapes.some(([, c]) => c !== cols)) throw new ShapeError(`stackedHalfWeight: weights ${ws.map((w) => fmt(w.shape)).join(' ')} differ in columns`);
+  const rows = shapes.reduce((n, [r]) => n + r, 0);
+  const rt = ws[0].storage.rt;
+  const packed = keep(empty([rows, cols / 2], 'u32', rt));
+  let word = 0;
+  for (const w of ws) {
+    packF16(rt, w.buffer, packed.buffer, w.size, word);
+    word += w.size / 2;
+  }
+  return { packed, shape: [rows, cols] };
+}
