@@ -1,7 +1,7 @@
 // Small node:http helpers shared by the environment servers: bounded JSON bodies and
 // JSON answers with real status codes.
 
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from '../src/net/http_server.ts';
 import { readJsonObject as readJsonObjectOf } from '../src/net/request_body.ts';
 
 /** An error that becomes an HTTP answer {"error": message} with this status. */

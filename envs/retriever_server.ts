@@ -15,7 +15,7 @@
 // [--protocol search-r1|sdar] [--topk 3] [--max-queries 16384]` (without --corpus it
 // serves the built-in search world's corpus).
 
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from '../src/net/http_server.ts';
 import { parseArgs } from 'node:util';
 import { listen } from '../src/net/listen.ts';
 import { readBody } from '../src/net/request_body.ts';

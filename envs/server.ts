@@ -4,8 +4,7 @@
 // server down. Built on node:http so it runs unchanged on Bun, Deno and Node.
 
 import { listen } from '../src/net/listen.ts';
-import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from '../src/net/http_server.ts';
 import { SPLITS, type EnvSession, type Environment, type Split } from '../src/envs/types.ts';
 import { EnvInputError, EpisodeDoneError } from './errors.ts';
 import { HttpError, readJsonObject, sendJson } from './http.ts';
@@ -102,7 +101,7 @@ export async function serveEnvironment(env: Environment, options: ServeOptions =
     } catch (e) {
       throw envError(e);
     }
-    const id = randomUUID();
+    const id = crypto.randomUUID();
     sessions.set(id, { session, done: false, lastUsed: Date.now(), queue: Promise.resolve(), busy: 0 });
     return { id, task: session.task, ...first };
   };

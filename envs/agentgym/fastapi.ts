@@ -7,7 +7,7 @@
 // returns is its JSON answer with status 200, errors it catches itself included
 // (agentenv-alfworld's {"error": ...}).
 
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from '../../src/net/http_server.ts';
 import { listen } from '../../src/net/listen.ts';
 import { readBody } from '../../src/net/request_body.ts';
 

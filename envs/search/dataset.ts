@@ -6,8 +6,8 @@
 // env_kwargs), and plain {question, golden_answers, data_source} rows. Parquet is read
 // with hyparquet, anything else as JSON lines. Each file is read once per process.
 
-import { statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { resolve } from '../../src/storage/paths.ts';
+import { storage } from '../../src/storage/storage.ts';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, parquetSchema } from 'hyparquet';
 import { EnvInputError } from '../errors.ts';
 import { parseJsonl, readText } from './jsonl.ts';
@@ -78,13 +78,9 @@ const cache = new Map<string, { stamp: string; rows: Promise<QaExample[]> }>();
 /** The questions of a Search-R1 file (.parquet, else JSON lines), in file order; refused with the file and row of the first bad one. */
 export function loadQuestions(path: string): Promise<QaExample[]> {
   const key = resolve(path);
-  let stamp = 'missing';
-  try {
-    const s = statSync(key);
-    stamp = `${s.mtimeMs}:${s.size}`;
-  } catch {
-    // readRows says so, naming the file
-  }
+  // A missing file's stamp is 'missing'; readRows says so, naming the file.
+  const s = storage().stat(key);
+  const stamp = s ? `${s.mtimeMs}:${s.size}` : 'missing';
   const hit = cache.get(key);
   if (hit !== undefined && hit.stamp === stamp) return hit.rows;
   const rows = readRows(path).then(({ rows, where }) => {

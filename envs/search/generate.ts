@@ -2,8 +2,8 @@
 // per split, in Search-R1's JSONL formats, so the built-in data and real NQ/HotpotQA
 // files go through the same loaders.
 
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join } from '../../src/storage/paths.ts';
+import { storage } from '../../src/storage/storage.ts';
 import { SPLITS, type Split } from '../../src/envs/types.ts';
 import { worldCorpus } from './documents.ts';
 import type { QaExample } from './dataset.ts';
@@ -56,7 +56,7 @@ export interface SearchDataFiles {
 /** Writes corpus.jsonl and one <split>.jsonl per split into `dir`; returns the data and the paths. */
 export function generate(dir: string, opts: GenerateOptions = {}): { data: SearchData; files: SearchDataFiles } {
   const data = generateSearchData(opts);
-  mkdirSync(dir, { recursive: true });
+  storage().makeDir(dir);
   const files: SearchDataFiles = {
     corpus: join(dir, 'corpus.jsonl'),
     train: join(dir, 'train.jsonl'),

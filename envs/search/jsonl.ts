@@ -1,7 +1,7 @@
 // JSON lines, and Search-R1's corpus format (wiki-18's): rows {id, contents} whose
 // contents hold the quoted title on the first line.
 
-import { readFileSync, writeFileSync } from 'node:fs';
+import { storage } from '../../src/storage/storage.ts';
 import { EnvInputError } from '../errors.ts';
 
 export interface CorpusDocument {
@@ -37,7 +37,7 @@ export function asCorpusDocument(row: unknown, where: string): CorpusDocument {
 
 export function readText(path: string, what: string): string {
   try {
-    return readFileSync(path, 'utf8');
+    return storage().readText(path);
   } catch (e) {
     throw new EnvInputError(`${what} ${path}: cannot read it (${(e as Error).message})`);
   }
@@ -48,7 +48,7 @@ export function loadCorpus(path: string): CorpusDocument[] {
 }
 
 export function saveJsonl(path: string, rows: readonly unknown[]): void {
-  writeFileSync(path, toJsonl(rows));
+  storage().writeAtomic(path, toJsonl(rows));
 }
 
 /** The first line of a document's contents is its title (Search-R1's content.split("\n")[0]). */

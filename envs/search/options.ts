@@ -7,7 +7,7 @@
 // the teacher methods run on its search environment there): responses kept whole and
 // flagged, results as SDAR renders them.
 
-import { existsSync } from 'node:fs';
+import { storage } from '../../src/storage/storage.ts';
 import { z } from 'zod';
 import { SearchEnvironment, SEARCH_TOPK } from './env.ts';
 import { HttpRetriever, RETRIEVER_PROTOCOLS } from './http_retriever.ts';
@@ -57,9 +57,9 @@ export const searchOptions = z
     if (o.corpus !== undefined && o.retriever.url !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['corpus'], message: 'give a corpus (in-process BM25) or retriever.url, not both', input: o.corpus });
     }
-    if (o.corpus !== undefined && !existsSync(o.corpus)) ctx.addIssue({ code: 'custom', path: ['corpus'], message: 'no such file', input: o.corpus });
+    if (o.corpus !== undefined && !storage().exists(o.corpus)) ctx.addIssue({ code: 'custom', path: ['corpus'], message: 'no such file', input: o.corpus });
     for (const key of ['train', 'validation', 'test'] as const) {
-      if (o[key] !== undefined && !existsSync(o[key])) ctx.addIssue({ code: 'custom', path: [key], message: 'no such file', input: o[key] });
+      if (o[key] !== undefined && !storage().exists(o[key])) ctx.addIssue({ code: 'custom', path: [key], message: 'no such file', input: o[key] });
     }
   });
 

@@ -4,13 +4,13 @@
 // ConfigError that names the field path, the value, and where the value came from
 // (the file and line, or the command-line override).
 
-import { createHash } from 'node:crypto';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import type { z } from 'zod';
 import { resolveConfig, TrainConfigSchema, type Method, type TrainConfig } from './config_schema.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
+import { sha256Hex } from '../util/sha256.ts';
 import { runMethod, singleRunProblem } from './methods.ts';
 import { RUN_CONFIG_FILE } from '../report/run_files.ts';
 
@@ -32,7 +32,7 @@ interface Source {
 function readSource(file: string): Source {
   let text: string;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    text = storage().readText(file);
   } catch (e) {
     throw new ConfigError(`${file}: cannot read the config file (${(e as Error).message})`);
   }
@@ -275,7 +275,7 @@ function withoutConnections(cfg: TrainConfig): Record<string, unknown> {
  */
 export function configHash(cfg: TrainConfig): string {
   const { iterations: _i, checkpoint: _c, output: _o, gpu: _g, ...rest } = withoutConnections(cfg);
-  return createHash('sha256').update(canonicalJson(rest)).digest('hex').slice(0, 16);
+  return sha256Hex(canonicalJson(rest)).slice(0, 16);
 }
 
 function canonicalJson(v: unknown): string {
@@ -295,7 +295,7 @@ export function runDir(cfg: TrainConfig): string {
 /** The configuration recorded in a run directory as plain data, or null when it has none that reads. */
 export function readRunConfig(dir: string): unknown {
   try {
-    return JSON.parse(fs.readFileSync(path.join(dir, RUN_CONFIG_FILE), 'utf8'));
+    return JSON.parse(storage().readText(path.join(dir, RUN_CONFIG_FILE)));
   } catch {
     return null;
   }

@@ -10,9 +10,9 @@
 // Each version also carries the trainer's log-probs of the weights probe, which a
 // server holding it reproduces.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { createHash } from 'node:crypto';
+import * as path from '../storage/paths.ts';
+import { storage } from '../storage/storage.ts';
+import { sha256Hex } from '../util/sha256.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { saveModel } from '../models/load.ts';
 import { saveLora } from '../lora/lora.ts';
@@ -35,13 +35,16 @@ export interface WeightVersion {
 
 function dirBytes(dir: string): number {
   let n = 0;
-  for (const f of fs.readdirSync(dir, { withFileTypes: true })) n += f.isDirectory() ? dirBytes(path.join(dir, f.name)) : fs.statSync(path.join(dir, f.name)).size;
+  for (const name of storage().list(dir)) {
+    const stat = storage().stat(path.join(dir, name))!;
+    n += stat.isDirectory ? dirBytes(path.join(dir, name)) : stat.size;
+  }
   return n;
 }
 
 /** A run's tag in adapter names: short, the same for every invocation of the run. */
 export function runTag(runDir: string): string {
-  return createHash('sha256').update(path.resolve(runDir)).digest('hex').slice(0, 8);
+  return sha256Hex(path.resolve(runDir)).slice(0, 8);
 }
 
 export class WeightVersions {
@@ -70,7 +73,7 @@ export class WeightVersions {
     const name = this.lora ? `policy-${this.tag}-step-${step}` : `policy-step-${step}`;
     const dir = path.resolve(this.dir, name);
     const t0 = performance.now();
-    fs.rmSync(dir, { recursive: true, force: true });
+    storage().remove(dir);
     if (this.lora) await saveLora(model, dir);
     else await saveModel(model, dir);
     const saveSeconds = (performance.now() - t0) / 1000;
@@ -91,6 +94,6 @@ export class WeightVersions {
   /** Removes a version's files once it is neither current nor held by a server. */
   private release(v: WeightVersion): void {
     if (v === this.latest || [...this.inUse.values()].includes(v)) return;
-    fs.rmSync(v.dir, { recursive: true, force: true });
+    storage().remove(v.dir);
   }
 }

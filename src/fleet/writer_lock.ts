@@ -5,14 +5,13 @@
 // refused at the start, naming the run that holds the server. A lock whose process is
 // gone (a run that crashed) is taken over.
 
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import { createHash } from 'node:crypto';
+import * as path from '../storage/paths.ts';
+import { hostProcess, storage } from '../storage/storage.ts';
+import { sha256Hex } from '../util/sha256.ts';
 
 /** Where the locks live: WGT_SERVER_LOCKS, else a folder under the system's temporary directory. */
 export function lockDirectory(): string {
-  return process.env.WGT_SERVER_LOCKS ?? path.join(os.tmpdir(), 'webgpu-agent-trainer-server-locks');
+  return hostProcess().env.WGT_SERVER_LOCKS ?? path.join(hostProcess().tempDir, 'webgpu-agent-trainer-server-locks');
 }
 
 interface LockRecord {
@@ -27,19 +26,9 @@ export class ServerInUseError extends Error {
   override name = 'ServerInUseError';
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    // EPERM: the process exists under another user.
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 function readRecord(file: string): LockRecord | null {
   try {
-    return JSON.parse(fs.readFileSync(file, 'utf8')) as LockRecord;
+    return JSON.parse(storage().readText(file)) as LockRecord;
   } catch {
     return null;
   }
@@ -54,18 +43,14 @@ export class WriterLock {
 
   /** Takes the lock of `url` for the run in `runDir`; throws ServerInUseError when a live run holds it. */
   static acquire(url: string, runDir: string, dir = lockDirectory()): WriterLock {
-    fs.mkdirSync(dir, { recursive: true });
-    const file = path.join(dir, `${createHash('sha256').update(url).digest('hex').slice(0, 20)}.json`);
-    const mine: LockRecord = { url, pid: process.pid, host: os.hostname(), runDir: path.resolve(runDir), since: new Date().toISOString() };
+    storage().makeDir(dir);
+    const file = path.join(dir, `${sha256Hex(url).slice(0, 20)}.json`);
+    const host = hostProcess();
+    const mine: LockRecord = { url, pid: host.pid, host: host.hostname, runDir: path.resolve(runDir), since: new Date().toISOString() };
     for (let tries = 0; tries < 3; tries++) {
-      try {
-        fs.writeFileSync(file, JSON.stringify(mine), { flag: 'wx' });
-        return new WriterLock(url, file);
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      }
+      if (storage().createExclusive(file, JSON.stringify(mine))) return new WriterLock(url, file);
       const held = readRecord(file);
-      if (held && held.host === mine.host && held.pid !== process.pid && alive(held.pid)) {
+      if (held && held.host === mine.host && held.pid !== host.pid && host.alive(held.pid)) {
         throw new ServerInUseError(
           `${url}: another run pushes its weights into this server (process ${held.pid}, ${held.runDir}, since ${held.since}); ` +
           'two writers would each roll out on the other\'s weights. Give this run a server of its own (compare: a list in rollout.url, one per parallel run), or wait for that run to end.',
@@ -74,17 +59,17 @@ export class WriterLock {
       if (held && held.host !== mine.host) {
         throw new ServerInUseError(`${url}: a run on ${held.host} (process ${held.pid}, ${held.runDir}) holds this server's lock ${file}; if that run has ended, remove the file`);
       }
-      if (held && held.pid === process.pid && held.runDir !== mine.runDir) {
+      if (held && held.pid === host.pid && held.runDir !== mine.runDir) {
         throw new ServerInUseError(`${url}: the run in ${held.runDir} in this process already pushes its weights into this server`);
       }
       // Stale (its process is gone), unreadable, or our own: take it over.
-      fs.rmSync(file, { force: true });
+      storage().remove(file);
     }
     throw new ServerInUseError(`${url}: could not take the server's lock ${file}`);
   }
 
   release(): void {
     const held = readRecord(this.file);
-    if (held && held.pid === process.pid) fs.rmSync(this.file, { force: true });
+    if (held && held.pid === hostProcess().pid) storage().remove(this.file);
   }
 }

@@ -6,8 +6,9 @@
 // safetensors). HF_HUB_OFFLINE uses the cache alone; a Hub that cannot be reached falls
 // back to a cached snapshot, saying so, as huggingface_hub does.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import * as path from '../storage/paths.ts';
+// `storage` here names a model's folder in the cache, as huggingface_hub calls it.
+import { storage as disk } from '../storage/storage.ts';
 import { getRepoFolderName, listFiles, modelInfo, type ListFileEntry } from '@huggingface/hub';
 import { downloadBlob } from './hub_download.ts';
 import { hubCacheDir, hubEndpoint, hubOffline, hubToken } from './hub_env.ts';
@@ -36,20 +37,16 @@ const REVISION = 'main';
 /** The snapshot refs/main names, when the cache holds one with a config.json (refs/main is written once every file is in). */
 function cachedSnapshot(storage: string): string | null {
   const ref = path.join(storage, 'refs', REVISION);
-  if (!fs.existsSync(ref)) return null;
-  const dir = path.join(storage, 'snapshots', fs.readFileSync(ref, 'utf8').trim());
-  return fs.existsSync(path.join(dir, 'config.json')) ? dir : null;
+  if (!disk().exists(ref)) return null;
+  const dir = path.join(storage, 'snapshots', disk().readText(ref).trim());
+  return disk().exists(path.join(dir, 'config.json')) ? dir : null;
 }
 
 /** Links `pointer` to `blob` by a relative path, as huggingface_hub does (the cache may move); a copy where links are refused. */
 function link(blob: string, pointer: string): void {
-  fs.mkdirSync(path.dirname(pointer), { recursive: true });
-  fs.rmSync(pointer, { force: true });
-  try {
-    fs.symlinkSync(path.relative(path.dirname(pointer), blob), pointer);
-  } catch {
-    fs.copyFileSync(blob, pointer);
-  }
+  disk().makeDir(path.dirname(pointer));
+  disk().remove(pointer);
+  disk().link(path.relative(path.dirname(pointer), blob), pointer);
 }
 
 const sizeOf = (e: ListFileEntry) => e.lfs?.size ?? e.size;
@@ -69,7 +66,7 @@ async function downloadSnapshot(ctx: HubContext, commit: string, storage: string
   const snapshot = path.join(storage, 'snapshots', commit);
   const present = (f: ListFileEntry) => {
     const pointer = path.join(snapshot, f.path);
-    return fs.existsSync(pointer) && fs.statSync(pointer).size === sizeOf(f);
+    return disk().exists(pointer) && disk().stat(pointer)!.size === sizeOf(f);
   };
   const missing = files.filter((f) => !present(f));
   if (missing.length) {
@@ -87,8 +84,8 @@ async function downloadSnapshot(ctx: HubContext, commit: string, storage: string
     link(blob, path.join(snapshot, f.path));
   }
   // Written last: a snapshot refs/main names is complete, which offline use relies on.
-  fs.mkdirSync(path.join(storage, 'refs'), { recursive: true });
-  fs.writeFileSync(path.join(storage, 'refs', REVISION), commit);
+  disk().makeDir(path.join(storage, 'refs'));
+  disk().writeAtomic(path.join(storage, 'refs', REVISION), commit);
   log(`${ctx.repo}: ${snapshot}${missing.length ? '' : ' (in the cache)'}`);
   return snapshot;
 }
@@ -99,7 +96,7 @@ async function downloadSnapshot(ctx: HubContext, commit: string, storage: string
  */
 export async function hubModelDir(input: string, opts: HubModelOptions = {}): Promise<string> {
   // A path whose first folder exists here is a local path mistyped: the caller says so.
-  if (fs.existsSync(input) || !isHubId(input) || fs.existsSync(input.split('/')[0])) return input;
+  if (disk().exists(input) || !isHubId(input) || disk().exists(input.split('/')[0])) return input;
   const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const ctx: HubContext = { repo: input, endpoint: hubEndpoint(), token: hubToken() };
   const storage = path.join(hubCacheDir(), getRepoFolderName({ type: 'model', name: input }));

@@ -3,9 +3,8 @@
 // the library sends large and binary files through LFS as the Hub asks), with the
 // token huggingface_hub would use.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { createRepo, HubApiError, uploadFiles } from '@huggingface/hub';
 import { hubEndpoint, hubOffline, hubToken, tokenPath } from './hub_env.ts';
 import { HubError, hubFailure, type HubContext } from './hub_errors.ts';
@@ -33,9 +32,9 @@ const fetchBlobBodies = (async (input: RequestInfo | URL, init?: RequestInit) =>
 }) as typeof fetch;
 
 function filesUnder(dir: string, under = ''): string[] {
-  return fs.readdirSync(path.join(dir, under), { withFileTypes: true }).flatMap((e) => {
-    const rel = under ? `${under}/${e.name}` : e.name;
-    return e.isDirectory() ? filesUnder(dir, rel) : [rel];
+  return storage().list(path.join(dir, under)).flatMap((name) => {
+    const rel = under ? `${under}/${name}` : name;
+    return storage().stat(path.join(dir, rel))?.isDirectory ? filesUnder(dir, rel) : [rel];
   });
 }
 
@@ -58,14 +57,14 @@ export async function pushDirectory(dir: string, target: HubContext, opts: PushO
     if (!(e instanceof HubApiError && e.statusCode === 409)) throw hubFailure(e, `${target.repo}: creating the repository`, target, 'upload');
   }
   const files = filesUnder(dir).filter((f) => !opts.leaveOut?.includes(f)).sort();
-  const bytes = files.reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
+  const bytes = files.reduce((n, f) => n + storage().stat(path.join(dir, f))!.size, 0);
   log(`uploading ${files.length} files (${formatBytes(bytes)}) from ${dir} to ${where}`);
   try {
     const out = await uploadFiles({
       repo,
       accessToken: target.token,
       hubUrl: target.endpoint,
-      files: files.map((f) => ({ path: f, content: pathToFileURL(path.resolve(dir, f)) })),
+      files: files.map((f) => ({ path: f, content: path.toFileUrl(path.resolve(dir, f)) })),
       commitTitle: `Upload ${path.basename(path.resolve(dir))} from webgpu-agent-trainer`,
       fetch: fetchBlobBodies,
     });

@@ -1,7 +1,7 @@
 // Starting the project's node:http servers: listen, and the URL clients use.
 
-import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Server } from './http_server.ts';
 
 /** Listens on host:port (0 picks a free port); resolves with the bound port and `http://host:port`. */
 export function listen(server: Server, port: number, host: string): Promise<{ port: number; origin: string }> {

@@ -1,7 +1,7 @@
 // Bounded request bodies for the project's node:http servers (environments, `serve`).
 // Each server passes its own error type, so failures become its answer shape.
 
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage } from './http_server.ts';
 
 /** Makes the server's error for an HTTP status and message. */
 export type HttpFailure = (status: number, message: string) => Error;

@@ -1,7 +1,7 @@
 // node:http plumbing of the generation server: bounded JSON bodies, and answers in
 // the OpenAI / vLLM error shape {"error": {"message", "type", "param", "code"}}.
 
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from '../net/http_server.ts';
 import { readJsonObject as readJsonObjectOf } from '../net/request_body.ts';
 
 const ERROR_TYPES: Record<number, string> = {

@@ -2,8 +2,8 @@
 // --allowed-root directory, checked on the path as written and again after symlinks
 // are resolved, so neither "../" nor a link leads outside.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import * as path from '../storage/paths.ts';
+import { storage } from '../storage/storage.ts';
 import { ApiError } from './http.ts';
 
 function inside(root: string, p: string): boolean {
@@ -17,11 +17,11 @@ export function allowedDir(p: string, field: string, root: string | null): strin
   if (!inside(root, resolved)) throw new ApiError(403, `${field} "${p}" is outside the allowed root ${root}`, field);
   let real: string;
   try {
-    real = fs.realpathSync(resolved);
+    real = storage().realPath(resolved);
   } catch {
     throw new ApiError(400, `${field} "${p}": no such directory`, field);
   }
   if (!inside(root, real)) throw new ApiError(403, `${field} "${p}" resolves to ${real}, outside the allowed root ${root}`, field);
-  if (!fs.statSync(real).isDirectory()) throw new ApiError(400, `${field} "${p}" is not a directory`, field);
+  if (!storage().stat(real)?.isDirectory) throw new ApiError(400, `${field} "${p}" is not a directory`, field);
   return real;
 }

@@ -4,7 +4,7 @@
 // detokenisation; while a stop string could still be forming, its possible start is
 // held back, so a stop string left out of the output is never half sent.
 
-import type { ServerResponse } from 'node:http';
+import type { ServerResponse } from '../net/http_server.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { IncrementalDetokenizer } from '../engines/detokenizer.ts';
 import type { GenerationRequest, GenerationResult } from '../engines/engine.ts';

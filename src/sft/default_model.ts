@@ -4,9 +4,9 @@
 // evaluation of the exported weights on valid_seen with the agent loop. The output
 // directory gets a README.md model card with the command and the measured numbers.
 
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
+import * as path from '../storage/paths.ts';
+import { hostProcess, storage } from '../storage/storage.ts';
+import { tempPath } from '../util/atomic_file.ts';
 import { envPlugin, getEnvironment } from '../../envs/registry.ts';
 import type { ExpertData, ExpertTurn } from '../envs/plugin.ts';
 import type { StorageDType } from '../safetensors/writer.ts';
@@ -121,13 +121,14 @@ function range(start: number, count: number): number[] {
 }
 
 function sizeOf(dir: string): number {
-  return fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors')).reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
+  return storage().list(dir).filter((f) => f.endsWith('.safetensors')).reduce((n, f) => n + storage().stat(path.join(dir, f))!.size, 0);
 }
 
 export async function makeDefaultModel(o: DefaultModelOptions, log: (line: string) => void = console.log): Promise<DefaultModelSummary> {
   const t0 = performance.now();
   const since = () => `${((performance.now() - t0) / 1000).toFixed(1)}s`;
-  const tokDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-tokenizer-'));
+  const tokDir = tempPath(path.join(hostProcess().tempDir, 'wgt-tokenizer'));
+  storage().makeDir(tokDir);
   try {
     const files = buildWordTokenizer(householdExpert().corpus(o.corpusEpisodes), { modelMaxLength: o.shape.maxPositions });
     writeTokenizerFiles(tokDir, files);
@@ -186,11 +187,11 @@ export async function makeDefaultModel(o: DefaultModelOptions, log: (line: strin
       tokensPerSecond: result.stats[result.stats.length - 1].tokensPerSecond,
       eval: evalStats,
     };
-    fs.writeFileSync(path.join(o.out, 'README.md'), modelCard(o, summary));
+    storage().writeAtomic(path.join(o.out, 'README.md'), modelCard(o, summary));
     log(`done [${since()}]`);
     return summary;
   } finally {
-    fs.rmSync(tokDir, { recursive: true, force: true });
+    storage().remove(tokDir);
   }
 }
 

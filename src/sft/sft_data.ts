@@ -15,7 +15,7 @@
 // plays the environment's `expert_action` through the agent loop with ExpertEngine, so
 // the prompts are the ones the loop renders for that environment.
 
-import * as fs from 'node:fs';
+import { storage } from '../storage/storage.ts';
 import { SPLITS, type Split } from '../envs/types.ts';
 import { THINKING_MODES, thinkingFormat, type ThinkingMode } from '../tokenizer/thinking.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
@@ -74,7 +74,7 @@ function checkRecord(value: unknown, where: string): TrajectoryRecord {
 export function readSftRecords(file: string): TrajectoryRecord[] {
   let text: string;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    text = storage().readText(file);
   } catch (e) {
     throw new SftDataError(`algorithm.sft.data: cannot read ${file} (${(e as Error).message})`);
   }

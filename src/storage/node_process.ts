@@ -9,6 +9,9 @@ export const nodeProcess: HostProcess = {
   hostname: os.hostname(),
   command: process.argv.slice(1).join(' '),
   startedAt: Date.now() - process.uptime() * 1000,
+  env: process.env,
+  tempDir: os.tmpdir(),
+  homeDir: os.homedir(),
   stdout: process.stdout,
   alive(pid) {
     try {

@@ -45,6 +45,10 @@ export class NodeStorage implements Storage {
     return s ? { size: s.size, isDirectory: s.isDirectory(), mtimeMs: s.mtimeMs } : null;
   }
 
+  realPath(p: string): string {
+    return fs.realpathSync(p);
+  }
+
   exists(p: string): boolean {
     return fs.existsSync(p);
   }
@@ -145,6 +149,14 @@ export class NodeStorage implements Storage {
         }
       },
     };
+  }
+
+  link(target: string, p: string): void {
+    try {
+      fs.symlinkSync(target, p);
+    } catch {
+      fs.copyFileSync(path.resolve(path.dirname(p), target), p);
+    }
   }
 
   rename(from: string, to: string): void {

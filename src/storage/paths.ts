@@ -15,3 +15,4 @@ export const basename = (path: string, suffix?: string): string => p.basename(pa
 export const extname = (path: string): string => p.extname(path);
 export const normalize = (path: string): string => p.normalize(path);
 export const isAbsolute = (path: string): boolean => p.isAbsolute(path);
+export const toFileUrl = (path: string): URL => p.toFileUrl(path);

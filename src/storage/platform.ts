@@ -3,7 +3,7 @@
 // (src/web/build.ts), so nothing else names a platform.
 
 import * as nodePath from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { nodeProcess } from './node_process.ts';
 import { NodeStorage } from './node_storage.ts';
 import type { Platform } from './types.ts';
@@ -15,4 +15,9 @@ function ancestors(): string[] {
   return out;
 }
 
-export const platform: Platform = { storage: new NodeStorage(), paths: nodePath, process: nodeProcess, shippedRoots: ancestors() };
+export const platform: Platform = {
+  storage: new NodeStorage(),
+  paths: { ...nodePath, toFileUrl: pathToFileURL },
+  process: nodeProcess,
+  shippedRoots: ancestors(),
+};

@@ -49,6 +49,8 @@ export interface Storage {
   readText(file: string): string;
   /** What is at `path`, or null when nothing is. */
   stat(path: string): FileStat | null;
+  /** The absolute path with every symbolic link resolved; throws when nothing is there. */
+  realPath(path: string): string;
   exists(path: string): boolean;
   /** The names in a directory (files and directories). */
   list(dir: string): string[];
@@ -63,6 +65,8 @@ export interface Storage {
   openRead(file: string): ReadableFile;
   openWrite(file: string): WritableFile;
   openAppend(file: string): AppendableFile;
+  /** Makes `path` a symbolic link to `target` (relative to the link's folder), or a copy of it where links are refused. */
+  link(target: string, path: string): void;
   /** Renames a file or directory (replacing a file at `to`), durably. */
   rename(from: string, to: string): void;
   /** Removes a file or a directory with everything in it; nothing there is fine. */
@@ -82,6 +86,8 @@ export interface PathFunctions {
   extname(path: string): string;
   normalize(path: string): string;
   isAbsolute(path: string): boolean;
+  /** The file: URL of a path. */
+  toFileUrl(path: string): URL;
 }
 
 /** Where text for a person goes (a terminal, a pipe, the page's log). */
@@ -99,6 +105,12 @@ export interface HostProcess {
   readonly command: string;
   /** When it started, ms since the epoch. */
   readonly startedAt: number;
+  /** Its environment variables. */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** The folder for temporary files every process of the machine shares. */
+  readonly tempDir: string;
+  /** The user's home folder. */
+  readonly homeDir: string;
   /** Where progress and log lines go. */
   readonly stdout: TextSink;
   /** Whether process `pid` of this machine still runs. */
