@@ -1,6 +1,7 @@
 // Flash attention: causal, grouped-query, left padding, KV-cache offsets.
 //   forward:      o = softmax(scale * q k^T + mask) v, and lse = the row log-sum-exp
 //   decode:       the same for a few query rows (a decode step), one workgroup per row
+//                 and group of query heads sharing a kv head
 //   delta:        delta[i] = rowsum(dO[i] * o[i])                  (backward prologue)
 //   backward_dkv: dk, dv of one key tile, summed over the query heads of its kv head
 //   backward_dq:  dq of one query tile
@@ -850,91 +851,128 @@ fn sum_group(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index)
 // ---- Decode: a few query rows against the whole cache ----
 //
 // A decode step has one query row per head; the tiled forward would give it a
-// workgroup whose score tile is one row wide, its softmax run by one invocation, key
-// tile after key tile. Here one workgroup serves one query row (x: row, y: query
-// head, z: batch row) with all DWG invocations: the visible keys [lo, hi) go by in
-// chunks of DCHUNK, each invocation scoring every DWG-th key of the chunk against q
-// (kept in workgroup memory, pre-scaled), a workgroup tree giving the chunk's max and
-// then its sum of exp (online softmax across chunks); for P V the invocations form
-// DWG / HD groups of HD lanes, lane d of group g adding up dimension d over every
-// group-th key, and the groups' sums meet in workgroup memory at the end. Outputs and
-// visibility rules are the forward's; HD must divide DWG.
+// workgroup whose score tile is one row wide. Here one workgroup serves one query row
+// (x) of up to DGP query heads that share a kv head (y: kv head x head block, z: batch
+// row), so each key and value is read once for all of them (a GQA group of 7 read it
+// 7 times when each head had its own workgroup). The visible keys [lo, hi) go by in
+// chunks of DCH: the chunk's keys are staged in workgroup memory with coalesced loads
+// (rows padded to HD + 1 floats, as the tiled kernels pad them), every invocation
+// scores (head, key) pairs of the chunk against the heads' pre-scaled queries, each
+// head's max and sum of exp come from a tree over its DWG / DGP invocations (online
+// softmax across chunks), and for P V invocation t owns the (head, dimension) pairs
+// t, t + DWG, ... (at most DACC), reading values straight from global memory, where
+// consecutive invocations read consecutive dimensions. Outputs and visibility rules
+// are the forward's. The launcher picks DGP (a power of two covering the group, at
+// most 8) and DCH (keys a chunk, to fit workgroup memory).
 
 const DWG = 256u;
-const DCHUNK = 1024u;
-override DGROUPS = DWG / HD;
+const DACC = 8u;
+override DGP: u32 = 8u;
+override DCH: u32 = 64u;
+override DLANES = DWG / DGP;
+override DKP = HD + 1u;
 
-var<workgroup> dec_q: array<f32, HD>;
-var<workgroup> dec_s: array<f32, DCHUNK>;
+var<workgroup> dec_q: array<f32, DGP * HD>;
+var<workgroup> dec_k: array<f32, DCH * DKP>;
+var<workgroup> dec_s: array<f32, DGP * DCH>;
 var<workgroup> dec_red: array<f32, DWG>;
+var<workgroup> dec_alpha: array<f32, DGP>;
 
-// Tree reduction of one value per invocation over the workgroup; `is_max` picks max
-// over sum. Every invocation gets the result.
+// Tree reduction over the DLANES invocations of each head slot (invocation t serves
+// slot t / DLANES); `is_max` picks max over sum. Every invocation gets its slot's result.
 fn dec_reduce(tid: u32, x: f32, is_max: bool) -> f32 {
   workgroupBarrier();
   dec_red[tid] = x;
-  for (var step = DWG / 2u; step > 0u; step >>= 1u) {
+  let lane = tid % DLANES;
+  for (var step = DLANES / 2u; step > 0u; step >>= 1u) {
     workgroupBarrier();
-    if (tid < step) {
+    if (lane < step) {
       let y = dec_red[tid + step];
       dec_red[tid] = select(dec_red[tid] + y, max(dec_red[tid], y), is_max);
     }
   }
   workgroupBarrier();
-  return dec_red[0];
+  return dec_red[tid - lane];
 }
 
 @compute @workgroup_size(DWG)
 fn decode(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
   let b = wid.z;
-  let h = wid.y;
+  let blocks = (p.group + DGP - 1u) / DGP;
+  let hk = wid.y / blocks;
+  let h0 = hk * p.group + (wid.y % blocks) * DGP;    // first query head of this workgroup
+  let heads = min(DGP, hk * p.group + p.group - h0);
   let i = wid.x;
-  let row = (b * p.hq + h) * p.tq + i;
-  let kbase = (b * p.hkv + h / p.group) * p.s_cap * HD;
+  let kbase = (b * p.hkv + hk) * p.s_cap * HD;
   let pad = pad_of(b);
   let pos = p.q_offset + i;
   let lo = min(pad, p.s);
   var hi = p.s;
   if (p.causal != 0u) { hi = min(hi, pos + 1u); }
   if (pos < pad) { hi = lo; }
-  if (tid < HD) { dec_q[tid] = q[row * HD + tid] * p.scale; }
-  let d = tid % HD;
-  let g = tid / HD;
+  for (var e = tid; e < DGP * HD; e += DWG) {
+    let h = e / HD;
+    var x = 0.0;
+    if (h < heads) { x = q[((b * p.hq + h0 + h) * p.tq + i) * HD + e % HD] * p.scale; }
+    dec_q[e] = x;
+  }
+  let slot = tid / DLANES;
+  let lane = tid % DLANES;
   var m = MASKED;
   var l = 0.0;
-  var acc = 0.0;
-  for (var c0 = lo; c0 < hi; c0 += DCHUNK) {
-    let n = min(DCHUNK, hi - c0);
+  var acc: array<f32, DACC>;
+  for (var c0 = lo; c0 < hi; c0 += DCH) {
+    let n = min(DCH, hi - c0);
+    workgroupBarrier();
+    for (var e = tid; e < n * HD; e += DWG) { dec_k[(e / HD) * DKP + e % HD] = k[kbase + c0 * HD + e]; }
+    workgroupBarrier();
+    for (var e = tid; e < DGP * DCH; e += DWG) {
+      let h = e / DCH;
+      let j = e % DCH;
+      var sc = MASKED;
+      if (j < n) {
+        sc = 0.0;
+        for (var d = 0u; d < HD; d++) { sc += dec_q[h * HD + d] * dec_k[j * DKP + d]; }
+      }
+      dec_s[e] = sc;
+    }
     workgroupBarrier();
     var local_max = MASKED;
-    for (var j = tid; j < n; j += DWG) {
-      let kr = kbase + (c0 + j) * HD;
-      var sc = 0.0;
-      for (var e = 0u; e < HD; e++) { sc += dec_q[e] * k[kr + e]; }
-      dec_s[j] = sc;
-      local_max = max(local_max, sc);
-    }
+    for (var j = lane; j < n; j += DLANES) { local_max = max(local_max, dec_s[slot * DCH + j]); }
     let m_new = max(m, dec_reduce(tid, local_max, true));
     var local_sum = 0.0;
-    for (var j = tid; j < n; j += DWG) {
-      let pr = exp(dec_s[j] - m_new);
-      dec_s[j] = pr;
+    for (var j = lane; j < DCH; j += DLANES) {
+      let pr = select(0.0, exp(dec_s[slot * DCH + j] - m_new), j < n);
+      dec_s[slot * DCH + j] = pr;
       local_sum += pr;
     }
     let alpha = exp(m - m_new);
     l = l * alpha + dec_reduce(tid, local_sum, false);
     m = m_new;
-    var pv = 0.0;
-    for (var j = g; j < n; j += DGROUPS) { pv += dec_s[j] * v[kbase + (c0 + j) * HD + d]; }
-    acc = acc * alpha + pv;
+    if (lane == 0u) { dec_alpha[slot] = alpha; }
+    workgroupBarrier();
+    for (var a = 0u; a < DACC; a++) {
+      let e = tid + a * DWG;
+      if (e < DGP * HD) {
+        let h = e / HD;
+        let d = e % HD;
+        var pv = 0.0;
+        for (var j = 0u; j < n; j++) { pv += dec_s[h * DCH + j] * v[kbase + (c0 + j) * HD + d]; }
+        acc[a] = acc[a] * dec_alpha[h] + pv;
+      }
+    }
   }
+  // Each slot's l is known to its invocations; share it for the writes.
   workgroupBarrier();
-  dec_red[tid] = acc;
+  if (lane == 0u) { dec_red[slot] = l; }
   workgroupBarrier();
-  if (tid < HD) {
-    var total = 0.0;
-    for (var gg = 0u; gg < DGROUPS; gg++) { total += dec_red[gg * HD + tid]; }
-    o[row * HD + tid] = select(0.0, total / l, l > 0.0);
+  for (var a = 0u; a < DACC; a++) {
+    let e = tid + a * DWG;
+    if (e < DGP * HD && e / HD < heads) {
+      let h = e / HD;
+      let lh = dec_red[h];
+      o[((b * p.hq + h0 + h) * p.tq + i) * HD + e % HD] = select(0.0, acc[a] / lh, lh > 0.0);
+    }
   }
-  if (tid == 0u) { lse[row] = select(0.0, m + log(l), l > 0.0); }
+  if (lane == 0u && slot < heads) { lse[(b * p.hq + h0 + slot) * p.tq + i] = select(0.0, m + log(l), l > 0.0); }
 }

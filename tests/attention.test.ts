@@ -269,12 +269,18 @@ describe('attention kernel paths', () => {
     for (const [n, c] of cases.entries()) await checkLaunch(c, 300 + 10 * n, { path: 'tiled', decode: false });
   });
 
-  test('the decode kernel (one workgroup per query row) matches the reference: chunks of keys, padding, full attention', slow, async () => {
+  test('the decode kernel (one workgroup per query row and head group) matches the reference: chunks of keys, padding, full attention', slow, async () => {
     const cases: AttentionCase[] = [
       { b: 2, hq: 4, hkv: 2, tq: 1, s: 17, sCap: 20, hd: 64, pad: [0, 5] },
       { b: 1, hq: 2, hkv: 1, tq: 3, s: 9, sCap: 12, hd: 32, pad: [2] },
-      // Past one chunk of 1024 keys: the online softmax carries across chunks.
-      { b: 1, hq: 2, hkv: 1, tq: 2, s: 1100, sCap: 1100, hd: 32, pad: [3] },
+      // Many chunks of keys: the online softmax carries across them.
+      { b: 1, hq: 2, hkv: 1, tq: 2, s: 300, sCap: 310, hd: 32, pad: [3] },
+      // Qwen2.5-0.5B's group of 7 query heads to a kv head (8 slots, one idle), a cache of 133 keys.
+      { b: 2, hq: 14, hkv: 2, tq: 1, s: 133, sCap: 140, hd: 64, pad: [0, 37] },
+      // A group of 12: two workgroups of 8 slots, the second with 4 heads.
+      { b: 1, hq: 12, hkv: 1, tq: 1, s: 70, hd: 32, pad: [5] },
+      // A head dim that divides nothing in particular.
+      { b: 1, hq: 3, hkv: 3, tq: 2, s: 19, hd: 48, pad: [1] },
       // Batch row 1 is all padding up to its last query: no visible key for its first row.
       { b: 2, hq: 2, hkv: 2, tq: 2, s: 6, hd: 128, pad: [0, 5] },
       { b: 2, hq: 2, hkv: 2, tq: 4, s: 10, hd: 32, pad: [1, 0], causal: false, scale: 0.3 },
@@ -282,11 +288,11 @@ describe('attention kernel paths', () => {
     ];
     for (const [n, c] of cases.entries()) await checkLaunch(c, 500 + 10 * n, { path: 'tiled', decode: true });
     const rt = await gpu();
-    const d = { b: 1, hq: 1, hkv: 1, tq: 1, s: 4, sCap: 4, hd: 48, scale: 1, causal: true };
+    const d = { b: 1, hq: 1, hkv: 1, tq: 1, s: 4, sCap: 4, hd: 320, scale: 1, causal: true };
     await scopeAsync(async () => {
-      const t = empty([1024]).buffer;
-      assert.throws(() => attentionForward(rt, d, t, t, t, null, empty([64]).buffer, empty([4]).buffer, { path: 'tiled', decode: true }),
-        /attention: the decode kernel needs a head dim dividing 256, got 48/);
+      const t = empty([2048]).buffer;
+      assert.throws(() => attentionForward(rt, d, t, t, t, null, empty([320]).buffer, empty([4]).buffer, { path: 'tiled', decode: true }),
+        /attention: the decode kernel takes head dims up to 256 .*, got 320/);
     });
   });
 

@@ -133,11 +133,27 @@ export interface AttentionLaunch {
 
 /** Query rows per head up to which the tiled path's forward takes the decode kernel. */
 export const DECODE_MAX_ROWS = 8;
-/** Invocations of a decode workgroup (DWG in the shader); the head dim must divide it. */
+/** Invocations of a decode workgroup (DWG in the shader) and accumulators each (DACC). */
 const DECODE_WG = 256;
+const DECODE_ACC = 8;
+/** Largest head dim the decode kernel takes. */
+const DECODE_MAX_HD = 256;
 
-function decodeFits(hd: number): boolean {
-  return hd <= DECODE_WG && DECODE_WG % hd === 0;
+/**
+ * The decode kernel's query heads a workgroup (DGP: the group rounded up to a power of
+ * two, at most 8) and keys a chunk (DCH: the most of 64, 32, 16, 8 whose staged keys
+ * fit workgroup memory); null where the head dim is past the kernel.
+ */
+export function decodeShape(limits: { maxComputeWorkgroupStorageSize: number }, hd: number, group: number): { gp: number; ch: number } | null {
+  if (hd > DECODE_MAX_HD) return null;
+  let gp = 1;
+  while (gp < Math.min(group, 8)) gp *= 2;
+  if (gp * hd > DECODE_WG * DECODE_ACC) return null;
+  for (const ch of [64, 32, 16, 8]) {
+    const floats = gp * hd + ch * (hd + 1) + gp * ch + DECODE_WG + gp;
+    if (4 * floats <= limits.maxComputeWorkgroupStorageSize) return { gp, ch };
+  }
+  return null;
 }
 
 /** Floats in one uniform window (64 KiB, WebGPU's default uniform binding limit). */
@@ -259,10 +275,13 @@ export function attentionForward(
     forwardUniform(rt, d, q, k, v, padLeft, o, lse, windowRows(d, launch));
     return;
   }
-  const decode = launch.decode ?? (d.tq <= DECODE_MAX_ROWS && decodeFits(d.hd));
+  const group = d.hq / d.hkv;
+  const shape = decodeShape(rt.gpu.limits, d.hd, group);
+  const decode = launch.decode ?? (d.tq <= DECODE_MAX_ROWS && shape !== null);
   if (decode) {
-    if (!decodeFits(d.hd)) throw new Error(`attention: the decode kernel needs a head dim dividing ${DECODE_WG}, got ${d.hd}`);
-    rt.dispatch(rt.kernel('attention', 'decode', { HD: d.hd }), [q, k, v, padLeft ?? q, o, lse], attentionParams(d, !!padLeft).u, [d.tq, d.hq, d.b]);
+    if (!shape) throw new Error(`attention: the decode kernel takes head dims up to ${DECODE_MAX_HD} whose staged keys fit ${rt.gpu.limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory, got ${d.hd}`);
+    rt.dispatch(rt.kernel('attention', 'decode', { HD: d.hd, DGP: shape.gp, DCH: shape.ch }), [q, k, v, padLeft ?? q, o, lse], attentionParams(d, !!padLeft).u,
+      [d.tq, d.hkv * Math.ceil(group / shape.gp), d.b]);
     return;
   }
   if (path === 'blocked') {
