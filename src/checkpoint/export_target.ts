@@ -6,8 +6,8 @@
 // it wrote, which is how a later export recognises a folder it may replace without
 // asking (and a file added there since, which it may not).
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
 import type { ModelSource } from './model_source.ts';
 
@@ -35,12 +35,12 @@ export function checkExportTarget(source: ModelSource<string | null>, out: strin
     if (target === dir) throw new Error(`${where}: is the model exported; write the export to another folder`);
     if (within(dir, target)) throw new Error(`${where}: holds the model exported (${dir}); write the export to another folder`);
   }
-  const cwd = path.resolve(opts.cwd ?? process.cwd());
+  const cwd = path.resolve(opts.cwd ?? '.');
   if (within(cwd, target)) throw new Error(`${where}: ${target === cwd ? 'is' : 'holds'} the working directory; write the export to a folder of its own`);
-  if (!fs.existsSync(target)) return;
-  if (!fs.statSync(target).isDirectory()) throw new Error(`${where}: is a file, not a folder`);
+  if (!storage().exists(target)) return;
+  if (!storage().stat(target)?.isDirectory) throw new Error(`${where}: is a file, not a folder`);
   const written = new Set([EXPORT_RECORD, ...recordedFiles(target)]);
-  const others = fs.readdirSync(target).filter((e) => !written.has(e)).sort();
+  const others = storage().list(target).filter((e) => !written.has(e)).sort();
   if (others.length === 0 || opts.overwrite) return;
   const shown = others.length > 5 ? `${others.slice(0, 5).join(', ')} and ${others.length - 5} more` : others.join(', ');
   throw new Error(`${where}: holds files an export did not write (${shown}); choose an empty or new folder, or pass --overwrite to replace it`);
@@ -49,7 +49,7 @@ export function checkExportTarget(source: ModelSource<string | null>, out: strin
 /** The files an earlier export recorded writing in `dir` (none where it has no readable record). */
 function recordedFiles(dir: string): string[] {
   try {
-    const files = (JSON.parse(fs.readFileSync(path.join(dir, EXPORT_RECORD), 'utf8')) as { files?: unknown }).files;
+    const files = (JSON.parse(storage().readText(path.join(dir, EXPORT_RECORD))) as { files?: unknown }).files;
     return Array.isArray(files) ? files.filter((f): f is string => typeof f === 'string') : [];
   } catch {
     return [];
@@ -58,7 +58,7 @@ function recordedFiles(dir: string): string[] {
 
 /** Marks `out`, just written by an export of `source`, with what it holds. */
 export function recordExport(out: string, source: ModelSource<string | null>, what: string): void {
-  const files = fs.readdirSync(out).filter((f) => f !== EXPORT_RECORD).sort();
+  const files = storage().list(out).filter((f) => f !== EXPORT_RECORD).sort();
   const record = { exported: source.input, checkpoint: source.checkpoint, what, files, at: new Date().toISOString() };
   writeFileAtomic(path.join(out, EXPORT_RECORD), JSON.stringify(record, null, 2) + '\n');
 }

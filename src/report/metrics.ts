@@ -9,8 +9,8 @@
 // Values that are not finite (a NaN loss, an infinite gradient norm) are written as
 // null, since JSON has no NaN; the report treats null as a gap.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import type { RolloutStats } from '../rollout/agent_loop.ts';
 import { TensorBoardWriter } from './tensorboard.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
@@ -66,7 +66,7 @@ export interface MetricsLoggerOptions {
 /** Refuses to start a new run in a directory that holds one, unless it is to be replaced. */
 export function assertNewRun(runDir: string, opts: { overwrite?: boolean } = {}): void {
   const file = path.join(runDir, METRICS_FILE);
-  if (!opts.overwrite && fs.existsSync(file)) {
+  if (!opts.overwrite && storage().exists(file)) {
     throw new Error(`${runDir} already holds a run (${METRICS_FILE}): pass --resume to continue it, --overwrite to replace it, or set output.runName to another name`);
   }
 }
@@ -76,12 +76,12 @@ export class MetricsLogger {
   private tb: TensorBoardWriter | null;
 
   constructor(readonly runDir: string, opts: MetricsLoggerOptions = {}) {
-    fs.mkdirSync(runDir, { recursive: true });
+    storage().makeDir(runDir);
     this.file = path.join(runDir, METRICS_FILE);
     if (opts.resumeFrom !== undefined) truncateMetrics(this.file, opts.resumeFrom);
     else {
       assertNewRun(runDir, opts);
-      fs.rmSync(this.file, { force: true });
+      storage().remove(this.file);
     }
     this.tb = opts.tensorboard ? TensorBoardWriter.open(path.join(runDir, 'tb')) : null;
   }
@@ -91,7 +91,7 @@ export class MetricsLogger {
     if (!(Number.isInteger(iteration) && iteration >= 0)) throw new RangeError(`MetricsLogger.log: iteration must be an integer >= 0, got ${iteration}`);
     const row: Record<string, number | null> = { iteration };
     for (const [k, v] of Object.entries(metrics)) if (k !== 'iteration') row[k] = Number.isFinite(v) ? v : null;
-    fs.appendFileSync(this.file, JSON.stringify(row) + '\n');
+    storage().appendLines(this.file, [JSON.stringify(row)]);
     this.tb?.scalars(iteration, metrics);
   }
 
@@ -103,8 +103,8 @@ export class MetricsLogger {
 
 /** Rows of a metrics.jsonl file; a torn last line (a crash mid-write) is skipped, any other bad line is an error. */
 export function readMetrics(file: string): MetricsRow[] {
-  if (!fs.existsSync(file)) return [];
-  const lines = fs.readFileSync(file, 'utf8').split('\n');
+  if (!storage().exists(file)) return [];
+  const lines = storage().readText(file).split('\n');
   const rows: MetricsRow[] = [];
   lines.forEach((line, i) => {
     if (!line.trim()) return;
@@ -125,7 +125,7 @@ export function readMetrics(file: string): MetricsRow[] {
 
 /** Keeps the rows of iterations <= `iteration`. */
 export function truncateMetrics(file: string, iteration: number): void {
-  if (!fs.existsSync(file)) return;
+  if (!storage().exists(file)) return;
   const kept = readMetrics(file).filter((r) => (r.iteration as number) <= iteration);
   writeFileAtomic(file, kept.map((r) => JSON.stringify(r) + '\n').join(''));
 }

@@ -3,7 +3,7 @@
 // says how to carry on; one resumed with nothing left to do says so, with the same
 // summary, before anything starts.
 
-import * as path from 'node:path';
+import * as path from '../storage/paths.ts';
 import { readMetrics } from './metrics.ts';
 import { METRICS_FILE } from './run_files.ts';
 import { formatDuration } from './time_left.ts';

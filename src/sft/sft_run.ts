@@ -14,8 +14,8 @@
 // checkpoint.every steps and when an invocation stops hold the weights and the
 // optimizer's state; the data are made again from the run's seed on --resume.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora, loraParameters } from '../lora/lora.ts';
@@ -45,7 +45,7 @@ function checkSftInputs(cfg: TrainConfig): void {
   if (cfg.rollout.engine !== 'local') throw new ConfigError('rollout.engine: method sft validates with the weights it trains, so it needs "local"');
   if (cfg.env.agentgym && !cfg.algorithm.sft.data) throw new ConfigError('algorithm.sft.data: method sft on an AgentGym server needs its demonstrations in a file (AgentGym\'s servers have no expert to play them)');
   for (const file of ['config.json', 'tokenizer.json']) {
-    if (!fs.existsSync(path.join(cfg.model.path, file))) throw new ConfigError(`model.path: ${cfg.model.path} is not a Hugging Face model directory (no ${file})`);
+    if (!storage().exists(path.join(cfg.model.path, file))) throw new ConfigError(`model.path: ${cfg.model.path} is not a Hugging Face model directory (no ${file})`);
   }
 }
 

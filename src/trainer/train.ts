@@ -6,8 +6,8 @@
 // fine-tuning have their own loop (sft_run.ts); a staged method runs its stages as
 // chained runs.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { storage } from '../storage/storage.ts';
+import * as path from '../storage/paths.ts';
 import { envPlugin } from '../../envs/registry.ts';
 import type { Stage } from '../algos/method.ts';
 import { methodDefinition } from '../algos/methods/index.ts';
@@ -45,10 +45,10 @@ import { connectServers, envServerMetrics, serverLoadMetrics, type RunServers } 
 export function checkRunInputs(cfg: TrainConfig): void {
   assertImplemented(cfg.method, METHODS as readonly string[]);
   const model = cfg.model.path;
-  if (!fs.existsSync(path.join(model, 'config.json'))) {
+  if (!storage().exists(path.join(model, 'config.json'))) {
     throw new Error(`model.path: ${model} is not a Hugging Face checkpoint directory (no config.json)${model === 'models/household-tiny' ? '; make it with `bun run cli make-default-model`' : ''}`);
   }
-  if (!fs.existsSync(path.join(model, 'tokenizer.json'))) throw new Error(`model.path: ${model} has no tokenizer.json`);
+  if (!storage().exists(path.join(model, 'tokenizer.json'))) throw new Error(`model.path: ${model} has no tokenizer.json`);
   checkModelContext(cfg);
   const teacher = methodDefinition(cfg.method).frozenTeacher?.(cfg.algorithm[cfg.method]);
   if (teacher && !isTeacherDir(teacher)) {
