@@ -57,11 +57,20 @@ export async function benchProfile(
   const promptTokens = opts.promptTokens ?? 128;
   const newTokens = opts.newTokens ?? 32;
   for (const B of batches) {
-    const requests = Array.from({ length: B }, (_, b) => ({
+    const requests = (tokens: number) => Array.from({ length: B }, (_, b) => ({
       promptIds: Array.from(randomIds(promptTokens, model.config.vocabSize, 1000 + b)),
-      params: { maxTokens: newTokens, temperature: 1, topP: 1, topK: 0, ignoreEos: true, seed: b },
+      params: { maxTokens: tokens, temperature: 1, topP: 1, topK: 0, ignoreEos: true, seed: b },
     }));
-    out.push(...(await profiled(rt, `generate ${preset} batch ${B}, ${promptTokens} + ${newTokens} tokens`, async () => void (await engine.generate(requests)))));
+    const rows = await profiled(rt, `generate ${preset} batch ${B}, ${promptTokens} + ${newTokens} tokens`, async () => void (await engine.generate(requests(newTokens))));
+    // The prefill alone (one new token), so the total's wall time splits into prefill and decode steps.
+    const prefill = requests(1);
+    await engine.generate(prefill);
+    const t0 = performance.now();
+    await engine.generate(prefill);
+    const prefillMs = performance.now() - t0;
+    const total = rows[0] as { wall_ms: number };
+    Object.assign(total, { prefill_wall_ms: +prefillMs.toFixed(2), decode_step_wall_ms: +((total.wall_ms - prefillMs) / Math.max(newTokens - 1, 1)).toFixed(3) });
+    out.push(...rows);
   }
   await engine.close();
   for (const p of model.parameters()) p.dispose();
