@@ -17,6 +17,7 @@ import { tensorMatmulMissing } from '../src/kernels/matmul/tensor.ts';
 import { lastLogits } from '../src/scoring/generate.ts';
 import { f16ToF32, f32ToF16 } from '../src/util/half.ts';
 import { HalfWeights } from '../src/models/half_weights.ts';
+import { attachLora } from '../src/lora/lora.ts';
 import { randomModel } from '../src/models/load.ts';
 import { configFromPreset } from '../src/hf_model/presets.ts';
 import type { QwenModel } from '../src/models/qwen.ts';
@@ -274,6 +275,45 @@ describe('f16 decode weights', () => {
       assert.ok(f16.some(([mean], i) => mean > 2 * f32[i][0]), `the f16 gap (${f16.map(([m]) => m)}) is not wider than the f32 one (${f32.map(([m]) => m)})`);
     } finally {
       rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('f16 decode weights of a LoRA policy', () => {
+  test('the copies carry the LoRA branches merged: fused steps follow the adapted model, not the base', slow, async () => {
+    const rt = await gpu();
+    const model = tiny(14);
+    attachLora(model, { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'], baseModel: null }, 3);
+    for (const { b } of model.lora.values()) rt.upload(b.buffer, 0, randn(b.size, seed++, 0.5));
+    try {
+      await withPolicy(rt, { decode: { fused: 'always' } }, async () => {
+        const prompt = Int32Array.of(5, 9, 13, 2, 40, 41, 0, 0, 7, 8, 90, 3);
+        const run = async (h: HalfWeights | null, lora: boolean) => {
+          const saved = new Map(model.lora);
+          if (!lora) model.lora.clear();
+          const cache = model.newCache(2, 9, Int32Array.of(0, 2));
+          try {
+            await scopeAsync(async () => void noGrad(() => model.hiddenCached({ ids: prompt, batch: 2, seq: 6 }, cache)));
+            return await scopeAsync(async () => read(noGrad(() => lastLogits(model, model.hiddenCached({ ids: Int32Array.of(3, 50), batch: 2, seq: 1, halfWeights: h?.weights }, cache), h?.head))));
+          } finally {
+            cache.dispose();
+            for (const [k, v] of saved) model.lora.set(k, v);
+          }
+        };
+        const half = HalfWeights.of(model);
+        try {
+          const merged = await run(half, true);
+          const adapted = await run(null, true);
+          const base = await run(null, false);
+          assertClose(merged, adapted, { atol: 2e-2, rtol: 2e-2, label: 'merged f16 copies against the LoRA forward' });
+          const moved = Math.max(...[...adapted].map((v, j) => Math.abs(v - base[j])));
+          assert.ok(moved > 0.1, `the adapters hardly move the logits (${moved}): the test would not tell merged from base`);
+        } finally {
+          half.dispose();
+        }
+      });
+    } finally {
+      for (const p of [...model.parameters(), ...[...model.lora.values()].flatMap((l) => [l.a, l.b])]) p.dispose();
     }
   });
 });

@@ -107,8 +107,8 @@ export class QwenModel implements CausalLM {
     let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), batch.ids, [B, T]);
     for (let l = 0; l < cfg.layers; l++) {
       x = layerStep(x, (x) => {
-        const h = decode && fusable(this, l, 'attention') ? fusedAttention(this, x, l, step, decode) : this.attentionBlock(x, l, step);
-        return decode && fusable(this, l, 'mlp') ? fusedMlp(this, h, l, step.halfWeights) : this.mlpBlock(h, l);
+        const h = decode && fusable(this, l, 'attention', step.halfWeights) ? fusedAttention(this, x, l, step, decode) : this.attentionBlock(x, l, step);
+        return decode && fusable(this, l, 'mlp', step.halfWeights) ? fusedMlp(this, h, l, step.halfWeights) : this.mlpBlock(h, l);
       }, () => layerParams(this, l), this.checkpointLayers);
     }
     return rmsNorm(x, this.param(`${this.prefix}norm.weight`), cfg.rmsEps);

@@ -169,8 +169,13 @@ function layerNames(model: CausalLM, l: number): LayerNames {
   return names;
 }
 
-/** Whether layer l's attention (or MLP) block has no LoRA branch, which the fused kernels leave out. */
-export function fusable(model: CausalLM, l: number, block: 'attention' | 'mlp'): boolean {
+/**
+ * Whether layer l's attention (or MLP) block can take the fused kernels: it has no
+ * LoRA branch, which they leave out, or the step reads f16 copies (`half`), which
+ * carry the branches merged into their weights.
+ */
+export function fusable(model: CausalLM, l: number, block: 'attention' | 'mlp', half?: HalfWeightMap): boolean {
+  if (half) return true;
   const names = layerNames(model, l);
   for (const name of block === 'attention' ? names.attention.weights : names.mlp) if (model.lora.has(name)) return false;
   return true;

@@ -7,8 +7,8 @@
 // Ctrl-C: the terminal signals every process of the foreground group, and a wrapper
 // that forwards it (`bun run`, npm's scripts) delivers it a second time.
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import * as path from '../storage/paths.ts';
+import { hostProcess, storage } from '../storage/storage.ts';
 import type { Environment } from '../envs/types.ts';
 import { openCheckpoint, storedDtype } from '../hf_model/checkpoint.ts';
 import type { StorageDType } from '../safetensors/writer.ts';
@@ -86,7 +86,7 @@ export class Run {
   private interruptedAt: number | null = null;
   private lastSaved: { iteration: number; dir: string } | null = null;
   private savedDtype: { dtype: StorageDType | undefined } | null = null;
-  private readonly onInterrupt = () => this.interrupt();
+  private offInterrupt: () => void = () => {};
   /** When this command took the run up, for the time its summary reports. */
   private readonly startedAt = performance.now();
 
@@ -95,7 +95,7 @@ export class Run {
     this.dir = runDir(cfg);
     this.checkpoints = path.join(this.dir, 'checkpoints');
     this.hash = configHash(cfg);
-    const existed = fs.existsSync(this.dir);
+    const existed = storage().exists(this.dir);
     this.lock = RunLock.acquire(this.dir, this.log);
     try {
       const start = planRunStart(this.dir, opts);
@@ -109,24 +109,24 @@ export class Run {
       this.metrics = new MetricsLogger(this.dir, { tensorboard: cfg.output.tensorboard, resumeFrom: this.checkpoint ? this.start : undefined, overwrite: start.kind === 'restart' });
       // The iterations after the checkpoint are done again: their trajectory files start over.
       this.dropRolloutsAfter(this.start);
-      this.progress = new Progress(process.stdout, cfg.output.progress);
+      this.progress = new Progress(hostProcess().stdout, cfg.output.progress);
       this.env = makeEnvironment(cfg, this.log);
     } catch (e) {
       this.lock.release();
       // A run refused before it wrote anything leaves no directory behind.
-      if (!existed && fs.readdirSync(this.dir).length === 0) fs.rmdirSync(this.dir);
+      if (!existed && storage().list(this.dir).length === 0) storage().remove(this.dir);
       throw e;
     }
-    process.on('SIGINT', this.onInterrupt);
+    this.offInterrupt = hostProcess().onInterrupt(() => this.interrupt());
     if (this.checkpoint) this.log(`resuming ${this.dir} after iteration ${this.start} (${this.checkpointDir})`);
   }
 
   private dropRolloutsAfter(iteration: number): void {
     const dir = path.join(this.dir, 'rollouts');
-    if (!fs.existsSync(dir)) return;
-    for (const name of fs.readdirSync(dir)) {
+    if (!storage().exists(dir)) return;
+    for (const name of storage().list(dir)) {
       const m = ROLLOUT_FILE.exec(name);
-      if (m && Number(m[1]) > iteration) fs.rmSync(path.join(dir, name), { force: true });
+      if (m && Number(m[1]) > iteration) storage().remove(path.join(dir, name));
     }
   }
 
@@ -145,7 +145,7 @@ export class Run {
     if (now - this.interruptedAt < SAME_INTERRUPT_MS) return;
     const saved = this.lastSaved ? `the last checkpoint is ${this.lastSaved.dir} (iteration ${this.lastSaved.iteration})` : 'no checkpoint has been saved yet';
     this.log(`\nstopped: ${saved}; ${this.continuation()}`);
-    process.exit(130);
+    hostProcess().exit(130);
   }
 
   /** The command that carries on from where the run stands. */
@@ -220,7 +220,7 @@ export class Run {
     const panel = validationPanel(cfg);
     const file = this.rolloutFile(stem, iteration);
     // A resumed run may repeat a validation the interrupted one had started.
-    if (file) fs.rmSync(file, { force: true });
+    if (file) storage().remove(file);
     const trajectoryLog = file ? new TrajectoryLog(file) : undefined;
     let result: RolloutResult;
     try {
@@ -250,7 +250,7 @@ export class Run {
 
   /** Closes the metrics, writes the report and sums the run up (how far, how long, its validation, the report); returns the report's path. */
   finish(end: number, total: number, unit = 'iterations'): string {
-    process.off('SIGINT', this.onInterrupt);
+    this.offInterrupt();
     this.metrics.close();
     this.lock.release();
     const report = writeReport(this.dir);
@@ -261,7 +261,7 @@ export class Run {
 
   /** Releases what the run holds when it ends early (an error), and says how to carry on. */
   abandon(): void {
-    process.off('SIGINT', this.onInterrupt);
+    this.offInterrupt();
     this.metrics.close();
     this.lock.release();
     const saved = this.lastSaved ? `the last checkpoint is ${this.lastSaved.dir} (iteration ${this.lastSaved.iteration})` : 'no checkpoint was saved';
