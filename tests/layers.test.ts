@@ -30,6 +30,10 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { describe, test } from 'node:test';
 import { filesUnder, REPO_ROOT as root } from './support/repo_files.ts';
 
+/** Layers that may import node:* — the edges where I/O meets a platform: files, paths and the process (storage/), sockets (net/), the native GPU driver's process (device/) — and those above the trainer, which only Bun, Deno and Node run. */
+const NODE_EDGES = ['storage', 'net', 'device'];
+const ABOVE_TRAINER = ['cli', 'bench', 'compare'];
+
 const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'hf_model', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'device', 'net', 'util', 'storage'];
 /** What reference/ may import besides itself. */
 const REFERENCE_MAY_IMPORT = ['src/tensor/shape.ts', 'src/tensor/dtype.ts', 'src/tensor/errors.ts'];
@@ -41,11 +45,14 @@ const STATIC = /^(?:import|export)\s+(?:type\s+)?(?:\*(?:\s+as\s+\w+)?|\{[^}]*\}
 const SIDE_EFFECT = /^import\s+['"]([^'"]+)['"]/gm;
 const DYNAMIC = /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g;
 
+function specifiersOf(file: string): string[] {
+  const text = readFileSync(join(root, file), 'utf8');
+  return [STATIC, SIDE_EFFECT, DYNAMIC].flatMap((re) => [...text.matchAll(re)].map((m) => m[1]));
+}
+
 /** Relative imports of `file` (a path from the repository root), resolved to paths from the root. */
 function importsOf(file: string): string[] {
-  const text = readFileSync(join(root, file), 'utf8');
-  const specs = [STATIC, SIDE_EFFECT, DYNAMIC].flatMap((re) => [...text.matchAll(re)].map((m) => m[1]));
-  return specs.filter((s) => s.startsWith('.')).map((s) => relative(root, resolve(root, dirname(file), s)).split(sep).join('/'));
+  return specifiersOf(file).filter((s) => s.startsWith('.')).map((s) => relative(root, resolve(root, dirname(file), s)).split(sep).join('/'));
 }
 
 /** src/ and the top-level envs/ files it reaches, with their imports. */
@@ -161,6 +168,13 @@ describe('layers', () => {
         if (LAYERS.indexOf(la) > LAYERS.indexOf(lb)) why(`${la} is below ${lb}`);
       }
     }
+    assert.deepEqual(wrong, []);
+  });
+
+  test('from the trainer down, only the edges (storage/, net/, device/) import node:*, so every other layer runs in a browser too', () => {
+    const wrong = [...graph.keys()]
+      .filter((f) => !ABOVE_TRAINER.includes(layerOf(f)) && !NODE_EDGES.includes(layerOf(f)))
+      .flatMap((f) => specifiersOf(f).filter((s) => s.startsWith('node:')).map((s) => `${f} imports ${s}`));
     assert.deepEqual(wrong, []);
   });
 
