@@ -16,7 +16,7 @@ import { serveEnvironment } from '../envs/server.ts';
 import { ShopEnvironment } from '../envs/shop/index.ts';
 import { loadConfig } from '../src/config/config.ts';
 import type { EvalReport } from '../src/eval/evaluate.ts';
-import { drawTrainingTasks } from '../src/eval/environment.ts';
+import { drawTrainingTasks } from '../src/eval/tasks.ts';
 import { readMetrics } from '../src/report/metrics.ts';
 import { readTrajectoryLog } from '../src/rollout/trajectory_log.ts';
 import { Rng } from '../src/util/random.ts';

@@ -47,6 +47,13 @@ describe('--help', () => {
     });
   }
 
+  test('eval\'s --seeds are sampling seeds and compare\'s training seeds; eval\'s MODEL may be a Hub id', () => {
+    const evalHelp = entries(cli(['eval', '--help']).out);
+    assert.match(evalHelp.find((e) => e.startsWith('--seeds')) ?? '', /sampling seeds, each a run of every task \(not training seeds/);
+    assert.match(evalHelp.find((e) => e.startsWith('MODEL')) ?? '', /Hub model id/);
+    assert.match(entries(cli(['compare', '--help']).out).find((e) => e.startsWith('--seeds')) ?? '', /^--seeds <value> +training seeds, each a run of every method/);
+  });
+
   test('defaults are printed from the definitions, once', () => {
     const r = cli(['env', 'serve', '--help']);
     const port = entries(r.out).find((e) => e.startsWith('--port'));

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { archivedComplete, archiveRun, readArchive, readSegments, recordSegment, sourceCommit, type ArchivedRun } from '../src/compare/archive.ts';
-import { pairedDifference, pooledPassAtK, replaceBlock, resultRows, resultsBlock } from '../src/compare/results.ts';
+import { pairedDifference, pooledPassAtK, replaceBlock, repositoryPage, resultRows, resultsBlock } from '../src/compare/results.ts';
 import { parseSeeds } from '../src/cli/compare.ts';
 
 const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
@@ -186,6 +186,28 @@ describe('the comparison table', () => {
     assert.ok(!existsSync(join(root, 'nowhere')));
   });
 
+  test('`results` on an archive that is not this repository\'s prints its table and writes no page unless one is named', () => {
+    // A user's own project, laid out as this repository is, the command run from its root.
+    const project = mkdtempSync(join(tmpdir(), 'wgt-results-own-'));
+    const run = fakeRun(project, 'made', [{ iteration: 1, 'val/success': 0.5 }], { 1: { 3: [true, false] } });
+    archiveRun(run, join(project, 'docs', 'results', 'household', 'grpo-s0'), { method: 'grpo', seed: 0, plannedIterations: 1, commit: 'abc1234', command: 'c', configHash: 'h' });
+    writeFileSync(join(project, 'docs', 'RESULTS.md'), '# My results\n');
+    const r = spawnSync(process.execPath, [cli, 'results', 'docs/results/household'], { cwd: project, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^\| grpo \| 0 \| 1 \| 0\.500 /m);
+    assert.match(r.stdout, /1 runs; wrote nothing: docs\/results\/household is not this repository's docs\/results\/household, so its block goes only into a page named with --page FILE/);
+    assert.equal(readFileSync(join(project, 'docs', 'RESULTS.md'), 'utf8'), '# My results\n');
+    assert.ok(!existsSync(join(project, 'docs', 'figures')));
+    const named = spawnSync(process.execPath, [cli, 'results', 'docs/results/household', '--page', 'docs/RESULTS.md'], { cwd: project, encoding: 'utf8' });
+    assert.equal(named.status, 0, named.stderr);
+    assert.match(readFileSync(join(project, 'docs', 'RESULTS.md'), 'utf8'), /<!-- results:household:begin/);
+    assert.ok(existsSync(join(project, 'docs', 'figures', 'household_methods_validation.svg')));
+    // This repository's own archive keeps its page by default.
+    const root = new URL('..', import.meta.url).pathname;
+    assert.equal(repositoryPage(join(root, 'docs', 'results', 'household')), join(root, 'docs', 'RESULTS.md'));
+    assert.equal(repositoryPage(join(project, 'docs', 'results', 'household')), null);
+  });
+
   test('--seeds: a count, a list, ranges (one seed alone as N-N); backwards ranges and repeats refused', () => {
     assert.deepEqual(parseSeeds('3'), [0, 1, 2]);
     assert.deepEqual(parseSeeds('2,5'), [2, 5]);
@@ -212,7 +234,7 @@ describe('the comparison table', () => {
     assert.match(first.stdout, /not started grpo-s1: no time left \(continue with --resume\)/);
     const second = compare('bbb2222');
     assert.equal(second.status, 0, second.stderr + second.stdout);
-    assert.match(second.stdout, /done grpo-s0 \(\d+ s, 2 of 2 iterations\)\narchived grpo-s0/);
+    assert.match(second.stdout, /done grpo-s0 \(\d+ s, 2 of 2 iterations\) \| compare: 1 of 2 runs done.*\narchived grpo-s0/);
     assert.match(second.stdout, /not started grpo-s1/);
     assert.ok(!existsSync(join(out, 'grpo-s1')), 'a run never started leaves no directory and no segment');
     const [a] = readArchive(results);

@@ -164,3 +164,23 @@ describe('evaluate', () => {
     assert.match(badBatch.stderr, /--max-batch 0: expected an integer >= 1/);
   });
 });
+
+describe('eval through the CLI', () => {
+  test('a log gets how many episodes are done and how long the rest will take', slow, async () => {
+    // A run whose episodes go two at a time, so they finish in waves and the pace shows before the end.
+    const micro = new URL('../models/household-micro', import.meta.url).pathname;
+    const run = join(root, 'paced-run');
+    await gpu();
+    const weights = loadModel(micro, { trainable: false });
+    await saveCheckpoint(join(run, 'checkpoints'), {
+      model: { kind: 'full', model: weights, tokenizerDir: micro }, optimizerState: {}, trainerState: { iteration: 1, configHash: 'test', rng: {} },
+    });
+    for (const p of weights.parameters()) p.dispose();
+    writeRunConfig(run, validateConfig({ model: { path: micro }, rollout: { concurrency: 2, maxTurns: 2, maxResponseTokens: 8 }, validation: { tasks: 4 } }));
+    const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
+    const r = spawnSync(process.execPath, [cli, 'eval', run, '--seeds', '2', '--progress', 'plain'], { encoding: 'utf8', env: { ...process.env, EGL_PLATFORM: 'surfaceless' } });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^eval [1-7]\/8 \d+\.\ds, about \d+ s left /m);
+    assert.match(r.stdout, /^eval 8\/8 \d+\.\ds /m);
+  });
+});

@@ -12,7 +12,7 @@ import { builtInSearchData, SearchEnvironment } from '../envs/search/env.ts';
 import { HttpRetriever, RetrieverError } from '../envs/search/http_retriever.ts';
 import { Bm25Retriever, type RetrievalHit, type Retriever } from '../envs/search/retriever.ts';
 import { loadConfig } from '../src/config/config.ts';
-import { makeEnvironment } from '../src/eval/environment.ts';
+import { makeEnvironment } from '../src/envs/environment.ts';
 import { listen } from '../src/net/listen.ts';
 
 const corpus = [

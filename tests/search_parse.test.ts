@@ -9,7 +9,7 @@ import { searchAgent } from '../envs/search/agent.ts';
 import { resolveSearchOptions, searchOptions, searchReferenceOf } from '../envs/search/options.ts';
 import { cutAfterAction, parseSdar, parseSearchR1 } from '../envs/search/parse.ts';
 import { envOptionsOf, loadConfig, type TrainConfig } from '../src/config/config.ts';
-import { agentSpec } from '../src/eval/environment.ts';
+import { agentSpec } from '../src/envs/environment.ts';
 
 type Kind = 'search' | 'answer' | null;
 

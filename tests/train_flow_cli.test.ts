@@ -3,11 +3,13 @@
 // configuration in a line (the whole of it goes to config.json), every iteration's line
 // says how long is left, the run ends with a summary (iterations, time, final and peak
 // validation, the report), and `--resume` of a finished run says there is nothing to
-// do before the GPU starts. SFT prints one line per step it reports, not two.
+// do before the GPU starts. SFT prints one line per step it reports, not two. Inference
+// servers are checked before the run directory is made.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -19,6 +21,15 @@ const cli = (args: string[]) => {
   const r = spawnSync(process.execPath, [MAIN, ...args], { cwd: ROOT, env: cliEnv(), encoding: 'utf8', timeout: 540_000 });
   return { code: r.status, out: r.stdout, err: r.stderr };
 };
+
+/** A port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 describe('train examples/smoke.yaml, one method after another', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-train-flow-'));
@@ -56,6 +67,14 @@ describe('train examples/smoke.yaml, one method after another', () => {
     assert.doesNotMatch(sft.out, /^sft \d+\/\d+ /m, 'no progress line besides the step lines');
     assert.match(steps[0], /\| about \d+ s left$/);
     assert.match(sft.out, /household-sft-s0: finished all \d+ steps\n {2}time {8}\d+ s for steps 1-\d+ in this command\n {2}validation {2}success \d\.\d{3} at step \d+ \(final\)/);
+  });
+
+  test('inference servers are checked before the run directory is made', slow, async () => {
+    const port = await closedPort();
+    const r = smoke('--method', 'grpo', 'output.runName=no-server', 'rollout.engine=http', `rollout.url=http://127.0.0.1:${port}`, 'rollout.serverWaitSeconds=1');
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.err, new RegExp(`server http://127\\.0\\.0\\.1:${port}`));
+    assert.ok(!fs.existsSync(path.join(dir, 'no-server')), 'no run directory, not even the software GPU\'s scale record');
   });
 
   test('train --help names every method', () => {

@@ -14,7 +14,7 @@ import * as path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { envPlugin } from '../envs/registry.ts';
 import { loadConfig } from '../src/config/config.ts';
-import { makeEnvironment } from '../src/eval/environment.ts';
+import { makeEnvironment } from '../src/envs/environment.ts';
 import { loadTokenizer, type Tokenizer } from '../src/tokenizer/tokenizer.ts';
 import { runRollout } from '../src/rollout/agent_loop.ts';
 import type { PromptHistory } from '../src/rollout/conversation.ts';

@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import { defineCommand } from 'citty';
 import { METHODS } from '../config/config_schema.ts';
 import * as fs from 'node:fs';
-import { configHash, loadConfig, type TrainConfig } from '../config/config.ts';
+import { configHash, loadConfig, readRunConfig, type TrainConfig } from '../config/config.ts';
 import { archivedComplete, archiveRun, readSegments, recordSegment, sourceCommit } from '../compare/archive.ts';
 import { comparePlan, runComparison, serverSlots, slotServerOverrides, writeComparison, type CompareRun, type RunProgress } from '../compare/compare.ts';
 import { checkpointIteration, findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
@@ -33,13 +33,13 @@ export function parseSeeds(value: string): number[] {
 export const compareCommand = defineCommand({
   meta: {
     name: 'compare',
-    description: 'Run several methods over several seeds on one configuration and tabulate them, e.g. ' +
+    description: 'Train several methods over several training seeds on one configuration, each method and seed a run of its own, and tabulate them, e.g. ' +
       '`compare examples/grpo_household.yaml --methods grpo,sdar,rlsd,skill_sd --seeds 3 --parallel 4`.',
   },
   args: {
     config: { type: 'positional', required: false, description: 'YAML or JSON config file, then any number of key=value overrides for every run' },
     methods: { type: 'string', required: true, description: `comma-separated methods (${METHODS.join(', ')})` },
-    seeds: { type: 'string', default: '3', description: 'a count N (seeds 0..N-1), or a comma-separated list of seeds and ranges A-B (2-2: seed 2 alone)' },
+    seeds: { type: 'string', default: '3', description: 'training seeds, each a run of every method (METHOD-sN): a count N (seeds 0..N-1), or a comma-separated list of seeds and ranges A-B (2-2: seed 2 alone)' },
     parallel: { type: 'string', default: '1', description: 'runs at once (they share the GPU)' },
     out: { type: 'string', description: 'comparison directory (default: <output.dir>/compare-<env>)' },
     resume: { type: 'boolean', description: 'run only what is missing: skip runs archived complete (--results), continue the others from their latest checkpoint, start those with none' },
@@ -77,6 +77,7 @@ export const compareCommand = defineCommand({
     const plan = comparePlan(methods, seeds);
     const results = args.results;
     if (results !== undefined && fs.existsSync(results) && !fs.statSync(results).isDirectory()) throw new CliError(`--results ${results}: not a directory`);
+    let outcome: Awaited<ReturnType<typeof runComparison>> = [];
     if (!args['table-only']) {
       const flags = [
         // Every GPU option reaches each run as given (a run's speed is the GPU's business, its results the recipe's).
@@ -112,13 +113,16 @@ export const compareCommand = defineCommand({
         recordSegment(dir, run.name, { from: latest ? checkpointIteration(latest) + 1 : 1, commit, command });
         return late;
       };
+      // What a run plans is what it recorded as it started (a software GPU scales it down), else the configuration's.
       const progress = (run: CompareRun): RunProgress => ({
         done: readMetrics(path.join(dir, run.name, 'metrics.jsonl')).reduce((m, r) => Math.max(m, typeof r.iteration === 'number' ? r.iteration : 0), 0),
-        planned: runConfig(run).iterations,
+        planned: recordedIterations(path.join(dir, run.name)) ?? runConfig(run).iterations,
       });
+      if (!args.resume && !args.overwrite) refuseHeldRuns(dir, plan.filter((run) => results === undefined || !archivedComplete(results, run.name)));
       const onExit = (run: CompareRun, code: number, ran: RunProgress | undefined) => {
-        if (results === undefined || code !== 0 || !ran || ran.done < ran.planned) return;
+        // Only a run complete as configured is archived, not one scaled down for a software GPU.
         const cfg = runConfig(run);
+        if (results === undefined || code !== 0 || !ran || ran.done < cfg.iterations) return;
         const runDir = path.join(dir, run.name);
         const segments = readSegments(dir, run.name);
         archiveRun(runDir, path.join(results, run.name), {
@@ -129,13 +133,31 @@ export const compareCommand = defineCommand({
       console.log(`compare: ${plan.length} runs (${methods.join(', ')} x seeds ${seeds.join(',')}), ${parallel} at a time, in ${dir}`);
       if (slots) console.log(`compare: each parallel run has its own servers: ${slots.map((s, i) => `slot ${i + 1} ${s.join(', ')}`).join('; ')}`);
       const slotOverrides = slots ? (slot: number) => slotServerOverrides(base, slots![slot]) : undefined;
-      const outcome = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags], runFlags, atLaunch, onExit, progress, slotOverrides }, parallel, (l) => console.log(l));
-      const failed = outcome.filter((r) => r.code !== 0);
-      if (failed.length) console.log(`${failed.length} of ${plan.length} runs failed: ${failed.map((f) => f.run.name).join(', ')}`);
+      outcome = await runComparison(dir, plan, { argv, trainArgs: [...(file ? [file] : []), ...overrides, ...flags], runFlags, atLaunch, onExit, progress, slotOverrides }, parallel, (l) => console.log(l));
     }
     const { table, missing } = writeComparison(dir, plan);
     if (missing.length) console.log(`no metrics for: ${missing.join(', ')}`);
     console.log(table);
     console.log(`table ${path.join(dir, 'compare.md')}, data ${path.join(dir, 'compare.json')}, report ${path.join(dir, 'report.html')}`);
+    // The table holds what the others made; the command still fails, each run's reason above.
+    const failed = outcome.filter((r) => r.code !== 0);
+    if (failed.length) throw new CliError(`${failed.length} of ${outcome.length} runs failed: ${failed.map((f) => `${f.run.name} (${f.reason ?? `exit ${f.code}`})`).join('; ')}`);
   },
 });
+
+/** The iterations a run recorded in its config.json as it started, or null before it has. */
+function recordedIterations(runDir: string): number | null {
+  const cfg = readRunConfig(runDir) as { iterations?: unknown } | null;
+  return typeof cfg?.iterations === 'number' ? cfg.iterations : null;
+}
+
+/** Without --resume or --overwrite, a run that holds checkpoints would be refused by its own train; all such are refused here, before any starts. */
+function refuseHeldRuns(dir: string, plan: readonly CompareRun[]): void {
+  const held = plan.flatMap((run) => {
+    const latest = findLatestCheckpoint(path.join(dir, run.name, 'checkpoints'));
+    return latest ? [`${run.name} (checkpoints up to ${path.basename(latest)})`] : [];
+  });
+  if (held.length) {
+    throw new CliError(`${dir} already holds ${held.length === 1 ? 'the run' : 'runs'} ${held.join(', ')}: pass --resume to continue ${held.length === 1 ? 'it' : 'them'}, --overwrite to replace ${held.length === 1 ? 'it' : 'them'}, or --out another directory`);
+  }
+}

@@ -4,7 +4,7 @@ import { serveEnvironment } from '../../envs/server.ts';
 import { AGENTGYM_STAND_INS } from '../../envs/agentgym/index.ts';
 import { SPLITS, type Environment, type Split } from '../envs/types.ts';
 import { loadConfig } from '../config/config.ts';
-import { makeEnvironment } from '../eval/environment.ts';
+import { makeEnvironment } from '../envs/environment.ts';
 import { CliError, intArg } from './args.ts';
 
 /** The in-process environment `name` with its settings given as key=value words (its env.<name> block of a config). */

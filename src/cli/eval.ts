@@ -23,7 +23,7 @@ function parseKs(value: string, seeds: number): number[] {
 /** The report as a table: one row for all tasks, then one per task type. */
 export function formatEvalTable(r: EvalReport): string {
   const shop = r.summary.score !== null;
-  const head = ['', 'tasks', 'episodes', `success (mean ± std over ${r.seeds} seeds)`, ...r.ks.map((k) => `pass@${k}`), ...(shop ? ['score (mean ± std)'] : [])];
+  const head = ['', 'tasks', 'episodes', `success (mean ± std over ${r.seeds} sampling seeds)`, ...r.ks.map((k) => `pass@${k}`), ...(shop ? ['score (mean ± std)'] : [])];
   const row = (name: string, g: GroupStats) => [
     name, String(g.tasks), String(g.episodes), formatMeanStd(g.success),
     ...r.ks.map((k) => (g.passAtK[k] === undefined ? '-' : g.passAtK[k].toFixed(3))),
@@ -87,11 +87,11 @@ const SEARCH_FLAGS = ['dataset', 'retriever', 'retriever-protocol', 'topk'] as c
 export const evalCommand = defineCommand({
   meta: {
     name: 'eval',
-    description: 'Evaluate a model over several seeds on a fixed task panel: success mean ± std, pass@k, per task type (shop: native score). ' +
+    description: 'Evaluate a model on a fixed task panel, every task run once per sampling seed (--seeds S): success mean ± std over the S runs, pass@k, per task type (shop: native score). ' +
       'MODEL is a Hugging Face model directory, a training checkpoint, a run directory (its latest checkpoint) or a Hub model id.',
   },
   args: {
-    model: { type: 'positional', required: true, description: 'model directory, checkpoint directory, or run directory' },
+    model: { type: 'positional', required: true, description: 'model directory, training checkpoint (ckpt-N), run directory (its latest checkpoint) or Hub model id (owner/name)' },
     env: { type: 'string', description: `environment: ${ENV_NAMES.join(', ')} (default: the run's, else household)` },
     'env-url': { type: 'string', description: "the environment's server (default: the run's env.url, else the built-in environment)" },
     agentgym: { type: 'boolean', description: "the server is AgentGym's (--no-agentgym: ours); default: the run's env.agentgym" },
@@ -99,7 +99,7 @@ export const evalCommand = defineCommand({
     retriever: { type: 'string', description: "search: a retrieval server's /retrieve URL (env.search.retriever.url; default: the run's)" },
     'retriever-protocol': { type: 'string', description: "search: search-r1 ({\"queries\"}) or sdar ({\"query\"}) (env.search.retriever.protocol)" },
     topk: { type: 'string', description: 'search: passages per search (env.search.retriever.topk)' },
-    seeds: { type: 'string', description: 'S: runs of every task, one per seed', default: String(EVAL_DEFAULTS.seeds) },
+    seeds: { type: 'string', description: "S: sampling seeds, each a run of every task (not training seeds: the model is trained already)", default: String(EVAL_DEFAULTS.seeds) },
     tasks: { type: 'string', description: "panel size (default: the environment's validation.tasks; AgentGym or a search dataset: the whole split)" },
     split: { type: 'string', description: 'task split: train, valid_seen, valid_unseen (default: validation.split); AgentGym: train, validation, test (default: test)' },
     'panel-seed': { type: 'string', description: "environment seed of the panel's first task (default: validation.seed; not with AgentGym, whose tasks are its indices)" },

@@ -7,7 +7,7 @@ import { REPORT_FILE, RUN_CONFIG_FILE } from '../report/run_files.ts';
 import { runSummary } from '../report/run_summary.ts';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { tensorCoreNote } from '../kernels/matmul/precision.ts';
-import { applySoftwareGpuScale, EMBEDDED_RECIPE, writeScaleRecord, type ScaleRecord } from '../config/default_run.ts';
+import { applySoftwareGpuScale, EMBEDDED_RECIPE, type ScaleRecord } from '../config/default_run.ts';
 import { configWarnings, loadConfig, METHODS, runDir, type TrainConfig } from '../config/config.ts';
 import { assertRunUnlocked } from '../run/run_lock.ts';
 import { planRunStart } from '../run/run_start.ts';
@@ -100,11 +100,9 @@ export const trainCommand = defineCommand({
         scale = { adapter: rt.gpu.description, changes: scaled.changes };
       }
     }
-    // A run replaced at full size loses the old record; a resumed one keeps its own.
-    if (scale || !target.resume) writeScaleRecord(runDir(cfg), scale);
     console.log(`configuration: ${file ?? 'the embedded default'}${overrides.length ? ` with ${overrides.join(' ')}` : ''}; every setting is written to ${path.join(runDir(cfg), RUN_CONFIG_FILE)}`);
     for (const warning of configWarnings(cfg)) console.log(`warning: ${warning}`);
-    await train(cfg, { resume: target.resume, resumeFrom: target.from, overwrite: args.overwrite, stopAfter, timeLimitSeconds });
+    await train(cfg, { resume: target.resume, resumeFrom: target.from, overwrite: args.overwrite, scale, stopAfter, timeLimitSeconds });
     destroyRuntime();
   },
 });

@@ -13,7 +13,11 @@ import { formatMeanStd, meanStd, passAtK, type MeanStd } from '../report/eval_st
 import { metricTotal, readRun, summarizeRun, writeComparisonReport, type RunData } from '../report/report.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
 import { serverUrls } from '../trainer/servers.ts';
+import { intervalTicker } from '../report/progress.ts';
+import { CompareProgress } from './compare_progress.ts';
+import { failureReason, InvocationLog, parseIterationLine, TRAIN_LOG } from './train_log.ts';
 import type { TrainConfig } from '../config/config.ts';
+import { readScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 
 export const COMPARE_FILE = 'compare.json';
 export const COMPARE_TABLE = 'compare.md';
@@ -82,14 +86,23 @@ export function slotServerOverrides(cfg: TrainConfig, urls: readonly string[]): 
   return [`rollout.url=${list}`, ...(cfg.teacher.engine === 'http' && cfg.teacher.model === undefined ? [`teacher.url=${list}`] : [])];
 }
 
-/** Runs every plan entry as `train` in a child process, `parallel` at a time; logs go to <dir>/<name>/train.log. */
+/** How often a running run's log is read for the iterations it reports. */
+const LOG_POLL_MS = 1000;
+
+/**
+ * Runs every plan entry as `train` in a child process, `parallel` at a time. Each run's
+ * output is appended to <dir>/<name>/train.log, and its iterations are reported here
+ * with the time left, its own and the comparison's; a run that fails is reported with
+ * the reason it gave.
+ */
 export async function runComparison(
   dir: string, plan: readonly CompareRun[], cmd: ChildCommand, parallel: number, log: (line: string) => void,
-): Promise<{ run: CompareRun; code: number }[]> {
+): Promise<{ run: CompareRun; code: number; reason: string | null }[]> {
   const flags = new Map(plan.map((r) => [r.name, cmd.runFlags ? cmd.runFlags(r) : []]));
   plan = plan.filter((r) => flags.get(r.name) !== null);
   fs.mkdirSync(dir, { recursive: true });
-  const results: { run: CompareRun; code: number }[] = [];
+  const results: { run: CompareRun; code: number; reason: string | null }[] = [];
+  const overall = new CompareProgress(plan.length);
   let next = 0;
   const worker = async (slot: number) => {
     while (next < plan.length) {
@@ -101,29 +114,43 @@ export async function runComparison(
       }
       const runDir = path.join(dir, run.name);
       fs.mkdirSync(runDir, { recursive: true });
-      const args = [
-        ...cmd.argv.slice(1), 'train', ...cmd.trainArgs, ...(cmd.slotOverrides?.(slot) ?? []), ...flags.get(run.name)!, ...late,
+      const trainArgs = [
+        'train', ...cmd.trainArgs, ...(cmd.slotOverrides?.(slot) ?? []), ...flags.get(run.name)!, ...late,
         `method=${run.method}`, `seed=${run.seed}`, `output.dir=${dir}`, `output.runName=${run.name}`, 'output.progress=plain',
       ];
       log(`start ${run.name}`);
       const started = performance.now();
+      // The header names the command, a server key given on the command line left out.
+      const runLog = new InvocationLog(path.join(runDir, TRAIN_LOG), trainArgs.map((a) => a.replace(/^((?:rollout|teacher)\.apiKey=).*/, '$1<hidden>')).join(' '));
+      const report = () => {
+        for (const line of runLog.newLines()) {
+          const it = parseIterationLine(line);
+          if (!it) continue;
+          overall.iteration(run.name, it.iteration, it.total);
+          log(`${run.name}: iter ${it.iteration}/${it.total}${it.timeLeft ? `, ${it.timeLeft}` : ''} | ${overall.line()}`);
+        }
+      };
+      const stopPolling = intervalTicker(LOG_POLL_MS, report);
       const code = await new Promise<number>((resolve) => {
-        const out = fs.openSync(path.join(runDir, 'train.log'), 'w');
-        const child = spawn(cmd.argv[0], args, { stdio: ['ignore', out, out] });
+        const child = spawn(cmd.argv[0], [...cmd.argv.slice(1), ...trainArgs], { stdio: ['ignore', runLog.fd, runLog.fd] });
         child.on('error', (e) => {
-          fs.writeSync(out, `could not start: ${e.message}\n`);
+          fs.writeSync(runLog.fd, `error: could not start ${cmd.argv[0]}: ${e.message}\n`);
           resolve(127);
         });
-        child.on('exit', (c, signal) => {
-          fs.closeSync(out);
-          resolve(c ?? (signal ? 128 : 1));
-        });
+        child.on('exit', (c, signal) => resolve(c ?? (signal ? 128 : 1)));
       });
+      stopPolling();
+      report();
+      runLog.close();
+      overall.ended(run.name);
       const secs = ((performance.now() - started) / 1000).toFixed(0);
       const progress = cmd.progress?.(run);
-      log(code === 0 ? exitLine(run, secs, progress) : `FAILED ${run.name} (exit ${code}, ${secs} s): see ${path.join(runDir, 'train.log')}`);
+      const reason = code === 0 ? null : failureReason(runLog.text());
+      log(code === 0
+        ? `${exitLine(run, secs, progress)} | ${overall.line()}`
+        : `FAILED ${run.name} (exit ${code}, ${secs} s): ${reason ?? 'it printed nothing'} (log: ${runLog.file}) | ${overall.line()}`);
       cmd.onExit?.(run, code, progress);
-      results.push({ run, code });
+      results.push({ run, code, reason });
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, plan.length)) }, (_, slot) => worker(slot)));
@@ -215,21 +242,38 @@ export function renderCompareTable(rows: readonly MethodRow[]): string {
     ...PHASE_KEYS.map((p) => `${p} s`), 'teacher share'];
   const num = (v: number | undefined, d = 3) => (v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(d));
   const lines = rows.map((r) => [
-    r.method, r.seeds.join(','), r.iterations.mean.toFixed(1), Number.isFinite(r.startVal.mean) ? formatMeanStd(r.startVal) : '–', formatMeanStd(r.finalVal), formatMeanStd(r.peakVal), ...ks.map((k) => num(r.passAtK[k])),
+    r.method, r.seeds.join(','), r.iterations.std > 0 ? formatMeanStd(r.iterations, 1) : String(r.iterations.mean), Number.isFinite(r.startVal.mean) ? formatMeanStd(r.startVal) : '–', formatMeanStd(r.finalVal), formatMeanStd(r.peakVal), ...ks.map((k) => num(r.passAtK[k])),
     r.tokensGenerated.mean.toFixed(0), r.tokensTrained.mean.toFixed(0), ...PHASE_KEYS.map((p) => num(r.phaseSeconds[p], 1)),
     Number.isFinite(r.teacherShare.mean) ? formatMeanStd(r.teacherShare) : '–',
   ]);
   return [head, head.map(() => '---'), ...lines].map((cells) => `| ${cells.join(' | ')} |`).join('\n') + '\n';
 }
 
-/** Reads the finished runs, writes compare.json, compare.md and the overlaid HTML report; returns the table. */
+/**
+ * Under the table, which runs were scaled down for a software GPU and how: their
+ * numbers are not the configuration's. Null when every run ran as configured.
+ */
+function scaledDownNote(scaled: Readonly<Record<string, ScaleRecord>>): string | null {
+  const names = Object.keys(scaled);
+  if (!names.length) return null;
+  const changes = [...new Set(names.flatMap((n) => scaled[n].changes))];
+  const adapters = [...new Set(names.map((n) => scaled[n].adapter))];
+  return `Scaled down for the software GPU (${adapters.join(', ')}), so not the configured runs: ${names.join(', ')} (${changes.join(', ')}); compare with --full-size runs them as configured.`;
+}
+
+/** Reads the finished runs, writes compare.json, compare.md and the overlaid HTML report; returns the table, with a note under it on runs scaled down. */
 export function writeComparison(dir: string, plan: readonly CompareRun[]): { rows: MethodRow[]; table: string; missing: string[] } {
   const present = plan.filter((r) => fs.existsSync(path.join(dir, r.name, 'metrics.jsonl')));
   const missing = plan.filter((r) => !present.includes(r)).map((r) => r.name);
   const methods = [...new Set(present.map((r) => r.method))];
   const rows = methods.map((m) => summarizeMethod(m, present.filter((r) => r.method === m).map((r) => ({ seed: r.seed, data: readRun(path.join(dir, r.name)) }))));
-  const table = renderCompareTable(rows);
-  writeFileAtomic(path.join(dir, COMPARE_FILE), JSON.stringify({ runs: plan, missing, methods: rows }, null, 2) + '\n');
+  const scaled = Object.fromEntries(present.flatMap((r) => {
+    const record = readScaleRecord(path.join(dir, r.name));
+    return record ? [[r.name, record]] : [];
+  }));
+  const note = scaledDownNote(scaled);
+  const table = renderCompareTable(rows) + (note ? `\n${note}\n` : '');
+  writeFileAtomic(path.join(dir, COMPARE_FILE), JSON.stringify({ runs: plan, missing, scaledDown: scaled, methods: rows }, null, 2) + '\n');
   writeFileAtomic(path.join(dir, COMPARE_TABLE), table);
   if (present.length) writeComparisonReport(present.map((r) => path.join(dir, r.name)), path.join(dir, COMPARE_REPORT), { title: `compare: ${methods.join(', ')}` });
   return { rows, table, missing };

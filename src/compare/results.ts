@@ -12,6 +12,7 @@ import * as path from 'node:path';
 import { formatMeanStd, meanStd, passAtK, type MeanStd } from '../report/eval_stats.ts';
 import type { MetricsRow } from '../report/metrics.ts';
 import { lineChart, type Series } from '../report/svg_chart.ts';
+import { shippedFile } from '../storage/storage.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
 import { Rng } from '../util/random.ts';
 import type { ArchivedRun, TaskWins } from './archive.ts';
@@ -199,6 +200,18 @@ export function replaceBlock(text: string, env: string, block: string): string {
   if (b >= 0 && e > b) return text.slice(0, b) + block + text.slice(e + END(env).length);
   if (b >= 0 || e >= 0) throw new Error(`the results block for ${env} is opened or closed but not both; fix the markers by hand`);
   return `${text.trimEnd()}\n\n${block}\n`;
+}
+
+/**
+ * The page an archive's block goes to by default: docs/RESULTS.md of this repository,
+ * for its own archive (docs/results/<env> beside that page); null for any other archive,
+ * whose block is written only to a page named for it.
+ */
+export function repositoryPage(archive: string): string | null {
+  const page = shippedFile(path.join('docs', 'RESULTS.md'));
+  if (page === null) return null;
+  const own = path.join(path.dirname(page), 'results', path.basename(path.resolve(archive)));
+  return path.resolve(archive) === path.resolve(own) ? page : null;
 }
 
 /** Writes the figure beside the page and the block into it. */

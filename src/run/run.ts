@@ -18,6 +18,7 @@ import type { Engine } from '../engines/engine.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { assertResumable, loadResumeCheckpoint, saveCheckpoint, type CheckpointContents, type LoadedCheckpoint } from '../checkpoint/checkpoint.ts';
 import { configHash, readRunConfig, runDir, writeRunConfig, type TrainConfig } from '../config/config.ts';
+import { writeScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 import { agentSpec, makeEnvironment, validationPanel } from '../eval/environment.ts';
 import { checkEnvFailures, countEnvFailures } from '../rollout/env_failures.ts';
 import { MetricsLogger, rolloutMetrics, type Metrics } from '../report/metrics.ts';
@@ -34,6 +35,8 @@ export interface TrainOptions {
   resumeFrom?: string;
   /** Replace an existing run's metrics instead of refusing. */
   overwrite?: boolean;
+  /** How the run was scaled down for a software GPU, recorded in its directory; null or unset for a run as configured. */
+  scale?: ScaleRecord | null;
   /** Stop after this many iterations in this invocation (time-boxed jobs); `resume` continues. */
   stopAfter?: number;
   /** Stop (with a checkpoint) before an iteration that would likely end after this many seconds from the start; `resume` continues. */
@@ -49,6 +52,8 @@ export interface TrainResult {
 
 export interface RunOptions {
   resume?: boolean;
+  /** How the run was scaled down for a software GPU, recorded in its directory; null or unset for a run as configured. */
+  scale?: ScaleRecord | null;
   /** With resume: the checkpoint (ckpt-N) to continue from instead of the newest intact one. */
   resumeFrom?: string;
   overwrite?: boolean;
@@ -105,6 +110,8 @@ export class Run {
       this.start = this.checkpoint?.trainerState.iteration ?? 0;
       if (this.checkpoint) this.lastSaved = { iteration: this.start, dir: this.checkpointDir! };
       writeRunConfig(this.dir, cfg);
+      // A resumed run keeps the record it started with; a run started anew replaces any.
+      if (opts.scale || start.kind !== 'resume') writeScaleRecord(this.dir, opts.scale ?? null);
       if (start.kind === 'restart' && start.note) this.log(start.note);
       this.metrics = new MetricsLogger(this.dir, { tensorboard: cfg.output.tensorboard, resumeFrom: this.checkpoint ? this.start : undefined, overwrite: start.kind === 'restart' });
       // The iterations after the checkpoint are done again: their trajectory files start over.

@@ -26,7 +26,7 @@ import type { SftSample } from './sft.ts';
 import { ExpertEngine } from '../engines/expert_engine.ts';
 import type { TrajectoryRecord } from '../rollout/sample.ts';
 import type { TrainConfig } from '../config/config_schema.ts';
-import { agentSpec, makeEnvironment } from '../eval/environment.ts';
+import { agentSpec, makeEnvironment } from '../envs/environment.ts';
 import { envPlugin } from '../../envs/registry.ts';
 import type { ExpertTurn } from '../envs/plugin.ts';
 import type { Rng } from '../util/random.ts';

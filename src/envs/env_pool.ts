@@ -5,8 +5,8 @@
 // held end in SessionLostError, so their episodes start over on another server (the
 // agent loop restarts an episode whose session was lost).
 
-import { RemoteEnvError, SessionLostError } from '../envs/client.ts';
-import type { CreateOptions, EnvSession, Environment, ResetResult, StepResult, TaskSplit } from '../envs/types.ts';
+import { RemoteEnvError, SessionLostError } from './client.ts';
+import type { CreateOptions, EnvSession, Environment, ResetResult, StepResult, TaskSplit } from './types.ts';
 
 /** How long a server that stopped answering is passed over before it is tried again. */
 const SET_ASIDE_MS = 30_000;
