@@ -11,7 +11,7 @@ import { applySoftwareGpuScale, EMBEDDED_RECIPE, type ScaleRecord } from '../con
 import { configWarnings, loadConfig, METHODS, runDir, type TrainConfig } from '../config/config.ts';
 import { assertRunUnlocked } from '../run/run_lock.ts';
 import { planRunStart } from '../run/run_start.ts';
-import { checkEnvironment } from '../eval/environment.ts';
+import { checkEnvironment } from '../envs/environment.ts';
 import { hubModelDir } from '../hub/hub_model.ts';
 import { checkRunInputs, firstRunConfig, train } from '../trainer/train.ts';
 import { CliError, configWords, intArg, numberArg } from './args.ts';
