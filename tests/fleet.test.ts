@@ -5,7 +5,9 @@
 // environment server closed mid-iteration (its episodes start over on the other); a
 // server that misses a push, with full weights on `serve` processes and with LoRA on
 // servers that answer as vLLM's adapter routes, serving nothing until it has caught
-// up; and the embedded default's curve on two `serve` processes against the local
+// up; a server down at the start: the run starts on the other and takes it in once it
+// answers (or, asked to wait for every server, stops at once since nothing listens
+// there); and the embedded default's curve on two `serve` processes against the local
 // engine's.
 
 import assert from 'node:assert/strict';
@@ -277,6 +279,37 @@ describe('rollouts on a fleet of servers, through the CLI', () => {
     const third = readTrajectoryLog(path.join(out, 'lorafleet', 'rollouts', 'iter-3.jsonl'));
     assert.ok(third.some((t) => t.server === b.url), 'b takes episodes again once it has caught up');
     assert.ok(readTrajectoryLog(path.join(out, 'lorafleet', 'rollouts', 'iter-2.jsonl')).every((t) => t.server === a.url));
+  });
+
+  test('a server down at the start: the run starts on the other and takes it in once it answers; asked to wait for all, it stops in seconds', slow, async () => {
+    const standins: VllmStandin[] = [];
+    for (let i = 0; i < 2; i++) {
+      const engine = new LocalEngine(loadCausalLM(MODEL, { trainable: false }) as never, { tokenizer: await loadTokenizer(MODEL), name: 'policy', path: MODEL });
+      const s = await startVllmStandin(engine, { modelDir: MODEL, servedModelName: 'policy', allowedRoot: out, devMode: true, reloadTakesPath: true, maxModelLen: 512 });
+      closers.push(() => s.close());
+      standins.push(s);
+    }
+    const [a, b] = standins;
+    const at = b.url.replace(/[.]/g, '\\.');
+    const words = (name: string, ...more: string[]) => smoke(name, 'rollout.engine=http', `rollout.url=${list([a.url, b.url])}`, 'optim.lr=1e-2',
+      'rollout.tasksPerIteration=2', 'rollout.groupSize=2', 'rollout.maxTurns=2', 'validation.every=0', ...more);
+    // b's port refuses connections for the first 15 s of the run, then b answers as a fresh process.
+    const down = b.restart(15_000);
+    const started = performance.now();
+    const all = await cli(words('waitall', 'rollout.waitForAllServers=true'));
+    assert.equal(all.code, 1, all.out);
+    assert.match(all.out, new RegExp(`rollout server ${at} \\(.*\\) refuses connections: nothing listens there`));
+    assert.ok(performance.now() - started < 15_000, 'stopped while b was still down');
+    const r = await cli(words('oneup', 'iterations=5'));
+    await down;
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, new RegExp(`rollout server ${at} is not answering \\(.*\\): the run starts with 1 of 2 servers and takes it in once it answers \\(rollout\\.waitForAllServers=true waits for every server instead\\)`));
+    assert.match(r.out, new RegExp(`server ${at} answers and joins the pool with step \\d`));
+    const back = b.seen.find((x) => x.method === 'RESTARTED')!.at;
+    assert.ok(a.seen.some((x) => x.path === '/v1/completions' && !x.scoring && x.at < back), 'a rolled out while b was down');
+    const episodes = [1, 2, 3, 4, 5].flatMap((i) => readTrajectoryLog(path.join(out, 'oneup', 'rollouts', `iter-${i}.jsonl`)));
+    assert.ok(episodes.some((t) => t.server === b.url), 'b took episodes once it had joined');
+    assert.ok(episodes.every((t) => t.error === undefined));
   });
 
   test('the embedded default on two serve processes learns as on the local engine (same seeds: the same episodes and updates)', slow, async () => {

@@ -3,16 +3,22 @@
 // run's rollouts and teacher scores name the adapter of the current step, with an API
 // key that never reaches the run directory or the log; a server restarted mid-run
 // (ten seconds down) gets the current weights back before the next rollout and costs
-// only time; a server holding other weights at the start is found and fixed; a
-// context too short for the run, a missing sync route, a missing key and a server
-// another run syncs stop the run before any work; a push that fails (a vLLM whose
-// reload_weights takes no path) stops the run with the iteration saved; `eval
-// --engine http --served-model` evaluates what a server serves.
+// only time, and so does one that restarts right after an adapter swap (its new
+// adapter forgotten); a server holding other weights at the start is found and fixed;
+// a context too short for the run, a missing sync route, a missing key, a server
+// another run syncs and a server that cannot load the run's weights (a vLLM whose
+// reload_weights takes no path) stop the run before any rollout; nothing listening at
+// the address stops it in seconds, naming the setting that would wait; a push that
+// fails after an update stops the run with the iteration saved; `eval --engine http
+// --served-model` evaluates what a server serves, and a server that is not there
+// stops eval in seconds.
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { loadCausalLM, randomModel, saveModel } from '../src/models/load.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
@@ -54,6 +60,15 @@ after(async () => {
 });
 
 const generations = (s: VllmStandin) => s.seen.filter((r) => r.path === '/v1/completions' && !r.scoring);
+
+/** An address where nothing listens: a port taken and given back. */
+async function closedPort(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return `http://127.0.0.1:${port}`;
+}
 
 describe('rollouts through a vLLM-faithful server, through the CLI', () => {
   before(() => gpu());
@@ -164,12 +179,64 @@ describe('rollouts through a vLLM-faithful server, through the CLI', () => {
     assert.deepEqual(generations(held), [], 'the refused run sent no rollout');
   });
 
-  test('a push the server refuses (vLLM before 0.16: reload_weights takes no path) stops the run with the iteration saved', slow, async () => {
+  test('a server that cannot load the run\'s weights (vLLM before 0.16: reload_weights takes no path) stops the run before the first rollout', slow, async () => {
     const s = await standin({ devMode: true, reloadTakesPath: false, maxModelLen: 512 });
     const r = await cli(smoke('oldvllm', s.url, 'checkpoint.every=5', 'iterations=3'));
     assert.notEqual(r.code, 0);
-    assert.match(r.out, /unexpected keyword argument 'weights_path'.*vLLM 0\.16 or later/);
-    assert.deepEqual(fs.readdirSync(path.join(out, 'oldvllm', 'checkpoints')).filter((n) => n.startsWith('ckpt-')), ['ckpt-1'], 'the update is saved although no checkpoint was due');
+    assert.match(r.out, /rollout server .* cannot load the run's weights \(.*sync[/\\]policy-step-0\): .*unexpected keyword argument 'weights_path'.*vLLM 0\.16 or later/);
+    assert.deepEqual(generations(s), [], 'no rollout');
+    assert.ok(!fs.existsSync(path.join(out, 'oldvllm', 'rollouts', 'iter-1.jsonl')));
+  });
+
+  test('a push that fails after an update stops the run with the iteration saved', slow, async () => {
+    const s = await standin({ runtimeLora: true, maxModelLen: 512 });
+    s.refuseLoad = (name) => /-step-1$/.test(name);
+    const r = await cli(smoke('failedpush', s.url, 'checkpoint.every=5', 'iterations=3', 'model.lora={"r":2,"alpha":4}'));
+    assert.notEqual(r.code, 0);
+    assert.match(r.out, /iteration 1: pushing the weights to the servers failed; the update is saved below/);
+    assert.match(r.out, /Failed to load the LoRA adapter 'policy-[0-9a-f]{8}-step-1'/);
+    assert.deepEqual(fs.readdirSync(path.join(out, 'failedpush', 'checkpoints')).filter((n) => n.startsWith('ckpt-')), ['ckpt-1'], 'the update is saved although no checkpoint was due');
+  });
+
+  test('LoRA: a server that restarts right after the adapter swap (step 1 loaded, step 0 unloaded) gets step 1 again; the run goes on', slow, async () => {
+    const s = await standin({ runtimeLora: true, maxModelLen: 512 });
+    let crashed = false;
+    s.crashAfter = (x) => {
+      if (crashed || x.path !== '/v1/unload_lora_adapter' || x.status !== 200 || !/-step-0$/.test(x.model ?? '')) return null;
+      crashed = true;
+      return 1000;
+    };
+    const r = await cli(smoke('loraswap', s.url, 'iterations=2', 'model.lora={"r":2,"alpha":4}', 'optim.lr=1e-2', 'validation.every=0'));
+    assert.equal(r.code, 0, r.out);
+    assert.ok(crashed, 'the server crashed after the swap');
+    const back = s.seen.findIndex((x) => x.method === 'RESTARTED');
+    const after = s.seen.slice(back);
+    // The first request after the restart names step 1's adapter, which the server no longer knows: 404, as vLLM answers.
+    const unknown = after.findIndex((x) => x.path === '/v1/completions' && /-step-1$/.test(x.model ?? '') && x.status === 404);
+    const reload = after.findIndex((x) => x.path === '/v1/load_lora_adapter' && x.status === 200 && /-step-1$/.test(x.model ?? ''));
+    assert.ok(unknown >= 0 && reload > unknown, JSON.stringify(after.slice(0, 8).map((x) => [x.path, x.model, x.status])));
+    assert.match(r.out, /no longer serves the adapter policy-[0-9a-f]{8}-step-1 \(restarted\?\): loading it again/);
+    const next = after.findIndex((x) => x.path === '/v1/load_lora_adapter' && /-step-2$/.test(x.model ?? ''));
+    const served = generations({ seen: after.slice(reload, next) } as VllmStandin);
+    assert.ok(served.length > 0 && served.every((x) => x.status === 200 && /-step-1$/.test(x.model!)), 'iteration 2 rolled out on step 1\'s adapter');
+    assert.deepEqual(readTrajectoryLog(path.join(out, 'loraswap', 'rollouts', 'iter-2.jsonl')).map((t) => t.error), [undefined, undefined]);
+  });
+
+  test('nothing listening at the address stops the run in seconds, naming the setting that waits; with it set, the wait is that long', slow, async () => {
+    const url = await closedPort();
+    let started = performance.now();
+    const r = await cli(smoke('nobody', url));
+    const seconds = (performance.now() - started) / 1000;
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, new RegExp(`rollout server ${url.replace(/[.]/g, '\\.')} \\(.*ECONNREFUSED.*\\) refuses connections: nothing listens there\\. Start the server, or correct the address; to wait for a server that is still starting, set rollout\\.serverWaitSeconds`));
+    assert.doesNotMatch(r.out, /waiting for/);
+    assert.ok(seconds < 45, `stopped after ${seconds.toFixed(0)} s`);
+    assert.ok(!fs.existsSync(path.join(out, 'nobody')), 'no run directory');
+    started = performance.now();
+    const waited = await cli(smoke('nobody-wait', url, 'rollout.serverWaitSeconds=6'));
+    assert.equal(waited.code, 1, waited.out);
+    assert.match(waited.out, new RegExp(`rollout: no answer within 6 s \\(rollout\\.serverWaitSeconds\\) from ${url.replace(/[.]/g, '\\.')}`));
+    assert.ok((performance.now() - started) / 1000 >= 6);
   });
 
   test('compare --parallel 2 gives each run a server of its own from rollout.url, and refuses to share one', slow, async () => {
@@ -209,5 +276,13 @@ describe('rollouts through a vLLM-faithful server, through the CLI', () => {
     const missing = await cli(['eval', MODEL, '--engine', 'http', '--url', s.url, '--served-model', 'nope', '--seeds', '1', '--tasks', '1', '--progress', 'none']);
     assert.notEqual(missing.code, 0);
     assert.match(missing.out, /does not serve "nope"/);
+    const nobody = await closedPort();
+    const started = performance.now();
+    const gone = await cli(['eval', MODEL, '--engine', 'http', '--url', nobody, '--seeds', '1', '--tasks', '1', '--progress', 'none']);
+    assert.equal(gone.code, 1, gone.out);
+    assert.match(gone.out, /eval server .* refuses connections: nothing listens there\. .*set --server-wait/);
+    assert.ok((performance.now() - started) / 1000 < 45);
+    const waited = await cli(['eval', MODEL, '--engine', 'http', '--url', nobody, '--server-wait', '3', '--seeds', '1', '--tasks', '1', '--progress', 'none']);
+    assert.match(waited.out, /eval: no answer within 3 s \(--server-wait\)/);
   });
 });

@@ -117,6 +117,7 @@ export const evalCommand = defineCommand({
     engine: { type: 'string', description: 'local (the model runs here) or http (what --url serves; MODEL gives the tokenizer and settings)', default: 'local' },
     url: { type: 'string', description: 'with --engine http: the server (vLLM, our serve) base URL, or several, comma-separated; API key from VLLM_API_KEY or OPENAI_API_KEY' },
     'served-model': { type: 'string', description: 'with --engine http: the served model or LoRA adapter name to ask for (default: the base model)' },
+    'server-wait': { type: 'string', description: 'with --engine http: seconds to wait for a server that does not answer, one that refuses connections at the start included (default: 300, and a server refusing connections stops eval at once)' },
     ...gpuArgs,
   },
   async run({ args }) {
@@ -131,9 +132,12 @@ export const evalCommand = defineCommand({
     const opt = (flag: string, v: string | undefined, min: number) => (v === undefined ? undefined : intArg(flag, v, min));
     if (args.engine !== 'local' && args.engine !== 'http') throw new CliError(`--engine ${args.engine}: expected local or http`);
     if (args.engine === 'http' && !args.url) throw new CliError('--engine http: give the server with --url');
-    if (args.engine === 'local' && (args.url || args['served-model'])) throw new CliError('--url and --served-model need --engine http');
+    if (args.engine === 'local' && (args.url || args['served-model'] || args['server-wait'])) throw new CliError('--url, --served-model and --server-wait need --engine http');
     const server = args.engine === 'http'
-      ? { urls: args.url!.split(',').map((u) => u.trim()).filter(Boolean), model: args['served-model'], apiKey: process.env.VLLM_API_KEY || process.env.OPENAI_API_KEY || undefined }
+      ? {
+        urls: args.url!.split(',').map((u) => u.trim()).filter(Boolean), model: args['served-model'], apiKey: process.env.VLLM_API_KEY || process.env.OPENAI_API_KEY || undefined,
+        waitSeconds: args['server-wait'] === undefined ? undefined : numberArg('--server-wait', args['server-wait'], 0),
+      }
       : undefined;
     // The model path is checked (a Hub id downloaded) before the GPU starts.
     const model = await hubModelDir(args.model);

@@ -264,7 +264,7 @@ export function withoutSecrets(cfg: TrainConfig): TrainConfig {
 /** Where the servers are and how patiently they are waited for: a resumed run may use others. */
 function withoutConnections(cfg: TrainConfig): Record<string, unknown> {
   const strip = <T extends object>(block: T, keys: readonly string[]) => Object.fromEntries(Object.entries(block).filter(([k]) => !keys.includes(k)));
-  const server = ['url', 'apiKey', 'serverWaitSeconds', 'failoverSeconds', 'probeTolerance'];
+  const server = ['url', 'apiKey', 'serverWaitSeconds', 'waitForAllServers', 'failoverSeconds', 'probeTolerance'];
   return { ...cfg, rollout: strip(cfg.rollout, server), teacher: strip(cfg.teacher, server), env: strip(cfg.env, ['url']) };
 }
 

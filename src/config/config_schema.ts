@@ -99,8 +99,15 @@ const engineFields = {
   model: name.optional(),
   /** Bearer token for the servers (vLLM's --api-key); default: VLLM_API_KEY, else OPENAI_API_KEY. Never written to the run directory. */
   apiKey: name.optional(),
-  /** How long a request keeps retrying a server that stops answering (restart, 5xx) before the run gives up on it. */
-  serverWaitSeconds: posNum.default(300),
+  /**
+   * How long a server that does not answer is waited for, in seconds (unset: 300): at the
+   * start one still starting, mid-run one restarting (5xx, no connection). Set, the start
+   * also waits that long for a server that refuses connections (its process not yet
+   * listening); unset, such a server stops the run within seconds.
+   */
+  serverWaitSeconds: posNum.optional(),
+  /** With several servers: start once every one answers and passes the checks, rather than with those that do (the others join as they come up). */
+  waitForAllServers: z.boolean().default(false),
   /** With several servers: how long a failing one is retried before it leaves the pool and its episodes start over on the others. */
   failoverSeconds: posNum.default(15),
   /**

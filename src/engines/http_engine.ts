@@ -104,12 +104,12 @@ export class HttpEngine implements Engine, WeightSync {
    * attempts; other requests retry only what a restart or a proxy answers (502-504),
    * since a 500 from a weight reload says the same the next time.
    */
-  call(method: 'GET' | 'POST', path: string, body?: unknown, opts: { guarded?: boolean; once?: boolean } = {}): Promise<unknown> {
+  call(method: 'GET' | 'POST', path: string, body?: unknown, opts: { guarded?: boolean; once?: boolean; timeoutMs?: number } = {}): Promise<unknown> {
     const beforeRetry = async (f: AttemptFailure) => {
       this.onWait?.(f);
       if (opts.guarded) await this.beforeRetry?.(f);
     };
-    const base = { ...this.retry, deadlineMs: this.patience?.() ?? this.retry.deadlineMs };
+    const base = { ...this.retry, deadlineMs: this.patience?.() ?? this.retry.deadlineMs, timeoutMs: opts.timeoutMs ?? this.retry.timeoutMs };
     const retry: RetryOptions = opts.once
       ? { ...base, retries: 0 }
       : opts.guarded ? { ...base, beforeRetry } : { ...base, beforeRetry, retryStatus: (s) => s >= 502 && s <= 504 };

@@ -15,7 +15,7 @@ import { loraParameters } from '../lora/lora.ts';
 import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout, type RolloutTask } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../engines/local_engine.ts';
-import { ServerPool } from '../fleet/server_pool.ts';
+import { DEFAULT_SERVER_WAIT_SECONDS, ServerPool } from '../fleet/server_pool.ts';
 import { probeIds } from '../fleet/weight_probe.ts';
 import { readModelConfig } from '../hf_model/checkpoint.ts';
 import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, GIB, planMemory } from '../memory/memory_plan.ts';
@@ -95,7 +95,8 @@ export interface EvalOptions {
    * Evaluate what inference servers serve instead of running the model here (MODEL
    * still gives the tokenizer and the run's settings): their base URLs, the served
    * model or adapter to ask for (default: the base model), an API key, and how long
-   * to wait for a server that stops answering.
+   * to wait for a server that does not answer (unset: 300 s, and one that refuses
+   * connections at the start stops the evaluation at once).
    */
   server?: { urls: string[]; model?: string; apiKey?: string; waitSeconds?: number };
 }
@@ -247,7 +248,8 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
   const tokenizer = await loadTokenizer(source.tokenizerDir);
   const pool = o.server ? new ServerPool({
     role: 'eval', settingNames: { model: '--served-model', apiKey: 'an API key' }, urls: o.server.urls, model: o.server.model, versions: null, apiKey: o.server.apiKey,
-    waitSeconds: o.server.waitSeconds ?? 300, probeTolerance: Infinity, probeIds: probeIds(tokenizer), log,
+    waitSeconds: o.server.waitSeconds ?? DEFAULT_SERVER_WAIT_SECONDS, waitSetting: '--server-wait', waitForRefused: o.server.waitSeconds !== undefined, waitForAll: false,
+    probeTolerance: Infinity, probeIds: probeIds(tokenizer), log,
   }) : null;
   // Servers that are down or serve another vocabulary fail here, before anything runs.
   await pool?.preflight({ tokenizer });

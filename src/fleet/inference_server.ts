@@ -17,6 +17,8 @@ export interface ServerSettings {
   apiKey?: string;
   /** How long a failing server is waited for. */
   waitSeconds: number;
+  /** The setting that sets waitSeconds, for the lines that report a wait: rollout.serverWaitSeconds, eval's --server-wait. */
+  waitSetting: string;
   /** Progress lines while waiting, what was found and fixed. */
   log: (line: string) => void;
   /** Request deadlines and backoff (tests shorten them). */
@@ -24,9 +26,19 @@ export interface ServerSettings {
 }
 
 /** How often a wait is reported. */
-const REPORT_EVERY_MS = 10_000;
+export const REPORT_EVERY_MS = 30_000;
+/** The deadline of one GET /health: a server that takes longer is not answering (yet). */
+const HEALTH_TIMEOUT_MS = 10_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** One look at a server: it answers, refuses connections (nothing listens at its address), or does not answer (yet). */
+export type Look = { state: 'up' } | { state: 'refused' | 'silent'; reason: string };
+
+/** Whether a failed connection means nothing listens there (refused, or a host name that does not resolve), rather than a server that is busy or starting. */
+export function refusedConnection(e: unknown): boolean {
+  return e instanceof EngineHttpError && e.kind === 'unreachable' && /ECONNREFUSED|ENOTFOUND|connection refused/i.test(e.message);
+}
 
 export class InferenceServer {
   readonly engine: HttpEngine;
@@ -83,30 +95,38 @@ export class InferenceServer {
     return this.settings.waitSeconds * 1000;
   }
 
-  /** Waits until GET /health answers, reporting the wait every 10 s; throws after `waitMs` (default: waitSeconds). */
+  /** One GET /health. */
+  async look(): Promise<Look> {
+    try {
+      await this.engine.call('GET', '/health', undefined, { once: true, timeoutMs: HEALTH_TIMEOUT_MS });
+      return { state: 'up' };
+    } catch (e) {
+      return { state: refusedConnection(e) ? 'refused' : 'silent', reason: e instanceof Error ? e.message : String(e) };
+    }
+  }
+
+  /** Waits until GET /health answers, reporting the wait every 30 s; throws after `waitMs` (default: waitSeconds). */
   async waitUntilUp(why = 'waiting for it to answer', waitMs = this.waitMs): Promise<void> {
     const started = performance.now();
     let reported = -Infinity;
     let backoff = 250;
     for (;;) {
-      try {
-        await this.engine.call('GET', '/health', undefined, { once: true });
+      const look = await this.look();
+      if (look.state === 'up') {
         if (reported > -Infinity) this.settings.log(`server ${this.url}: answering again after ${((performance.now() - started) / 1000).toFixed(0)} s`);
         return;
-      } catch (e) {
-        this.away = true;
-        const waited = performance.now() - started;
-        const reason = e instanceof Error ? e.message : String(e);
-        if (waited >= waitMs) {
-          throw new EngineHttpError(`server ${this.url} did not answer within ${(waitMs / 1000).toFixed(0)} s: ${reason}`, e instanceof EngineHttpError ? e.status : null, this.url);
-        }
-        if (waited - reported >= REPORT_EVERY_MS) {
-          reported = waited;
-          this.settings.log(`server ${this.url}: ${why} (${(waited / 1000).toFixed(0)} s of up to ${this.settings.waitSeconds} s): ${reason}`);
-        }
-        await sleep(backoff);
-        backoff = Math.min(backoff * 2, 4000);
       }
+      this.away = true;
+      const waited = performance.now() - started;
+      if (waited >= waitMs) {
+        throw new EngineHttpError(`server ${this.url} did not answer within ${(waitMs / 1000).toFixed(0)} s (${this.settings.waitSetting}): ${look.reason}`, null, this.url);
+      }
+      if (waited - reported >= REPORT_EVERY_MS) {
+        reported = waited;
+        this.settings.log(`server ${this.url}: ${why} (${(waited / 1000).toFixed(0)} s of up to ${(waitMs / 1000).toFixed(0)} s, ${this.settings.waitSetting}): ${look.reason}`);
+      }
+      await sleep(backoff);
+      backoff = Math.min(backoff * 2, 4000);
     }
   }
 

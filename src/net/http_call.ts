@@ -128,7 +128,9 @@ export async function callServer(call: HttpCall, opts: RetryOptions): Promise<un
         if (!opts.retryTimeouts) throw new EngineHttpError(`${what}: ${last} (the server is stalled or too slow; raise timeoutMs?)`, null, call.url, 'timeout');
       } else {
         const cause = err.cause as { code?: string; message?: string } | undefined;
-        last = `cannot reach the server (${cause?.code ?? cause?.message ?? err.message}; is it running at that address?)`;
+        // Node puts the system error's code on the cause, Bun on the error itself.
+        const code = cause?.code ?? (err as { code?: string }).code;
+        last = `cannot reach the server (${code ?? cause?.message ?? err.message}; is it running at that address?)`;
         lastKind = 'unreachable';
       }
     }

@@ -1,16 +1,18 @@
 // The inference servers a run's configuration names (rollout.engine / teacher.engine
-// http), as pools (src/fleet/), checked before the run directory is made: a server
-// that is down past serverWaitSeconds, serves another model, lacks the routes the sync
-// needs, has too short a context or is synced by another run stops the run before
-// any work. The rollout servers serve the run's weights and get every update; so do
-// the teacher's when the teacher is the policy itself (teacher.model unset), sharing
-// the rollout pool when they are the same servers; a teacher.model is a fixed model
-// of its servers, never pushed to.
+// http), as pools (src/fleet/), checked before the run directory is made: no server
+// answering (one refusing connections at once, unless serverWaitSeconds asks to wait
+// for it; others past serverWaitSeconds), or one that serves another model, lacks the
+// routes the sync needs, has too short a context or is synced by another run, stops
+// the run before any work; servers of a list that do not answer yet join later. The
+// rollout servers serve the run's weights and get every update; so do the teacher's
+// when the teacher is the policy itself (teacher.model unset), sharing the rollout
+// pool when they are the same servers; a teacher.model is a fixed model of its
+// servers, never pushed to.
 
 import * as path from '../storage/paths.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { runDir, type TrainConfig } from '../config/config.ts';
-import { ServerPool } from '../fleet/server_pool.ts';
+import { DEFAULT_SERVER_WAIT_SECONDS, ServerPool } from '../fleet/server_pool.ts';
 import type { TrajectoryRecord } from '../rollout/sample.ts';
 import type { Metrics } from '../report/metrics.ts';
 import { probeIds } from '../fleet/weight_probe.ts';
@@ -59,7 +61,9 @@ export async function connectServers(cfg: TrainConfig, tokenizer: Tokenizer, log
       role, urls, versions: synced ? versions : null,
       baseModel: synced ? block.model : undefined,
       model: synced ? undefined : block.model,
-      apiKey: serverApiKey(block), waitSeconds: block.serverWaitSeconds, failoverSeconds: block.failoverSeconds, probeTolerance: block.probeTolerance, probeIds: ids, log,
+      apiKey: serverApiKey(block), failoverSeconds: block.failoverSeconds, probeTolerance: block.probeTolerance, probeIds: ids, log,
+      waitSeconds: block.serverWaitSeconds ?? DEFAULT_SERVER_WAIT_SECONDS, waitSetting: `${role}.serverWaitSeconds`,
+      waitForRefused: block.serverWaitSeconds !== undefined, waitForAll: block.waitForAllServers,
     });
   };
   const rollout = rolloutUrls.length ? pool('rollout', rolloutUrls, true) : null;

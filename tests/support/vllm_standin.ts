@@ -16,8 +16,9 @@
 // Generation, scoring, adapters and reloads run on the project's own `serve` behind
 // it, so token-in/token-out is real. A restart is what a real one does to the
 // trainer: the port refuses connections for a while, then the server is back on its
-// base weights with every adapter forgotten. Every request is recorded, so a test
-// checks from the server's side which weights served what.
+// base weights with every adapter forgotten; a crash can be set to follow the answer
+// to a given request. Every request is recorded, so a test checks from the server's
+// side which weights served what.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -65,6 +66,8 @@ export interface VllmStandin {
   readonly seen: SeenRequest[];
   /** Adapters the server fails to load (answered 500, as vLLM answers a load that raises), by name; null: none. */
   refuseLoad: ((name: string) => boolean) | null;
+  /** A crash right after the answer to a request: the milliseconds the server is then down for (see restart), or null to go on. */
+  crashAfter: ((r: SeenRequest) => number | null) | null;
   /** Adapters loaded now, by name. */
   adapters(): string[];
   /** The checkpoint the base weights were last loaded from. */
@@ -103,6 +106,8 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
   // vLLM's own record of the adapters (OpenAIServingModels.lora_requests): name -> path.
   const loras = new Map<string, string>();
   const seen: SeenRequest[] = [];
+  // The record of the request each answer is for, for crashAfter.
+  const answered = new WeakMap<ServerResponse, SeenRequest>();
   const weights = () => engine.models.list()[0].path;
 
   const forward = async (path: string, body: string): Promise<{ status: number; text: string; type: string }> => {
@@ -167,6 +172,7 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
         const model = body.model;
         const record: SeenRequest = { method, path, model: typeof model === 'string' ? model : undefined, scoring: body.prompt_logprobs !== undefined, adapters: [...loras.keys()], weights: weights(), status: 0, at: performance.now() };
         seen.push(record);
+        answered.set(res, record);
         if (typeof model === 'string' && model !== o.servedModelName && !loras.has(model)) {
           send(res, 404, errorBody(`The model \`${model}\` does not exist.`, 'NotFoundError', 404, 'model'));
           return (record.status = 404);
@@ -197,6 +203,7 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
         const dir = body.lora_path;
         const record: SeenRequest = { method, path, model: typeof name === 'string' ? name : undefined, adapters: [...loras.keys()], weights: weights(), status: 0, at: performance.now() };
         seen.push(record);
+        answered.set(res, record);
         if (typeof name !== 'string' || typeof dir !== 'string' || !name || !dir) {
           send(res, 400, errorBody("Both 'lora_name' and 'lora_path' must be provided.", 'InvalidUserInput', 400));
           return 400;
@@ -221,7 +228,9 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
       case '/v1/unload_lora_adapter': {
         if (!o.runtimeLora) return notFound();
         const name = body.lora_name;
-        seen.push({ method, path, model: typeof name === 'string' ? name : undefined, adapters: [...loras.keys()], weights: weights(), status: 0, at: performance.now() });
+        const record: SeenRequest = { method, path, model: typeof name === 'string' ? name : undefined, adapters: [...loras.keys()], weights: weights(), status: 0, at: performance.now() };
+        seen.push(record);
+        answered.set(res, record);
         if (typeof name !== 'string' || !name) {
           send(res, 400, errorBody("'lora_name' needs to be provided to unload a LoRA adapter.", 'InvalidUserInput', 400));
           return 400;
@@ -233,7 +242,7 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
         await forward(path, JSON.stringify({ lora_name: name }));
         loras.delete(name);
         send(res, 200, `Success: LoRA adapter '${name}' removed successfully.`);
-        return 200;
+        return (record.status = 200);
       }
       case '/collective_rpc': {
         if (!o.devMode) return notFound();
@@ -260,6 +269,12 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
   let front: Server = createServer();
   const open = async (port: number) => {
     front = createServer((req, res) => {
+      // A crash once the answer has left, as a process dying right after it replied.
+      res.on('finish', () => {
+        const record = answered.get(res);
+        const downMs = record ? handle.crashAfter?.(record) : null;
+        if (downMs !== null && downMs !== undefined) void handle.restart(downMs);
+      });
       route(req, res).catch((e: unknown) => send(res, 500, errorBody(String((e as Error)?.message ?? e), 'InternalServerError', 500)));
     });
     await new Promise<void>((resolve) => front.listen(port, '127.0.0.1', resolve));
@@ -277,6 +292,7 @@ export async function startVllmStandin(engine: LocalEngine, o: VllmStandinOption
     url,
     seen,
     refuseLoad: null,
+    crashAfter: null,
     adapters: () => [...loras.keys()],
     basePath: () => engine.models.list()[0].path,
     async restart(downMs: number) {
