@@ -7,8 +7,8 @@
 // with hyparquet, anything else as JSON lines. Each file is read once per process.
 
 import { resolve } from '../../src/storage/paths.ts';
-import { storage } from '../../src/storage/storage.ts';
-import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, parquetSchema } from 'hyparquet';
+import { storage, type ReadableFile } from '../../src/storage/storage.ts';
+import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer } from 'hyparquet';
 import { EnvInputError } from '../errors.ts';
 import { parseJsonl, readText } from './jsonl.ts';
 
@@ -60,8 +60,19 @@ async function readRows(path: string): Promise<{ rows: unknown[]; where: (i: num
     return { rows: parseJsonl(readText(path, 'questions'), path), where: (i) => `${path}:${i + 1}` };
   }
   let rows: unknown[];
+  let handle: ReadableFile | null = null;
   try {
-    const file = await asyncBufferFromFile(path);
+    handle = storage().openRead(path);
+    // Read by ranges, as hyparquet asks for them: a file's footer and the columns wanted.
+    const opened = handle;
+    const file: AsyncBuffer = {
+      byteLength: opened.size,
+      slice: (start, end = opened.size) => {
+        const bytes = new Uint8Array(end - start);
+        for (let done = 0, n = 1; done < bytes.length && n > 0; done += n) n = opened.read(bytes.subarray(done), start + done);
+        return bytes.buffer;
+      },
+    };
     const metadata = await parquetMetadataAsync(file);
     // Only the columns a question is read from: the prompt column alone is most of a Search-R1 file.
     const present = new Set(parquetSchema(metadata).children.map((c) => c.element.name));
@@ -69,6 +80,8 @@ async function readRows(path: string): Promise<{ rows: unknown[]; where: (i: num
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     throw new EnvInputError(`questions ${path}: ${err.code === 'ENOENT' ? 'no such file' : `not a parquet file hyparquet can read (${err.message})`}`);
+  } finally {
+    handle?.close();
   }
   return { rows, where: (i) => `${path} row ${i}` };
 }
