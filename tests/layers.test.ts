@@ -34,7 +34,7 @@ import { filesUnder, REPO_ROOT as root } from './support/repo_files.ts';
 const NODE_EDGES = ['storage', 'net', 'device'];
 const ABOVE_TRAINER = ['cli', 'bench', 'compare'];
 
-const LAYERS = ['cli', 'bench', 'compare', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'hf_model', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'device', 'net', 'util', 'storage'];
+const LAYERS = ['cli', 'bench', 'compare', 'web', 'trainer', 'sft', 'run', 'eval', 'checkpoint', 'config', 'report', 'algos', 'serve', 'fleet', 'rollout', 'engines', 'envs', 'memory', 'scoring', 'lora', 'models', 'hf_model', 'tokenizer', 'safetensors', 'hub', 'nn', 'optim', 'tensor', 'kernels', 'gpu', 'device', 'net', 'util', 'storage'];
 /** What reference/ may import besides itself. */
 const REFERENCE_MAY_IMPORT = ['src/tensor/shape.ts', 'src/tensor/dtype.ts', 'src/tensor/errors.ts'];
 
