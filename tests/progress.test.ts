@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { PLAIN_EVERY_MS, Progress, type Ticker } from '../src/report/progress.ts';
+import { formatDuration, secondsLeft } from '../src/report/time_left.ts';
 
 const sink = (isTTY: boolean) => {
   const writes: string[] = [];
@@ -62,7 +63,7 @@ describe('progress', () => {
     assert.equal(writes[1], 'update 3 11/100 10.0s, about 81 s left  1 step\n');
     t = 3 * PLAIN_EVERY_MS;
     clock.tick();
-    assert.equal(writes[2], 'update 3 11/100 15.0s, about 2 min left  1 step\n', 'the timer repeats the last update, its estimate moved on');
+    assert.equal(writes[2], 'update 3 11/100 15.0s, about 2 min 01 s left  1 step\n', 'the timer repeats the last update, its estimate moved on');
     ph.finish();
     t = 10 * PLAIN_EVERY_MS;
     clock.tick();
@@ -93,6 +94,13 @@ describe('progress', () => {
     assert.equal(writes[4], '\r\x1b[2Kupdate [##################......] 3/4 1.2s, about 0 s left');
     assert.equal(writes[5], '\r\x1b[2Kupdate [########################] 4/4 1.2s');
     assert.equal(writes[6], '\n');
+  });
+
+  test('durations read in seconds, minutes and seconds, minutes, hours', () => {
+    assert.deepEqual([0, 89.4, 216, 599, 600, 5369, 5400, 7530].map(formatDuration), ['0 s', '89 s', '3 min 36 s', '9 min 59 s', '10 min', '89 min', '1 h 30 min', '2 h 06 min']);
+    assert.equal(secondsLeft(10, 2, 8), 30, 'the pace so far, carried over what is left');
+    assert.equal(secondsLeft(10, 0, 8), null);
+    assert.equal(secondsLeft(10, 8, 8), null);
   });
 
   test('a new phase stops the timer of one left unfinished; none prints nothing and starts no timer', () => {

@@ -43,9 +43,9 @@ describe('train examples/smoke.yaml, one method after another', () => {
     assert.match(grpo.out, new RegExp(`^configuration: examples/smoke\\.yaml with output\\.dir=\\S+ iterations=2 method=grpo; every setting is written to ${run}/config\\.json$`, 'm'));
     assert.doesNotMatch(grpo.out, /^(rollout|optim|algorithm):$/m, 'the configuration is not printed whole');
     assert.ok(fs.existsSync(path.join(run, 'config.json')));
-    assert.match(grpo.out, /^iter 1\/2 \| .* \| \d+\.\ds \(rollout .*\) \| about \d+ s left$/m);
+    assert.match(grpo.out, /^iter 1\/2 \| .* \| \d+\.\ds \(rollout .*\) \| about \d[\w ]* left$/m);
     assert.match(grpo.out, /^iter 2\/2 \| .* \| \d+\.\ds \(rollout .*\)$/m);
-    assert.match(grpo.out, new RegExp(`^${run}: finished all 2 iterations\\n  time {8}\\d+ s for iterations 1-2 in this command\\n` +
+    assert.match(grpo.out, new RegExp(`^${run}: finished all 2 iterations\\n  time {8}\\d[\\w ]* for iterations 1-2 in this command\\n` +
       `  validation  success \\d\\.\\d{3} at iteration 2 \\(final\\), peak \\d\\.\\d{3} at iteration [12]\\n  report {6}${run}/report\\.html$`, 'm'));
 
     const sdar = smoke('--method', 'sdar');
@@ -55,7 +55,7 @@ describe('train examples/smoke.yaml, one method after another', () => {
     const again = smoke('--method', 'grpo', 'iterations=2', '--resume');
     assert.equal(again.code, 0, again.err);
     assert.match(again.out, new RegExp(`^${run}: nothing to do, the run already completed its 2 iterations; to train further, raise iterations \\(iterations=N\\) and pass --resume\\n` +
-      `  time {8}\\d+ s in all \\(2 iterations timed\\)\\n  validation  success \\d\\.\\d{3} at iteration 2 \\(final\\)`, 'm'));
+      `  time {8}\\d[\\w ]* in all \\(2 iterations timed\\)\\n  validation  success \\d\\.\\d{3} at iteration 2 \\(final\\)`, 'm'));
     assert.doesNotMatch(again.out, /^GPU:/m, 'nothing to do is found before the GPU starts');
   });
 
@@ -65,15 +65,15 @@ describe('train examples/smoke.yaml, one method after another', () => {
     const steps = sft.out.split('\n').filter((l) => l.startsWith('sft step '));
     assert.ok(steps.length >= 2, sft.out);
     assert.doesNotMatch(sft.out, /^sft \d+\/\d+ /m, 'no progress line besides the step lines');
-    assert.match(steps[0], /\| about \d+ s left$/);
-    assert.match(sft.out, /household-sft-s0: finished all \d+ steps\n {2}time {8}\d+ s for steps 1-\d+ in this command\n {2}validation {2}success \d\.\d{3} at step \d+ \(final\)/);
+    assert.match(steps[0], /\| about \d[\w ]* left$/);
+    assert.match(sft.out, /household-sft-s0: finished all \d+ steps\n {2}time {8}\d[\w ]* for steps 1-\d+ in this command\n {2}validation {2}success \d\.\d{3} at step \d+ \(final\)/);
   });
 
   test('inference servers are checked before the run directory is made', slow, async () => {
     const port = await closedPort();
     const r = smoke('--method', 'grpo', 'output.runName=no-server', 'rollout.engine=http', `rollout.url=http://127.0.0.1:${port}`, 'rollout.serverWaitSeconds=1');
     assert.equal(r.code, 1, r.out);
-    assert.match(r.err, new RegExp(`server http://127\\.0\\.0\\.1:${port}`));
+    assert.match(r.err, new RegExp(`http://127\\.0\\.0\\.1:${port}`));
     assert.ok(!fs.existsSync(path.join(dir, 'no-server')), 'no run directory, not even the software GPU\'s scale record');
   });
 

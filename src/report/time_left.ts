@@ -9,10 +9,11 @@ export function secondsLeft(elapsedSeconds: number, done: number, total: number)
   return (elapsedSeconds / done) * (total - done);
 }
 
-/** "45 s", "12 min", "2 h 05 min". */
+/** "45 s", "3 min 36 s", "12 min", "2 h 05 min". */
 export function formatDuration(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));
   if (s < 90) return `${s} s`;
+  if (s < 600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
   const minutes = Math.round(s / 60);
   if (minutes < 90) return `${minutes} min`;
   return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, '0')} min`;
