@@ -39,7 +39,7 @@ export const gpuArgs = {
   'decode-steps': { type: 'string', description: 'decode steps between readbacks (default 4): sampling and stop checks stay on the GPU in between' },
   policy: {
     type: 'string',
-    description: 'any kernel-policy fields as section.field=value, comma-separated (src/gpu/kernel_policy.ts), e.g. tensorCores.minMacs=16777216,decode.stepsPerReadback=8; applied after the options above',
+    description: 'kernel-policy fields as section.field=value, comma-separated (src/gpu/kernel_policy.ts), e.g. decode.tensorMinRows=33,decode.stepsPerReadback=8; applied last',
   },
 } as const satisfies ArgsDef;
 
