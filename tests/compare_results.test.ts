@@ -157,7 +157,7 @@ describe('the comparison table', () => {
   });
 
   test('the generated block replaces its markers, is appended when absent, and a half-open block is refused', () => {
-    const block = (body: string) => `<!-- results:household:begin (written by \`bun run cli results\`; edit the archive, not this block) -->\n${body}\n<!-- results:household:end -->`;
+    const block = (body: string) => `<!-- results:household:begin (written by \`npx bun run cli results\`; edit the archive, not this block) -->\n${body}\n<!-- results:household:end -->`;
     const page = `# Results\n\nintro\n\n${block('old')}\n\nafter\n`;
     assert.equal(replaceBlock(page, 'household', block('new')), `# Results\n\nintro\n\n${block('new')}\n\nafter\n`);
     assert.equal(replaceBlock('# Results\n', 'household', block('x')), `# Results\n\n${block('x')}\n`);
@@ -178,6 +178,8 @@ describe('the comparison table', () => {
     const page = readFileSync(join(root, 'docs', 'RESULTS.md'), 'utf8');
     assert.match(page, /\| sdar \| 0 \| 1 \| 0\.500 \| 0\.500 \| \+0\.0 \(\+0\.0 to \+0\.0; 1 seed × 1 task\)/);
     assert.match(page, /from commit `abc1234`/);
+    // An archive's command recorded with Bun bare is shown as a fresh machine runs it.
+    assert.match(page, /^ {4}npx bun run cli compare x$/m);
     const svg = readFileSync(join(root, 'docs', 'figures', 'household_methods_validation.svg'), 'utf8');
     assert.ok(svg.startsWith('<svg') && svg.includes('<style>') && svg.includes('sdar (1 seed)'));
     const missing = spawnSync(process.execPath, [cli, 'results', join(root, 'nowhere')], { encoding: 'utf8' });
@@ -241,7 +243,7 @@ describe('the comparison table', () => {
     assert.equal(a.meta.iterations, 2);
     assert.equal(a.meta.commit, 'bbb2222');
     assert.deepEqual(a.meta.segments?.map((s) => [s.from, s.commit]), [[1, 'aaa1111'], [2, 'bbb2222']]);
-    assert.ok(a.meta.segments!.every((s) => s.command.startsWith('bun run cli compare examples/smoke.yaml iterations=2 --methods grpo') && s.command.includes('--time-limit 0')));
+    assert.ok(a.meta.segments!.every((s) => s.command.startsWith('npx bun run cli compare examples/smoke.yaml iterations=2 --methods grpo') && s.command.includes('--time-limit 0')));
   });
 
   test('compare --results skips runs archived complete: no training starts for them', () => {

@@ -66,6 +66,9 @@ const suites: Record<string, Suite> = {
   }),
 };
 
+/** The suites --only names. */
+export const BENCH_SUITES: readonly string[] = Object.keys(suites);
+
 /** Suites that run only when --only names them (minutes each at full size). */
 const OPT_IN = new Set(['rl-iteration']);
 

@@ -86,7 +86,7 @@ export const compareCommand = defineCommand({
       ];
       const argv = [process.execPath, process.argv[1]];
       // The command as archived: a key given on the command line stays out of it.
-      const command = `bun run cli ${process.argv.slice(process.argv.indexOf('compare')).map((a) => a.replace(/^((?:rollout|teacher)\.apiKey=).*/, '$1<hidden>')).join(' ')}`;
+      const command = `npx bun run cli ${process.argv.slice(process.argv.indexOf('compare')).map((a) => a.replace(/^((?:rollout|teacher)\.apiKey=).*/, '$1<hidden>')).join(' ')}`;
       const commit = sourceCommit();
       const latestCheckpoint = (run: CompareRun) => (args.resume ? findLatestCheckpoint(path.join(dir, run.name, 'checkpoints')) : null);
       const runFlags = (run: CompareRun): string[] | null => {

@@ -77,7 +77,7 @@ export const makeDefaultModelCommand = defineCommand({
       evalMaxTurns: intArg('--eval-max-turns', args['eval-max-turns'], 1),
       maxResponseTokens,
       logEvery: intArg('--log-every', args['log-every'], 1),
-      command: ['bun run cli make-default-model', ...rawArgs].join(' '),
+      command: ['npx bun run cli make-default-model', ...rawArgs].join(' '),
     };
     await initRuntime(gpuOptions(args));
     try {

@@ -168,7 +168,7 @@ export function validationCurves(runs: readonly ArchivedRun[], title: string): s
 /** Archives record whole hashes (WGT_COMMIT) or short ones; the page names each by its first 7 digits, as git's short form. */
 const shortCommit = (commit: string): string => commit.slice(0, 7);
 
-const BEGIN = (env: string) => `<!-- results:${env}:begin (written by \`bun run cli results\`; edit the archive, not this block) -->`;
+const BEGIN = (env: string) => `<!-- results:${env}:begin (written by \`npx bun run cli results\`; edit the archive, not this block) -->`;
 const END = (env: string) => `<!-- results:${env}:end -->`;
 
 /** The generated block of docs/RESULTS.md for one environment's archive. */
@@ -176,7 +176,8 @@ export function resultsBlock(env: string, runs: readonly ArchivedRun[], figure: 
   const rows = resultRows(runs);
   const made = runs.flatMap(madeBy);
   const commits = [...new Set(made.map((s) => shortCommit(s.commit)))];
-  const commands = [...new Set(made.map((s) => s.command))];
+  // Archives before commands were recorded with npx name Bun bare, which a fresh machine lacks on its PATH.
+  const commands = [...new Set(made.map((s) => s.command.replace(/^bun /, 'npx bun ')))];
   const lines = [
     BEGIN(env),
     '',

@@ -47,7 +47,7 @@ export function checkRunInputs(cfg: TrainConfig): void {
   assertImplemented(cfg.method, METHODS as readonly string[]);
   const model = cfg.model.path;
   if (!storage().exists(path.join(model, 'config.json'))) {
-    throw new Error(`model.path: ${model} is not a Hugging Face checkpoint directory (no config.json)${model === 'models/household-tiny' ? '; make it with `bun run cli make-default-model`' : ''}`);
+    throw new Error(`model.path: ${model} is not a Hugging Face checkpoint directory (no config.json)${model === 'models/household-tiny' ? '; make it with `npx bun run cli make-default-model`' : ''}`);
   }
   if (!storage().exists(path.join(model, 'tokenizer.json'))) throw new Error(`model.path: ${model} has no tokenizer.json`);
   checkModelContext(cfg);
