@@ -19,7 +19,7 @@ const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => {
   return { code: r.status, out: r.stdout, err: r.stderr };
 };
 
-const COMMANDS = [[], ['bench'], ['compare'], ['env'], ['env', 'serve'], ['env', 'expert'], ['eval'], ['export'], ['gpu'], ['make-default-model'], ['results'], ['score'], ['train'], ['serve']];
+const COMMANDS = [[], ['bench'], ['compare'], ['env'], ['env', 'serve'], ['env', 'expert'], ['eval'], ['export'], ['gpu'], ['make-default-model'], ['results'], ['score'], ['train'], ['serve'], ['web']];
 
 /** The help's entries (an option or argument with its description's lines), as one string each. */
 function entries(help: string): string[] {
@@ -81,7 +81,7 @@ describe('--help', () => {
 describe('commands', () => {
   test('a mistyped command is refused naming the one meant, before any help', () => {
     for (const [words, message] of [
-      [['trian'], 'error: unknown command trian; did you mean train? (commands: bench, compare, env, eval, export, gpu, make-default-model, results, score, train, serve)'],
+      [['trian'], 'error: unknown command trian; did you mean train? (commands: bench, compare, env, eval, export, gpu, make-default-model, results, score, train, serve, web)'],
       [['trian', '--help'], 'error: unknown command trian; did you mean train?'],
       [['env', 'serv', 'household'], 'error: env: unknown command serv; did you mean serve? (commands: serve, expert)'],
       [['evl', 'runs/x'], 'error: unknown command evl; did you mean eval?'],

@@ -14,6 +14,7 @@ import { resultsCommand } from './results.ts';
 import { scoreCommand } from './score.ts';
 import { trainCommand } from './train.ts';
 import { serveCommand } from './serve.ts';
+import { webCommand } from './web.ts';
 
 /** The command package.json's bin installs, which usage lines name. */
 export const PROGRAM = 'webgpu-agent-trainer';
@@ -32,5 +33,6 @@ export const mainCommand = defineCommand({
     score: scoreCommand,
     train: trainCommand,
     serve: serveCommand,
+    web: webCommand,
   },
 });
