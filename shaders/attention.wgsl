@@ -1,7 +1,8 @@
 // Flash attention: causal, grouped-query, left padding, KV-cache offsets.
 //   forward:      o = softmax(scale * q k^T + mask) v, and lse = the row log-sum-exp
 //   decode:       the same for a few query rows (a decode step), one workgroup per row
-//                 and group of query heads sharing a kv head
+//                 and group of query heads sharing a kv head (and part of its keys)
+//   decode_combine: the parts of decode's rows added into o and lse
 //   delta:        delta[i] = rowsum(dO[i] * o[i])                  (backward prologue)
 //   backward_dkv: dk, dv of one key tile, summed over the query heads of its kv head
 //   backward_dq:  dq of one query tile
@@ -864,6 +865,12 @@ fn sum_group(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index)
 // consecutive invocations read consecutive dimensions. Outputs and visibility rules
 // are the forward's. The launcher picks DGP (a power of two covering the group, at
 // most 8) and DCH (keys a chunk, to fit workgroup memory).
+//
+// A few rows (batch 1) would leave most of the GPU idle, one workgroup walking every
+// key, so the launcher may cut each row's visible keys into p.splits parts of
+// p.split_keys (x: query row x part). A part then writes its unnormalised output,
+// max and sum (o and lse bind the partial buffers: [row, part, HD] and [row, part,
+// 2]), and decode_combine rescales and adds the parts of each row into o and lse.
 
 const DWG = 256u;
 const DACC = 8u;
@@ -902,14 +909,20 @@ fn decode(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) ti
   let hk = wid.y / blocks;
   let h0 = hk * p.group + (wid.y % blocks) * DGP;    // first query head of this workgroup
   let heads = min(DGP, hk * p.group + p.group - h0);
-  let i = wid.x;
+  let i = wid.x / p.splits;
+  let part = wid.x % p.splits;
   let kbase = (b * p.hkv + hk) * p.s_cap * HD;
   let pad = pad_of(b);
   let pos = p.q_offset + i;
-  let lo = min(pad, p.s);
+  var lo = min(pad, p.s);
   var hi = p.s;
   if (p.causal != 0u) { hi = min(hi, pos + 1u); }
   if (pos < pad) { hi = lo; }
+  if (p.splits > 1u) {
+    let first = lo + part * p.split_keys;
+    lo = min(first, hi);
+    hi = min(first + p.split_keys, hi);
+  }
   for (var e = tid; e < DGP * HD; e += DWG) {
     let h = e / HD;
     var x = 0.0;
@@ -970,9 +983,53 @@ fn decode(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) ti
     let e = tid + a * DWG;
     if (e < DGP * HD && e / HD < heads) {
       let h = e / HD;
-      let lh = dec_red[h];
-      o[((b * p.hq + h0 + h) * p.tq + i) * HD + e % HD] = select(0.0, acc[a] / lh, lh > 0.0);
+      let row = (b * p.hq + h0 + h) * p.tq + i;
+      if (p.splits > 1u) {
+        o[(row * p.splits + part) * HD + e % HD] = acc[a];
+      } else {
+        let lh = dec_red[h];
+        o[row * HD + e % HD] = select(0.0, acc[a] / lh, lh > 0.0);
+      }
     }
   }
-  if (lane == 0u && slot < heads) { lse[(b * p.hq + h0 + slot) * p.tq + i] = select(0.0, m + log(l), l > 0.0); }
+  if (lane == 0u && slot < heads) {
+    let row = (b * p.hq + h0 + slot) * p.tq + i;
+    if (p.splits > 1u) {
+      lse[2u * (row * p.splits + part)] = m;
+      lse[2u * (row * p.splits + part) + 1u] = l;
+    } else {
+      lse[row] = select(0.0, m + log(l), l > 0.0);
+    }
+  }
+}
+
+// The parts of decode's rows, [row, part, HD] outputs relative to each part's max and
+// [row, part, 2] (max, sum), added up: one workgroup per row.
+@group(0) @binding(2) var<storage, read> part_o: array<f32>;
+@group(0) @binding(3) var<storage, read> part_ml: array<f32>;
+
+const CWG = 64u;
+
+@compute @workgroup_size(CWG)
+fn decode_combine(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let row = wid.y * nwg.x + wid.x;
+  if (row >= p.rows) { return; }
+  let first = row * p.splits;
+  var mx = MASKED;
+  for (var s = 0u; s < p.splits; s++) {
+    if (part_ml[2u * (first + s) + 1u] > 0.0) { mx = max(mx, part_ml[2u * (first + s)]); }
+  }
+  var total = 0.0;
+  for (var s = 0u; s < p.splits; s++) {
+    let ls = part_ml[2u * (first + s) + 1u];
+    if (ls > 0.0) { total += ls * exp(part_ml[2u * (first + s)] - mx); }
+  }
+  for (var d = tid; d < HD; d += CWG) {
+    var acc = 0.0;
+    for (var s = 0u; s < p.splits; s++) {
+      if (part_ml[2u * (first + s) + 1u] > 0.0) { acc += part_o[(first + s) * HD + d] * exp(part_ml[2u * (first + s)] - mx); }
+    }
+    o[row * HD + d] = select(0.0, acc / total, total > 0.0);
+  }
+  if (tid == 0u) { lse[row] = select(0.0, mx + log(total), total > 0.0); }
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ref from '../src/reference/attention.ts';
 import {
-  attentionBackward, attentionForward, attentionPath, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
+  attentionBackward, attentionForward, attentionPath, decodeParts, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
 } from '../src/kernels/attention.ts';
 import { randn } from '../src/util/random.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
@@ -287,6 +287,14 @@ describe('attention kernel paths', () => {
       { b: 1, hq: 1, hkv: 1, tq: 1, s: 5, hd: 256 },
     ];
     for (const [n, c] of cases.entries()) await checkLaunch(c, 500 + 10 * n, { path: 'tiled', decode: true });
+    // Keys cut into parts, each a workgroup, added up by decode_combine: parts shorter
+    // than a chunk, parts past the visible keys (left padding, causal rows), a group of 7.
+    for (const [n, c] of cases.slice(0, 5).entries()) {
+      for (const decodeParts of [2, 5]) await checkLaunch(c, 700 + 10 * n + decodeParts, { path: 'tiled', decode: true, decodeParts });
+    }
+    assert.deepEqual(decodeParts(2, 420, 64, 256), { parts: 7, keys: 64 }, 'batch 1 of the 0.5B shapes: a part a chunk');
+    assert.deepEqual(decodeParts(64, 420, 64, 256), { parts: 4, keys: 128 });
+    assert.deepEqual(decodeParts(256, 420, 64, 256), { parts: 1, keys: 0 }, 'a rollout\'s 128 rows fill the GPU whole');
     const rt = await gpu();
     const d = { b: 1, hq: 1, hkv: 1, tq: 1, s: 4, sCap: 4, hd: 320, scale: 1, causal: true };
     await scopeAsync(async () => {

@@ -328,8 +328,8 @@ describe('decode steps on tensor cores (devices with f16 subgroup matrices)', ()
     const half = HalfWeights.of(model);
     const B = 3;
     try {
-      // Three rows take the tensor-core path here as a rollout's 128 would.
-      await withPolicy(rt, { decode: { tensorMinRows: B } }, async () => {
+      // Three rows of these small weights take the tensor-core path here as a rollout's 128 rows of large ones would.
+      await withPolicy(rt, { decode: { tensorMinRows: B, fusedAnyRowsMaxBytes: 0 } }, async () => {
         const prompt = Int32Array.of(5, 9, 13, 2, 40, 41, 0, 0, 7, 8, 90, 3, 1, 2, 3, 4, 5, 6);
         const run = async (m: QwenModel, h: HalfWeights | null) => {
           const cache = model.newCache(B, 9, Int32Array.of(0, 2, 1));

@@ -16,8 +16,10 @@ struct Params {
   group: u32,
   causal: u32,
   has_pad: u32,  // 0: no pad_left tensor (binding 4 then holds an unrelated buffer)
-  rows: u32,     // B * Hq * Tq (delta)
+  rows: u32,     // B * Hq * Tq (delta, decode_combine)
   scale: f32,
+  splits: u32,      // decode: parts each row's keys are cut into (1: whole)
+  split_keys: u32,  // decode: keys of each part
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -332,7 +332,7 @@ export class LocalEngine implements Engine, WeightSync {
   ): ModelCache {
     const B = gpu.count;
     const onGpu = { positions: gpu.positions, pad };
-    const head = half && (headOnSkinny(model, B) || decodeOnTensorCores(model.lmHead().storage.rt, B)) ? half.head : undefined;
+    const head = half && (headOnSkinny(model, B) || decodeOnTensorCores(model.lmHead().storage.rt, B, half.head.shape[0] * half.head.shape[1])) ? half.head : undefined;
     for (let j = 0; j < steps; j++) {
       const first = j === 0 ? prefill : null;
       scope(() =>

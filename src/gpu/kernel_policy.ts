@@ -182,6 +182,13 @@ export interface AttentionPolicy {
    * Qwen2.5-0.5B's above (29M), and at small sizes both take about a launch.
    */
   tensorForwardMinScores: number;
+  /**
+   * A decode step's attention cuts each row's keys into parts (one workgroup each, then
+   * a combining dispatch) until it runs about this many workgroups: at batch 1 the
+   * 0.5B shapes gave its 2 kv heads' workgroups 0.09 ms a layer on the H100 walking
+   * 420 keys alone, against 0.036 for one workgroup a query head (`dc6f980`).
+   */
+  decodeWorkgroups: number;
 }
 
 /** When reduce_cols cuts R into parts (kernels/reduce.ts; see the shader's header). */
@@ -293,7 +300,7 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24 },
+    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, stepsPerReadback: 4, weights: 'f16' },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },

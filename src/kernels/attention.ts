@@ -3,7 +3,7 @@
 
 import type { AttentionPath } from '../gpu/kernel_policy.ts';
 import type { Runtime } from '../gpu/runtime.ts';
-import { grid1d, uniforms } from './launch.ts';
+import { grid1d, gridRows, uniforms } from './launch.ts';
 
 export interface AttentionDims {
   b: number;
@@ -70,8 +70,8 @@ export function attentionTiles(limits: TileLimits, pass: 'forward' | 'backward',
 }
 
 /** The uniform every flash kernel reads (Params in shaders/common/attention_mask.wgsl). */
-export function attentionParams(d: AttentionDims, hasPad: boolean) {
-  const p = uniforms(11);
+export function attentionParams(d: AttentionDims, hasPad: boolean, split: { parts: number; keys: number } = { parts: 1, keys: 0 }) {
+  const p = uniforms(13);
   p.u[0] = d.tq;
   p.u[1] = d.s;
   p.u[2] = d.sCap;
@@ -83,6 +83,8 @@ export function attentionParams(d: AttentionDims, hasPad: boolean) {
   p.u[8] = hasPad ? 1 : 0;
   p.u[9] = d.b * d.hq * d.tq;
   p.setF(10, d.scale);
+  p.u[11] = split.parts;
+  p.u[12] = split.keys;
   return p;
 }
 
@@ -129,6 +131,8 @@ export interface AttentionLaunch {
    * on the tiled path when there are at most DECODE_MAX_ROWS query rows per head.
    */
   decode?: boolean;
+  /** Parts the decode kernel cuts each row's keys into (tests); default decodeParts'. */
+  decodeParts?: number;
 }
 
 /** Query rows per head up to which the tiled path's forward takes the decode kernel. */
@@ -154,6 +158,41 @@ export function decodeShape(limits: { maxComputeWorkgroupStorageSize: number }, 
     if (4 * floats <= limits.maxComputeWorkgroupStorageSize) return { gp, ch };
   }
   return null;
+}
+
+/**
+ * How many parts the decode kernel cuts each row's keys into: enough that its
+ * workgroups reach policy.attention.decodeWorkgroups, each part at least a chunk of
+ * `ch` keys (a multiple of it), at most 64.
+ */
+export function decodeParts(workgroups: number, keys: number, ch: number, target: number): { parts: number; keys: number } {
+  const wanted = Math.min(Math.ceil(target / Math.max(workgroups, 1)), Math.ceil(keys / ch), 64);
+  if (wanted <= 1) return { parts: 1, keys: 0 };
+  const per = Math.ceil(keys / wanted / ch) * ch;
+  return { parts: Math.ceil(keys / per), keys: per };
+}
+
+function attentionDecode(
+  rt: Runtime, d: AttentionDims, shape: { gp: number; ch: number },
+  q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, padLeft: GPUBuffer | null, o: GPUBuffer, lse: GPUBuffer, parts?: number,
+): void {
+  const blocks = d.hkv * Math.ceil(d.hq / d.hkv / shape.gp);
+  const split = parts === undefined
+    ? decodeParts(d.tq * blocks * d.b, d.s, shape.ch, rt.policy.attention.decodeWorkgroups)
+    : parts <= 1 ? { parts: 1, keys: 0 } : { parts, keys: Math.ceil(d.s / parts) };
+  const kernel = rt.kernel('attention', 'decode', { HD: d.hd, DGP: shape.gp, DCH: shape.ch });
+  const p = attentionParams(d, !!padLeft, split).u;
+  if (split.parts === 1) {
+    rt.dispatch(kernel, [q, k, v, padLeft ?? q, o, lse], p, [d.tq, blocks, d.b]);
+    return;
+  }
+  const rows = d.b * d.hq * d.tq;
+  const partO = rt.pool.acquire(4 * rows * split.parts * d.hd);
+  const partMl = rt.pool.acquire(8 * rows * split.parts);
+  rt.dispatch(kernel, [q, k, v, padLeft ?? q, partO, partMl], p, [d.tq * split.parts, blocks, d.b]);
+  rt.dispatch(rt.kernel('attention', 'decode_combine', { HD: d.hd }), [null, partO, partMl, null, o, lse], p, gridRows(rows));
+  rt.pool.release(partO);
+  rt.pool.release(partMl);
 }
 
 /** Floats in one uniform window (64 KiB, WebGPU's default uniform binding limit). */
@@ -280,8 +319,7 @@ export function attentionForward(
   const decode = launch.decode ?? (d.tq <= DECODE_MAX_ROWS && shape !== null);
   if (decode) {
     if (!shape) throw new Error(`attention: the decode kernel takes head dims up to ${DECODE_MAX_HD} whose staged keys fit ${rt.gpu.limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory, got ${d.hd}`);
-    rt.dispatch(rt.kernel('attention', 'decode', { HD: d.hd, DGP: shape.gp, DCH: shape.ch }), [q, k, v, padLeft ?? q, o, lse], attentionParams(d, !!padLeft).u,
-      [d.tq, d.hkv * Math.ceil(group / shape.gp), d.b]);
+    attentionDecode(rt, d, shape, q, k, v, padLeft, o, lse, launch.decodeParts);
     return;
   }
   if (path === 'blocked') {

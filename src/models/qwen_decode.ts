@@ -39,7 +39,9 @@ import { permute, reshape } from '../tensor/ops/shape_ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
 /** Whether a step of `rows` tokens (of x) folds its RMSNorms into the products that follow (rt.policy.decode). */
-const foldsNorm = (x: Tensor, rows: number) => rows <= x.storage.rt.policy.decode.foldNormMaxRows;
+/** Whether a step of `rows` rows (of x) folds its RMSNorm into the products by `w` that follow (rt.policy.decode); on tensor cores it never does. */
+const foldsNorm = (x: Tensor, rows: number, w: Weight) =>
+  rows <= x.storage.rt.policy.decode.foldNormMaxRows && !decodeOnTensorCores(x.storage.rt, rows, w.shape[0] * w.shape[1]);
 
 /**
  * Whether a step of `seq` new tokens for `batch` sequences takes the fused layers; on
@@ -193,7 +195,7 @@ export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: Laye
   const biases = !cfg.attentionBias ? null : stacked ? [step.halfWeights!.bias(names.qkvBias)!] : b.slice(0, 3).map((n) => model.param(n));
   const norm = { weight: model.param(names.inputNorm), eps: cfg.rmsEps };
   // The norm folds into the projections where the device has the binding that takes.
-  const qkv = foldsNorm(x, B * T) && skinnyConcatTakesNorm(x.storage.rt)
+  const qkv = foldsNorm(x, B * T, weights[0]) && skinnyConcatTakesNorm(x.storage.rt)
     ? linearConcat(x, weights, biases, norm)
     : linearConcat(rmsNorm(x, norm.weight, norm.eps), weights, biases);
   const q = ropeQkvCache(qkv, step.positions, cache.keys[l], cache.values[l], offset, {
@@ -213,6 +215,6 @@ export function fusedMlp(model: CausalLM, x: Tensor, l: number, half?: HalfWeigh
   const norm = { weight: model.param(names.postNorm), eps: cfg.rmsEps };
   const gate = weightOf(model, names.mlp[0], half);
   const up = weightOf(model, names.mlp[1], half);
-  const act = foldsNorm(x, x.size / cfg.hidden) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
+  const act = foldsNorm(x, x.size / cfg.hidden, gate) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
   return linearResidual(act, weightOf(model, names.mlp[2], half), null, x, { consume: true });
 }

@@ -66,11 +66,18 @@ function rowsOf(op: string, x: Tensor, weights: readonly Weight[]): number {
 
 /**
  * Whether a fused decode product of `rows` rows runs on tensor cores (see the header):
- * from rt.policy.decode.tensorMinRows rows, on a device with f16 subgroup matrices.
+ * from rt.policy.decode.tensorMinRows rows, on a device with f16 subgroup matrices,
+ * unless its weight (of `weightElements`) is one that stays in L2
+ * (policy.decode.fusedAnyRowsMaxBytes as f32), which the skinny kernels serve at any
+ * row count: the bundled model's household rollout of 128 rows took 1.85 s on them
+ * against 2.45 on tensor cores (H100, `dc6f980`). Without a weight, whether any can.
  */
-export function decodeOnTensorCores(rt: Runtime, rows: number): boolean {
-  return !rt.caps.compatibility && rt.policy.tensorCores.enabled && rows >= rt.policy.decode.tensorMinRows && tensorMatmulAvailable(rt);
+export function decodeOnTensorCores(rt: Runtime, rows: number, weightElements = Infinity): boolean {
+  const p = rt.policy.decode;
+  return !rt.caps.compatibility && rt.policy.tensorCores.enabled && rows >= p.tensorMinRows && 4 * weightElements > p.fusedAnyRowsMaxBytes && tensorMatmulAvailable(rt);
 }
+
+const elementsOf = (w: Weight) => w.shape[0] * w.shape[1];
 
 /** y = x @ w^T (+ bias) on tensor cores for `rows` rows, w an f16 copy; with `accumulate`, y += ... */
 function tensorProduct(rt: Runtime, x: Tensor, w: HalfWeight, bias: Tensor | null, y: GPUBuffer, rows: number, accumulate = false): void {
@@ -115,7 +122,7 @@ export function linearConcat(x: Tensor, weights: readonly Weight[], biases: read
   }
   const rt = x.storage.rt;
   const y = empty([...x.shape.slice(0, -1), ns.reduce((s, n) => s + n, 0)], 'f32', rt);
-  if (decodeOnTensorCores(rt, rows)) {
+  if (decodeOnTensorCores(rt, rows, elementsOf(weights[0]))) {
     if (weights.length !== 1 || norm) throw new ShapeError(`${op}: on tensor cores the projections come stacked as one weight and the norm unfolded`);
     tensorProduct(rt, x, halfOnly(op, weights)[0], biases?.[0] ?? null, y.buffer, rows);
     return y;
@@ -142,7 +149,7 @@ export function linearSwiglu(x: Tensor, gate: Weight, up: Weight, norm?: FoldedN
   const rt = x.storage.rt;
   const n = gate.shape[0];
   const y = empty([...x.shape.slice(0, -1), n], 'f32', rt);
-  if (decodeOnTensorCores(rt, rows)) {
+  if (decodeOnTensorCores(rt, rows, elementsOf(gate))) {
     if (norm) throw new ShapeError(`${op}: on tensor cores the norm runs unfolded`);
     const [g, u] = halfOnly(op, [gate, up]);
     const gated = rt.pool.acquire(4 * rows * n);
@@ -183,7 +190,7 @@ function decodeProjection(op: string, x: Tensor, weight: Weight, bias: Tensor | 
   if (residual && !sameShape(residual.shape, shape)) throw new ShapeError(`${op}: residual ${fmt(residual.shape)} must be ${fmt(shape)}`);
   if (bias && (bias.rank !== 1 || bias.shape[0] !== n)) throw new ShapeError(`${op}: bias ${fmt(bias.shape)} must be [${n}]`);
   const rt = x.storage.rt;
-  if (decodeOnTensorCores(rt, rows)) {
+  if (decodeOnTensorCores(rt, rows, elementsOf(weight))) {
     const [w] = halfOnly(op, [weight]);
     if (residual && consume) {
       tensorProduct(rt, x, w, bias, residual.buffer, rows, true);
