@@ -1,9 +1,16 @@
-// The memory plan (memory/memory_plan.ts), the run's budget (run/memory.ts) and the
-// buffer pool's cap (gpu/buffer_pool.ts).
+// The memory plan (memory/memory_plan.ts), the run's budget and the bounds its shape
+// sets (run/memory.ts), and the buffer pool's cap (gpu/buffer_pool.ts).
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { describe, test } from 'node:test';
+import { loadConfig } from '../src/config/config.ts';
+import { applySoftwareGpuScale, EMBEDDED_RECIPE } from '../src/config/default_run.ts';
+import { readMetrics } from '../src/report/metrics.ts';
+import { trainingMemoryPlan } from '../src/run/memory.ts';
 import { configFromPreset } from '../src/hf_model/presets.ts';
 import { GIB, kvBytesPerRow, MemoryPlanError, parameterCount, planMemory, type PlanInput } from '../src/memory/memory_plan.ts';
 import { tensor } from '../src/tensor/tensor.ts';
@@ -70,6 +77,40 @@ describe('memory plan', () => {
     const plan = planMemory(input({ model: small, microBatchTokens: 16384, budgetBytes: need(4096), checkpointing: 'on' }));
     assert.equal(plan.microBatchTokens, 4096);
     assert.equal(plan.updateBytes, need(4096));
+  });
+
+  test('a run scaled down to a few short episodes is planned for what it can hold: its step\'s sequences, its episodes', () => {
+    const full = loadConfig(undefined, [...EMBEDDED_RECIPE]);
+    const scaled = trainingMemoryPlan(applySoftwareGpuScale(full, []).config);
+    // 1 task x 2 runs x 2 turns: 4 sequences of at most the 2,008 prompt tokens the context leaves and 40 response tokens.
+    assert.equal(scaled.updateTokens, 4 * 2048);
+    assert.equal(scaled.checkpointLayers, false);
+    assert.deepEqual(scaled.notes, []);
+    assert.ok(scaled.updateBytes < 1.5 * GIB, `${scaled.updateBytes / GIB} GiB`);
+    // Two episodes decode at once (one task x 2 runs; the validation's one task x 1 run).
+    assert.equal(scaled.rolloutBusyRows, 2);
+    assert.ok(scaled.rolloutBytes < 0.5 * GIB, `${scaled.rolloutBytes / GIB} GiB`);
+    // At full size the micro-batches are the recipe's 32,768 tokens, whose plain tape needs the checkpoints.
+    const recipe = trainingMemoryPlan(full);
+    assert.deepEqual([recipe.updateTokens, recipe.checkpointLayers, recipe.rolloutBusyRows], [32768, true, 128]);
+  });
+
+  test('`train` scaled down on the software GPU plans at least what it holds, and checkpoints nothing', { timeout: 600_000 }, () => {
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-memory-plan-'));
+    try {
+      const r = spawnSync(process.execPath, [cli, 'train', 'iterations=1', `output.dir=${out}`, 'output.progress=none'], { encoding: 'utf8', env: { ...process.env, EGL_PLATFORM: 'surfaceless' } });
+      assert.equal(r.status, 0, r.stdout + r.stderr);
+      if (!/^software GPU: scaled the run down/m.test(r.stdout)) return;
+      const plan = /update peak at most about ([\d.]+) GiB \(micro-batches of up to (\d+) tokens\), rollout peak at most about ([\d.]+) GiB \((\d+) rows\)/.exec(r.stdout);
+      assert.ok(plan, r.stdout);
+      assert.doesNotMatch(r.stdout, /checkpointed/);
+      const [row] = readMetrics(path.join(out, 'household-grpo-s0', 'metrics.jsonl'));
+      const measured = (phase: string) => row[`memory/${phase}_peak_gib`] as number;
+      assert.ok(Number(plan[1]) >= measured('update') && Number(plan[3]) >= measured('rollout'), `${plan[0]}; measured ${JSON.stringify(row)}`);
+      assert.equal(Number(plan[4]), 2);
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
   });
 
   test('`train` refuses a run that cannot fit before any GPU work, naming the settings', () => {

@@ -122,7 +122,7 @@ describe('runSft', () => {
     const lines: string[] = [];
     const planned = await runSft(tight, { log: (l) => lines.push(l) });
     const log = lines.join('\n');
-    assert.match(log, /GPU memory budget .* \(checkpointed layers\)/);
+    assert.match(log, /GPU memory budget .* \(micro-batches of up to 2048 tokens, checkpointed layers\)/);
     assert.match(log, /memory: layers checkpointed in the update/);
     assert.match(log, /memory: update micro-batches of 2048 tokens, not optim\.microBatchTokens 4096/);
     const rows = readMetrics(join(planned.runDir, 'metrics.jsonl'));

@@ -8,8 +8,12 @@
 // its backward (plain) or its input alone (checkpointed, plus one layer recomputed);
 // per decoding row, the KV cache at its full length, beside one prefill chunk's layer
 // (rollout prompts are prefilled in chunks of positions). Transient buffers are counted with
-// the pool's size-class slack (up to a quarter). The buffer pool enforces the budget at
-// run time whatever these estimates say (gpu/buffer_pool.ts).
+// the pool's size-class slack (up to a quarter). A run's own shape bounds both: a
+// micro-batch holds no more than an optimizer step's sequences, a rollout batch no more
+// rows than the episodes played at once, so a run scaled down to a few short episodes
+// is planned (and checkpointed, or not) for what it can hold, not for the settings' room.
+// The buffer pool enforces the budget at run time whatever these estimates say
+// (gpu/buffer_pool.ts).
 
 import { expectedShapes } from '../hf_model/checkpoint.ts';
 import type { ModelConfig } from '../hf_model/config.ts';
@@ -46,8 +50,15 @@ export interface PlanInput {
   referenceCopy: boolean;
   /** Tokens (prompt + response) per forward and backward of the update. */
   microBatchTokens: number;
+  /**
+   * The most tokens one optimizer step's sequences hold (its samples at most at rowTokens
+   * each): a micro-batch holds no more, whatever microBatchTokens allows. Unset: no bound.
+   */
+  stepTokens?: number;
   /** Rows a rollout batch decodes together, at most (0: rollouts come from a server). */
   rolloutRows: number;
+  /** The most episodes a rollout of the run plays at once, which no batch outgrows. Unset: no bound. */
+  rolloutEpisodes?: number;
   /** A row's longest sequence: prompt budget + response tokens. */
   rowTokens: number;
   budgetBytes: number;
@@ -65,6 +76,8 @@ export interface MemoryPlan {
   residentBytes: number;
   /** The update's peak: resident + gradients + activations + a logits chunk. */
   updateBytes: number;
+  /** The most tokens of a micro-batch the update's peak is for. */
+  updateTokens: number;
   /** The rollout's peak: resident + the decode weights' f16 copies + KV cache of `rolloutRows` rows + one layer's prefill + sampling logits. */
   rolloutBytes: number;
   checkpointLayers: boolean;
@@ -72,6 +85,8 @@ export interface MemoryPlan {
   microBatchTokens: number;
   /** Rows a rollout batch may decode together under the budget (never above the input's). */
   rolloutRows: number;
+  /** Of those, the most a rollout of the run fills: the rollout's peak is for these. */
+  rolloutBusyRows: number;
   /** Tokens a rollout prefill takes at once (LocalEngine's prefillTokens). */
   prefillTokens: number;
   /** What the run will do differently from the settings as given, for the log. */
@@ -133,9 +148,12 @@ export function planMemory(p: PlanInput): MemoryPlan {
   const trainable = trainableCount(p, params);
   const residentBytes = 4 * (params * (p.referenceCopy ? 2 : 1) + (p.trains === 'lora' ? trainable : 0) + 2 * trainable);
   const layerToken = 4 * layerValuesPerToken(cfg);
-  const update = (checkpoint: boolean, tokens: number) => {
+  // What a micro-batch of at most `limit` tokens can hold in this run.
+  const held = (limit: number) => Math.min(limit, p.stepTokens ?? Infinity);
+  const update = (checkpoint: boolean, limit: number) => {
     // Evaluation has no update: what it holds is the rollout's.
     if (p.trains === 'none') return residentBytes;
+    const tokens = held(limit);
     const acts = checkpoint ? tokens * (4 * cfg.hidden * cfg.layers + 2 * layerToken) : tokens * layerToken * cfg.layers;
     const chunk = Math.min(CHUNK_LOGITS_BYTES, 4 * cfg.vocabSize * Math.max(tokens, cfg.hidden));
     return residentBytes + 4 * trainable + SLACK * (acts + chunk);
@@ -157,7 +175,7 @@ export function planMemory(p: PlanInput): MemoryPlan {
       ...(p.trains === 'all' ? ['model.lora (train an adapter instead of every weight)'] : []),
     ];
     throw new MemoryPlanError(`the update needs about ${gib(updateBytes)} (weights, optimizer state and gradients ${gib(residentBytes + 4 * trainable)}, ` +
-      `activations of ${microBatchTokens} tokens${checkpointLayers ? ' with checkpointed layers' : ''}) but the GPU memory budget is ${gib(p.budgetBytes)}; ` +
+      `activations of ${held(microBatchTokens)} tokens${checkpointLayers ? ' with checkpointed layers' : ''}) but the GPU memory budget is ${gib(p.budgetBytes)}; ` +
       `set ${advice.join(', or ')}`);
   }
   if (microBatchTokens < p.microBatchTokens) notes.push(`update micro-batches of ${microBatchTokens} tokens, not optim.microBatchTokens ${p.microBatchTokens}, to fit the budget`);
@@ -168,19 +186,24 @@ export function planMemory(p: PlanInput): MemoryPlan {
   const prefillTokens = Math.max(1, Math.min(MAX_PREFILL_TOKENS, Math.floor((PREFILL_SHARE * room) / (SLACK * layerToken))));
   const perRow = kvBytesPerRow(cfg, p.rowTokens) + SLACK * 4 * cfg.vocabSize;
   const rows = Math.min(p.rolloutRows, Math.floor((room - SLACK * layerToken * prefillTokens) / perRow));
+  // Rows a batch decodes at once: no more than the episodes a rollout plays together.
+  const busy = Math.min(rows, p.rolloutEpisodes ?? Infinity);
   if (p.rolloutRows > 0 && rows < 1) {
     throw new MemoryPlanError(`one rollout row of ${p.rowTokens} tokens needs about ${gib(perRow)} beside the resident ${gib(residentBytes)}` +
       `${copyBytes ? ` and the decode weights' f16 copies ${gib(copyBytes)}` : ''}, over the GPU memory budget of ${gib(p.budgetBytes)}; ` +
       `set a larger gpu.memory (--gpu-memory), or fewer rollout.maxPromptTokens or rollout.maxResponseTokens${copyBytes ? ', or --decode-weights f32' : ''}`);
   }
-  if (rows < p.rolloutRows) notes.push(`rollout batches of ${rows} rows, not rollout.maxBatch ${p.rolloutRows}, to fit the budget`);
+  if (rows < Math.min(p.rolloutRows, p.rolloutEpisodes ?? Infinity)) notes.push(`rollout batches of ${rows} rows, not rollout.maxBatch ${p.rolloutRows}, to fit the budget`);
   return {
-    budgetBytes: p.budgetBytes, residentBytes, updateBytes, rolloutBytes: residentBytes + copyBytes + SLACK * layerToken * prefillTokens + rows * perRow,
-    checkpointLayers, microBatchTokens, rolloutRows: rows, prefillTokens, notes,
+    budgetBytes: p.budgetBytes, residentBytes, updateBytes, updateTokens: held(microBatchTokens),
+    // A prefill chunk holds no more than the busy rows' prompts.
+    rolloutBytes: residentBytes + copyBytes + SLACK * layerToken * Math.min(prefillTokens, busy * p.rowTokens) + busy * perRow,
+    checkpointLayers, microBatchTokens, rolloutRows: rows, rolloutBusyRows: busy, prefillTokens, notes,
   };
 }
 
 export function describePlan(plan: MemoryPlan): string {
-  return `GPU memory budget ${gib(plan.budgetBytes)}: resident ${gib(plan.residentBytes)}, update peak about ${gib(plan.updateBytes)}` +
-    `${plan.checkpointLayers ? ' (checkpointed layers)' : ''}, rollout peak about ${gib(plan.rolloutBytes)} (${plan.rolloutRows} rows)`;
+  return `GPU memory budget ${gib(plan.budgetBytes)}: resident ${gib(plan.residentBytes)}, ` +
+    `update peak at most about ${gib(plan.updateBytes)} (micro-batches of up to ${plan.updateTokens} tokens${plan.checkpointLayers ? ', checkpointed layers' : ''}), ` +
+    `rollout peak at most about ${gib(plan.rolloutBytes)} (${plan.rolloutBusyRows} rows)`;
 }
