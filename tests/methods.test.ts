@@ -115,6 +115,9 @@ describe('every method through examples/smoke.yaml', () => {
         sft: ['sft/loss'],
       };
       for (const key of expect[method] ?? []) assert.equal(typeof last[key], 'number', `${method} logs ${key}`);
+      // The default rollout correction (seq-mask) measures the engine against the trainer in every RL method.
+      const corrected = method === 'sft' ? [] : ['rollout/is_ratio_mean', 'rollout/is_ratio_min', 'rollout/is_ratio_max', 'rollout/is_masked_share', 'rollout/mismatch_kl'];
+      for (const key of corrected) assert.equal(typeof last[key], 'number', `${method} logs ${key}`);
       if (method === 'grpo_opsd') assert.ok(Math.abs((last['sdar/gate_mean'] as number) - 0.5) < 1e-6, 'β = 0 is a constant gate of 0.5');
       if (method === 'retire_opd') assert.ok(existsSync(join(dir, 'retire_opd-s0-stage1', 'checkpoints')), 'stage 1 ran first');
       console.log(`# ${method}: ${seconds.toFixed(1)} s`);

@@ -52,8 +52,8 @@ function perTurn(mode: RolloutCorrectionMode): boolean {
 }
 
 /** Whether the correction changes anything: a mode other than off. */
-export function correcting(c: RolloutCorrection | null | undefined): c is RolloutCorrection {
-  return c != null && c.mode !== 'off';
+export function correcting(c: RolloutCorrection | undefined): c is RolloutCorrection {
+  return c !== undefined && c.mode !== 'off';
 }
 
 /** The ratio is truncated (above C) or masked (outside [1/C, C]). */
