@@ -6,7 +6,7 @@
 // what to enable, and a recipe too large for its memory budget shows the plan's refusal.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -101,6 +101,22 @@ describe('the training page in Chromium', () => {
         const [a, b] = [m[key]!, reference[key]!];
         assert.ok(Math.abs(a - b) <= 1e-6 + 1e-3 * Math.abs(b), `${key}: ${a} in the browser, ${b} under Bun`);
       }
+
+      // Download: the run's directory as one tar archive, its checkpoint a Hugging Face model directory.
+      const downloads = fs.mkdtempSync(path.join(os.tmpdir(), 'wgt-browser-dl-'));
+      await (await page.createCDPSession()).send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
+      await page.click('#download');
+      const tar = path.join(downloads, 'household-grpo-s0.tar');
+      for (let i = 0; i < 60 && !fs.existsSync(tar); i++) await new Promise((r) => setTimeout(r, 500));
+      execFileSync('tar', ['-xf', tar], { cwd: downloads });
+      assert.deepEqual(readMetrics(path.join(downloads, 'household-grpo-s0', 'metrics.jsonl')), rows);
+      assert.ok(fs.existsSync(path.join(downloads, 'household-grpo-s0', 'checkpoints', 'ckpt-1', 'model', 'model.safetensors')));
+
+      // Reloaded with resume=1, the page finds the finished run's checkpoint in its OPFS and has nothing left to do.
+      await page.goto(`${server.url}?${new URLSearchParams({ ...RECIPE, resume: '1' })}`);
+      assert.equal(await finalStatus(page, 2), 'done');
+      assert.match(await page.$eval('#log', (e) => e.textContent ?? ''), /resuming runs\/household-grpo-s0 after iteration 1/);
+      assert.deepEqual(await page.evaluate(() => window.trainerMetrics), rows);
     });
   });
 

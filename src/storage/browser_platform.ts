@@ -11,7 +11,7 @@ import type { HostProcess, Platform, TextSink } from './types.ts';
 /** The page as the process that owns a run. */
 export class PageProcess implements HostProcess {
   readonly pid = 1 + Math.floor(Math.random() * 2 ** 30);
-  readonly hostname = globalThis.location?.host ?? 'browser';
+  readonly hostname = globalThis.location?.hostname ?? 'browser';
   readonly command = globalThis.location?.href ?? '';
   readonly startedAt = performance.timeOrigin;
   readonly env: Readonly<Record<string, string | undefined>> = {};
