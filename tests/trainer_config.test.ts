@@ -173,6 +173,14 @@ describe('training config', () => {
     assert.equal(configHash(back), configHash(a));
   });
 
+  test('a rollout correction turned off hashes as runs made before the setting: the comparison recipe is still its archived runs\'', () => {
+    const archived = JSON.parse(fs.readFileSync(path.join(ROOT, 'docs', 'results', 'household', 'grpo-s0', 'run.json'), 'utf8')) as { configHash: string };
+    const recipe = (more: string[] = []) => loadConfig(path.join(ROOT, 'examples', 'compare_household.yaml'), ['method=grpo', 'seed=0', ...more]);
+    assert.equal(recipe().algorithm.rolloutCorrection.mode, 'off');
+    assert.equal(configHash(recipe()), archived.configHash);
+    assert.notEqual(configHash(recipe(['algorithm.rolloutCorrection.mode=seq-mask'])), archived.configHash, 'a correction that is on trains otherwise');
+  });
+
   test('the example files load and say what they claim', () => {
     const ex = (name: string) => loadConfig(path.join(ROOT, 'examples', name));
     const h = ex('grpo_household.yaml');

@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import { defineCommand } from 'citty';
 import { METHODS } from '../config/config_schema.ts';
 import * as fs from 'node:fs';
-import { configHash, loadConfig, readRunConfig, type TrainConfig } from '../config/config.ts';
+import { configHash, loadConfig, overrideWithoutSecrets, readRunConfig, type TrainConfig } from '../config/config.ts';
 import { archivedComplete, archiveRun, readSegments, recordSegment, sourceCommit } from '../compare/archive.ts';
 import { comparePlan, runComparison, serverSlots, slotServerOverrides, writeComparison, type CompareRun, type RunProgress } from '../compare/compare.ts';
 import { checkpointIteration, findLatestCheckpoint } from '../checkpoint/checkpoint.ts';
@@ -86,7 +86,7 @@ export const compareCommand = defineCommand({
       ];
       const argv = [process.execPath, process.argv[1]];
       // The command as archived: a key given on the command line stays out of it.
-      const command = `npx bun run cli ${process.argv.slice(process.argv.indexOf('compare')).map((a) => a.replace(/^((?:rollout|teacher)\.apiKey=).*/, '$1<hidden>')).join(' ')}`;
+      const command = `npx bun run cli ${process.argv.slice(process.argv.indexOf('compare')).map(overrideWithoutSecrets).join(' ')}`;
       const commit = sourceCommit();
       const latestCheckpoint = (run: CompareRun) => (args.resume ? findLatestCheckpoint(path.join(dir, run.name, 'checkpoints')) : null);
       const runFlags = (run: CompareRun): string[] | null => {

@@ -8,7 +8,7 @@ import { runSummary } from '../report/run_summary.ts';
 import { destroyRuntime, initRuntime } from '../gpu/runtime.ts';
 import { tensorCoreNote } from '../kernels/matmul/precision.ts';
 import { applySoftwareGpuScale, EMBEDDED_RECIPE, type ScaleRecord } from '../config/default_run.ts';
-import { configWarnings, loadConfig, METHODS, runDir, type TrainConfig } from '../config/config.ts';
+import { configWarnings, loadConfig, METHODS, overrideWithoutSecrets, runDir, type TrainConfig } from '../config/config.ts';
 import { assertRunUnlocked } from '../run/run_lock.ts';
 import { planRunStart } from '../run/run_start.ts';
 import { checkEnvironment } from '../envs/environment.ts';
@@ -100,7 +100,7 @@ export const trainCommand = defineCommand({
         scale = { adapter: rt.gpu.description, changes: scaled.changes };
       }
     }
-    console.log(`configuration: ${file ?? 'the embedded default'}${overrides.length ? ` with ${overrides.join(' ')}` : ''}; every setting is written to ${path.join(runDir(cfg), RUN_CONFIG_FILE)}`);
+    console.log(`configuration: ${file ?? 'the embedded default'}${overrides.length ? ` with ${overrides.map(overrideWithoutSecrets).join(' ')}` : ''}; every setting is written to ${path.join(runDir(cfg), RUN_CONFIG_FILE)}`);
     for (const warning of configWarnings(cfg)) console.log(`warning: ${warning}`);
     await train(cfg, { resume: target.resume, resumeFrom: target.from, overwrite: args.overwrite, scale, stopAfter, timeLimitSeconds });
     destroyRuntime();

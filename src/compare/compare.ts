@@ -16,7 +16,7 @@ import { serverUrls } from '../trainer/servers.ts';
 import { intervalTicker } from '../report/progress.ts';
 import { CompareProgress } from './compare_progress.ts';
 import { failureReason, InvocationLog, parseIterationLine, TRAIN_LOG } from './train_log.ts';
-import type { TrainConfig } from '../config/config.ts';
+import { overrideWithoutSecrets, type TrainConfig } from '../config/config.ts';
 import { readScaleRecord, type ScaleRecord } from '../config/default_run.ts';
 
 export const COMPARE_FILE = 'compare.json';
@@ -121,7 +121,7 @@ export async function runComparison(
       log(`start ${run.name}`);
       const started = performance.now();
       // The header names the command, a server key given on the command line left out.
-      const runLog = new InvocationLog(path.join(runDir, TRAIN_LOG), trainArgs.map((a) => a.replace(/^((?:rollout|teacher)\.apiKey=).*/, '$1<hidden>')).join(' '));
+      const runLog = new InvocationLog(path.join(runDir, TRAIN_LOG), trainArgs.map(overrideWithoutSecrets).join(' '));
       const report = () => {
         for (const line of runLog.newLines()) {
           const it = parseIterationLine(line);

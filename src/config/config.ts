@@ -261,6 +261,11 @@ export function withoutSecrets(cfg: TrainConfig): TrainConfig {
   return { ...cfg, rollout, teacher };
 }
 
+/** A `key=value` override as logs and records show it: the servers' API keys hidden. */
+export function overrideWithoutSecrets(override: string): string {
+  return override.replace(/^((?:rollout|teacher)\.apiKey=).*/, '$1<hidden>');
+}
+
 /** Where the servers are and how patiently they are waited for: a resumed run may use others. */
 function withoutConnections(cfg: TrainConfig): Record<string, unknown> {
   const strip = <T extends object>(block: T, keys: readonly string[]) => Object.fromEntries(Object.entries(block).filter(([k]) => !keys.includes(k)));
@@ -275,7 +280,11 @@ function withoutConnections(cfg: TrainConfig): Record<string, unknown> {
  */
 export function configHash(cfg: TrainConfig): string {
   const { iterations: _i, checkpoint: _c, output: _o, gpu: _g, ...rest } = withoutConnections(cfg);
-  return sha256Hex(canonicalJson(rest)).slice(0, 16);
+  // A correction that is off trains as runs did before the setting existed, so their
+  // checkpoints resume and their archived runs share the recipe's hash.
+  const { rolloutCorrection, ...algorithm } = cfg.algorithm;
+  const hashed = rolloutCorrection.mode === 'off' ? { ...rest, algorithm } : rest;
+  return sha256Hex(canonicalJson(hashed)).slice(0, 16);
 }
 
 function canonicalJson(v: unknown): string {
