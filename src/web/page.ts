@@ -5,13 +5,13 @@
 // (?iterations=2&method=sdar) starts at once. When a run ends, #status reads `done` or
 // `error: <message>`, and window.trainerMetrics holds the rows of its metrics.jsonl.
 
-import { runDir } from '../config/config.ts';
-import { loadConfig } from '../config/config.ts';
+import { loadConfig, runDir } from '../config/config.ts';
 import { METHODS } from '../config/config_schema.ts';
 import { EMBEDDED_RECIPE } from '../config/default_run.ts';
 import type { MetricsRow } from '../report/metrics.ts';
 import type { TrajectoryRecord } from '../rollout/sample.ts';
 import { browserStorage, pageProcess } from '../storage/browser_platform.ts';
+import * as path from '../storage/paths.ts';
 import { chartsSvg } from './charts.ts';
 import { trainInPage } from './page_run.ts';
 import { recipeFromQuery, SHORT_NAMES, type PageRecipe } from './recipe.ts';
@@ -75,11 +75,13 @@ async function download(recipe: PageRecipe): Promise<void> {
   const dir = runDir(loadConfig(undefined, [...EMBEDDED_RECIPE, ...recipe.overrides]));
   await browserStorage.openOpfs();
   if (!browserStorage.exists(dir)) await browserStorage.loadSaved(dir);
-  const files = browserStorage.filesUnder(dir).map((f) => ({ path: f.path.slice(f.path.indexOf('runs/') + 'runs/'.length), data: f.data }));
+  // Paths in the archive start with the run's own folder, as `tar -xf` should make it.
+  const parent = path.dirname(path.resolve(dir));
+  const files = browserStorage.filesUnder(dir).map((f) => ({ path: path.relative(parent, f.path), data: f.data }));
   if (!files.length) throw new Error(`nothing kept for ${dir} in this browser's storage yet`);
   const a = document.createElement('a');
   a.href = URL.createObjectURL(new Blob([tarArchive(files) as Uint8Array<ArrayBuffer>], { type: 'application/x-tar' }));
-  a.download = `${dir.split('/').pop()}.tar`;
+  a.download = `${path.basename(dir)}.tar`;
   a.click();
   URL.revokeObjectURL(a.href);
 }

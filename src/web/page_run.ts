@@ -48,9 +48,8 @@ function newestRolloutFile(dir: string): string | null {
   return path.join(rollouts, newest);
 }
 
-/** The run's configuration: the embedded default with the page's overrides, scaled down on a software adapter. */
-function pageConfig(recipe: PageRecipe, software: boolean, adapter: string): { cfg: TrainConfig; scale: ScaleRecord | null; notes: string[] } {
-  const cfg = loadConfig(undefined, [...EMBEDDED_RECIPE, ...recipe.overrides]);
+/** The run's configuration (`cfg`, the embedded default with the page's overrides), scaled down on a software adapter. */
+function pageConfig(cfg: TrainConfig, recipe: PageRecipe, software: boolean, adapter: string): { cfg: TrainConfig; scale: ScaleRecord | null; notes: string[] } {
   if (!software) return { cfg, scale: null, notes: [] };
   const scaled = applySoftwareGpuScale(cfg, recipe.overrides);
   if (!scaled.changes.length) return { cfg, scale: null, notes: [] };
@@ -66,10 +65,10 @@ export async function trainInPage(recipe: PageRecipe, listener: PageRunListener)
   await browserStorage.openOpfs();
   await fetchShippedFiles();
   // The configuration is checked before the GPU is touched, as `train` checks it.
-  loadConfig(undefined, [...EMBEDDED_RECIPE, ...recipe.overrides]);
+  const given = loadConfig(undefined, [...EMBEDDED_RECIPE, ...recipe.overrides]);
   const rt = await initRuntime();
   listener.adapter(rt.gpu.description);
-  const { cfg, scale, notes } = pageConfig(recipe, rt.caps.software, rt.gpu.description);
+  const { cfg, scale, notes } = pageConfig(given, recipe, rt.caps.software, rt.gpu.description);
   const dir = runDir(cfg);
   if (recipe.resume) await browserStorage.loadSaved(dir);
   let shown = -1;
