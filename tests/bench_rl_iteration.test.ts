@@ -77,10 +77,12 @@ describe('rl-iteration bench', () => {
       assert.equal(r.episodes_merged, 0);
       assert.ok(r.scored_prompt_tokens > r.turns * 100, `scored prompt ${r.scored_prompt_tokens}`);
       assert.ok(r.scoring_update_s > 0);
-      // One mini-batch: the update plans its prefixes as the old log-probs' pass does.
+      // One mini-batch: its old log-probs are the update's own forward's, so the old pass
+      // scores nothing, and the update plans its prefixes as the reference pass does.
       const shared = r.shared_prefix_tokens as unknown as Record<string, number>;
       assert.deepEqual(Object.keys(shared), ['old', 'reference', 'teacher', 'update']);
-      assert.equal(shared.update, shared.old, JSON.stringify(shared));
+      assert.equal(shared.old, 0, JSON.stringify(shared));
+      assert.equal(shared.update, shared.reference, JSON.stringify(shared));
     }
     // The random policy never finishes a task: every episode runs to the turn limit.
     const random = rows[0] as Record<string, number>;

@@ -88,8 +88,8 @@ suite('BrowserStorage (memory)', () => ({ fs: new BrowserStorage(), root: '/runs
 
 test('BrowserStorage: provided files read like fetched ones, and filesUnder lists a run for its download', () => {
   const s = new BrowserStorage();
-  s.provide({ 'shaders/common/params.wgsl': 'struct P {}' });
-  assert.equal(s.readText('/shaders/common/params.wgsl'), 'struct P {}');
+  s.provide({ 'shaders/common/matmul_params.wgsl': 'struct P {}' });
+  assert.equal(s.readText('/shaders/common/matmul_params.wgsl'), 'struct P {}');
   assert.deepEqual(s.list('shaders'), ['common']);
   s.writeAtomic('runs/r/metrics.jsonl', '{}\n');
   s.writeAtomic('runs/r/checkpoints/ckpt-1/model/config.json', '{}');

@@ -1,6 +1,6 @@
 // The platform under Bun, Deno and Node: the local file system, node:path and this
 // process. The browser build puts browser_platform.ts in this module's place
-// (src/web/build.ts), so nothing else names a platform.
+// (src/cli/web_build.ts), so nothing else names a platform.
 
 import * as nodePath from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
