@@ -191,13 +191,15 @@ describe('the correction through the update', () => {
     dir: string, o: { correction?: RolloutCorrection; rollout?: readonly ArrayLike<number>[]; advantages?: Float32Array[]; ownOld?: boolean },
   ): Promise<{ metrics: UpdateMetrics; weights: Float32Array[]; old: Float32Array[] }> {
     const model = loadModel(dir, { trainable: true });
+    let optimizer: AdamW | null = null;
     try {
       const s = samples(o.rollout);
       const seqs = turnSequences(s, { merge: true });
       const old = o.ownOld ? s.map(() => new Float32Array(0)) : await responseLogprobs(model, s, splitMicroBatches(seqs, seqs.map((_, i) => i), 1 << 16), 1, { asTraining: true });
       const params = model.parameters();
+      optimizer = new AdamW(params, { lr: 1e-3 });
       const ctx = {
-        model, optimizer: new AdamW(params, { lr: 1e-3 }), params, lr: 1e-3,
+        model, optimizer, params, lr: 1e-3,
         loss: { ...DEFAULT_POLICY_LOSS, klCoef: 0, entropyCoef: 0 }, gradClip: Infinity,
         miniBatchSize: s.length, microBatchTokens: 9, temperature: 1, shuffle: (n: number) => Array.from({ length: n }, (_, i) => i),
         ...(o.correction ? { correction: o.correction } : {}),
@@ -207,6 +209,7 @@ describe('the correction through the update', () => {
       const weights = await Promise.all(params.map(async (p) => Float32Array.from(await p.toArray())));
       return { metrics, weights, old };
     } finally {
+      optimizer?.dispose();
       for (const p of model.parameters()) p.dispose();
     }
   }
@@ -257,6 +260,7 @@ describe('an iteration whose engine reports no log-probs', () => {
     const iterate = async (correction: RolloutCorrection) => {
       const model = loadModel(dir, { trainable: true });
       const params = model.parameters();
+      const optimizer = new AdamW(params, { lr: 1e-3 });
       try {
         const before = await Promise.all(params.map((p) => read(p)));
         const outcome = await trainingIteration({
@@ -266,7 +270,7 @@ describe('an iteration whose engine reports no log-probs', () => {
             sampling: { temperature: 1, seed: 5 }, history: 'window', withSkills: 'none', invalidPenalty: 0.1, groupIdPrefix: 'it1-',
           },
           update: {
-            model, optimizer: new AdamW(params, { lr: 1e-3 }), params, lr: 1e-3,
+            model, optimizer, params, lr: 1e-3,
             loss: { ...DEFAULT_POLICY_LOSS, klCoef: 0 }, gradClip: 1, miniBatchSize: 64, microBatchTokens: 4096, temperature: 1,
             shuffle: (n) => Array.from({ length: n }, (_, i) => i), correction,
           },
@@ -277,6 +281,7 @@ describe('an iteration whose engine reports no log-probs', () => {
         const afterwards = await Promise.all(params.map((p) => read(p)));
         return { ...outcome, moved: afterwards.some((p, i) => p.some((x, j) => x !== before[i][j])) };
       } finally {
+        optimizer.dispose();
         for (const p of params) p.dispose();
       }
     };

@@ -41,6 +41,7 @@ async function update(
   dir: string, microBatchTokens: number, temperature = 1, oldTemperature = temperature, { oldFromFirstStep = false } = {},
 ): Promise<{ metrics: UpdateMetrics; weights: Float32Array[]; microBatches: number; old: Float32Array[] }> {
   const model = loadModel(dir, { trainable: true });
+  let optimizer: AdamW | null = null;
   try {
     const s = samples();
     const seqs = turnSequences(s, { merge: true });
@@ -48,8 +49,9 @@ async function update(
     // lold = lθ before the step, so every ratio is 1 and the pg term is −mean_t(A).
     const old = oldFromFirstStep ? s.map(() => new Float32Array(0)) : await responseLogprobs(model, s, splitMicroBatches(seqs, all, 1 << 16), oldTemperature);
     const params = model.parameters();
+    optimizer = new AdamW(params, { lr: 1e-3 });
     const ctx = {
-      model, optimizer: new AdamW(params, { lr: 1e-3 }), params, lr: 1e-3,
+      model, optimizer, params, lr: 1e-3,
       loss: { ...DEFAULT_POLICY_LOSS, klCoef: 0, entropyCoef: 0 }, gradClip: Infinity,
       miniBatchSize: s.length, microBatchTokens, temperature, shuffle: (n: number) => Array.from({ length: n }, (_, i) => i),
     };
@@ -60,6 +62,7 @@ async function update(
     const weights = await Promise.all(params.map(async (p) => Float32Array.from(await p.toArray())));
     return { metrics, weights, microBatches: splitMicroBatches(seqs, all, microBatchTokens).length, old };
   } finally {
+    optimizer?.dispose();
     for (const p of model.parameters()) p.dispose();
   }
 }
