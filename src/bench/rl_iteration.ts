@@ -22,6 +22,7 @@ import { loadConfig, runDir } from '../config/config.ts';
 import { EMBEDDED_RECIPE } from '../config/default_run.ts';
 import { train } from '../trainer/train.ts';
 import { benchConfig } from './train_step.ts';
+import { kernelTimes, profileRows } from './profile.ts';
 
 export const BUNDLED_MODEL = 'models/household-tiny';
 
@@ -47,6 +48,8 @@ export interface RlIterationOptions {
   lora?: number;
   /** Config overrides (key=value, as `train` takes them) applied to both runs after the bench's own. */
   overrides?: string[];
+  /** Also run the bundled model's iterations once more under the kernel profiler: GPU time per kernel, rollout and training together. */
+  profile?: boolean;
 }
 
 /** Letters-only words with a leading space, one pre-token each under the word tokenizer, that the vocabulary does not hold. */
@@ -164,6 +167,9 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
     const lora = opts.lora ? [`model.lora={"r":${opts.lora},"alpha":${2 * opts.lora}}`] : [];
     rows.push(await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1), lora_rank: opts.lora ?? 0 }, [`gpu.memory=${opts.gpuMemory ?? 16}`, ...lora]));
     if (bundled) rows.push(await time('bundled', bundled, { path: bundled }));
+    if (bundled && opts.profile && rt.caps.timestampQuery) {
+      rows.push(...profileRows(`rl-iteration ${bundled}`, await kernelTimes(rt, () => time('bundled-profiled', bundled, { path: bundled }))));
+    }
     return rows;
   } finally {
     fs.rmSync(work, { recursive: true, force: true });

@@ -59,7 +59,7 @@ const suites: Record<string, Suite> = {
     preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
     maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']), iterations: numberOf(args.iters),
     gpuMemory: numberOf(args['gpu-memory']), history: historyOf(args.history), mergeTurns: switchOf('merge-turns', args['merge-turns']),
-    lora: countOf('lora', args.lora), overrides: args.set === undefined ? undefined : String(args.set).split(/\s+/).filter(Boolean),
+    lora: countOf('lora', args.lora), profile: args.profile === true, overrides: args.set === undefined ? undefined : String(args.set).split(/\s+/).filter(Boolean),
   }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
@@ -91,6 +91,7 @@ export const benchCommand = defineCommand({
     history: { type: 'string', description: 'rl-iteration: rollout.history, window (default) or conversation (one growing chat, whose turns can train as one sequence)' },
     'merge-turns': { type: 'string', description: 'rl-iteration: optim.mergeTurns, on (default) or off (one sequence per turn)' },
     lora: { type: 'string', description: 'rl-iteration: train the bench model through LoRA adapters of this rank (alpha twice it) instead of its full weights' },
+    profile: { type: 'boolean', description: 'rl-iteration: run the bundled model\'s iterations again under the kernel profiler and print GPU time per kernel' },
     set: { type: 'string', description: 'rl-iteration: config overrides as train takes them, space-separated (e.g. "algorithm.klCoef=0 algorithm.entropyCoef=0")' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit once the GPU is busy (the runtime default is 64; the first submits after it runs dry take 4, 8, 16, ...)' },
