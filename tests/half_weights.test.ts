@@ -165,8 +165,8 @@ async function roundedTwin(model: QwenModel): Promise<QwenModel> {
   return twin;
 }
 
-const tiny = (s: number) => randomModel(configFromPreset('qwen2.5-0.5b', {
-  vocab_size: 97, num_hidden_layers: 2, hidden_size: 32, intermediate_size: 44, num_attention_heads: 2, num_key_value_heads: 1, tie_word_embeddings: false,
+const tiny = (s: number, shapes: Record<string, number> = {}) => randomModel(configFromPreset('qwen2.5-0.5b', {
+  vocab_size: 97, num_hidden_layers: 2, hidden_size: 32, intermediate_size: 44, num_attention_heads: 2, num_key_value_heads: 1, tie_word_embeddings: false, ...shapes,
 }), s, { std: 0.3, trainable: false });
 
 describe('f16 decode weights', () => {
@@ -323,7 +323,8 @@ describe('decode steps on tensor cores (devices with f16 subgroup matrices)', ()
     const rt = await gpu();
     const missing = tensorMatmulMissing(rt);
     if (missing) return t.skip(missing);
-    const model = tiny(13);
+    // k of 64 and 128: long enough to cut into runs of 32.
+    const model = tiny(13, { hidden_size: 64, intermediate_size: 128 });
     const twin = await roundedTwin(model);
     const half = HalfWeights.of(model);
     const B = 3;
@@ -344,10 +345,13 @@ describe('decode steps on tensor cores (devices with f16 subgroup matrices)', ()
             cache.dispose();
           }
         };
-        const got = await run(model, half);
         // Without copies the step runs op by op on the twin's (f16-valued) f32 weights.
         const want = await run(twin, null);
+        const got = await run(model, half);
         got.forEach((g, i) => assertClose(g, want[i], { atol: 2e-2, rtol: 2e-2, label: `step ${i}: tensor cores against op by op` }));
+        // Runs of 32: every product of these weights cuts k, as a 128-row step's down projection does.
+        const cut = await withPolicy(rt, { decode: { splitMinK: 32 } }, () => run(model, half));
+        cut.forEach((g, i) => assertClose(g, want[i], { atol: 2e-2, rtol: 2e-2, label: `step ${i}: tensor cores with k in runs against op by op` }));
         const engine = new LocalEngine(model);
         const requests: GenerationRequest[] = Array.from({ length: B }, (_, i) => ({ promptIds: [5 + i, 9, 13], params: { maxTokens: 6, temperature: 0, topP: 1, topK: 0 } }));
         const tensorTokens = await engine.generate(requests);

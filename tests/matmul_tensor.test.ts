@@ -197,11 +197,13 @@ describe('matmul/tensor.wgsl on Dawn\'s null backend (validation only, nothing r
     assert.deepEqual(info.messages.filter((m) => m.type !== 'info').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`), []);
     for (const tile of SHRUNK) {
       for (const entryPoint of ['main', 'main_staged']) {
-        // B_HALF (bit 7) only as it serves: weights (B transposed) in forward products (A unscaled).
-        for (let flags = 0; flags < 256; flags++) {
+        // B_HALF (bit 7) only as it serves: weights (B transposed) in forward products (A
+        // unscaled); SPLIT (bit 8) as the launcher takes it, the epilogue left to the sum.
+        for (let flags = 0; flags < 512; flags++) {
           const bit = (i: number) => (flags >> i) & 1;
           if (bit(7) && (!bit(1) || bit(6))) continue;
-          const constants = { ...tile, TRANS_A: bit(0), TRANS_B: bit(1), VEC_A: bit(2), VEC_B: bit(3), BIAS: bit(4), ACCUM: bit(5), SCALE_A: bit(6), B_HALF: bit(7) };
+          if (bit(8) && (bit(4) || bit(5) || bit(6))) continue;
+          const constants = { ...tile, TRANS_A: bit(0), TRANS_B: bit(1), VEC_A: bit(2), VEC_B: bit(3), BIAS: bit(4), ACCUM: bit(5), SCALE_A: bit(6), B_HALF: bit(7), SPLIT: bit(8) };
           device.pushErrorScope('validation');
           device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint, constants } });
           const err: GPUError | null = await device.popErrorScope();
@@ -483,6 +485,29 @@ describe('tensor-core matmul kernel', () => {
     }
   });
 
+  test('k cut into runs: the same product as k whole, with bias and accumulation, f16 B, aligned and not', onDevice, async () => {
+    for (const transA of [false, true]) {
+      for (const [m, n, k, runs] of [[128, 896, 4864, 9], [128, 1152, 896, 3], [130, 68, 200, 4], [17, 36, 45, 2], [64, 64, 64, 8]]) {
+        await check({ m, n, k, transA, transB: true, half: true, runs, label: `${m}x${n}x${k} in ${runs} runs, f16 B, transA ${transA}` });
+        await check({ m, n, k, transA, transB: true, half: true, runs, bias: true, init: true, accumulate: true, label: `${m}x${n}x${k} in ${runs} runs, bias, accumulated` });
+        await check({ m, n, k, transA, transB: false, runs, bias: true, label: `${m}x${n}x${k} in ${runs} runs, f32 B` });
+      }
+    }
+    await check({ m: 16, n: 8, k: 40, runs: 64, label: 'more runs than K slices: one run a slice' });
+    await check({ m: 16, n: 8, k: 64, runs: 2, offsetA: 4, offsetB: 8, offsetC: 4, init: true, accumulate: true, label: 'runs with operand and output offsets' });
+  });
+
+  test('a decode product cuts k where its tiles leave the GPU idle, and only there', { skip: rt ? false : 'no GPU' }, async () => {
+    // Qwen2.5-0.5B at 128 rows: the down projection (28 tiles of 64x64) and the 896-wide
+    // ones split; gate and up (152 tiles) and the LM head do not.
+    assert.equal(kt.decodeRuns(rt, 128, 896, 4864), 9);
+    assert.equal(kt.decodeRuns(rt, 128, 896, 896), 3);
+    assert.equal(kt.decodeRuns(rt, 128, 4864, 896), 1);
+    assert.equal(kt.decodeRuns(rt, 128, 151936, 896), 1);
+    assert.equal(kt.decodeRuns(rt, 128, 898, 4864), 1, 'n not a multiple of 4');
+    await withPolicy(rt, { decode: { splitWorkgroups: 0 } }, async () => assert.equal(kt.decodeRuns(rt, 128, 896, 4864), 1));
+  });
+
   test('a grid spread over several dispatches gives the same bits as one dispatch', onDevice, async () => {
     const common = { m: 300, n: 260, k: 70, transB: true, tile: '64x64/w32x32/k32' as const };
     seed = 900;
@@ -504,6 +529,9 @@ describe('tensor-core matmul kernel', () => {
       assert.throws(() => kt.matmulTensor(rt, { a: t.buffer, b: t.buffer, out: o.buffer, m: 1.5, n: 1, k: 1 }), /m = 1.5 is not a count/);
       assert.throws(() => kt.matmulTensor(rt, { a: t.buffer, b: t.buffer, out: o.buffer, m: 1, n: 1, k: 1, tilesPerDispatch: 0 }), /tilesPerDispatch/);
       assert.throws(() => kt.matmulTensor(rt, { a: t.buffer, b: t.buffer, out: o.buffer, m: 1, n: 1, k: 1, tile: 'nope' as kt.TensorTile }), /unknown tile "nope"/);
+      assert.throws(() => kt.matmulTensor(rt, { a: t.buffer, b: t.buffer, out: o.buffer, m: 2, n: 4, k: 2, batch: 2, strideA: 0, strideB: 0, runs: 2 }), /runs of k need one batch/);
+      assert.throws(() => kt.matmulTensor(rt, { a: t.buffer, b: t.buffer, out: o.buffer, m: 2, n: 3, k: 2, runs: 2 }), /n a multiple of 4/);
+      assert.throws(() => kt.matmulTensor(rt, { a: t.buffer, b: t.buffer, out: o.buffer, m: 2, n: 4, k: 2, runs: 0 }), /runs = 0/);
     });
   });
 

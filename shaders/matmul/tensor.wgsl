@@ -60,6 +60,12 @@
 // constants, workgroup_id and the uniform parameters, and the fragment offsets on
 // subgroup_id (Dawn's subgroup_uniformity analysis accepts that).
 //
+// With SPLIT (one batch), workgroup z multiplies only k = z p.k_split .. (z + 1)
+// p.k_split - 1 (whole K slices) and writes that partial product to batch z of C, for
+// split_k_sum (shaders/matmul/tiled.wgsl) to add up with the epilogue: a decode
+// step's 128-row output of 896 columns is 28 tiles, which walking all of a 4,864-long
+// k alone leave the GPU mostly idle.
+//
 // Workgroups walk output tiles in groups of GROUP_M tile rows (as in tiled.wgsl), so
 // those running at once share A and B panels in L2. One dispatch covers tile_count
 // tiles from tile_base on, so the launcher can spread a grid over several. The loads
@@ -80,6 +86,7 @@ override BIAS: bool = false;
 override ACCUM: bool = false;
 override SCALE_A: bool = false;
 override B_HALF: bool = false;   // B is f16 pairs (see above)
+override SPLIT: bool = false;    // workgroup z walks run z of k (p.k_split long) into batch z of C
 override WHOLE: bool = false;    // M, N, K multiples of BM, BN, BK: no load bounds checks
 override SG_M: u32 = 2u;         // subgroups along M
 override SG_N: u32 = 4u;         // subgroups along N
@@ -136,6 +143,8 @@ struct Place {
   base_c: u32,
   m0: u32,          // tile origin in C
   n0: u32,
+  k0: u32,          // first k of this workgroup's run (0 without SPLIT)
+  steps: u32,       // K slices of the run
 }
 
 // One K slice in flight, up to 8 vec4s of each operand per invocation.
@@ -154,11 +163,16 @@ fn place(wid: vec3u, nwg: vec3u, at: ptr<function, Place>) -> bool {
   let group_m = min(p.tiles_m - first_m, GROUP_M);
   let in_group = tile % per_group;
   let batch = p.batch_base + wid.z;
-  (*at).base_a = p.offset_a + batch * p.stride_a;
-  (*at).base_b = p.offset_b + batch * p.stride_b;
+  // Under SPLIT, z is the run: every run reads the one batch of A and B.
+  let operands = select(batch, 0u, SPLIT);
+  (*at).base_a = p.offset_a + operands * p.stride_a;
+  (*at).base_b = p.offset_b + operands * p.stride_b;
   (*at).base_c = p.offset_c + batch * p.stride_c;
   (*at).m0 = (first_m + in_group % group_m) * BM;
   (*at).n0 = (in_group / group_m) * BN;
+  (*at).k0 = select(0u, wid.z * p.k_split, SPLIT);
+  let k_end = select(p.k, min((*at).k0 + p.k_split, p.k), SPLIT);
+  (*at).steps = (k_end - min((*at).k0, k_end) + BK - 1u) / BK;
   return true;
 }
 
@@ -386,9 +400,9 @@ fn product(
   acc0: ptr<function, Band>, acc1: ptr<function, Band>, acc2: ptr<function, Band>, acc3: ptr<function, Band>,
 ) {
   var staged: Staged;
-  let steps = (p.k + BK - 1u) / BK;
+  let steps = at.steps;
   if (steps > 0u) {
-    load_slice(at, 0u, li, &staged);
+    load_slice(at, at.k0, li, &staged);
     store_slice(0u, li, &staged);
   }
   workgroupBarrier();
@@ -398,7 +412,7 @@ fn product(
     // fetches its own again, into the stage no one reads), so no branch's two outcomes
     // need merging.
     let more = WHOLE || t + 1u < steps;
-    if (more) { load_slice(at, select(t + 1u, min(t + 1u, steps - 1u), WHOLE) * BK, li, &staged); }
+    if (more) { load_slice(at, at.k0 + select(t + 1u, min(t + 1u, steps - 1u), WHOLE) * BK, li, &staged); }
     for (var kk = 0u; kk < BK; kk += 16u) {
       mma_step(s, kk, wm, wn, acc0, acc1, acc2, acc3);
     }

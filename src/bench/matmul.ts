@@ -19,7 +19,7 @@ import { matmul } from '../kernels/matmul/matmul.ts';
 import { autoTile } from '../kernels/matmul/select.ts';
 import { matmulSkinnyHalf, skinnyFits } from '../kernels/matmul/skinny.ts';
 import { MATMUL_TILES, SKINNY_TILE, tileFits, type MatmulTile } from '../kernels/matmul/tiles.ts';
-import { matmulTensor, tensorMatmulAvailable } from '../kernels/matmul/tensor.ts';
+import { decodeRuns, matmulTensor, tensorMatmulAvailable } from '../kernels/matmul/tensor.ts';
 import { packF16 } from '../kernels/half.ts';
 import { defaultChunk } from '../tensor/ops/logprob.ts';
 import { mulberry32 } from '../util/random.ts';
@@ -142,8 +142,10 @@ const TENSOR = 'tensor cores';
 const SKINNY_F16 = 'skinny f16';
 /** The tensor-core kernel reading B as an f16 copy (wide decode steps' f16 weights). */
 const TENSOR_F16 = 'tensor cores f16';
-type BenchKernel = MatmulTile | typeof TENSOR | typeof SKINNY_F16 | typeof TENSOR_F16;
-const readsHalfB = (k: BenchKernel) => k === SKINNY_F16 || k === TENSOR_F16;
+/** The same with k cut into the runs a decode step takes there (decodeRuns). */
+const TENSOR_F16_RUNS = 'tensor cores f16, runs of k';
+type BenchKernel = MatmulTile | typeof TENSOR | typeof SKINNY_F16 | typeof TENSOR_F16 | typeof TENSOR_F16_RUNS;
+const readsHalfB = (k: BenchKernel) => k === SKINNY_F16 || k === TENSOR_F16 || k === TENSOR_F16_RUNS;
 
 // Sampled outputs must stay this close (relative to the dot product's magnitude): f32
 // rounding stays far below 1e-3; f16 operands move a product by about 2^-11 each.
@@ -202,6 +204,7 @@ async function benchShape(rt: Runtime, s: MatmulShape, tiles: BenchKernel[], opt
         const args = { a, b, out: c, m: chunk, n, k, transA, transB };
         if (tile === TENSOR) matmulTensor(rt, args);
         else if (tile === TENSOR_F16) matmulTensor(rt, { ...args, b: b16!, halfB: true });
+        else if (tile === TENSOR_F16_RUNS) matmulTensor(rt, { ...args, b: b16!, halfB: true, runs: decodeRuns(rt, chunk, n, k) });
         else if (tile === SKINNY_F16) matmulSkinnyHalf(rt, { ...args, b: b16!, offsetA: 0, offsetB: 0, offsetC: 0, act: 'none', accumulate: false });
         else matmul(rt, { ...args, tile });
       };
@@ -320,7 +323,7 @@ async function trainedCandidate(rt: Runtime, s: MatmulShape, opts: MatmulBenchOp
  */
 export async function benchDecodeMatmul(rt: Runtime, rowCounts: number[] = [1, 8, 32, 64], opts: MatmulBenchOptions = {}): Promise<object[]> {
   const tiles: BenchKernel[] = ([...Object.keys(MATMUL_TILES), SKINNY_TILE] as MatmulTile[]).filter((t) => t !== '128x128/k16' && tileFits(rt, t));
-  if (tensorMatmulAvailable(rt)) tiles.push(TENSOR, TENSOR_F16);
+  if (tensorMatmulAvailable(rt)) tiles.push(TENSOR, TENSOR_F16, TENSOR_F16_RUNS);
   tiles.push(SKINNY_F16);
   const rows: object[] = [];
   for (const m of rowCounts) for (const s of decodeMatmulShapes(m)) rows.push(...(await benchShape(rt, s, tiles, opts)));

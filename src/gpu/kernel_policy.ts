@@ -227,6 +227,17 @@ export interface DecodePolicy {
    */
   tensorMinRows: number;
   /**
+   * A decode product on tensor cores whose output tiles are fewer than this many
+   * workgroups cuts k into runs (matmulTensor's `runs`, each at least splitMinK long)
+   * until it reaches about this many; 0 never cuts. At 128 rows Qwen2.5-0.5B's
+   * down projection (896 columns, k 4,864) is 28 tiles of 64 x 64, and took 57 us a
+   * product walking k whole on the H100 (`bench --only decode-matmul --rows 128`),
+   * against about 2.5 us for reading its f16 weight once at the memory's speed.
+   */
+  splitWorkgroups: number;
+  /** The shortest run of k a decode product's split takes (a multiple of 32, the tile's K slice). */
+  splitMinK: number;
+  /**
    * Decode steps recorded between readbacks: sampling, stop checks and each row's
    * progress stay on the GPU in between (tensor/ops/sampling.ts sampleStep), so a
    * readback, a wait for the GPU, serves this many tokens of every row. More wait less
@@ -302,7 +313,7 @@ function defaults(): KernelPolicy {
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
     attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
-    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, stepsPerReadback: 4, weights: 'f16' },
+    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16' },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },
     pacing: { spinMs: 3, napMs: 0.05 },
   };

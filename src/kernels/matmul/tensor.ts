@@ -6,6 +6,7 @@ import { GpuError } from '../../device/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { grid1d, uniforms } from '../launch.ts';
 import { matmulLayout, type MatmulArgs } from './args.ts';
+import { splitKSum } from './tiled.ts';
 
 /**
  * Tile configurations: SG_M x SG_N subgroups of 32 per workgroup, each owning FM x FN
@@ -119,6 +120,20 @@ export function chooseTensorTile(rt: Runtime, m: number, n: number, batch = 1, t
   return enough(BIG_TILE) ? BIG_TILE : SMALL_TILE;
 }
 
+/**
+ * Runs of k for a decode product of `rows` x n over k on tensor cores: enough that its
+ * output tiles times the runs reach policy.decode.splitWorkgroups, each run at least
+ * splitMinK long; 1 where the tiles alone reach it (or n is not a multiple of 4).
+ */
+export function decodeRuns(rt: Runtime, rows: number, n: number, k: number): number {
+  const { splitWorkgroups, splitMinK } = rt.policy.decode;
+  if (splitWorkgroups <= 0 || n % 4 !== 0) return 1;
+  const g = tensorTileGeometry(chooseTensorTile(rt, rows, n, 1, false, true), false, true);
+  const tiles = Math.ceil(rows / g.bm) * Math.ceil(n / g.bn);
+  const runs = Math.min(Math.floor(splitWorkgroups / tiles), Math.floor(k / Math.max(splitMinK, 32)));
+  return runs >= 2 ? runs : 1;
+}
+
 /** matmul()'s arguments without its f32-only epilogues (activation, residual). */
 export interface TensorMatmulArgs extends Omit<MatmulArgs, 'act' | 'residual' | 'tile'> {
   /** Force a tile configuration (benchmarks); by default chooseTensorTile's. */
@@ -139,6 +154,14 @@ export interface TensorMatmulArgs extends Omit<MatmulArgs, 'act' | 'residual' | 
    * offsets, strides and sizes still count elements. Half the bytes of an f32 B.
    */
   halfB?: boolean;
+  /**
+   * Cut k into this many runs (fewer where whole K slices do not make that many): one
+   * dispatch whose workgroup z multiplies run z into pooled partial sums, then
+   * split_k_sum adds them into C with the bias and accumulation. For outputs of a few
+   * tiles with a long k (a decode step's down projection); one batch, n a multiple of
+   * 4, no scaleA.
+   */
+  runs?: number;
 }
 
 function checkBuffer(what: string, buf: GPUBuffer, elements: number, vec4: boolean, elementBytes = 4): void {
@@ -178,6 +201,11 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
     if (end >= 2 ** 32) throw new GpuError(`matmulTensor: ${what} spans ${end} elements, past u32 indexing`);
   }
 
+  const runs = args.runs ?? 1;
+  if (!(Number.isInteger(runs) && runs >= 1)) throw new GpuError(`matmulTensor: runs = ${args.runs} is not a positive integer`);
+  if (runs > 1 && (batch !== 1 || n % 4 !== 0 || scaleA || args.tilesPerDispatch !== undefined)) {
+    throw new GpuError(`matmulTensor: runs of k need one batch, n a multiple of 4 and no scaleA or tilesPerDispatch (batch ${batch}, n ${n})`);
+  }
   const tile = args.tile ?? chooseTensorTile(rt, m, n, batch, transA, transB);
   const g = tensorTileGeometry(tile, transA, transB);
   if (!tensorTileFits(rt, tile, transA, transB)) {
@@ -190,16 +218,21 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   // start 16-byte aligned, and Dawn requires a buffer that subgroup matrices touch to
   // hold at least one 16x16 f32 block. Everything else goes through scratch, as does a
   // scaled product (its results are unscaled one by one there).
-  const direct = !bias && !scaleA && aligned(n, offsetC, strideC) && bufferSize(out) >= DIRECT_C_MIN_BYTES;
+  // Runs of k: the product of each into partial sums, the epilogue in their sum.
+  const kc = runs > 1 ? Math.ceil(Math.ceil(k / runs) / cfg.BK) * cfg.BK : k;
+  const used = Math.ceil(k / kc);
+  const partials = used > 1 ? rt.pool.acquire(used * m * n * 4, 'tensor-core split-K partial sums') : null;
+  const direct = partials ? bufferSize(partials) >= DIRECT_C_MIN_BYTES : !bias && !scaleA && aligned(n, offsetC, strideC) && bufferSize(out) >= DIRECT_C_MIN_BYTES;
   const kernel = rt.kernel('matmul/tensor', direct ? 'main' : 'main_staged', {
     TRANS_A: Number(transA),
     TRANS_B: Number(transB),
     VEC_A: Number(aligned(transA ? m : k, offsetA, strideA)),
     VEC_B: Number(aligned(transB ? k : n, offsetB, strideB)),
-    BIAS: Number(!!bias),
-    ACCUM: Number(accumulate),
+    BIAS: Number(!!bias && !partials),
+    ACCUM: Number(accumulate && !partials),
     SCALE_A: Number(!!scaleA),
     B_HALF: Number(!!args.halfB),
+    SPLIT: Number(!!partials),
     // Every tile and K slice inside the operands: no bounds checks on the loads.
     WHOLE: Number(m % g.bm === 0 && n % g.bn === 0 && k % cfg.BK === 0),
     SG_M: cfg.SG_M,
@@ -211,6 +244,15 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   const tilesM = Math.ceil(m / g.bm);
   const tilesN = Math.ceil(n / g.bn);
   const tiles = tilesM * tilesN;
+  if (partials) {
+    const p = uniforms(15);
+    p.u.set([m, n, k, 0, strideA, strideB, m * n, tilesM, tilesN, offsetA, offsetB, 0, kc, 0, tiles]);
+    // The bias and scale bindings are never read here; A is read-only already.
+    rt.dispatch(kernel, [a, b, a, partials, a], p.u, [...grid1d(tiles, 1), used]);
+    splitKSum(rt, partials, used, { out, m, n, offC: offsetC, bias, act: 'none', accumulate, vecC: aligned(n, offsetC, strideC) });
+    rt.pool.release(partials);
+    return;
+  }
   const per = Math.min(args.tilesPerDispatch ?? tiles, tiles);
   const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
   // Without a bias or a scale the bindings still need a buffer; A is read-only already.

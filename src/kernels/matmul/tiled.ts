@@ -152,12 +152,26 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
   p.u.set([m, n, k, 0, 0, 0, m * n, tilesM, tilesN, 0, 0, 0, kc]);
   // The bias binding is never read without BIAS; A is read-only already.
   rt.dispatch(product, [r.a, r.b, r.a, partials], p.u, [...grid1d(tilesM * tilesN, 1), used]);
-  const sum = rt.kernel('matmul/tiled', 'split_k_sum', epilogueConstants(r));
-  const q = uniforms(13);
-  q.u.set([m, n, used, 0, 0, 0, 0, 0, 0, 0, 0, r.offC, 0]);
-  rt.dispatch(sum, [partials, null, r.bias ?? partials, r.out], q.u, grid1d((m * n) / 4, 256));
+  splitKSum(rt, partials, used, r);
   rt.pool.release(partials);
   return used;
+}
+
+/** What splitKSum adds the partial sums into: C (an m x n block `offC` elements in) and its epilogue. */
+export type SplitSumTarget = Pick<SplitRunArgs, 'out' | 'm' | 'n' | 'offC' | 'bias' | 'act' | 'accumulate' | 'vecC'>;
+
+/**
+ * Records C = act(sum of the `runs` partial products [runs, m, n] in `partials` + bias)
+ * (C += ... with accumulate): `split_k_sum`, adding the runs in order. n must be a
+ * multiple of 4. The tensor-core kernel's runs (tensor.ts) end here too.
+ */
+export function splitKSum(rt: Runtime, partials: GPUBuffer, runs: number, c: SplitSumTarget): void {
+  const { m, n } = c;
+  if (n % 4 !== 0) throw new GpuError(`matmul: the split-K sum needs n a multiple of 4, got ${n}`);
+  const sum = rt.kernel('matmul/tiled', 'split_k_sum', epilogueConstants(c));
+  const q = uniforms(13);
+  q.u.set([m, n, runs, 0, 0, 0, 0, 0, 0, 0, 0, c.offC, 0]);
+  rt.dispatch(sum, [partials, null, c.bias ?? partials, c.out], q.u, grid1d((m * n) / 4, 256));
 }
 
 /**

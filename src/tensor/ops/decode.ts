@@ -14,7 +14,7 @@
 
 import type { Runtime } from '../../gpu/runtime.ts';
 import { matmul } from '../../kernels/matmul/matmul.ts';
-import { matmulTensor, tensorMatmulAvailable } from '../../kernels/matmul/tensor.ts';
+import { decodeRuns, matmulTensor, tensorMatmulAvailable } from '../../kernels/matmul/tensor.ts';
 import { forward as swigluForward } from '../../kernels/swiglu.ts';
 import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../../kernels/matmul/tiles.ts';
@@ -81,8 +81,11 @@ const elementsOf = (w: Weight) => w.shape[0] * w.shape[1];
 
 /** y = x @ w^T (+ bias) on tensor cores for `rows` rows, w an f16 copy; with `accumulate`, y += ... */
 function tensorProduct(rt: Runtime, x: Tensor, w: HalfWeight, bias: Tensor | null, y: GPUBuffer, rows: number, accumulate = false): void {
-  matmulTensor(rt, { a: x.buffer, b: w.packed.buffer, halfB: true, bias: bias?.buffer, out: y, m: rows, n: w.shape[0], k: w.shape[1], transB: true, accumulate });
+  const [n, k] = w.shape;
+  const runs = decodeRuns(rt, rows, n, k);
+  matmulTensor(rt, { a: x.buffer, b: w.packed.buffer, halfB: true, bias: bias?.buffer, out: y, m: rows, n, k, transB: true, accumulate, runs });
 }
+
 
 /** The f16 copies a tensor-core product takes; an f32 weight there is refused. */
 function halfOnly(op: string, weights: readonly Weight[]): HalfWeight[] {
