@@ -11,6 +11,7 @@ import { SafetensorsFile } from '../src/safetensors/reader.ts';
 import type { GenerationRequest, SamplingParams } from '../src/engines/engine.ts';
 import { EngineRequestError } from '../src/engines/errors.ts';
 import { LocalEngine } from '../src/engines/local_engine.ts';
+import { decodeRowBytes } from '../src/memory/memory_plan.ts';
 import { noGrad } from '../src/tensor/autograd.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
@@ -104,6 +105,23 @@ describe('LocalEngine', () => {
     assert.deepEqual(one[1].tokenIds, alone.tokenIds);
     const others = await engine.generate([124, 125, 126].map((seed) => req(prompt, { ...p, seed })));
     assert.ok(others.some((o) => o.tokenIds.join() !== alone.tokenIds.join()), 'different seeds gave identical samples');
+  });
+
+  test('batches hold as many rows as their own lengths fit in maxBatchBytes: short prompts share one, long ones split; the same tokens', slow, async () => {
+    const p = { maxTokens: 6, temperature: 1, topK: 0, topP: 1 };
+    const short = [0, 1, 2, 3].map((seed) => req([1, 2, 3], { ...p, seed }));
+    const long = [4, 5].map((seed) => req(Array.from({ length: 40 }, (_, i) => 1 + (i % 20)), { ...p, seed }));
+    const cfg = model.config;
+    // Room for four rows of the short prompts' cache (3 + 6 - 1 positions), two of the long ones' never.
+    const bytes = 4 * decodeRowBytes(cfg, 3 + 6 - 1);
+    assert.ok(2 * decodeRowBytes(cfg, 40 + 6 - 1) > bytes);
+    const bounded = new LocalEngine(model, { maxBatch: 64, maxBatchBytes: bytes });
+    const got = await bounded.generate([...long, ...short]);
+    // The short prompts (sorted first) decode as one batch; each long one alone.
+    assert.equal(bounded.usage.batches, 3);
+    const want = await new LocalEngine(model, { maxBatch: 64 }).generate([...long, ...short]);
+    assert.deepEqual(got.map((g) => g.tokenIds), want.map((w) => w.tokenIds));
+    assert.throws(() => new LocalEngine(model, { maxBatchBytes: 0 }), /maxBatchBytes must be a positive number/);
   });
 
   test('steps between readbacks give the one-step loop\'s tokens and log-probs bit for bit, in one readback a chunk (qwen3, fused too, qwen3.5, qwen2)', slow, async () => {

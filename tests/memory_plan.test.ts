@@ -12,7 +12,7 @@ import { applySoftwareGpuScale, EMBEDDED_RECIPE } from '../src/config/default_ru
 import { readMetrics } from '../src/report/metrics.ts';
 import { trainingMemoryPlan } from '../src/run/memory.ts';
 import { configFromPreset } from '../src/hf_model/presets.ts';
-import { GIB, kvBytesPerRow, MemoryPlanError, parameterCount, planMemory, type PlanInput } from '../src/memory/memory_plan.ts';
+import { decodeRowBytes, GIB, kvBytesPerRow, MemoryPlanError, parameterCount, planMemory, type PlanInput } from '../src/memory/memory_plan.ts';
 import { tensor } from '../src/tensor/tensor.ts';
 import { gpu } from './support/gpu.ts';
 
@@ -56,6 +56,21 @@ describe('memory plan', () => {
     assert.equal(planMemory({ ...lora, decodeCopies: true, rolloutRows: 0 }).rolloutBytes, planMemory({ ...lora, rolloutRows: 0 }).rolloutBytes, 'rollouts from a server pack nothing');
     assert.throws(() => planMemory({ ...lora, decodeCopies: true, budgetBytes: 4 * GIB, rowTokens: 65536 }), (e: unknown) =>
       e instanceof MemoryPlanError && /f16 copies 0\.92 GiB/.test(e.message) && /--decode-weights f32/.test(e.message));
+  });
+
+  test('rollout batches are sized in bytes: rows of the longest row always fit, shorter rows fill the same bytes', () => {
+    // LoRA 0.5B in 8 GiB with f16 copies: rows of 2,048 + 512 tokens are narrowed, rows of a 400-token prompt and 256 new tokens are not.
+    const plan = planMemory(input({ trains: 'lora', loraRank: 16, referenceCopy: false, budgetBytes: 8 * GIB, decodeCopies: true }));
+    assert.ok(plan.rolloutRows < 128, `${plan.rolloutRows} rows`);
+    assert.equal(plan.rolloutMaxRows, 128);
+    assert.ok(plan.rolloutRows * decodeRowBytes(q05, 2048 + 512) <= plan.rolloutBatchBytes);
+    assert.ok((plan.rolloutRows + 1) * decodeRowBytes(q05, 2048 + 512) > plan.rolloutBatchBytes);
+    assert.ok(128 * decodeRowBytes(q05, 400 + 256) <= plan.rolloutBatchBytes, `${plan.rolloutBatchBytes} bytes`);
+    assert.match(plan.notes.join('\n'), new RegExp(`rollout batches of ${plan.rolloutRows} rows of 2560 tokens fit the budget; shorter rows fill batches up to rollout.maxBatch 128`));
+    // The peak counts the batch bytes, not only the narrowed rows.
+    assert.ok(plan.rolloutBytes <= 8 * GIB && plan.rolloutBytes > plan.residentBytes + plan.rolloutRows * decodeRowBytes(q05, 2048 + 512), JSON.stringify(plan));
+    // One row is the sampling logits and the cache of its own length.
+    assert.equal(decodeRowBytes(q05, 1000), kvBytesPerRow(q05, 1000) + 1.25 * 4 * q05.vocabSize);
   });
 
   test('a budget too small is refused, naming the settings to change', () => {

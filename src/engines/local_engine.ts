@@ -2,7 +2,8 @@
 // (Qwen2/Qwen3, Qwen3.5).
 //
 // A request list is sorted by prompt length and cut into batches of at most maxBatch
-// rows. Each batch is left-padded into one prefill (of its distinct prompts: rows
+// rows and, given maxBatchBytes, no more rows than their KV cache (as long as the
+// batch's longest prompt and response) and sampling logits fit in. Each batch is left-padded into one prefill (of its distinct prompts: rows
 // asking the same prompt, a group's samples of it, copy its cache row and logits),
 // then decodes one token per step for all rows at once, in chunks of steps between
 // readbacks (rt.policy.decode stepsPerReadback): each step samples on the GPU (the
@@ -38,6 +39,7 @@ import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { takeRows } from '../tensor/ops/create.ts';
 import type { Engine, GenerationRequest, GenerationResult, SamplingParams, ScoreRequest, TopLogprob, WeightSync } from './engine.ts';
 import { EngineRequestError } from './errors.ts';
+import { decodeRowBytes } from '../memory/memory_plan.ts';
 import { promptTokenStats, type PromptTokenStats } from './prompt_logprobs.ts';
 import { randomSeed } from '../util/random.ts';
 import { ServedModels } from './served_models.ts';
@@ -52,6 +54,14 @@ export interface LocalEngineOptions {
   path?: string;
   /** Rows per generation batch (default 64). */
   maxBatch?: number;
+  /**
+   * Bytes a generation batch's KV cache and sampling logits may take (memory_plan.ts
+   * decodeRowBytes a row, for the batch's longest prompt and response; the memory
+   * plan's rolloutBatchBytes): a batch of short prompts holds more rows than one of long
+   * ones. A single row is never refused by it (the memory plan refuses what cannot fit).
+   * Default: no bound beyond maxBatch.
+   */
+  maxBatchBytes?: number;
   /** Tokens per scoring forward batch (default 8192). */
   scoreBatchTokens?: number;
   /**
@@ -152,6 +162,7 @@ export class LocalEngine implements Engine, WeightSync {
   readonly models: ServedModels;
   readonly tokenizer: Tokenizer | null;
   readonly maxBatch: number;
+  private readonly maxBatchBytes: number;
   private readonly scoreBatchTokens: number;
   private readonly prefillTokens: number;
   private readonly compactBelow: number;
@@ -163,6 +174,8 @@ export class LocalEngine implements Engine, WeightSync {
     this.models = new ServedModels(model, this.name, opts.path ?? null);
     this.tokenizer = opts.tokenizer ?? null;
     this.maxBatch = opts.maxBatch ?? 64;
+    this.maxBatchBytes = opts.maxBatchBytes ?? Infinity;
+    if (!(this.maxBatchBytes > 0)) throw new RangeError(`LocalEngine: maxBatchBytes must be a positive number of bytes, got ${opts.maxBatchBytes}`);
     this.scoreBatchTokens = opts.scoreBatchTokens ?? 8192;
     this.prefillTokens = opts.prefillTokens ?? 16384;
     if (!Number.isInteger(this.prefillTokens) || this.prefillTokens < 1) throw new RangeError(`LocalEngine: prefillTokens must be a positive integer, got ${opts.prefillTokens}`);
@@ -222,12 +235,35 @@ export class LocalEngine implements Engine, WeightSync {
       const live = rows.filter((r) => !r.done).sort((a, b) => a.req.promptIds.length - b.req.promptIds.length);
       const half = live.length ? halfWeights(model) : null;
       try {
-        for (let i = 0; i < live.length; i += this.maxBatch) await this.runBatch(model, half, live.slice(i, i + this.maxBatch), opts.onToken);
+        for (let i = 0; i < live.length;) {
+          const rows = this.batchRows(live, i);
+          await this.runBatch(model, half, live.slice(i, i + rows), opts.onToken);
+          i += rows;
+        }
       } finally {
         half?.dispose();
       }
       return rows.map((r) => this.result(r));
     });
+  }
+
+  /**
+   * How many of `sorted` (ascending prompt length) from `first` on the next batch takes:
+   * at most maxBatch, and while the rows' cache (the longest prompt, the last taken, plus
+   * the most new tokens) and logits fit maxBatchBytes; at least one.
+   */
+  private batchRows(sorted: readonly Row[], first: number): number {
+    const cfg = this.models.config;
+    let steps = sorted[first].req.params.maxTokens;
+    let rows = 1;
+    while (rows < this.maxBatch && first + rows < sorted.length) {
+      const next = sorted[first + rows].req;
+      const capacity = next.promptIds.length + Math.max(steps, next.params.maxTokens) - 1;
+      if ((rows + 1) * decodeRowBytes(cfg, capacity) > this.maxBatchBytes) break;
+      steps = Math.max(steps, next.params.maxTokens);
+      rows++;
+    }
+    return rows;
   }
 
   private newRow(req: GenerationRequest, index: number): Row {

@@ -280,7 +280,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
     } else {
       runtime().pool.limit = memory!.budgetBytes;
       for (const note of memory!.notes) log(`memory: ${note}`);
-      engine = new LocalEngine(model!, { tokenizer, name: 'eval', path: source.input, maxBatch: memory!.rolloutRows, prefillTokens: memory!.prefillTokens });
+      engine = new LocalEngine(model!, { tokenizer, name: 'eval', path: source.input, maxBatch: memory!.rolloutMaxRows, maxBatchBytes: memory!.rolloutBatchBytes, prefillTokens: memory!.prefillTokens });
     }
     const progress = new Progress(process.stdout, o.progress ?? 'auto');
     const phase = progress.phase('eval', tasks * seeds);

@@ -7,7 +7,11 @@
 // gradients and AdamW's two moments for what trains; per token, what a layer keeps for
 // its backward (plain) or its input alone (checkpointed, plus one layer recomputed);
 // per decoding row, the KV cache at its full length, beside one prefill chunk's layer
-// (rollout prompts are prefilled in chunks of positions). Transient buffers are counted with
+// (rollout prompts are prefilled in chunks of positions). A rollout batch's cache is as
+// long as its own longest prompt and response, so the plan also gives the bytes batches
+// may take (rolloutBatchBytes) and the engine fills each batch to those by its rows'
+// real lengths: rolloutRows rows of the longest possible row always fit, and more rows
+// of shorter prompts do. Transient buffers are counted with
 // the pool's size-class slack (up to a quarter). A run's own shape bounds both: a
 // micro-batch holds no more than an optimizer step's sequences, a rollout batch no more
 // rows than the episodes played at once, so a run scaled down to a few short episodes
@@ -83,8 +87,16 @@ export interface MemoryPlan {
   checkpointLayers: boolean;
   /** Tokens per forward and backward of the update under the budget (never above the input's; the loss is the same however it is cut). */
   microBatchTokens: number;
-  /** Rows a rollout batch may decode together under the budget (never above the input's). */
+  /** Rows of the longest possible row (rowTokens) a rollout batch may decode together under the budget (never above the input's). */
   rolloutRows: number;
+  /**
+   * Bytes a rollout batch's KV cache and sampling logits may take (decodeRowBytes a row,
+   * for the batch's own longest row): LocalEngine's maxBatchBytes, which lets batches of
+   * shorter rows hold more than rolloutRows rows, up to the input's rolloutRows.
+   */
+  rolloutBatchBytes: number;
+  /** The input's rolloutRows (rollout.maxBatch): the most rows a batch of short rows takes within rolloutBatchBytes. */
+  rolloutMaxRows: number;
   /** Of those, the most a rollout of the run fills: the rollout's peak is for these. */
   rolloutBusyRows: number;
   /** Tokens a rollout prefill takes at once (LocalEngine's prefillTokens). */
@@ -119,6 +131,14 @@ export function kvBytesPerRow(cfg: ModelConfig, tokens: number): number {
   const lin = cfg.linearAttention;
   const state = lin ? (cfg.layers - full) * (lin.numValueHeads * lin.keyHeadDim * lin.valueHeadDim + (2 * lin.numKeyHeads * lin.keyHeadDim + lin.numValueHeads * lin.valueHeadDim) * lin.convKernel) * 4 : 0;
   return full * 2 * cfg.kvHeads * cfg.headDim * tokens * 4 + state;
+}
+
+/**
+ * What one decoding row of a cache `capacity` tokens long holds: its KV cache and its
+ * sampling logits (with the pool's slack), as the plan counts a row.
+ */
+export function decodeRowBytes(cfg: ModelConfig, capacity: number): number {
+  return kvBytesPerRow(cfg, capacity) + SLACK * 4 * cfg.vocabSize;
 }
 
 function trainableCount(p: PlanInput, params: number): number {
@@ -184,8 +204,9 @@ export function planMemory(p: PlanInput): MemoryPlan {
   const room = p.budgetBytes - residentBytes - copyBytes;
   // One prefill chunk's layer at a time (chunked prefill, a layer's intermediates freed as it ends), and each row's KV cache and sampling logits.
   const prefillTokens = Math.max(1, Math.min(MAX_PREFILL_TOKENS, Math.floor((PREFILL_SHARE * room) / (SLACK * layerToken))));
-  const perRow = kvBytesPerRow(cfg, p.rowTokens) + SLACK * 4 * cfg.vocabSize;
-  const rows = Math.min(p.rolloutRows, Math.floor((room - SLACK * layerToken * prefillTokens) / perRow));
+  const perRow = decodeRowBytes(cfg, p.rowTokens);
+  const batchBytes = Math.max(0, room - SLACK * layerToken * prefillTokens);
+  const rows = Math.min(p.rolloutRows, Math.floor(batchBytes / perRow));
   // Rows a batch decodes at once: no more than the episodes a rollout plays together.
   const busy = Math.min(rows, p.rolloutEpisodes ?? Infinity);
   if (p.rolloutRows > 0 && rows < 1) {
@@ -193,12 +214,16 @@ export function planMemory(p: PlanInput): MemoryPlan {
       `${copyBytes ? ` and the decode weights' f16 copies ${gib(copyBytes)}` : ''}, over the GPU memory budget of ${gib(p.budgetBytes)}; ` +
       `set a larger gpu.memory (--gpu-memory), or fewer rollout.maxPromptTokens or rollout.maxResponseTokens${copyBytes ? ', or --decode-weights f32' : ''}`);
   }
-  if (rows < Math.min(p.rolloutRows, p.rolloutEpisodes ?? Infinity)) notes.push(`rollout batches of ${rows} rows, not rollout.maxBatch ${p.rolloutRows}, to fit the budget`);
+  if (rows < Math.min(p.rolloutRows, p.rolloutEpisodes ?? Infinity)) {
+    notes.push(`rollout batches of ${rows} rows of ${p.rowTokens} tokens fit the budget; shorter rows fill batches up to rollout.maxBatch ${p.rolloutRows} by their own lengths`);
+  }
   return {
     budgetBytes: p.budgetBytes, residentBytes, updateBytes, updateTokens: held(microBatchTokens),
     // A prefill chunk holds no more than the busy rows' prompts.
-    rolloutBytes: residentBytes + copyBytes + SLACK * layerToken * Math.min(prefillTokens, busy * p.rowTokens) + busy * perRow,
-    checkpointLayers, microBatchTokens, rolloutRows: rows, rolloutBusyRows: busy, prefillTokens, notes,
+    // Batches of shorter rows may hold more rows, within batchBytes.
+    rolloutBytes: residentBytes + copyBytes + SLACK * layerToken * Math.min(prefillTokens, busy * p.rowTokens) +
+      Math.min(batchBytes, Math.min(p.rolloutRows, p.rolloutEpisodes ?? Infinity) * perRow),
+    checkpointLayers, microBatchTokens, rolloutRows: rows, rolloutBatchBytes: batchBytes, rolloutMaxRows: p.rolloutRows, rolloutBusyRows: busy, prefillTokens, notes,
   };
 }
 

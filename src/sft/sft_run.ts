@@ -142,7 +142,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     const stepsPerEpoch = steps / sft.epochs;
     if (run.start > steps) throw new ConfigError(`--resume: the checkpoint is at step ${run.start}, past this run's ${steps} steps`);
 
-    const policy = { engine: new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens }), tokenizer };
+    const policy = { engine: new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path, maxBatch: memory.rolloutMaxRows, maxBatchBytes: memory.rolloutBatchBytes, prefillTokens: memory.prefillTokens }), tokenizer };
     // Each row carries the GPU memory of what ran since the row before: its step, and validation where one ran.
     let phases = new PhaseMemory(runtime());
     const validate = async (step: number): Promise<Metrics> => {

@@ -149,7 +149,7 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
   const reference: Reference = cfg.algorithm.klCoef <= 0 ? { kind: 'none' } : lora ? { kind: 'lora-base' } : { kind: 'model', model: loadCausalLM(cfg.model.path, { trainable: false }) };
   // Requests to a server name the weights they must be served by: the pool's current version.
   const engine: Engine = servers.rollout
-    ?? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, maxBatch: memory.rolloutRows, prefillTokens: memory.prefillTokens });
+    ?? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, maxBatch: memory.rolloutMaxRows, maxBatchBytes: memory.rolloutBatchBytes, prefillTokens: memory.prefillTokens });
   const policy = { engine, tokenizer };
   const teacherPath = def.frozenTeacher?.(cfg.algorithm[cfg.method]) ?? null;
   const frozenTeacher = teacherPath ? loadTeacher(teacherPath) : null;
