@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { archivedComplete, archiveRun, readArchive, readSegments, recordSegment, sourceCommit, type ArchivedRun } from '../src/compare/archive.ts';
-import { pairedDifference, pooledPassAtK, replaceBlock, repositoryPage, resultRows, resultsBlock } from '../src/compare/results.ts';
+import { pairedDifference } from '../src/compare/paired_difference.ts';
+import { pooledPassAtK, replaceBlock, repositoryPage, resultRows, resultsBlock } from '../src/compare/results.ts';
 import { parseSeeds } from '../src/cli/compare.ts';
 
 const cli = new URL('../src/cli/main.ts', import.meta.url).pathname;
@@ -42,7 +43,7 @@ describe('archived comparison runs', () => {
     const root = mkdtempSync(join(tmpdir(), 'wgt-archive-'));
     const rows: Record<string, number>[] = [
       { iteration: 0, 'val/success': 0.25 },
-      { iteration: 1, 'rollout/success': 0.123456789, 'time/rollout': 1.5, 'time/update': 0.5, 'actor/kl': 0.01 },
+      { iteration: 1, 'rollout/success': 0.123456789, 'time/rollout': 1.5, 'time/update': 0.5, 'actor/kl': 0.01, 'teacher/gap': -0.0567891, 'sdar/gate_mean': 0.4567891, 'skill_sd/ratio': 1 },
       { iteration: 2, 'rollout/success': 0.2, 'time/rollout': 1.5, 'time/update': 0.5, 'val/success': 0.75 },
       { iteration: 3, 'rollout/success': 0.3, 'time/rollout': 1.5, 'time/update': 0.5, 'val/success': 0.5 },
     ];
@@ -55,7 +56,7 @@ describe('archived comparison runs', () => {
     archiveRun(run, dest, { method: 'grpo', seed: 0, plannedIterations: 3, commit: 'abc1234', command: 'bun run cli compare x', configHash: 'h' });
     const [a] = readArchive(join(root, 'results'));
     assert.equal(a.meta.iterations, 3);
-    assert.deepEqual(a.rows[1], { iteration: 1, 'rollout/success': 0.1235, 'time/rollout': 1.5, 'time/update': 0.5 }, 'actor/kl left out, 4 significant digits');
+    assert.deepEqual(a.rows[1], { iteration: 1, 'rollout/success': 0.1235, 'time/rollout': 1.5, 'time/update': 0.5, 'teacher/gap': -0.05679, 'sdar/gate_mean': 0.4568 }, 'actor/kl and skill_sd/ratio left out, 4 significant digits');
     assert.deepEqual(a.validation, {
       final: { iteration: 3, tasks: { 7: [1, 2], 9: [1, 2] } },
       peak: { iteration: 2, tasks: { 7: [2, 2], 9: [1, 2] } },

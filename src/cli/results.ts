@@ -8,7 +8,7 @@ import { CliError } from './args.ts';
 export const resultsCommand = defineCommand({
   meta: {
     name: 'results',
-    description: 'Rebuild a method comparison\'s table and curves from its archived runs (no GPU needed), e.g. ' +
+    description: 'Rebuild a method comparison\'s tables and curves from its archived runs (no GPU needed), e.g. ' +
       '`results docs/results/household` rewrites that environment\'s block of this repository\'s docs/RESULTS.md and its figure. ' +
       'Any other archive is printed, and written only into a page named with --page.',
   },

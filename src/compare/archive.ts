@@ -3,7 +3,7 @@
 //   run.json       what ran: method, seed, iterations, the commit and the command, and
 //                  the segments it was made in (a run stopped at --time-limit and
 //                  continued by --resume, perhaps from another commit)
-//   metrics.jsonl  the keys the table and the curves need, 4 significant digits
+//   metrics.jsonl  the keys the tables and the curves need, 4 significant digits
 //   val_tasks.json wins and attempts per validation task at the final and the peak
 //                  validation (pairing by task and pass@k need them)
 // so that the table builds up over several sessions and is rebuilt on any machine
@@ -17,16 +17,21 @@ import { readTrajectoryLog } from '../rollout/trajectory_log.ts';
 import { readMetrics, type MetricsRow } from '../report/metrics.ts';
 import { METRICS_FILE } from '../report/run_files.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
+import { DYNAMICS_KEYS } from './run_dynamics.ts';
 
 export const ARCHIVE_META = 'run.json';
 export const ARCHIVE_METRICS = 'metrics.jsonl';
 export const ARCHIVE_VAL_TASKS = 'val_tasks.json';
 
-/** The metrics an archived run keeps (rows keep the ones they have). */
+/**
+ * The metrics an archived run keeps (rows keep the ones they have): the table's and the
+ * curves', and those the table of the terms' dynamics reads (run_dynamics.ts). Archives
+ * written before a key was added lack it, and read as before.
+ */
 export const ARCHIVE_KEYS: readonly string[] = [
   'iteration', 'rollout/success', 'val/success', 'val_noskills/success',
   'time/rollout', 'time/old_logprobs', 'time/teacher', 'time/reference', 'time/update', 'time/validation',
-  'teacher/gap',
+  ...DYNAMICS_KEYS.map((k) => k.key),
 ];
 
 export interface ArchiveMeta {

@@ -2,11 +2,12 @@
 // from the archived runs (archive.ts) on any machine, no GPU needed.
 //
 // Per method, over its seeds: final and peak validation success mean ± std; against
-// GRPO, the difference in final validation success paired by seed and task (the same
-// validation panel, the same seeds), with a 95% interval from a two-level bootstrap
-// that resamples seeds and then tasks, so it carries both the seed-to-seed and the
-// task-to-task spread; pass@k over the final validation's attempts pooled over seeds;
-// seconds per iteration and the teacher's share of the step time.
+// GRPO, the difference in final validation success paired by seed and task with its
+// 95% interval (paired_difference.ts); pass@k over the final validation's attempts
+// pooled over seeds; seconds per iteration and the teacher's share of the step time.
+// Below the table the block sets the order beside a paper's where the environment has
+// one (paper_table.ts) and shows what the methods' auxiliary terms saw over the runs
+// (run_dynamics.ts).
 
 import * as path from 'node:path';
 import { formatMeanStd, meanStd, passAtK, type MeanStd } from '../report/eval_stats.ts';
@@ -14,21 +15,16 @@ import type { MetricsRow } from '../report/metrics.ts';
 import { lineChart, type Series } from '../report/svg_chart.ts';
 import { shippedFile } from '../storage/storage.ts';
 import { writeFileAtomic } from '../util/atomic_file.ts';
-import { Rng } from '../util/random.ts';
 import type { ArchivedRun, TaskWins } from './archive.ts';
+import { formatDifference, pairedDifference, type PairedDifference } from './paired_difference.ts';
+import { paperReference } from './paper_reference.ts';
+import { paperMethods, paperSection } from './paper_table.ts';
+import { dynamicsSection } from './run_dynamics.ts';
+import { count, plural } from './words.ts';
 
 export const BASELINE = 'grpo';
 
 const STEP_PHASES = ['time/rollout', 'time/old_logprobs', 'time/teacher', 'time/reference', 'time/update'];
-
-export interface PairedDifference {
-  /** Mean over the shared seeds and tasks of (method − baseline) task success. */
-  mean: number;
-  lo: number;
-  hi: number;
-  seeds: number;
-  tasks: number;
-}
 
 export interface ResultRow {
   method: string;
@@ -48,39 +44,6 @@ const valPoints = (rows: readonly MetricsRow[]) =>
   rows.filter((r) => typeof r['val/success'] === 'number').map((r) => [r.iteration as number, r['val/success'] as number] as const);
 
 const sum = (rows: readonly MetricsRow[], key: string) => rows.reduce((a, r) => a + (typeof r[key] === 'number' ? (r[key] as number) : 0), 0);
-
-/** Per-task success rate of a run's final validation. */
-function taskRates(tasks: TaskWins): Map<string, number> {
-  return new Map(Object.entries(tasks).filter(([, [, n]]) => n > 0).map(([t, [w, n]]) => [t, w / n]));
-}
-
-/**
- * (method − baseline) success paired by seed and task, over the seeds and tasks both
- * have; the interval is the 2.5th and 97.5th percentiles of `draws` bootstrap means,
- * each resampling the seeds and then the tasks (the same tasks for every seed).
- */
-export function pairedDifference(method: readonly ArchivedRun[], baseline: readonly ArchivedRun[], draws = 2000, seed = 0): PairedDifference | null {
-  const bySeed = (runs: readonly ArchivedRun[]) => new Map(runs.filter((r) => r.validation.final).map((r) => [r.meta.seed, taskRates(r.validation.final!.tasks)]));
-  const m = bySeed(method);
-  const b = bySeed(baseline);
-  const seeds = [...m.keys()].filter((s) => b.has(s)).sort((x, y) => x - y);
-  if (!seeds.length) return null;
-  const tasks = [...m.get(seeds[0])!.keys()].filter((t) => seeds.every((s) => m.get(s)!.has(t) && b.get(s)!.has(t))).sort();
-  if (!tasks.length) return null;
-  const d = seeds.map((s) => tasks.map((t) => m.get(s)!.get(t)! - b.get(s)!.get(t)!));
-  const meanOver = (si: readonly number[], ti: readonly number[]) => si.reduce((a, i) => a + ti.reduce((c, j) => c + d[i][j], 0) / ti.length, 0) / si.length;
-  const all = (n: number) => Array.from({ length: n }, (_, i) => i);
-  const rng = Rng.seeded(seed, 'paired-bootstrap');
-  const means: number[] = [];
-  for (let k = 0; k < draws; k++) {
-    const si = seeds.map(() => rng.int(seeds.length));
-    const ti = tasks.map(() => rng.int(tasks.length));
-    means.push(meanOver(si, ti));
-  }
-  means.sort((x, y) => x - y);
-  const pick = (q: number) => means[Math.min(draws - 1, Math.max(0, Math.round(q * (draws - 1))))];
-  return { mean: meanOver(all(seeds.length), all(tasks.length)), lo: pick(0.025), hi: pick(0.975), seeds: seeds.length, tasks: tasks.length };
-}
 
 /** pass@k per task over the attempts pooled across the runs' final validations, averaged over the tasks all runs have. */
 export function pooledPassAtK(runs: readonly ArchivedRun[]): Record<number, number> {
@@ -130,16 +93,13 @@ export function resultRows(runs: readonly ArchivedRun[]): ResultRow[] {
 const madeBy = (r: ArchivedRun): { commit: string; command: string }[] => (r.meta.segments?.length ? r.meta.segments : [{ commit: r.meta.commit, command: r.meta.command }]);
 
 const fmt = (m: MeanStd) => (Number.isFinite(m.mean) ? (m.n > 1 ? formatMeanStd(m) : m.mean.toFixed(3)) : '–');
-const plural = (n: number, noun: string) => (n === 1 ? noun : `${noun}s`);
-const count = (n: number, noun: string) => `${n} ${plural(n, noun)}`;
-const pts = (v: number) => `${v >= 0 ? '+' : '−'}${Math.abs(100 * v).toFixed(1)}`;
 
 export function renderResultsTable(rows: readonly ResultRow[]): string {
   const ks = [...new Set(rows.flatMap((r) => Object.keys(r.passAtK).map(Number)))].sort((a, b) => a - b);
   const head = ['method', 'seeds', 'iterations', 'final val success', 'peak val success', `final vs ${BASELINE}, points (95% interval)`, ...ks.map((k) => `pass@${k}`), 's / iteration', 'teacher share'];
   const lines = rows.map((r) => [
     r.method, r.seeds.join(', '), r.iterations.join(', '), fmt(r.finalVal), fmt(r.peakVal),
-    r.vsBaseline ? `${pts(r.vsBaseline.mean)} (${pts(r.vsBaseline.lo)} to ${pts(r.vsBaseline.hi)}; ${count(r.vsBaseline.seeds, 'seed')} × ${count(r.vsBaseline.tasks, 'task')})` : '–',
+    r.vsBaseline ? formatDifference(r.vsBaseline) : '–',
     ...ks.map((k) => (r.passAtK[k] === undefined ? '–' : r.passAtK[k].toFixed(3))),
     Number.isFinite(r.secondsPerIteration.mean) ? r.secondsPerIteration.mean.toFixed(2) : '–',
     Number.isFinite(r.teacherShare.mean) ? r.teacherShare.mean.toFixed(3) : '–',
@@ -171,9 +131,15 @@ const shortCommit = (commit: string): string => commit.slice(0, 7);
 const BEGIN = (env: string) => `<!-- results:${env}:begin (written by \`npx bun run cli results\`; edit the archive, not this block) -->`;
 const END = (env: string) => `<!-- results:${env}:end -->`;
 
-/** The generated block of docs/RESULTS.md for one environment's archive. */
-export function resultsBlock(env: string, runs: readonly ArchivedRun[], figure: string): string {
+/**
+ * The generated block of docs/RESULTS.md for one environment's archive: the table and
+ * the figure; where the environment's comparison is set beside a paper, the paper's
+ * order and ours; and what the methods' terms saw over the runs. `references` is the
+ * link from the page to the one that cites the paper.
+ */
+export function resultsBlock(env: string, runs: readonly ArchivedRun[], figure: string, references = '[docs/REFERENCES.md](REFERENCES.md)'): string {
   const rows = resultRows(runs);
+  const reference = paperReference(env);
   const made = runs.flatMap(madeBy);
   const commits = [...new Set(made.map((s) => shortCommit(s.commit)))];
   // Archives before commands were recorded with npx name Bun bare, which a fresh machine lacks on its PATH.
@@ -188,6 +154,9 @@ export function resultsBlock(env: string, runs: readonly ArchivedRun[], figure: 
     renderResultsTable(rows).trimEnd(),
     '',
     `Validation success, mean over seeds: [${figure}](${figure})`,
+    '',
+    ...(reference ? [paperSection(reference, runs, references), ''] : []),
+    dynamicsSection(reference ? paperMethods(reference, runs) : rows.map((r) => r.method), runs),
     '',
     END(env),
   ];
@@ -215,11 +184,19 @@ export function repositoryPage(archive: string): string | null {
   return path.resolve(archive) === path.resolve(own) ? page : null;
 }
 
+/** How a page cites this repository's docs/REFERENCES.md: a link from a page beside it, by name from any other. */
+function referencesLink(page: string): string {
+  const file = shippedFile(path.join('docs', 'REFERENCES.md'));
+  return file !== null && path.dirname(path.resolve(file)) === path.dirname(path.resolve(page))
+    ? '[docs/REFERENCES.md](REFERENCES.md)'
+    : 'docs/REFERENCES.md of webgpu-agent-trainer';
+}
+
 /** Writes the figure beside the page and the block into it. */
 export function writeResults(env: string, runs: readonly ArchivedRun[], page: string, pageText: string): { figure: string; text: string } {
   const figure = `figures/${env}_methods_validation.svg`;
   writeFileAtomic(path.join(path.dirname(page), figure), validationCurves(runs, `${env}: validation success, mean over seeds`) + '\n');
-  const text = replaceBlock(pageText, env, resultsBlock(env, runs, figure));
+  const text = replaceBlock(pageText, env, resultsBlock(env, runs, figure, referencesLink(page)));
   writeFileAtomic(page, text);
   return { figure, text };
 }
