@@ -4,8 +4,8 @@
 // them each number is printed).
 //
 // The household comparison is set beside the SDAR paper's ALFWorld results. Its
-// Qwen3-1.7B numbers are the paper's as issue 59 quotes them; the SDAR paper's own
-// tables could not be read from here, so the Qwen2.5-3B numbers other than GRPO's and
+// Qwen3-1.7B numbers are the paper's as the comparison was planned from them; the SDAR
+// paper's own tables could not be read from here, so the Qwen2.5-3B numbers other than GRPO's and
 // SDAR's (which its abstract's +9.4 on ALFWorld confirms) are those OPID's Table 1
 // prints for the same baselines. OPID's table prints SDAR on Qwen3-1.7B as 53.9
 // against the 55.5 quoted here; SDAR ranks first in that column either way.
