@@ -6,7 +6,6 @@
 // it and show "–", as do methods that do not log it.
 
 import type { MetricsRow } from '../report/metrics.ts';
-import type { ArchivedRun } from './archive.ts';
 import { list, signed } from './words.ts';
 
 export interface DynamicsKey {
@@ -52,7 +51,13 @@ export interface DynamicsRow {
   values: number[][];
 }
 
-export function dynamicsRows(methods: readonly string[], runs: readonly ArchivedRun[], windows: readonly Window[]): DynamicsRow[] {
+/** What this table reads of an archived run (archive.ts ArchivedRun, which keeps the keys this module names). */
+export interface RunMetrics {
+  meta: { method: string; plannedIterations: number };
+  rows: readonly MetricsRow[];
+}
+
+export function dynamicsRows(methods: readonly string[], runs: readonly RunMetrics[], windows: readonly Window[]): DynamicsRow[] {
   return methods.map((method) => {
     const mine = runs.filter((r) => r.meta.method === method);
     return {
@@ -75,7 +80,7 @@ export function renderDynamicsTable(rows: readonly DynamicsRow[], windows: reado
 }
 
 /** The part of the generated block that explains the ordering, for the methods in the page's order. */
-export function dynamicsSection(methods: readonly string[], runs: readonly ArchivedRun[]): string {
+export function dynamicsSection(methods: readonly string[], runs: readonly RunMetrics[]): string {
   const iterations = Math.max(1, ...runs.map((r) => r.meta.plannedIterations));
   const windows = dynamicsWindows(iterations);
   const held = (key: string) => runs.some((r) => r.rows.some((row) => typeof row[key] === 'number'));
