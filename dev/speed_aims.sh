@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Every speed aim of docs/RESULTS.md section 3 measured in one call, each beside its peer
+# where one exists: the 0.5B GRPO iteration on TRL's work (and TRL's GRPOTrainer on the
+# same work), its LoRA rank-16 form in 6 and 8 GiB, decoding at 1, 32 and 128 rows, the
+# train step at 8 x 512 (and PyTorch's bf16 autocast step), the embedded default's
+# iteration and a 512-episode validation of the bundled model.
+#
+#   dev/speed_aims.sh OUT_FILE
+#
+# Run from the repository root on the GPU machine, with WEBGPU_TOGGLES set where the
+# adapter needs them (NVIDIA through Dawn: allow_unsafe_apis,vulkan_enable_f16_on_nvidia).
+# The peers run where their scripts are given: TRL_GRPO=path/to/trl_grpo.py with
+# TRL_TOKENIZER=path/to/tokenizer.json, TORCH_REFERENCE=path/to/torch_reference.py
+# (../shared/bench/ holds both); a peer that is not given is skipped, named in the file.
+# Each step has a time limit, so a slow one costs its limit and the rest still run; the
+# whole set takes about six minutes on an H100.
+set -u
+out=${1:?usage: dev/speed_aims.sh OUT_FILE}
+: > "$out"
+bench() { timeout "$1" npx bun run bench "${@:2}" >> "$out" 2>&1 || echo "step failed or ran past $1 s: bench ${*:2}" >> "$out"; }
+step() { echo "=== $*" >> "$out"; }
+trl=(--iters 2 --max-turns 1 --max-response-tokens 256 --tasks 16 --group-size 8 --set "algorithm.klCoef=0 algorithm.entropyCoef=0")
+
+git log --oneline -1 >> "$out" 2>&1
+step "0.5B GRPO on TRL's work (TRL's default recipe: no reference, no entropy term)"
+bench 120 --only rl-iteration "${trl[@]}"
+step "TRL GRPOTrainer on the same work"
+if [ -n "${TRL_GRPO:-}" ]; then
+  timeout 150 python3 "$TRL_GRPO" --tokenizer "${TRL_TOKENIZER:?TRL_TOKENIZER: the tokenizer.json trl_grpo.py reads}" --variant default --steps 3 >> "$out" 2>&1 || echo "TRL failed or ran past 150 s" >> "$out"
+else
+  echo "skipped: TRL_GRPO not set" >> "$out"
+fi
+for gib in 6 8; do
+  step "LoRA rank 16 on TRL's work in $gib GiB"
+  bench 90 --only rl-iteration "${trl[@]}" --lora 16 --gpu-memory "$gib"
+done
+step "decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows, 400-token prompts"
+bench 60 --only profile --batch 1 --seq 64 --decode-batches 1,32,128 --prompt-tokens 400 --new-tokens 32
+step "train step, Qwen2.5-0.5B shapes, 8 x 512"
+bench 60 --only train
+step "PyTorch bf16 autocast train step, same shapes"
+if [ -n "${TORCH_REFERENCE:-}" ]; then
+  # The reference script's train() alone, bf16 autocast only (its generation runs are not needed here).
+  timeout 90 python3 -c "exec(open('$TORCH_REFERENCE').read().split('for mode in')[0]); train('bf16')" >> "$out" 2>&1 || echo "PyTorch failed or ran past 90 s" >> "$out"
+else
+  echo "skipped: TORCH_REFERENCE not set" >> "$out"
+fi
+step "the embedded default's iteration (the bundled model)"
+bench 90 --only rl-iteration --preset household --iters 2
+step "512 validation episodes of the bundled model (128 valid_seen tasks x 4 runs, one batch)"
+timeout 90 npx bun run cli eval models/household-tiny --tasks 128 --seeds 4 --split valid_seen --max-batch 512 --progress plain >> "$out" 2>&1 || echo "eval failed or ran past 90 s" >> "$out"
