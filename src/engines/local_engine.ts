@@ -3,7 +3,8 @@
 //
 // A request list is sorted by prompt length and cut into batches of at most maxBatch
 // rows and, given maxBatchBytes, no more rows than their KV cache (as long as the
-// batch's longest prompt and response) and sampling logits fit in. Each batch is left-padded into one prefill (of its distinct prompts: rows
+// batch's longest prompt and response) and sampling logits fit in. Each batch is
+// left-padded into one prefill (of its distinct prompts: rows
 // asking the same prompt, a group's samples of it, copy its cache row and logits),
 // then decodes one token per step for all rows at once, in chunks of steps between
 // readbacks (rt.policy.decode stepsPerReadback): each step samples on the GPU (the

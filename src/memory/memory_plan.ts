@@ -11,8 +11,8 @@
 // long as its own longest prompt and response, so the plan also gives the bytes batches
 // may take (rolloutBatchBytes) and the engine fills each batch to those by its rows'
 // real lengths: rolloutRows rows of the longest possible row always fit, and more rows
-// of shorter prompts do. Transient buffers are counted with
-// the pool's size-class slack (up to a quarter). A run's own shape bounds both: a
+// of shorter prompts do. Transient buffers are counted with the pool's size-class slack
+// (up to a quarter). A run's own shape bounds both: a
 // micro-batch holds no more than an optimizer step's sequences, a rollout batch no more
 // rows than the episodes played at once, so a run scaled down to a few short episodes
 // is planned (and checkpointed, or not) for what it can hold, not for the settings' room.
