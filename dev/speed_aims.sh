@@ -22,13 +22,12 @@ step() { echo "=== $*" >> "$out"; }
 trl=(--iters 2 --max-turns 1 --max-response-tokens 256 --tasks 16 --group-size 8 --set "algorithm.klCoef=0 algorithm.entropyCoef=0")
 
 git log --oneline -1 >> "$out" 2>&1
-step "0.5B GRPO on TRL's work (TRL's default recipe: no reference, no entropy term)"
-bench 120 --only rl-iteration "${trl[@]}"
-step "TRL GRPOTrainer on the same work"
+step "0.5B GRPO on TRL's work (TRL's default recipe: no reference, no entropy term), TRL's GRPOTrainer after it where given"
 if [ -n "${TRL_GRPO:-}" ]; then
-  timeout 150 python3 "$TRL_GRPO" --tokenizer "${TRL_TOKENIZER:?TRL_TOKENIZER: the tokenizer.json trl_grpo.py reads}" --variant default --steps 3 >> "$out" 2>&1 || echo "TRL failed or ran past 150 s" >> "$out"
+  bench 270 --only rl-iteration "${trl[@]}" --trl "$TRL_GRPO" --trl-tokenizer "${TRL_TOKENIZER:?TRL_TOKENIZER: the tokenizer.json trl_grpo.py reads}"
 else
-  echo "skipped: TRL_GRPO not set" >> "$out"
+  echo "TRL skipped: TRL_GRPO not set" >> "$out"
+  bench 120 --only rl-iteration "${trl[@]}"
 fi
 for gib in 6 8; do
   step "LoRA rank 16 on TRL's work in $gib GiB"

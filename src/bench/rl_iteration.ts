@@ -23,6 +23,7 @@ import { EMBEDDED_RECIPE } from '../config/default_run.ts';
 import { train } from '../trainer/train.ts';
 import { benchConfig } from './train_step.ts';
 import { kernelTimes, profileRows } from './profile.ts';
+import { runTrlPeer, trlPeerRow, type TrlPeerOptions } from './trl_peer.ts';
 
 export const BUNDLED_MODEL = 'models/household-tiny';
 
@@ -50,6 +51,8 @@ export interface RlIterationOptions {
   overrides?: string[];
   /** Also run the bundled model's iterations once more under the kernel profiler: GPU time per kernel, rollout and training together. */
   profile?: boolean;
+  /** TRL's GRPOTrainer on its own work after ours (trl_peer.ts), and a row with the ratio of the bench model's iteration to it. */
+  peer?: TrlPeerOptions;
 }
 
 /** Letters-only words with a leading space, one pre-token each under the word tokenizer, that the vocabulary does not hold. */
@@ -165,11 +168,13 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
     const modelDir = path.join(work, 'model');
     const nparam = await writeBenchModel(rt, preset, bundled ?? BUNDLED_MODEL, modelDir, work);
     const lora = opts.lora ? [`model.lora={"r":${opts.lora},"alpha":${2 * opts.lora}}`] : [];
-    rows.push(await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1), lora_rank: opts.lora ?? 0 }, [`gpu.memory=${opts.gpuMemory ?? 16}`, ...lora]));
+    const ours = await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1), lora_rank: opts.lora ?? 0 }, [`gpu.memory=${opts.gpuMemory ?? 16}`, ...lora]);
+    rows.push(ours);
     if (bundled) rows.push(await time('bundled', bundled, { path: bundled }));
     if (bundled && opts.profile && rt.caps.timestampQuery) {
       rows.push(...profileRows(`rl-iteration ${bundled}`, await kernelTimes(rt, () => time('bundled-profiled', bundled, { path: bundled }))));
     }
+    if (opts.peer) rows.push(trlPeerRow(ours as { step_s: number }, await runTrlPeer(opts.peer)));
     return rows;
   } finally {
     fs.rmSync(work, { recursive: true, force: true });

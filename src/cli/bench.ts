@@ -6,11 +6,12 @@ import { benchDecodeMatmul, benchMatmul } from '../bench/matmul.ts';
 import { benchProfile } from '../bench/profile.ts';
 import { benchRlIteration } from '../bench/rl_iteration.ts';
 import { benchRollout } from '../bench/rollout.ts';
+import type { TrlPeerOptions } from '../bench/trl_peer.ts';
 import { benchQwen35 } from '../bench/qwen35_step.ts';
 import { benchTrainStep } from '../bench/train_step.ts';
 import { destroyRuntime, initRuntime, type Runtime } from '../gpu/runtime.ts';
 import type { PromptHistory } from '../rollout/conversation.ts';
-import { intArg } from './args.ts';
+import { CliError, intArg } from './args.ts';
 import { gpuArgs, gpuOptions } from './gpu_args.ts';
 
 type Suite = (rt: Runtime, args: Record<string, unknown>) => Promise<object[]>;
@@ -39,6 +40,16 @@ function switchOf(name: string, v: unknown): boolean | undefined {
   throw new Error(`bench: --${name} must be on or off, got ${v}`);
 }
 
+/** --trl and its settings, or undefined without --trl. */
+function trlPeerOf(args: Record<string, unknown>): TrlPeerOptions | undefined {
+  if (args.trl === undefined) {
+    if (args['trl-tokenizer'] !== undefined || args['trl-variant'] !== undefined) throw new CliError('bench: --trl-tokenizer and --trl-variant go with --trl SCRIPT');
+    return undefined;
+  }
+  if (typeof args['trl-tokenizer'] !== 'string') throw new CliError('bench: --trl needs --trl-tokenizer, the Qwen tokenizer.json its script reads');
+  return { script: String(args.trl), tokenizer: args['trl-tokenizer'], variant: args['trl-variant'] as string | undefined };
+}
+
 const suites: Record<string, Suite> = {
   dispatch: (rt) => benchDispatch(rt),
   matmul: (rt) => benchMatmul(rt),
@@ -59,7 +70,7 @@ const suites: Record<string, Suite> = {
     preset: args.preset as string | undefined, tasks: numberOf(args.tasks), groupSize: numberOf(args['group-size']),
     maxTurns: numberOf(args['max-turns']), maxResponseTokens: numberOf(args['max-response-tokens']), iterations: numberOf(args.iters),
     gpuMemory: numberOf(args['gpu-memory']), history: historyOf(args.history), mergeTurns: switchOf('merge-turns', args['merge-turns']),
-    lora: countOf('lora', args.lora), profile: args.profile === true, overrides: args.set === undefined ? undefined : String(args.set).split(/\s+/).filter(Boolean),
+    lora: countOf('lora', args.lora), profile: args.profile === true, peer: trlPeerOf(args), overrides: args.set === undefined ? undefined : String(args.set).split(/\s+/).filter(Boolean),
   }),
   qwen35: (rt, args) => benchQwen35(rt, (args.preset as string | undefined) ?? '2b', {
     batch: numberOf(args.batch), seq: numberOf(args.seq), warmup: numberOf(args.warmup), iters: numberOf(args.iters),
@@ -91,6 +102,9 @@ export const benchCommand = defineCommand({
     history: { type: 'string', description: 'rl-iteration: rollout.history, window (default) or conversation (one growing chat, whose turns can train as one sequence)' },
     'merge-turns': { type: 'string', description: 'rl-iteration: optim.mergeTurns, on (default) or off (one sequence per turn)' },
     lora: { type: 'string', description: 'rl-iteration: train the bench model through LoRA adapters of this rank (alpha twice it) instead of its full weights' },
+    trl: { type: 'string', description: 'rl-iteration: TRL\'s GRPOTrainer on its own work after ours, from this script (../shared/bench/trl_grpo.py), and a row with the ratio' },
+    'trl-tokenizer': { type: 'string', description: 'rl-iteration with --trl: the Qwen tokenizer.json the script reads' },
+    'trl-variant': { type: 'string', description: 'rl-iteration with --trl: the script\'s --variant (default: default, no reference model; beta beside a run with KL; lora beside --lora)' },
     profile: { type: 'boolean', description: 'rl-iteration: run the bundled model\'s iterations again under the kernel profiler and print GPU time per kernel' },
     set: { type: 'string', description: 'rl-iteration: config overrides as train takes them, space-separated (e.g. "algorithm.klCoef=0 algorithm.entropyCoef=0")' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
