@@ -13,7 +13,7 @@
 # TRL_TOKENIZER=path/to/tokenizer.json, TORCH_REFERENCE=path/to/torch_reference.py
 # (../shared/bench/ holds both); a peer that is not given is skipped, named in the file.
 # Each step has a time limit, so a slow one costs its limit and the rest still run; the
-# whole set takes about six minutes on an H100.
+# whole set takes about seven minutes on an H100.
 set -u
 out=${1:?usage: dev/speed_aims.sh OUT_FILE}
 : > "$out"
@@ -48,3 +48,5 @@ step "the embedded default's iteration (the bundled model)"
 bench 90 --only rl-iteration --preset household --iters 2
 step "512 validation episodes of the bundled model (128 valid_seen tasks x 4 runs, one batch)"
 timeout 90 npx bun run cli eval models/household-tiny --tasks 128 --seeds 4 --split valid_seen --max-batch 512 --progress plain >> "$out" 2>&1 || echo "eval failed or ran past 90 s" >> "$out"
+step "lever: TRL's work without checkpointed layers (the plan then cuts micro-batches to 2,048 tokens to fit 16 GiB)"
+bench 120 --only rl-iteration --iters 2 --max-turns 1 --max-response-tokens 256 --tasks 16 --group-size 8 --set "algorithm.klCoef=0 algorithm.entropyCoef=0 gpu.checkpointing=off"
