@@ -152,6 +152,9 @@ function halfWeights(model: CausalLM): HalfWeights | null {
   return wanted ? HalfWeights.of(model) : null;
 }
 
+/** Positions a batch's KV cache holds: its longest prompt and all but the last of its new tokens (the last is sampled, never fed back). */
+const cacheLength = (longestPrompt: number, steps: number) => longestPrompt + steps - 1;
+
 export class LocalEngine implements Engine, WeightSync {
   readonly name: string;
 
@@ -259,7 +262,7 @@ export class LocalEngine implements Engine, WeightSync {
     let rows = 1;
     while (rows < this.maxBatch && first + rows < sorted.length) {
       const next = sorted[first + rows].req;
-      const capacity = next.promptIds.length + Math.max(steps, next.params.maxTokens) - 1;
+      const capacity = cacheLength(next.promptIds.length, Math.max(steps, next.params.maxTokens));
       if ((rows + 1) * decodeRowBytes(cfg, capacity) > this.maxBatchBytes) break;
       steps = Math.max(steps, next.params.maxTokens);
       rows++;
@@ -289,7 +292,7 @@ export class LocalEngine implements Engine, WeightSync {
     const prompt = new Int32Array(distinct.length * P);
     distinct.forEach((b, u) => prompt.set(rows[b].req.promptIds, u * P + padLeft[b]));
     const perReadback = model.lmHead().storage.rt.policy.decode.stepsPerReadback;
-    let cache = model.newCache(distinct.length, P + steps - 1, Int32Array.from(distinct, (b) => padLeft[b]));
+    let cache = model.newCache(distinct.length, cacheLength(P, steps), Int32Array.from(distinct, (b) => padLeft[b]));
     this.usage.promptTokens += rows.reduce((n, r) => n + r.req.promptIds.length, 0);
     this.usage.prefilledTokens += distinct.reduce((n, b) => n + rows[b].req.promptIds.length, 0);
     // The rows the cache and `gpu` hold, in their order.
