@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ref from '../src/reference/attention.ts';
 import {
-  attentionBackward, attentionForward, attentionPath, decodeParts, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
+  attentionBackward, attentionForward, attentionPath, decodeParts, decodeShape, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
 } from '../src/kernels/attention.ts';
 import { randn } from '../src/util/random.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
@@ -292,6 +292,18 @@ describe('attention kernel paths', () => {
     for (const [n, c] of cases.slice(0, 5).entries()) {
       for (const decodeParts of [2, 5]) await checkLaunch(c, 700 + 10 * n + decodeParts, { path: 'tiled', decode: true, decodeParts });
     }
+    // Longer chunks (attention.decodeChunk): a partial last chunk, several chunks, parts.
+    for (const decodeChunk of [128, 256]) {
+      await withPolicy(await gpu(), { attention: { decodeChunk } }, async () => {
+        for (const [n, c] of [cases[2], cases[3]].entries()) {
+          await checkLaunch(c, 900 + 10 * n + decodeChunk, { path: 'tiled', decode: true });
+          await checkLaunch(c, 950 + 10 * n + decodeChunk, { path: 'tiled', decode: true, decodeParts: 2 });
+        }
+      });
+    }
+    assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 49152 }, 64, 7, 128)?.ch, 128, 'the 0.5B group at 128 keys a chunk fits 48 KiB');
+    assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 16384 }, 64, 7, 256)?.ch, 32, 'halved until the keys fit');
+    assert.throws(() => decodeShape({ maxComputeWorkgroupStorageSize: 49152 }, 64, 7, 100), /attention.decodeChunk: 100/);
     assert.deepEqual(decodeParts(2, 420, 64, 256), { parts: 7, keys: 64 }, 'batch 1 of the 0.5B shapes: a part a chunk');
     assert.deepEqual(decodeParts(64, 420, 64, 256), { parts: 4, keys: 128 });
     assert.deepEqual(decodeParts(256, 420, 64, 256), { parts: 1, keys: 0 }, 'a rollout\'s 128 rows fill the GPU whole');

@@ -189,6 +189,12 @@ export interface AttentionPolicy {
    * 420 keys alone, against 0.036 for one workgroup a query head (`dc6f980`).
    */
   decodeWorkgroups: number;
+  /**
+   * Most keys a decode workgroup stages at once (64, 128 or 256; fewer where workgroup
+   * memory is short): each chunk costs a dozen barriers (two trees over the heads'
+   * lanes), so longer chunks pay them fewer times for more workgroup memory.
+   */
+  decodeChunk: number;
 }
 
 /** When reduce_cols cuts R into parts (kernels/reduce.ts; see the shader's header). */
@@ -311,7 +317,7 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256 },
+    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256, decodeChunk: 64 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16' },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },

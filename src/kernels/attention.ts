@@ -145,15 +145,16 @@ const DECODE_MAX_HD = 256;
 
 /**
  * The decode kernel's query heads a workgroup (DGP: the group rounded up to a power of
- * two, at most 8) and keys a chunk (DCH: the most of 64, 32, 16, 8 whose staged keys
- * fit workgroup memory); null where the head dim is past the kernel.
+ * two, at most 8) and keys a chunk (DCH: the most of `maxChunk`, then halves down to 8,
+ * whose staged keys fit workgroup memory); null where the head dim is past the kernel.
  */
-export function decodeShape(limits: { maxComputeWorkgroupStorageSize: number }, hd: number, group: number): { gp: number; ch: number } | null {
+export function decodeShape(limits: { maxComputeWorkgroupStorageSize: number }, hd: number, group: number, maxChunk = 64): { gp: number; ch: number } | null {
   if (hd > DECODE_MAX_HD) return null;
+  if (![8, 16, 32, 64, 128, 256].includes(maxChunk)) throw new Error(`attention.decodeChunk: ${maxChunk} is not one of 8, 16, 32, 64, 128, 256`);
   let gp = 1;
   while (gp < Math.min(group, 8)) gp *= 2;
   if (gp * hd > DECODE_WG * DECODE_ACC) return null;
-  for (const ch of [64, 32, 16, 8]) {
+  for (let ch = maxChunk; ch >= 8; ch /= 2) {
     const floats = gp * hd + ch * (hd + 1) + gp * ch + DECODE_WG + gp;
     if (4 * floats <= limits.maxComputeWorkgroupStorageSize) return { gp, ch };
   }
@@ -315,7 +316,7 @@ export function attentionForward(
     return;
   }
   const group = d.hq / d.hkv;
-  const shape = decodeShape(rt.gpu.limits, d.hd, group);
+  const shape = decodeShape(rt.gpu.limits, d.hd, group, rt.policy.attention.decodeChunk);
   const decode = launch.decode ?? (d.tq <= DECODE_MAX_ROWS && shape !== null);
   if (decode) {
     if (!shape) throw new Error(`attention: the decode kernel takes head dims up to ${DECODE_MAX_HD} whose staged keys fit ${rt.gpu.limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory, got ${d.hd}`);

@@ -38,7 +38,6 @@ import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { permute, reshape } from '../tensor/ops/shape_ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
-/** Whether a step of `rows` tokens (of x) folds its RMSNorms into the products that follow (rt.policy.decode). */
 /** Whether a step of `rows` rows (of x) folds its RMSNorm into the products by `w` that follow (rt.policy.decode); on tensor cores it never does. */
 const foldsNorm = (x: Tensor, rows: number, w: Weight) =>
   rows <= x.storage.rt.policy.decode.foldNormMaxRows && !decodeOnTensorCores(x.storage.rt, rows, w.shape[0] * w.shape[1]);
