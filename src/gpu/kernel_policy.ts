@@ -257,6 +257,13 @@ export interface DecodePolicy {
    */
   stepsPerReadback: number;
   /**
+   * On tensor cores, the sum of a block's closing product (o_proj, down_proj) also
+   * writes the next block's input norm (split_k_sum_norm): two dispatches fewer a layer.
+   */
+  sumNorms: boolean;
+  /** On tensor cores, the down projection forms the SwiGLU as it loads gate and up (A_SWIGLU): one dispatch fewer a layer. */
+  swigluLoads: boolean;
+  /**
    * What the fused decode layers and a sampling step's skinny LM head read: the f32
    * parameters, or f16 copies of them (models/half_weights.ts; shaders/matmul/
    * skinny_f16.wgsl) that rollout engines pack from the f32 masters before each
@@ -319,7 +326,7 @@ function defaults(): KernelPolicy {
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
     attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256, decodeChunk: 64 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
-    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16' },
+    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16', sumNorms: true, swigluLoads: true },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },
     pacing: { spinMs: 3, napMs: 0.05 },
   };
