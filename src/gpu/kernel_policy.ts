@@ -195,6 +195,12 @@ export interface AttentionPolicy {
    * lanes), so longer chunks pay them fewer times for more workgroup memory.
    */
   decodeChunk: number;
+  /**
+   * Each decode invocation reads its head's max and sum of a chunk off the chunk's
+   * scores itself (DEC_EACH in shaders/attention.wgsl), 4 barriers a chunk against the
+   * trees' 18. Off until timed on a real GPU (dev/speed_aims.sh runs it beside the default).
+   */
+  decodeEach: boolean;
 }
 
 /** When reduce_cols cuts R into parts (kernels/reduce.ts; see the shader's header). */
@@ -259,9 +265,14 @@ export interface DecodePolicy {
   /**
    * On tensor cores, the sum of a block's closing product (o_proj, down_proj) also
    * writes the next block's input norm (split_k_sum_norm): two dispatches fewer a layer.
+   * Off until its step test and timing have run on a device with tensor cores
+   * (dev/speed_aims.sh measures it beside the default).
    */
   sumNorms: boolean;
-  /** On tensor cores, the down projection forms the SwiGLU as it loads gate and up (A_SWIGLU): one dispatch fewer a layer. */
+  /**
+   * On tensor cores, the down projection forms the SwiGLU as it loads gate and up
+   * (A_SWIGLU): one dispatch fewer a layer. Off until measured, as sumNorms.
+   */
   swigluLoads: boolean;
   /**
    * What the fused decode layers and a sampling step's skinny LM head read: the f32
@@ -324,9 +335,9 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256, decodeChunk: 64 },
+    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256, decodeChunk: 64, decodeEach: false },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
-    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16', sumNorms: true, swigluLoads: true },
+    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16', sumNorms: false, swigluLoads: false },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },
     pacing: { spinMs: 3, napMs: 0.05 },
   };
