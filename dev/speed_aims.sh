@@ -13,8 +13,8 @@
 # TRL_TOKENIZER=path/to/tokenizer.json, TORCH_REFERENCE=path/to/torch_reference.py
 # (../shared/bench/ holds both); a peer that is not given is skipped, named in the file.
 # Each step has a time limit, so a slow one costs its limit and the rest still run; the
-# whole set takes about ten minutes on an H100: in one call of at most ten, set
-# SPEED_AIMS_LEVERS=0 to leave out the levers at its end (about three minutes).
+# whole set takes about ten minutes on an H100, past one call's limit: SPEED_AIMS_PART=aims
+# runs the aims alone (about seven), SPEED_AIMS_PART=levers the levers alone (about four).
 set -u
 out=${1:?usage: dev/speed_aims.sh OUT_FILE}
 : > "$out"
@@ -23,6 +23,9 @@ step() { echo "=== $*" >> "$out"; }
 trl=(--iters 2 --max-turns 1 --max-response-tokens 256 --tasks 16 --group-size 8 --set "algorithm.klCoef=0 algorithm.entropyCoef=0")
 
 git log --oneline -1 >> "$out" 2>&1
+part=${SPEED_AIMS_PART:-all}
+case $part in all|aims|levers) ;; *) echo "SPEED_AIMS_PART must be all, aims or levers, got $part" >&2; exit 2 ;; esac
+if [ "$part" != levers ]; then
 step "0.5B GRPO on TRL's work (TRL's default recipe: no reference, no entropy term), TRL's GRPOTrainer after it where given"
 if [ -n "${TRL_GRPO:-}" ]; then
   bench 270 --only rl-iteration "${trl[@]}" --trl "$TRL_GRPO" --trl-tokenizer "${TRL_TOKENIZER:?TRL_TOKENIZER: the tokenizer.json trl_grpo.py reads}"
@@ -49,7 +52,8 @@ step "the embedded default's iteration (the bundled model)"
 bench 90 --only rl-iteration --preset household --iters 2
 step "512 validation episodes of the bundled model (128 valid_seen tasks x 4 runs, one batch)"
 timeout 90 npx bun run cli eval models/household-tiny --tasks 128 --seeds 4 --split valid_seen --max-batch 512 --progress plain >> "$out" 2>&1 || echo "eval failed or ran past 90 s" >> "$out"
-[ "${SPEED_AIMS_LEVERS:-1}" = 0 ] && exit 0
+fi
+[ "$part" = aims ] && exit 0
 # Levers not yet on by default, each beside the default run above: the decode fusions on
 # tensor cores (a block's closing sum writes the next norm; the down projection forms the
 # SwiGLU as it loads), the decode attention's per-invocation reductions and longer chunks,
