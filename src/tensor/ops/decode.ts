@@ -224,8 +224,8 @@ export function linearResidualNorm(x: Tensor, weight: Weight, bias: Tensor | nul
 
 /**
  * residual + (silu(h @ gate^T) * (h @ up^T)) @ down^T into the residual's own buffer (a
- * decode step's MLP after its norm), with `next`'s RMSNorm of the result as for
- * linearResidualNorm. On tensor cores the down projection forms the SwiGLU as it loads
+ * decode step's MLP after its norm), with `next`'s RMSNorm of the result where the
+ * down projection's closing sum writes it (residualTakesNorm), else null. On tensor cores the down projection forms the SwiGLU as it loads
  * the gate and up products (A_SWIGLU in shaders/matmul/tensor.wgsl): three dispatches
  * where linearSwiglu and linearResidual take four; elsewhere, or with
  * rt.policy.decode.swigluLoads off, those two.
@@ -234,9 +234,10 @@ export function swigluResidual(h: Tensor, gate: Weight, up: Weight, down: Weight
   const op = 'swigluResidual';
   const rt = h.storage.rt;
   const rows = rowsOf(op, h, [gate, up]);
+  const fold = !!next && residualTakesNorm(rt, rows, down);
   if (!(rt.policy.decode.swigluLoads && decodeOnTensorCores(rt, rows, elementsOf(gate)) && decodeOnTensorCores(rt, rows, elementsOf(down)))) {
     const act = linearSwiglu(h, gate, up);
-    if (next) return linearResidualNorm(act, down, null, residual, next);
+    if (fold) return linearResidualNorm(act, down, null, residual, next!);
     return { out: linearResidual(act, down, null, residual, { consume: true }), normed: null };
   }
   inferenceOnly(op, [h, ...f32Of([gate, up, down]), residual, next?.weight]);
@@ -251,7 +252,6 @@ export function swigluResidual(h: Tensor, gate: Weight, up: Weight, down: Weight
   const upped = rt.pool.acquire(4 * rows * inner);
   tensorProduct(rt, h, g, null, gated, rows);
   tensorProduct(rt, h, u, null, upped, rows);
-  const fold = !!next && residualTakesNorm(rt, rows, down);
   const normed = fold ? empty(residual.shape, 'f32', rt) : null;
   matmulTensor(rt, {
     a: gated, aUp: upped, b: d.packed.buffer, halfB: true, out: residual.buffer, m: rows, n, k, transB: true, accumulate: true,
@@ -259,7 +259,7 @@ export function swigluResidual(h: Tensor, gate: Weight, up: Weight, down: Weight
   });
   rt.pool.release(gated);
   rt.pool.release(upped);
-  return { out: residual, normed: next && !fold ? rmsNorm(residual, next.weight, next.eps) : normed };
+  return { out: residual, normed };
 }
 
 /** x @ weight^T for a decode step (its LM head): the skinny kernels, or tensor cores for many rows; into a new tensor. */
