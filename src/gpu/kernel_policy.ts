@@ -198,7 +198,9 @@ export interface AttentionPolicy {
   /**
    * Each decode invocation reads its head's max and sum of a chunk off the chunk's
    * scores itself (DEC_EACH in shaders/attention.wgsl), 4 barriers a chunk against the
-   * trees' 18. Off until timed on a real GPU (dev/speed_aims.sh runs it beside the default).
+   * trees' 18. Off: with 128-key chunks it slowed the bundled model's rollout on the
+   * H100 (1.33 s against 1.22, `599bc22`), whose 128 lanes a head each read every score
+   * twice; the 0.5B shapes' 32 lanes a head are not timed yet (dev/speed_aims.sh).
    */
   decodeEach: boolean;
 }
