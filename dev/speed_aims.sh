@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every speed aim of docs/RESULTS.md section 3 measured in one call, each beside its peer
+# Every speed aim of docs/RESULTS.md section 3 measured from one script, each beside its peer
 # where one exists: the 0.5B GRPO iteration on TRL's work (and TRL's GRPOTrainer on the
 # same work), its LoRA rank-16 form in 6 and 8 GiB, decoding at 1, 32 and 128 rows, the
 # train step at 8 x 512 (and PyTorch's bf16 autocast step), the embedded default's
@@ -13,8 +13,8 @@
 # TRL_TOKENIZER=path/to/tokenizer.json, TORCH_REFERENCE=path/to/torch_reference.py
 # (../shared/bench/ holds both); a peer that is not given is skipped, named in the file.
 # Each step has a time limit, so a slow one costs its limit and the rest still run; the
-# whole set takes about ten minutes on an H100, past one call's limit: SPEED_AIMS_PART=aims
-# runs the aims alone (about seven), SPEED_AIMS_PART=levers the levers alone (about four).
+# whole set takes about nine minutes on an H100, near one call's limit: SPEED_AIMS_PART=aims
+# runs the aims alone (about seven), SPEED_AIMS_PART=levers the levers alone (about three).
 set -u
 out=${1:?usage: dev/speed_aims.sh OUT_FILE}
 : > "$out"
@@ -54,21 +54,11 @@ step "512 validation episodes of the bundled model (128 valid_seen tasks x 4 run
 timeout 90 npx bun run cli eval models/household-tiny --tasks 128 --seeds 4 --split valid_seen --max-batch 512 --progress plain >> "$out" 2>&1 || echo "eval failed or ran past 90 s" >> "$out"
 fi
 [ "$part" = aims ] && exit 0
-# Levers not yet on by default, each beside the default run above: the decode fusions on
-# tensor cores (a block's closing sum writes the next norm; the down projection forms the
-# SwiGLU as it loads), the decode attention's per-invocation reductions and longer chunks,
-# the bundled model's norms folded at 128 rows, and the update without checkpointed layers.
-step "the levers' kernels against their references on this device"
-timeout 150 npx bun test --timeout 140000 -t "decode kernel|A_SWIGLU|wide decode steps" tests/attention.test.ts tests/matmul_tensor.test.ts tests/half_weights.test.ts 2>&1 | grep -v "^(skip)" | tail -14 >> "$out"
-fused="decode.sumNorms=true,decode.swigluLoads=true"
-each="attention.decodeEach=true,attention.decodeChunk=128"
-step "lever: decoding Qwen2.5-0.5B shapes at 128 rows with the decode fusions, then with the attention's reductions and longer chunks too"
-bench 40 --only profile --batch 1 --seq 64 --decode-batches 128 --prompt-tokens 400 --new-tokens 32 --policy "$fused"
-bench 40 --only profile --batch 1 --seq 64 --decode-batches 1,32,128 --prompt-tokens 400 --new-tokens 32 --policy "$fused,$each"
-step "lever: TRL's work with all of them"
-bench 120 --only rl-iteration "${trl[@]}" --policy "$fused,$each"
-step "lever: the embedded default's iteration with the attention's reductions and longer chunks, then also its norms folded at 128 rows"
-bench 90 --only rl-iteration --preset household --iters 2 --policy "$each"
-bench 90 --only rl-iteration --preset household --iters 2 --policy "$each,decode.foldNormMaxRows=128"
+# The levers not on by default, each beside the default run above: the decode
+# attention's longer chunks, and the update without checkpointed layers.
+step "lever: decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows with 128-key decode chunks"
+bench 40 --only profile --batch 1 --seq 64 --decode-batches 1,32,128 --prompt-tokens 400 --new-tokens 32 --policy attention.decodeChunk=128
+step "lever: the embedded default's iteration with 128-key decode chunks"
+bench 90 --only rl-iteration --preset household --iters 2 --policy attention.decodeChunk=128
 step "lever: TRL's work without checkpointed layers (the plan then cuts micro-batches to fit 16 GiB)"
 bench 120 --only rl-iteration --iters 2 --max-turns 1 --max-response-tokens 256 --tasks 16 --group-size 8 --set "algorithm.klCoef=0 algorithm.entropyCoef=0 gpu.checkpointing=off"

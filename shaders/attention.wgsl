@@ -879,11 +879,6 @@ const DWG = 256u;
 const DACC = 8u;
 override DGP: u32 = 8u;
 override DCH: u32 = 64u;
-// Each invocation reads its head's max and sum of a chunk off all DCH scores itself,
-// instead of the trees over the head's lanes: 3 barriers a chunk where the trees take
-// 14, for DCH reads of workgroup memory an invocation (every lane of a head reads the
-// same word at once).
-override DEC_EACH: bool = false;
 override DLANES = DWG / DGP;
 override DKP = HD + 1u;
 
@@ -891,8 +886,6 @@ var<workgroup> dec_q: array<f32, DGP * HD>;
 // The chunk's keys, then its values.
 var<workgroup> dec_kv: array<f32, DCH * DKP>;
 var<workgroup> dec_s: array<f32, DGP * DCH>;
-// DEC_EACH: the chunk's probabilities, beside its scores (which other lanes of the head may still be reading).
-var<workgroup> dec_p: array<f32, DGP * DCH>;
 var<workgroup> dec_red: array<f32, DWG>;
 var<workgroup> dec_alpha: array<f32, DGP>;
 
@@ -963,45 +956,27 @@ fn decode(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) ti
     workgroupBarrier();
     // Every score is written: the keys are free for the values.
     for (var e = tid; e < n * HD; e += DWG) { dec_kv[(e / HD) * DKP + e % HD] = v[kbase + c0 * HD + e]; }
-    var m_new: f32;
-    if (DEC_EACH) {
-      var chunk_max = MASKED;
-      for (var j = 0u; j < n; j++) { chunk_max = max(chunk_max, dec_s[slot * DCH + j]); }
-      m_new = max(m, chunk_max);
-      for (var j = lane; j < DCH; j += DLANES) { dec_p[slot * DCH + j] = select(0.0, exp(dec_s[slot * DCH + j] - m_new), j < n); }
-      let alpha = exp(m - m_new);
-      if (lane == 0u) { dec_alpha[slot] = alpha; }
-      workgroupBarrier();
-      var chunk_sum = 0.0;
-      for (var j = 0u; j < n; j++) { chunk_sum += dec_p[slot * DCH + j]; }
-      l = l * alpha + chunk_sum;
-    } else {
-      var local_max = MASKED;
-      for (var j = lane; j < n; j += DLANES) { local_max = max(local_max, dec_s[slot * DCH + j]); }
-      m_new = max(m, dec_reduce(tid, local_max, true));
-      var local_sum = 0.0;
-      for (var j = lane; j < DCH; j += DLANES) {
-        let pr = select(0.0, exp(dec_s[slot * DCH + j] - m_new), j < n);
-        dec_s[slot * DCH + j] = pr;
-        local_sum += pr;
-      }
-      let alpha = exp(m - m_new);
-      l = l * alpha + dec_reduce(tid, local_sum, false);
-      if (lane == 0u) { dec_alpha[slot] = alpha; }
-      workgroupBarrier();
+    var local_max = MASKED;
+    for (var j = lane; j < n; j += DLANES) { local_max = max(local_max, dec_s[slot * DCH + j]); }
+    let m_new = max(m, dec_reduce(tid, local_max, true));
+    var local_sum = 0.0;
+    for (var j = lane; j < DCH; j += DLANES) {
+      let pr = select(0.0, exp(dec_s[slot * DCH + j] - m_new), j < n);
+      dec_s[slot * DCH + j] = pr;
+      local_sum += pr;
     }
+    let alpha = exp(m - m_new);
+    l = l * alpha + dec_reduce(tid, local_sum, false);
     m = m_new;
+    if (lane == 0u) { dec_alpha[slot] = alpha; }
+    workgroupBarrier();
     for (var a = 0u; a < DACC; a++) {
       let e = tid + a * DWG;
       if (e < DGP * HD) {
         let h = e / HD;
         let d = e % HD;
         var pv = 0.0;
-        if (DEC_EACH) {
-          for (var j = 0u; j < n; j++) { pv += dec_p[h * DCH + j] * dec_kv[j * DKP + d]; }
-        } else {
-          for (var j = 0u; j < n; j++) { pv += dec_s[h * DCH + j] * dec_kv[j * DKP + d]; }
-        }
+        for (var j = 0u; j < n; j++) { pv += dec_s[h * DCH + j] * dec_kv[j * DKP + d]; }
         acc[a] = acc[a] * dec_alpha[h] + pv;
       }
     }

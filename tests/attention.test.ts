@@ -292,21 +292,14 @@ describe('attention kernel paths', () => {
     for (const [n, c] of cases.slice(0, 5).entries()) {
       for (const decodeParts of [2, 5]) await checkLaunch(c, 700 + 10 * n + decodeParts, { path: 'tiled', decode: true, decodeParts });
     }
-    // Each invocation reducing its head's chunk itself (attention.decodeEach), every case.
-    await withPolicy(await gpu(), { attention: { decodeEach: true } }, async () => {
-      for (const [n, c] of cases.entries()) await checkLaunch(c, 800 + 10 * n, { path: 'tiled', decode: true });
-      await checkLaunch(cases[3], 870, { path: 'tiled', decode: true, decodeParts: 2 });
-    });
-    // Longer chunks (attention.decodeChunk): a partial last chunk, several chunks, parts; either reduction.
+    // Longer chunks (attention.decodeChunk): a partial last chunk, several chunks, parts.
     for (const decodeChunk of [128, 256]) {
-      for (const decodeEach of [false, true]) {
-        await withPolicy(await gpu(), { attention: { decodeChunk, decodeEach } }, async () => {
-          for (const [n, c] of [cases[2], cases[3]].entries()) {
-            await checkLaunch(c, 900 + 10 * n + decodeChunk, { path: 'tiled', decode: true });
-            await checkLaunch(c, 950 + 10 * n + decodeChunk, { path: 'tiled', decode: true, decodeParts: 2 });
-          }
-        });
-      }
+      await withPolicy(await gpu(), { attention: { decodeChunk } }, async () => {
+        for (const [n, c] of [cases[2], cases[3]].entries()) {
+          await checkLaunch(c, 900 + 10 * n + decodeChunk, { path: 'tiled', decode: true });
+          await checkLaunch(c, 950 + 10 * n + decodeChunk, { path: 'tiled', decode: true, decodeParts: 2 });
+        }
+      });
     }
     assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 49152 }, 64, 7, 128)?.ch, 128, 'the 0.5B group at 128 keys a chunk fits 48 KiB');
     assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 16384 }, 64, 7, 256)?.ch, 32, 'halved until the keys fit');

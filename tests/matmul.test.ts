@@ -5,8 +5,6 @@ import type { MatmulArgs } from '../src/kernels/matmul/args.ts';
 import { matmul as matmulKernel } from '../src/kernels/matmul/matmul.ts';
 import { autoTile, chooseTile } from '../src/kernels/matmul/select.ts';
 import { skinnyFits } from '../src/kernels/matmul/skinny.ts';
-import { splitKSum, SUM_NORM_MAX_N } from '../src/kernels/matmul/tiled.ts';
-import { rmsNormForward } from '../src/reference/rmsnorm.ts';
 import { MATMUL_TILES, PANEL_TILE, SKINNY_TILE, type MatmulTile } from '../src/kernels/matmul/tiles.ts';
 import * as ref from '../src/reference/matmul.ts';
 import { randn } from '../src/util/random.ts';
@@ -83,45 +81,6 @@ describe('matmul kernel', () => {
     // 8 runs of 20 k round up to whole 16-k slices: 2 runs. With k = 0 nothing is cut.
     await check({ m: 12, n: 16, k: 20, tile: '64x64/k8', splitK: 8 });
     await check({ m: 4, n: 8, k: 0, bias: true, tile: '64x64/k8', splitK: 3 });
-  });
-
-  test('split_k_sum_norm: the runs added into C with bias and accumulation, and the RMSNorm of C\'s rows beside it', async () => {
-    const rt = await gpu();
-    const eps = 1e-6;
-    const cases = [
-      { m: 3, n: 896, runs: 3, bias: true, accumulate: true },
-      { m: 2, n: SUM_NORM_MAX_N, runs: 1, bias: false, accumulate: false },
-      { m: 5, n: 12, runs: 9, bias: true, accumulate: false },
-    ];
-    for (const [i, { m, n, runs, bias, accumulate }] of cases.entries()) {
-      const partials = randn(runs * m * n, 40 + i);
-      const residual = randn(m * n, 50 + i);
-      const b = randn(n, 60 + i);
-      const w = randn(n, 70 + i);
-      const want = new Float32Array(m * n);
-      for (let e = 0; e < m * n; e++) {
-        let v = 0;
-        for (let z = 0; z < runs; z++) v += partials[z * m * n + e];
-        if (bias) v += b[e % n];
-        want[e] = (accumulate ? residual[e] : 0) + v;
-      }
-      await scopeAsync(async () => {
-        const c = tensor(residual);
-        const h = zeros([m * n]);
-        splitKSum(rt, tensor(partials).buffer, runs, { out: c.buffer, m, n, offC: 0, bias: bias ? tensor(b).buffer : undefined, act: 'none', accumulate, vecC: true },
-          { weight: tensor(w).buffer, eps, out: h.buffer });
-        assertClose(await read(c), want, { atol: 1e-5, rtol: 1e-5, label: `C ${m}x${n}, ${runs} runs` });
-        assertClose(await read(h), rmsNormForward(want, w, eps), { atol: 1e-5, rtol: 1e-4, label: `norm ${m}x${n}, ${runs} runs` });
-      });
-    }
-    await scopeAsync(async () => {
-      const buf = zeros([4 * SUM_NORM_MAX_N]).buffer;
-      const norm = { weight: buf, eps, out: zeros([4 * SUM_NORM_MAX_N]).buffer };
-      const target = { out: zeros([4 * SUM_NORM_MAX_N]).buffer, m: 1, n: 8, offC: 0, act: 'none' as const, accumulate: false, vecC: true };
-      assert.throws(() => splitKSum(rt, buf, 2, { ...target, act: 'silu' }, norm), /writes a norm only without an activation/);
-      assert.throws(() => splitKSum(rt, buf, 2, { ...target, n: SUM_NORM_MAX_N + 4 }, norm), /n up to 8192/);
-      assert.throws(() => splitKSum(rt, buf, 2, { ...target, vecC: false }, norm), /C stored as vec4s/);
-    });
   });
 
   test('split-K refuses what it cannot cut, with the reason', async () => {

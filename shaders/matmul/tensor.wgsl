@@ -21,11 +21,6 @@
 // SCALE_A needs the staged epilogue (`main_staged`), where each element passes
 // through a scalar.
 //
-// With A_SWIGLU, op(A) is the SwiGLU of two matrices of A's layout (not transposed):
-// element (i, k) = silu(a[i, k]) * a_up[i, k], silu(x) = x * sigmoid(x) as
-// shaders/swiglu.wgsl computes it, formed as the slice is loaded: a decode step's down
-// projection reads its gate and up products straight, with no SwiGLU pass between.
-//
 // Needs `shader-f16`, `subgroups` and `chromium-experimental-subgroup-matrix` with a
 // 16x16x16 f16 -> f32 configuration, and subgroups of exactly 32 invocations, which
 // the launcher (src/kernels/matmul/tensor.ts) checks: the workgroup is 32 * SG_M *
@@ -92,7 +87,6 @@ override ACCUM: bool = false;
 override SCALE_A: bool = false;
 override B_HALF: bool = false;   // B is f16 pairs (see above)
 override SPLIT: bool = false;    // workgroup z walks run z of k (p.k_split long) into batch z of C
-override A_SWIGLU: bool = false; // op(A) = silu(A) * A_UP elementwise (see above)
 override WHOLE: bool = false;    // M, N, K multiples of BM, BN, BK: no load bounds checks
 override SG_M: u32 = 2u;         // subgroups along M
 override SG_N: u32 = 4u;         // subgroups along N
@@ -128,8 +122,6 @@ override LOADS_B = B_ROWS * B_Q / THREADS;
 @group(0) @binding(4) var<storage, read_write> c: array<f32>;
 // [A's scale, the result's] under SCALE_A; any buffer otherwise.
 @group(0) @binding(5) var<storage, read> scale: array<f32>;
-// The up product under A_SWIGLU (A's layout, offset and strides); any buffer otherwise.
-@group(0) @binding(6) var<storage, read> a_up: array<vec4f>;
 
 // Stage s of an operand starts s * A_STAGE (B_STAGE) halves in.
 var<workgroup> tile_a: array<f16, 2u * A_STAGE>;
@@ -191,23 +183,13 @@ fn fetch_a(base: u32, row: u32, col: u32, rows: u32, cols: u32) -> vec4f {
   if (!WHOLE && row >= rows) { return v; }
   let i = base + row * cols + col;
   if (VEC_A) {
-    if (WHOLE || col < cols) { v = swiglu_a(a[i / 4u], i / 4u); }
+    if (WHOLE || col < cols) { v = a[i / 4u]; }
     return v;
   }
   for (var j = 0u; j < 4u; j++) {
-    if (WHOLE || col + j < cols) {
-      let e = i + j;
-      v[j] = a[e / 4u][e % 4u];
-      if (A_SWIGLU) { v[j] = v[j] * (1.0 / (1.0 + exp(-v[j]))) * a_up[e / 4u][e % 4u]; }
-    }
+    if (WHOLE || col + j < cols) { v[j] = a[(i + j) / 4u][(i + j) % 4u]; }
   }
   return v;
-}
-
-// Under A_SWIGLU, the gate values g of vec4 q of A as the SwiGLU's outputs.
-fn swiglu_a(g: vec4f, q: u32) -> vec4f {
-  if (!A_SWIGLU) { return g; }
-  return g * (1.0 / (1.0 + exp(-g))) * a_up[q];
 }
 
 // Element e of a B_HALF operand.

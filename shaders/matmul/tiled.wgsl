@@ -1,8 +1,7 @@
 // The tiled f32 matmul (layouts and sizes: common/matmul_params.wgsl), the real GPUs'
 // path. Entry points: `main`, the tiled product (VEC_C: C stored as vec4s, else
 // element by element; SPLIT_K: workgroup z sums only its run of k, into batch z of C,
-// for `split_k_sum` to add up, or `split_k_sum_norm`, which also writes the RMSNorm
-// of C's rows; STREAM: stream-K, each workgroup an even share of the
+// for `split_k_sum` to add up; STREAM: stream-K, each workgroup an even share of the
 // K slices of several tiles, into partial tiles for `stream_k_sum`), and
 // `main_origins`, the same product in the form the plain layout runs fastest in.
 // A and B are read through common/matmul_loads.wgsl.
@@ -501,58 +500,6 @@ fn split_k_sum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
   var sum = a[i];
   for (var z = 1u; z < p.k; z++) { sum += a[z * plane + i]; }
   store_c(p.offset_c, i / n4, (i % n4) * 4u, sum);
-}
-
-// ---- The runs' sum, then the RMSNorm of its rows ----
-//
-// split_k_sum for an output that an RMSNorm reads next (a decode step's residual
-// stream, ahead of the next block's norm), so that norm needs no dispatch of its own:
-// one workgroup per row of C, invocation li summing the row's vec4s li, li + 256, ...
-// (up to SUM_NORM_VEC4S each) over the runs in order, with the bias and accumulation,
-// into C; then norm_out[row] = C[row] * rstd * norm_w with rstd = 1 / sqrt(mean(C[row]^2)
-// + eps), the RMSNorm kernel's formula (shaders/rmsnorm.wgsl), from the sums it holds.
-// C's rows, offset and n are multiples of 4 (stored as vec4s); no activation. eps comes
-// as f32 bits in the uniform's tile_base.
-const SUM_NORM_VEC4S = 8u;
-
-@group(0) @binding(5) var<storage, read> norm_w: array<vec4f>;
-@group(0) @binding(6) var<storage, read_write> norm_out: array<vec4f>;
-var<workgroup> row_sq: array<f32, 256>;
-
-@compute @workgroup_size(256)
-fn split_k_sum_norm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
-  let row = wid.y * nwg.x + wid.x;
-  // A whole workgroup leaves together: the barriers below stay uniform.
-  if (row >= p.m) { return; }
-  let n4 = p.n / 4u;
-  let plane = p.m * n4;
-  var held: array<vec4f, SUM_NORM_VEC4S>;
-  var sq = 0.0;
-  for (var s = 0u; s < SUM_NORM_VEC4S; s++) {
-    let j = li + s * 256u;
-    if (j < n4) {
-      let i = row * n4 + j;
-      var v = a[i];
-      for (var z = 1u; z < p.k; z++) { v += a[z * plane + i]; }
-      if (BIAS) { v += bias[j]; }
-      let at = p.offset_c / 4u + i;
-      if (ACCUM) { v += c4[at]; }
-      c4[at] = v;
-      held[s] = v;
-      sq += dot(v, v);
-    }
-  }
-  row_sq[li] = sq;
-  workgroupBarrier();
-  for (var step = 128u; step > 0u; step >>= 1u) {
-    if (li < step) { row_sq[li] += row_sq[li + step]; }
-    workgroupBarrier();
-  }
-  let r = inverseSqrt(row_sq[0] / f32(p.n) + bitcast<f32>(p.tile_base));
-  for (var s = 0u; s < SUM_NORM_VEC4S; s++) {
-    let j = li + s * 256u;
-    if (j < n4) { norm_out[row * n4 + j] = held[s] * r * norm_w[j]; }
-  }
 }
 
 // ---- Stream-K's sum ----

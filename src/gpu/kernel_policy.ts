@@ -195,14 +195,6 @@ export interface AttentionPolicy {
    * lanes), so longer chunks pay them fewer times for more workgroup memory.
    */
   decodeChunk: number;
-  /**
-   * Each decode invocation reads its head's max and sum of a chunk off the chunk's
-   * scores itself (DEC_EACH in shaders/attention.wgsl), 4 barriers a chunk against the
-   * trees' 18. Off: with 128-key chunks it slowed the bundled model's rollout on the
-   * H100 (1.33 s against 1.22, `599bc22`), whose 128 lanes a head each read every score
-   * twice; the 0.5B shapes' 32 lanes a head are not timed yet (dev/speed_aims.sh).
-   */
-  decodeEach: boolean;
 }
 
 /** When reduce_cols cuts R into parts (kernels/reduce.ts; see the shader's header). */
@@ -265,18 +257,6 @@ export interface DecodePolicy {
    */
   stepsPerReadback: number;
   /**
-   * On tensor cores, the sum of a block's closing product (o_proj, down_proj) also
-   * writes the next block's input norm (split_k_sum_norm): two dispatches fewer a layer.
-   * Off until its step test and timing have run on a device with tensor cores
-   * (dev/speed_aims.sh measures it beside the default).
-   */
-  sumNorms: boolean;
-  /**
-   * On tensor cores, the down projection forms the SwiGLU as it loads gate and up
-   * (A_SWIGLU): one dispatch fewer a layer. Off until measured, as sumNorms.
-   */
-  swigluLoads: boolean;
-  /**
    * What the fused decode layers and a sampling step's skinny LM head read: the f32
    * parameters, or f16 copies of them (models/half_weights.ts; shaders/matmul/
    * skinny_f16.wgsl) that rollout engines pack from the f32 masters before each
@@ -337,9 +317,9 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256, decodeChunk: 64, decodeEach: false },
+    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256, decodeChunk: 64 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
-    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16', sumNorms: false, swigluLoads: false },
+    decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16' },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },
     pacing: { spinMs: 3, napMs: 0.05 },
   };

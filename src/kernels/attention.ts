@@ -155,8 +155,7 @@ export function decodeShape(limits: { maxComputeWorkgroupStorageSize: number }, 
   while (gp < Math.min(group, 8)) gp *= 2;
   if (gp * hd > DECODE_WG * DECODE_ACC) return null;
   for (let ch = maxChunk; ch >= 8; ch /= 2) {
-    // q, the staged keys or values, the scores and probabilities, a reduction's slots, the heads' rescales.
-    const floats = gp * hd + ch * (hd + 1) + 2 * gp * ch + DECODE_WG + gp;
+    const floats = gp * hd + ch * (hd + 1) + gp * ch + DECODE_WG + gp;
     if (4 * floats <= limits.maxComputeWorkgroupStorageSize) return { gp, ch };
   }
   return null;
@@ -182,7 +181,7 @@ function attentionDecode(
   const split = parts === undefined
     ? decodeParts(d.tq * blocks * d.b, d.s, shape.ch, rt.policy.attention.decodeWorkgroups)
     : parts <= 1 ? { parts: 1, keys: 0 } : { parts, keys: Math.ceil(d.s / parts) };
-  const kernel = rt.kernel('attention', 'decode', { HD: d.hd, DGP: shape.gp, DCH: shape.ch, DEC_EACH: Number(rt.policy.attention.decodeEach) });
+  const kernel = rt.kernel('attention', 'decode', { HD: d.hd, DGP: shape.gp, DCH: shape.ch });
   const p = attentionParams(d, !!padLeft, split).u;
   if (split.parts === 1) {
     rt.dispatch(kernel, [q, k, v, padLeft ?? q, o, lse], p, [d.tq, blocks, d.b]);

@@ -20,8 +20,7 @@ import { ShapeError } from '../tensor/errors.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { KVCache } from './kv_cache.ts';
 import { layerParams, layerStep } from './layer_step.ts';
-import { keep, track } from '../tensor/scope.ts';
-import { fusable, fusedAttention, fusedMlp, fusesStep, inputNorm, postAttentionNorm } from './qwen_decode.ts';
+import { fusable, fusedAttention, fusedMlp, fusesStep } from './qwen_decode.ts';
 import { checkTokenBatch, stepInputs, type LayerStep, type PrefixBatch, type PrefixedRows, type TokenBatch } from './token_batch.ts';
 import { attentionAfterPrefixes, sharedPrefixInputs } from './shared_prefix_pass.ts';
 
@@ -106,36 +105,13 @@ export class QwenModel implements CausalLM {
     // Decode steps under noGrad take the fused kernels (qwen_decode.ts) where they apply.
     const decode = fusesStep(this, B, T, cache, batch.halfWeights) ? cache : null;
     let x = embedding(this.param(`${this.prefix}embed_tokens.weight`), batch.ids, [B, T]);
-    const finalNorm = { weight: this.param(`${this.prefix}norm.weight`), eps: cfg.rmsEps };
-    // A fused block's closing product may write the next block's input norm as well
-    // (qwen_decode.ts): asked for where that block is fused too, or is the final norm.
-    const fused = (l: number, block: 'attention' | 'mlp') => !!decode && l < cfg.layers && fusable(this, l, block, step.halfWeights);
-    // It outlives the layer that wrote it, whose scope frees everything else the layer
-    // made (layer_step.ts), so it is kept until the next layer has read it.
-    let normed: Tensor | null = null;
-    try {
-      for (let l = 0; l < cfg.layers; l++) {
-        x = layerStep(x, (x) => {
-          const input = normed;
-          normed = null;
-          const a = fused(l, 'attention')
-            ? fusedAttention(this, x, l, step, decode!, input, fused(l, 'mlp') ? postAttentionNorm(this, l) : undefined)
-            : { x: this.attentionBlock(x, l, step), normed: null };
-          input?.dispose();
-          const next = l + 1 === cfg.layers ? finalNorm : fused(l + 1, 'attention') ? inputNorm(this, l + 1) : undefined;
-          const m = fused(l, 'mlp') ? fusedMlp(this, a.x, l, step.halfWeights, a.normed, next) : { x: this.mlpBlock(a.x, l), normed: null };
-          normed = m.normed && keep(m.normed);
-          return m.x;
-        }, () => layerParams(this, l), this.checkpointLayers);
-      }
-    } catch (e) {
-      (normed as Tensor | null)?.dispose();
-      throw e;
+    for (let l = 0; l < cfg.layers; l++) {
+      x = layerStep(x, (x) => {
+        const h = decode && fusable(this, l, 'attention', step.halfWeights) ? fusedAttention(this, x, l, step, decode) : this.attentionBlock(x, l, step);
+        return decode && fusable(this, l, 'mlp', step.halfWeights) ? fusedMlp(this, h, l, step.halfWeights) : this.mlpBlock(h, l);
+      }, () => layerParams(this, l), this.checkpointLayers);
     }
-    if (!normed) return rmsNorm(x, finalNorm.weight, finalNorm.eps);
-    // The final norm, written by the last layer: back in the caller's scope.
-    track(normed);
-    return normed;
+    return rmsNorm(x, this.param(`${this.prefix}norm.weight`), cfg.rmsEps);
   }
 
   /** x + o_proj(attention(...)) of layer l; with a cache, this step's keys and values are appended to it. */

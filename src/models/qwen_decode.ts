@@ -33,7 +33,7 @@ import { skinnyConcatTakesNorm } from '../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../kernels/matmul/tiles.ts';
 import { isGradEnabled } from '../tensor/autograd.ts';
 import { attention } from '../tensor/ops/attention.ts';
-import { decodeOnTensorCores, linearConcat, linearResidual, linearResidualNorm, linearSwiglu, residualTakesNorm, ropeQkvCache, swigluResidual, type FoldedNorm, type Weight } from '../tensor/ops/decode.ts';
+import { decodeOnTensorCores, linearConcat, linearResidual, linearSwiglu, ropeQkvCache, type Weight } from '../tensor/ops/decode.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
 import { permute, reshape } from '../tensor/ops/shape_ops.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -182,22 +182,8 @@ export function fusable(model: CausalLM, l: number, block: 'attention' | 'mlp', 
   return true;
 }
 
-/**
- * A fused block's output, and the RMSNorm of it by the next block's weight where its
- * closing product wrote that too (linearResidualNorm), else null.
- */
-export interface BlockOut {
-  x: Tensor;
-  normed: Tensor | null;
-}
-
-/**
- * x + o_proj(attention(...)) of layer l, appending this step's keys and values to the
- * cache. `normed` is x's input norm where the block before wrote it; with `next` (the
- * norm the following block applies first) the output's norm comes back too where
- * the o_proj's closing sum can write it.
- */
-export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: LayerStep, cache: KVCache, normed: Tensor | null = null, next?: FoldedNorm): BlockOut {
+/** x + o_proj(attention(...)) of layer l, appending this step's keys and values to the cache. */
+export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: LayerStep, cache: KVCache): Tensor {
   const cfg = model.config;
   const names = layerNames(model, l);
   const { weights: w, biases: b } = names.attention;
@@ -208,10 +194,9 @@ export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: Laye
   const biases = !cfg.attentionBias ? null : stacked ? [step.halfWeights!.bias(names.qkvBias)!] : b.slice(0, 3).map((n) => model.param(n));
   const norm = { weight: model.param(names.inputNorm), eps: cfg.rmsEps };
   // The norm folds into the projections where the device has the binding that takes.
-  const qkv = normed ? linearConcat(normed, weights, biases)
-    : foldsNorm(x, B * T, weights[0]) && skinnyConcatTakesNorm(x.storage.rt)
-      ? linearConcat(x, weights, biases, norm)
-      : linearConcat(rmsNorm(x, norm.weight, norm.eps), weights, biases);
+  const qkv = foldsNorm(x, B * T, weights[0]) && skinnyConcatTakesNorm(x.storage.rt)
+    ? linearConcat(x, weights, biases, norm)
+    : linearConcat(rmsNorm(x, norm.weight, norm.eps), weights, biases);
   const q = ropeQkvCache(qkv, step.positions, cache.keys[l], cache.values[l], offset, {
     heads: cfg.heads, kvHeads: cfg.kvHeads, headDim: cfg.headDim, theta: cfg.ropeTheta, rotaryDim: cfg.rotaryDim,
     qkNorm: cfg.qkNorm ? { q: model.param(names.qNorm), k: model.param(names.kNorm), eps: cfg.rmsEps } : undefined,
@@ -219,44 +204,16 @@ export function fusedAttention(model: CausalLM, x: Tensor, l: number, step: Laye
   const o = attention(q, cache.keys[l], cache.values[l], { padLeft: step.pad, kvLen: offset + T });
   const merged = reshape(permute(o, [0, 2, 1, 3]), [B, T, cfg.heads * cfg.headDim]);
   const bias = cfg.outputBias ? model.param(b[3]) : null;
-  return closeBlock(merged, weightOf(model, w[3], step.halfWeights), bias, x, next);
+  return linearResidual(merged, weightOf(model, w[3], step.halfWeights), bias, x, { consume: true });
 }
 
-/**
- * x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l (reading `half`'s
- * copies where given); `normed` and `next` as for fusedAttention.
- */
-export function fusedMlp(model: CausalLM, x: Tensor, l: number, half?: HalfWeightMap, normed: Tensor | null = null, next?: FoldedNorm): BlockOut {
+/** x + down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x))) of layer l (reading `half`'s copies where given). */
+export function fusedMlp(model: CausalLM, x: Tensor, l: number, half?: HalfWeightMap): Tensor {
   const cfg = model.config;
   const names = layerNames(model, l);
   const norm = { weight: model.param(names.postNorm), eps: cfg.rmsEps };
   const gate = weightOf(model, names.mlp[0], half);
   const up = weightOf(model, names.mlp[1], half);
-  const down = weightOf(model, names.mlp[2], half);
-  if (decodeOnTensorCores(x.storage.rt, x.size / cfg.hidden, gate.shape[0] * gate.shape[1])) {
-    const { out, normed: after } = swigluResidual(normed ?? rmsNorm(x, norm.weight, norm.eps), gate, up, down, x, next);
-    return { x: out, normed: after };
-  }
-  const act = normed ? linearSwiglu(normed, gate, up)
-    : foldsNorm(x, x.size / cfg.hidden, gate) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
-  return closeBlock(act, down, null, x, next);
-}
-
-/** x + act @ w^T (+ bias) into the residual stream x, with `next`'s norm of it where the product's closing sum can write that. */
-function closeBlock(act: Tensor, w: Weight, bias: Tensor | null, x: Tensor, next: FoldedNorm | undefined): BlockOut {
-  if (next && residualTakesNorm(x.storage.rt, act.size / act.shape[act.rank - 1], w)) {
-    const { out, normed } = linearResidualNorm(act, w, bias, x, next);
-    return { x: out, normed };
-  }
-  return { x: linearResidual(act, w, bias, x, { consume: true }), normed: null };
-}
-
-/** The norm layer l's attention block applies first (its input norm), for the block before it to write. */
-export function inputNorm(model: CausalLM, l: number): FoldedNorm {
-  return { weight: model.param(layerNames(model, l).inputNorm), eps: model.config.rmsEps };
-}
-
-/** The norm layer l's MLP applies first. */
-export function postAttentionNorm(model: CausalLM, l: number): FoldedNorm {
-  return { weight: model.param(layerNames(model, l).postNorm), eps: model.config.rmsEps };
+  const act = foldsNorm(x, x.size / cfg.hidden, gate) ? linearSwiglu(x, gate, up, norm) : linearSwiglu(rmsNorm(x, norm.weight, norm.eps), gate, up);
+  return linearResidual(act, weightOf(model, names.mlp[2], half), null, x, { consume: true });
 }

@@ -6,7 +6,7 @@ import { GpuError } from '../../device/errors.ts';
 import type { Runtime } from '../../gpu/runtime.ts';
 import { grid1d, uniforms } from '../launch.ts';
 import { matmulLayout, type MatmulArgs } from './args.ts';
-import { splitKSum, type SumNorm } from './tiled.ts';
+import { splitKSum } from './tiled.ts';
 
 /**
  * Tile configurations: SG_M x SG_N subgroups of 32 per workgroup, each owning FM x FN
@@ -162,17 +162,6 @@ export interface TensorMatmulArgs extends Omit<MatmulArgs, 'act' | 'residual' | 
    * 4, no scaleA.
    */
   runs?: number;
-  /**
-   * Also write the RMSNorm of C's rows into norm.out (splitKSum's `split_k_sum_norm`):
-   * the product goes through partial sums even where k makes one run, so the sum that
-   * writes C normalises it too. One batch, n a multiple of 4, C stored as vec4s.
-   */
-  norm?: SumNorm;
-  /**
-   * op(A) is silu(A) * aUp elementwise (shaders/swiglu.wgsl's SwiGLU, formed as A is
-   * loaded): aUp has A's layout, offset and strides.
-   */
-  aUp?: GPUBuffer;
 }
 
 function checkBuffer(what: string, buf: GPUBuffer, elements: number, vec4: boolean, elementBytes = 4): void {
@@ -198,13 +187,11 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
     throw new GpuError(`matmulTensor: tilesPerDispatch = ${args.tilesPerDispatch} is not a positive integer`);
   }
   const scaleA = args.scaleA;
-  const aUp = args.aUp;
-  if (out === a || out === b || out === bias || out === scaleA || out === aUp) throw new GpuError('matmulTensor: the output buffer is also an input');
+  if (out === a || out === b || out === bias || out === scaleA) throw new GpuError('matmulTensor: the output buffer is also an input');
   if (batch > 1 && strideC < m * n) throw new GpuError(`matmulTensor: batches of the output overlap (strideC ${strideC} < m*n ${m * n})`);
   if (m === 0 || n === 0 || batch === 0) return;
   const last = batch - 1;
   checkBuffer('A', a, offsetA + last * strideA + m * k, true);
-  if (aUp) checkBuffer('A\'s up product', aUp, offsetA + last * strideA + m * k, true);
   checkBuffer('B', b, offsetB + last * strideB + k * n, true, args.halfB ? 2 : 4);
   checkBuffer('C', out, offsetC + last * strideC + m * n, false);
   if (bias) checkBuffer('bias', bias, n, false);
@@ -216,9 +203,8 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
 
   const runs = args.runs ?? 1;
   if (!(Number.isInteger(runs) && runs >= 1)) throw new GpuError(`matmulTensor: runs = ${args.runs} is not a positive integer`);
-  const norm = args.norm;
-  if ((runs > 1 || norm) && (batch !== 1 || n % 4 !== 0 || scaleA || args.tilesPerDispatch !== undefined)) {
-    throw new GpuError(`matmulTensor: runs of k and a norm need one batch, n a multiple of 4 and no scaleA or tilesPerDispatch (batch ${batch}, n ${n})`);
+  if (runs > 1 && (batch !== 1 || n % 4 !== 0 || scaleA || args.tilesPerDispatch !== undefined)) {
+    throw new GpuError(`matmulTensor: runs of k need one batch, n a multiple of 4 and no scaleA or tilesPerDispatch (batch ${batch}, n ${n})`);
   }
   const tile = args.tile ?? chooseTensorTile(rt, m, n, batch, transA, transB);
   const g = tensorTileGeometry(tile, transA, transB);
@@ -235,7 +221,7 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   // Runs of k: the product of each into partial sums, the epilogue in their sum.
   const kc = runs > 1 ? Math.ceil(Math.ceil(k / runs) / cfg.BK) * cfg.BK : k;
   const used = Math.ceil(k / kc);
-  const partials = used > 1 || norm ? rt.pool.acquire(used * m * n * 4, 'tensor-core split-K partial sums') : null;
+  const partials = used > 1 ? rt.pool.acquire(used * m * n * 4, 'tensor-core split-K partial sums') : null;
   const direct = partials ? bufferSize(partials) >= DIRECT_C_MIN_BYTES : !bias && !scaleA && aligned(n, offsetC, strideC) && bufferSize(out) >= DIRECT_C_MIN_BYTES;
   const kernel = rt.kernel('matmul/tensor', direct ? 'main' : 'main_staged', {
     TRANS_A: Number(transA),
@@ -247,7 +233,6 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
     SCALE_A: Number(!!scaleA),
     B_HALF: Number(!!args.halfB),
     SPLIT: Number(!!partials),
-    A_SWIGLU: Number(!!aUp),
     // Every tile and K slice inside the operands: no bounds checks on the loads.
     WHOLE: Number(m % g.bm === 0 && n % g.bn === 0 && k % cfg.BK === 0),
     SG_M: cfg.SG_M,
@@ -262,16 +247,16 @@ export function matmulTensor(rt: Runtime, args: TensorMatmulArgs): void {
   if (partials) {
     const p = uniforms(15);
     p.u.set([m, n, k, 0, strideA, strideB, m * n, tilesM, tilesN, offsetA, offsetB, 0, kc, 0, tiles]);
-    // The bias, scale and up bindings are never read here unless named; A is read-only already.
-    rt.dispatch(kernel, [a, b, a, partials, a, aUp ?? a], p.u, [...grid1d(tiles, 1), used]);
-    splitKSum(rt, partials, used, { out, m, n, offC: offsetC, bias, act: 'none', accumulate, vecC: aligned(n, offsetC, strideC) }, norm);
+    // The bias and scale bindings are never read here; A is read-only already.
+    rt.dispatch(kernel, [a, b, a, partials, a], p.u, [...grid1d(tiles, 1), used]);
+    splitKSum(rt, partials, used, { out, m, n, offC: offsetC, bias, act: 'none', accumulate, vecC: aligned(n, offsetC, strideC) });
     rt.pool.release(partials);
     return;
   }
   const per = Math.min(args.tilesPerDispatch ?? tiles, tiles);
   const maxZ = rt.gpu.limits.maxComputeWorkgroupsPerDimension;
-  // Without a bias, a scale or an up product the bindings still need a buffer; A is read-only already.
-  const buffers = [a, b, bias ?? a, out, scaleA ?? a, aUp ?? a];
+  // Without a bias or a scale the bindings still need a buffer; A is read-only already.
+  const buffers = [a, b, bias ?? a, out, scaleA ?? a];
   for (let base = 0; base < batch; base += maxZ) {
     for (let first = 0; first < tiles; first += per) {
       const end = Math.min(first + per, tiles);

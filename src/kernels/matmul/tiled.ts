@@ -3,7 +3,6 @@
 // round of tiles streamed (stream-K); see split_k.ts for when each applies.
 
 import { GpuError } from '../../device/errors.ts';
-import { bufferSize } from '../../gpu/buffer_pool.ts';
 import type { Binding, Kernel, Runtime } from '../../gpu/runtime.ts';
 import { grid1d, uniforms } from '../launch.ts';
 import { layoutName, MATMUL_ACTS, plainEpilogue, UNCUT, vec4Rows, type MatmulAct, type MatmulCut, type ResolvedArgs, type StreamKPlan } from './args.ts';
@@ -161,41 +160,18 @@ function matmulSplitRuns(rt: Runtime, r: SplitRunArgs, tile: WorkgroupTile, runs
 /** What splitKSum adds the partial sums into: C (an m x n block `offC` elements in) and its epilogue. */
 export type SplitSumTarget = Pick<SplitRunArgs, 'out' | 'm' | 'n' | 'offC' | 'bias' | 'act' | 'accumulate' | 'vecC'>;
 
-/** An RMSNorm of C's rows written beside it: out = C * rstd * weight (shaders/rmsnorm.wgsl's formula). */
-export interface SumNorm {
-  weight: GPUBuffer;
-  eps: number;
-  /** m x n, contiguous from its start. */
-  out: GPUBuffer;
-}
-
-/** Columns split_k_sum_norm holds a row of: 8 vec4s for each of its 256 invocations. */
-export const SUM_NORM_MAX_N = 8 * 4 * 256;
-
 /**
  * Records C = act(sum of the `runs` partial products [runs, m, n] in `partials` + bias)
  * (C += ... with accumulate): `split_k_sum`, adding the runs in order. n must be a
- * multiple of 4. The tensor-core kernel's runs (tensor.ts) end here too. With `norm`,
- * `split_k_sum_norm` also writes norm.out, the RMSNorm of C's rows (no activation, C
- * stored as vec4s, n at most SUM_NORM_MAX_N).
+ * multiple of 4. The tensor-core kernel's runs (tensor.ts) end here too.
  */
-export function splitKSum(rt: Runtime, partials: GPUBuffer, runs: number, c: SplitSumTarget, norm?: SumNorm): void {
+export function splitKSum(rt: Runtime, partials: GPUBuffer, runs: number, c: SplitSumTarget): void {
   const { m, n } = c;
   if (n % 4 !== 0) throw new GpuError(`matmul: the split-K sum needs n a multiple of 4, got ${n}`);
+  const sum = rt.kernel('matmul/tiled', 'split_k_sum', epilogueConstants(c));
   const q = uniforms(13);
   q.u.set([m, n, runs, 0, 0, 0, 0, 0, 0, 0, 0, c.offC, 0]);
-  if (!norm) {
-    rt.dispatch(rt.kernel('matmul/tiled', 'split_k_sum', epilogueConstants(c)), [partials, null, c.bias ?? partials, c.out], q.u, grid1d((m * n) / 4, 256));
-    return;
-  }
-  if (c.act !== 'none' || !c.vecC || n > SUM_NORM_MAX_N) {
-    throw new GpuError(`matmul: the split-K sum writes a norm only without an activation, for C stored as vec4s and n up to ${SUM_NORM_MAX_N} (act ${c.act}, n ${n})`);
-  }
-  if (bufferSize(norm.out) < 4 * m * n) throw new GpuError(`matmul: the norm's output needs ${4 * m * n} bytes, its buffer has ${bufferSize(norm.out)}`);
-  const withEps = uniforms(15);
-  withEps.u.set(q.u);
-  withEps.setF(13, norm.eps);
-  rt.dispatch(rt.kernel('matmul/tiled', 'split_k_sum_norm', epilogueConstants(c)), [partials, null, c.bias ?? partials, c.out, norm.weight, norm.out], withEps.u, grid1d(m, 1));
+  rt.dispatch(sum, [partials, null, c.bias ?? partials, c.out], q.u, grid1d((m * n) / 4, 256));
 }
 
 /**

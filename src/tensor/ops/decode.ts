@@ -10,8 +10,7 @@
 // on tensor cores instead (decodeOnTensorCores): there the skinny kernels re-read each
 // weight once per 8 rows, and a whole step's products are too small an output for the
 // f32 tiles to fill the GPU. That path takes f16 copies, the q|k|v projections stacked
-// as one weight, and norms as their own dispatches (they fold only for a few rows)
-// except where a projection's closing sum writes the next norm (linearResidualNorm).
+// as one weight, and norms as their own dispatches (they fold only for a few rows).
 
 import type { Runtime } from '../../gpu/runtime.ts';
 import { matmul } from '../../kernels/matmul/matmul.ts';
@@ -19,7 +18,6 @@ import { decodeRuns, matmulTensor, tensorMatmulAvailable } from '../../kernels/m
 import { forward as swigluForward } from '../../kernels/swiglu.ts';
 import { matmulSkinnyConcat, matmulSkinnyHalf, matmulSkinnySwiglu } from '../../kernels/matmul/skinny.ts';
 import { SKINNY_TILE } from '../../kernels/matmul/tiles.ts';
-import { SUM_NORM_MAX_N } from '../../kernels/matmul/tiled.ts';
 import * as rk from '../../kernels/rope.ts';
 import { recordsGradient } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
@@ -28,7 +26,6 @@ import { fmt, numel, sameShape } from '../shape.ts';
 import { empty, type Tensor } from '../tensor.ts';
 import { clone } from './create.ts';
 import { isHalfWeight, type HalfWeight } from './half.ts';
-import { rmsNorm } from './rmsnorm.ts';
 
 /** A projection's weight [out, in]: f32, or its f16 copy. */
 export type Weight = Tensor | HalfWeight;
@@ -181,85 +178,6 @@ export function linearSwiglu(x: Tensor, gate: Weight, up: Weight, norm?: FoldedN
  */
 export function linearResidual(x: Tensor, weight: Weight, bias: Tensor | null, residual: Tensor, { consume = false } = {}): Tensor {
   return decodeProjection('linearResidual', x, weight, bias, residual, consume);
-}
-
-/**
- * Whether linearResidualNorm of `rows` rows by `weight` folds the norm into the
- * product's closing sum (rt.policy.decode.sumNorms, on tensor cores, an output of at
- * most SUM_NORM_MAX_N columns, a multiple of 4), rather than running it as a dispatch
- * of its own.
- */
-export function residualTakesNorm(rt: Runtime, rows: number, weight: Weight): boolean {
-  const n = shapeOf(weight)[0];
-  return rt.policy.decode.sumNorms && n % 4 === 0 && n <= SUM_NORM_MAX_N && decodeOnTensorCores(rt, rows, elementsOf(weight));
-}
-
-/**
- * linearResidual into the residual's own buffer (`consume`), and the RMSNorm of the
- * result by `norm` (the next block's input norm): where residualTakesNorm, the sum of
- * the product's runs of k writes both (kernels/matmul/tiled.ts split_k_sum_norm), a
- * dispatch fewer a block; elsewhere the norm runs after.
- */
-export function linearResidualNorm(x: Tensor, weight: Weight, bias: Tensor | null, residual: Tensor, norm: FoldedNorm): { out: Tensor; normed: Tensor } {
-  const op = 'linearResidualNorm';
-  const rt = x.storage.rt;
-  checkNorm(op, residual, norm);
-  if (!residualTakesNorm(rt, rowsOf(op, x, [weight]), weight)) {
-    const out = linearResidual(x, weight, bias, residual, { consume: true });
-    return { out, normed: rmsNorm(out, norm.weight, norm.eps) };
-  }
-  inferenceOnly(op, [x, ...f32Of([weight]), bias, residual, norm.weight]);
-  const rows = rowsOf(op, x, [weight]);
-  const [n, k] = shapeOf(weight);
-  if (!sameShape(residual.shape, [...x.shape.slice(0, -1), n])) throw new ShapeError(`${op}: residual ${fmt(residual.shape)} must be ${fmt([...x.shape.slice(0, -1), n])}`);
-  if (bias && (bias.rank !== 1 || bias.shape[0] !== n)) throw new ShapeError(`${op}: bias ${fmt(bias.shape)} must be [${n}]`);
-  const [w] = halfOnly(op, [weight]);
-  const normed = empty(residual.shape, 'f32', rt);
-  matmulTensor(rt, {
-    a: x.buffer, b: w.packed.buffer, halfB: true, bias: bias?.buffer, out: residual.buffer, m: rows, n, k, transB: true, accumulate: true,
-    runs: decodeRuns(rt, rows, n, k), norm: { weight: norm.weight.buffer, eps: norm.eps, out: normed.buffer },
-  });
-  return { out: residual, normed };
-}
-
-/**
- * residual + (silu(h @ gate^T) * (h @ up^T)) @ down^T into the residual's own buffer (a
- * decode step's MLP after its norm), with `next`'s RMSNorm of the result where the
- * down projection's closing sum writes it (residualTakesNorm), else null. On tensor cores the down projection forms the SwiGLU as it loads
- * the gate and up products (A_SWIGLU in shaders/matmul/tensor.wgsl): three dispatches
- * where linearSwiglu and linearResidual take four; elsewhere, or with
- * rt.policy.decode.swigluLoads off, those two.
- */
-export function swigluResidual(h: Tensor, gate: Weight, up: Weight, down: Weight, residual: Tensor, next?: FoldedNorm): { out: Tensor; normed: Tensor | null } {
-  const op = 'swigluResidual';
-  const rt = h.storage.rt;
-  const rows = rowsOf(op, h, [gate, up]);
-  const fold = !!next && residualTakesNorm(rt, rows, down);
-  if (!(rt.policy.decode.swigluLoads && decodeOnTensorCores(rt, rows, elementsOf(gate)) && decodeOnTensorCores(rt, rows, elementsOf(down)))) {
-    const act = linearSwiglu(h, gate, up);
-    if (fold) return linearResidualNorm(act, down, null, residual, next!);
-    return { out: linearResidual(act, down, null, residual, { consume: true }), normed: null };
-  }
-  inferenceOnly(op, [h, ...f32Of([gate, up, down]), residual, next?.weight]);
-  if (!sameShape(gate.shape, up.shape)) throw new ShapeError(`${op}: gate ${fmt(gate.shape)} and up ${fmt(up.shape)} differ in shape`);
-  const [n, k] = shapeOf(down);
-  const inner = gate.shape[0];
-  if (k !== inner) throw new ShapeError(`${op}: down ${fmt(down.shape)} must take the ${inner} columns of gate and up`);
-  if (!sameShape(residual.shape, [...h.shape.slice(0, -1), n])) throw new ShapeError(`${op}: residual ${fmt(residual.shape)} must be ${fmt([...h.shape.slice(0, -1), n])}`);
-  if (next) checkNorm(op, residual, next);
-  const [g, u, d] = halfOnly(op, [gate, up, down]);
-  const gated = rt.pool.acquire(4 * rows * inner);
-  const upped = rt.pool.acquire(4 * rows * inner);
-  tensorProduct(rt, h, g, null, gated, rows);
-  tensorProduct(rt, h, u, null, upped, rows);
-  const normed = fold ? empty(residual.shape, 'f32', rt) : null;
-  matmulTensor(rt, {
-    a: gated, aUp: upped, b: d.packed.buffer, halfB: true, out: residual.buffer, m: rows, n, k, transB: true, accumulate: true,
-    runs: decodeRuns(rt, rows, n, k), ...(fold && { norm: { weight: next!.weight.buffer, eps: next!.eps, out: normed!.buffer } }),
-  });
-  rt.pool.release(gated);
-  rt.pool.release(upped);
-  return { out: residual, normed };
 }
 
 /** x @ weight^T for a decode step (its LM head): the skinny kernels, or tensor cores for many rows; into a new tensor. */
