@@ -6,6 +6,7 @@
 // with vLLM takes before vLLM's own decoding is added, the least that setup can take.
 
 import { spawn } from 'node:child_process';
+import { meanOf } from '../algos/token_stats.ts';
 
 export interface TrlPeerOptions {
   /** The peer script (trl_grpo.py). */
@@ -43,7 +44,6 @@ export function parseTrlSummary(output: string): TrlSummary {
   return s as TrlSummary;
 }
 
-const mean = (xs: readonly number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
 const round = (x: number) => +x.toFixed(2);
 
 /**
@@ -53,7 +53,7 @@ const round = (x: number) => +x.toFixed(2);
  */
 export function trlPeerRow(ours: { step_s: number }, trl: TrlSummary): object {
   const steady = trl.generate_s.length > 1 ? trl.generate_s.slice(1) : trl.generate_s;
-  const generate = steady.length ? mean(steady) : NaN;
+  const generate = steady.length ? meanOf(steady) : NaN;
   const withoutGeneration = trl.s_per_iteration - generate;
   return {
     kind: 'rl_iteration_peer', peer: trl.peer, variant: trl.variant,

@@ -18,7 +18,7 @@ import { LocalEngine } from '../engines/local_engine.ts';
 import { DEFAULT_SERVER_WAIT_SECONDS, ServerPool } from '../fleet/server_pool.ts';
 import { probeIds } from '../fleet/weight_probe.ts';
 import { readModelConfig } from '../hf_model/checkpoint.ts';
-import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, GIB, planMemory } from '../memory/memory_plan.ts';
+import { decodeCopiesHeld, DEFAULT_MEMORY_GIB, GIB, planMemory, rolloutBatching } from '../memory/memory_plan.ts';
 import { currentRuntime, runtime } from '../gpu/runtime.ts';
 import { TrajectoryLog } from '../rollout/trajectory_log.ts';
 import { ConfigError, ENV_NAMES, envOptionsOf, serverTaskSet, validateConfig, type EnvName, type TrainConfig } from '../config/config.ts';
@@ -280,7 +280,7 @@ export async function evaluate(o: EvalOptions): Promise<EvalReport> {
     } else {
       runtime().pool.limit = memory!.budgetBytes;
       for (const note of memory!.notes) log(`memory: ${note}`);
-      engine = new LocalEngine(model!, { tokenizer, name: 'eval', path: source.input, maxBatch: memory!.rolloutMaxRows, maxBatchBytes: memory!.rolloutBatchBytes, prefillTokens: memory!.prefillTokens });
+      engine = new LocalEngine(model!, { tokenizer, name: 'eval', path: source.input, ...rolloutBatching(memory!) });
     }
     const progress = new Progress(process.stdout, o.progress ?? 'auto');
     const phase = progress.phase('eval', tasks * seeds);

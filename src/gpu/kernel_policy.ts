@@ -190,9 +190,9 @@ export interface AttentionPolicy {
    */
   decodeWorkgroups: number;
   /**
-   * Most keys a decode workgroup stages at once (64, 128 or 256; fewer where workgroup
-   * memory is short): each chunk costs a dozen barriers (two trees over the heads'
-   * lanes), so longer chunks pay them fewer times for more workgroup memory.
+   * Most keys a decode workgroup stages at once (a power of two from 8 to 256; fewer
+   * where workgroup memory is short): each chunk costs a dozen barriers (two trees over
+   * the heads' lanes), so longer chunks pay them fewer times for more workgroup memory.
    */
   decodeChunk: number;
 }

@@ -162,6 +162,11 @@ export function decodeCopiesHeld(rt: Runtime | null): boolean {
 
 const gib = (b: number) => `${(b / GIB).toFixed(2)} GiB`;
 
+/** How LocalEngine batches a rollout under `plan`: its maxBatch, maxBatchBytes and prefillTokens. */
+export function rolloutBatching(plan: MemoryPlan): { maxBatch: number; maxBatchBytes: number; prefillTokens: number } {
+  return { maxBatch: plan.rolloutMaxRows, maxBatchBytes: plan.rolloutBatchBytes, prefillTokens: plan.prefillTokens };
+}
+
 export function planMemory(p: PlanInput): MemoryPlan {
   const cfg = p.model;
   const params = parameterCount(cfg);
@@ -208,13 +213,14 @@ export function planMemory(p: PlanInput): MemoryPlan {
   const batchBytes = Math.max(0, room - SLACK * layerToken * prefillTokens);
   const rows = Math.min(p.rolloutRows, Math.floor(batchBytes / perRow));
   // Rows a batch decodes at once: no more than the episodes a rollout plays together.
-  const busy = Math.min(rows, p.rolloutEpisodes ?? Infinity);
+  const wanted = Math.min(p.rolloutRows, p.rolloutEpisodes ?? Infinity);
+  const busy = Math.min(rows, wanted);
   if (p.rolloutRows > 0 && rows < 1) {
     throw new MemoryPlanError(`one rollout row of ${p.rowTokens} tokens needs about ${gib(perRow)} beside the resident ${gib(residentBytes)}` +
       `${copyBytes ? ` and the decode weights' f16 copies ${gib(copyBytes)}` : ''}, over the GPU memory budget of ${gib(p.budgetBytes)}; ` +
       `set a larger gpu.memory (--gpu-memory), or fewer rollout.maxPromptTokens or rollout.maxResponseTokens${copyBytes ? ', or --decode-weights f32' : ''}`);
   }
-  if (rows < Math.min(p.rolloutRows, p.rolloutEpisodes ?? Infinity)) {
+  if (rows < wanted) {
     notes.push(`rollout batches of ${rows} rows of ${p.rowTokens} tokens fit the budget; shorter rows fill batches up to rollout.maxBatch ${p.rolloutRows} by their own lengths`);
   }
   return {
@@ -222,7 +228,7 @@ export function planMemory(p: PlanInput): MemoryPlan {
     // A prefill chunk holds no more than the busy rows' prompts.
     // Batches of shorter rows may hold more rows, within batchBytes.
     rolloutBytes: residentBytes + copyBytes + SLACK * layerToken * Math.min(prefillTokens, busy * p.rowTokens) +
-      Math.min(batchBytes, Math.min(p.rolloutRows, p.rolloutEpisodes ?? Infinity) * perRow),
+      Math.min(batchBytes, wanted * perRow),
     checkpointLayers, microBatchTokens, rolloutRows: rows, rolloutBatchBytes: batchBytes, rolloutMaxRows: p.rolloutRows, rolloutBusyRows: busy, prefillTokens, notes,
   };
 }

@@ -27,6 +27,7 @@ import type { Tensor } from '../tensor/tensor.ts';
 import { PhaseMemory } from '../gpu/phase_memory.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { applyMemoryPlan } from '../run/memory.ts';
+import { rolloutBatching } from '../memory/memory_plan.ts';
 import { ConfigError, warmupIterations, type TrainConfig } from '../config/config.ts';
 import { summaryLine, type Metrics } from '../report/metrics.ts';
 import { PLAIN_EVERY_MS } from '../report/progress.ts';
@@ -142,7 +143,7 @@ export async function runSft(cfg: TrainConfig, opts: TrainOptions = {}): Promise
     const stepsPerEpoch = steps / sft.epochs;
     if (run.start > steps) throw new ConfigError(`--resume: the checkpoint is at step ${run.start}, past this run's ${steps} steps`);
 
-    const policy = { engine: new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path, maxBatch: memory.rolloutMaxRows, maxBatchBytes: memory.rolloutBatchBytes, prefillTokens: memory.prefillTokens }), tokenizer };
+    const policy = { engine: new LocalEngine(model, { tokenizer, name: 'policy', path: cfg.model.path, ...rolloutBatching(memory) }), tokenizer };
     // Each row carries the GPU memory of what ran since the row before: its step, and validation where one ran.
     let phases = new PhaseMemory(runtime());
     const validate = async (step: number): Promise<Metrics> => {

@@ -15,6 +15,7 @@ import { runtime } from '../gpu/runtime.ts';
 import { zeroGrad } from '../tensor/autograd.ts';
 import { PhaseMemory } from '../gpu/phase_memory.ts';
 import { applyMemoryPlan, trainingMemoryPlan } from '../run/memory.ts';
+import { rolloutBatching } from '../memory/memory_plan.ts';
 import { checkModelContext } from '../run/model_context.ts';
 import { loadCausalLM } from '../models/load.ts';
 import { attachLora, loadLora, loraParameters } from '../lora/lora.ts';
@@ -149,7 +150,7 @@ async function trainRun(run: Run, opts: TrainOptions, servers: RunServers): Prom
   const reference: Reference = cfg.algorithm.klCoef <= 0 ? { kind: 'none' } : lora ? { kind: 'lora-base' } : { kind: 'model', model: loadCausalLM(cfg.model.path, { trainable: false }) };
   // Requests to a server name the weights they must be served by: the pool's current version.
   const engine: Engine = servers.rollout
-    ?? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, maxBatch: memory.rolloutMaxRows, maxBatchBytes: memory.rolloutBatchBytes, prefillTokens: memory.prefillTokens });
+    ?? new LocalEngine(model as never, { tokenizer, name: 'policy', path: modelPath, ...rolloutBatching(memory) });
   const policy = { engine, tokenizer };
   const teacherPath = def.frozenTeacher?.(cfg.algorithm[cfg.method]) ?? null;
   const frozenTeacher = teacherPath ? loadTeacher(teacherPath) : null;

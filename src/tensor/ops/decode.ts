@@ -86,7 +86,6 @@ function tensorProduct(rt: Runtime, x: Tensor, w: HalfWeight, bias: Tensor | nul
   matmulTensor(rt, { a: x.buffer, b: w.packed.buffer, halfB: true, bias: bias?.buffer, out: y, m: rows, n, k, transB: true, accumulate, runs });
 }
 
-
 /** The f16 copies a tensor-core product takes; an f32 weight there is refused. */
 function halfOnly(op: string, weights: readonly Weight[]): HalfWeight[] {
   return weights.map((w) => {
