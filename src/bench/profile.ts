@@ -20,6 +20,17 @@ export async function kernelTimes(rt: Runtime, fn: () => Promise<unknown>): Prom
   }
 }
 
+/** GPU time per kernel of each section `fn` closes (a training iteration's phases), the profiler attached for that run only. */
+export async function sectionTimes(rt: Runtime, fn: () => Promise<unknown>): Promise<Map<string, KernelTime[]>> {
+  rt.startProfiling();
+  try {
+    await fn();
+    return await rt.profileSections();
+  } finally {
+    await rt.stopProfiling();
+  }
+}
+
 /** A total row (`extra` merged in) and one row per kernel with its share of the GPU time. */
 export function profileRows(what: string, times: readonly KernelTime[], extra: object = {}): object[] {
   const gpuMs = times.reduce((s, r) => s + r.ms, 0);

@@ -22,7 +22,7 @@ import { loadConfig, runDir } from '../config/config.ts';
 import { EMBEDDED_RECIPE } from '../config/default_run.ts';
 import { train } from '../trainer/train.ts';
 import { benchConfig } from './train_step.ts';
-import { kernelTimes, profileRows } from './profile.ts';
+import { profileRows, sectionTimes } from './profile.ts';
 import { runTrlPeer, trlPeerRow, type TrlPeerOptions } from './trl_peer.ts';
 
 export const BUNDLED_MODEL = 'models/household-tiny';
@@ -168,11 +168,17 @@ export async function benchRlIteration(rt: Runtime, opts: RlIterationOptions = {
     const modelDir = path.join(work, 'model');
     const nparam = await writeBenchModel(rt, preset, bundled ?? BUNDLED_MODEL, modelDir, work);
     const lora = opts.lora ? [`model.lora={"r":${opts.lora},"alpha":${2 * opts.lora}}`] : [];
-    const ours = await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1), lora_rank: opts.lora ?? 0 }, [`gpu.memory=${opts.gpuMemory ?? 16}`, ...lora]);
+    const oursOverrides = [`gpu.memory=${opts.gpuMemory ?? 16}`, ...lora];
+    const ours = await time(`random-${preset}`, modelDir, { preset, params_m: round(nparam / 1e6, 1), lora_rank: opts.lora ?? 0 }, oursOverrides);
     rows.push(ours);
     if (bundled) rows.push(await time('bundled', bundled, { path: bundled }));
-    if (bundled && opts.profile && rt.caps.timestampQuery) {
-      rows.push(...profileRows(`rl-iteration ${bundled}`, await kernelTimes(rt, () => time('bundled-profiled', bundled, { path: bundled }))));
+    if (opts.profile && rt.caps.timestampQuery) {
+      // Each timed run once more under the kernel profiler, its GPU time per kernel by phase.
+      const runs: [string, () => Promise<object>][] = [[`rl-iteration ${preset}`, () => time(`random-${preset}-profiled`, modelDir, {}, oursOverrides)]];
+      if (bundled) runs.push([`rl-iteration ${bundled}`, () => time('bundled-profiled', bundled, { path: bundled })]);
+      for (const [what, run] of runs) {
+        for (const [phase, times] of await sectionTimes(rt, run)) rows.push(...profileRows(`${what} ${phase}`, times, { phase }));
+      }
     }
     if (opts.peer) rows.push(trlPeerRow(ours as { step_s: number }, await runTrlPeer(opts.peer)));
     return rows;

@@ -105,7 +105,7 @@ export const benchCommand = defineCommand({
     trl: { type: 'string', description: 'rl-iteration: TRL\'s GRPOTrainer on its own work after ours, from this script (../shared/bench/trl_grpo.py), and a row with the ratio' },
     'trl-tokenizer': { type: 'string', description: 'rl-iteration with --trl: the Qwen tokenizer.json the script reads' },
     'trl-variant': { type: 'string', description: 'rl-iteration with --trl: the script\'s --variant (default: default, no reference model; beta beside a run with KL; lora beside --lora)' },
-    profile: { type: 'boolean', description: 'rl-iteration: run the bundled model\'s iterations again under the kernel profiler and print GPU time per kernel' },
+    profile: { type: 'boolean', description: 'rl-iteration: run each timed iteration again under the kernel profiler and print GPU time per kernel for each phase (rollout, old log-probs, teacher, reference, update)' },
     set: { type: 'string', description: 'rl-iteration: config overrides as train takes them, space-separated (e.g. "algorithm.klCoef=0 algorithm.entropyCoef=0")' },
     model: { type: 'string', description: 'rollout: the model directory (default models/household-tiny, 8 household tasks x 8, up to 30 turns)' },
     'flush-every': { type: 'string', description: 'dispatches recorded per submit once the GPU is busy (the runtime default is 64; the first submits after it runs dry take 4, 8, 16, ...)' },

@@ -44,12 +44,17 @@ export function addKernelTimes(into: Map<string, KernelTime>, names: readonly st
   });
 }
 
+function slowestFirst(times: Map<string, KernelTime>): KernelTime[] {
+  return [...times.values()].sort((a, b) => b.ms - a.ms);
+}
+
 export class KernelProfiler {
   private readonly querySet: GPUQuerySet;
   private readonly resolveBuffer: GPUBuffer;
   private names: string[] = [];
   private pending: Pending[] = [];
   private readonly times = new Map<string, KernelTime>();
+  private readonly sections = new Map<string, Map<string, KernelTime>>();
 
   constructor(private readonly device: GPUDevice, hasTimestamps: boolean) {
     if (!hasTimestamps) throw new GpuError('kernel profiling needs the timestamp-query feature, which this adapter does not offer');
@@ -80,17 +85,29 @@ export class KernelProfiler {
     this.names = [];
   }
 
-  /** Reads back every submitted batch's timestamps and returns the totals so far, slowest first. */
-  async collect(): Promise<KernelTime[]> {
+  /**
+   * Reads back every submitted batch's timestamps and returns the totals so far, slowest
+   * first; with a `section`, those batches' times are also summed under it (sectionTimes).
+   */
+  async collect(section?: string): Promise<KernelTime[]> {
     const pending = this.pending;
     this.pending = [];
+    const into = section === undefined || !pending.length ? null : this.sections.get(section) ?? new Map<string, KernelTime>();
+    if (into) this.sections.set(section!, into);
     for (const p of pending) {
       await p.buffer.mapAsync(GPUMapMode.READ);
-      addKernelTimes(this.times, p.names, new BigUint64Array(p.buffer.getMappedRange().slice(0)));
+      const stamps = new BigUint64Array(p.buffer.getMappedRange().slice(0));
+      addKernelTimes(this.times, p.names, stamps);
+      if (into) addKernelTimes(into, p.names, stamps);
       p.buffer.unmap();
       p.buffer.destroy();
     }
-    return [...this.times.values()].sort((a, b) => b.ms - a.ms);
+    return slowestFirst(this.times);
+  }
+
+  /** The times collected under each section so far, slowest kernel first, sections in the order first seen. */
+  sectionTimes(): Map<string, KernelTime[]> {
+    return new Map([...this.sections].map(([name, times]) => [name, slowestFirst(times)]));
   }
 
   destroy(): void {

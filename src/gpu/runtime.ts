@@ -426,6 +426,24 @@ export class Runtime {
     return this.profiler.collect();
   }
 
+  /**
+   * While profiling, files the GPU time of the dispatches since the last section under
+   * `label` (a training iteration's phases call this as each ends); does nothing otherwise.
+   */
+  async closeProfileSection(label: string): Promise<void> {
+    if (!this.profiler) return;
+    await this.sync();
+    await this.profiler.collect(label);
+  }
+
+  /** GPU time per kernel of each section closed since startProfiling, and of what came after the last as `other`. */
+  async profileSections(): Promise<Map<string, KernelTime[]>> {
+    if (!this.profiler) throw new GpuError('no profile: call startProfiling() first');
+    await this.sync();
+    await this.profiler.collect('other');
+    return this.profiler.sectionTimes();
+  }
+
   /** Stops timing dispatches and drops the profiler. */
   async stopProfiling(): Promise<void> {
     if (!this.profiler) return;

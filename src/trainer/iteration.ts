@@ -18,6 +18,7 @@ import type { Metrics } from '../report/metrics.ts';
 import type { IterationPlan } from '../algos/plan.ts';
 import type { Phase } from '../report/progress.ts';
 import type { PhaseMemory } from '../gpu/phase_memory.ts';
+import { runtime } from '../gpu/runtime.ts';
 import { teacherLogprobs, teacherSequences, type TeacherSource } from './teacher.ts';
 import { broadcastAdvantages, policyUpdate, responseLogprobs, sharedPrefixMicroBatches, updateMiniBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
 
@@ -97,6 +98,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   let t = now();
   const lap = async (phase: keyof IterationTimes) => {
     await memory?.end(PHASE_NAMES[phase]);
+    await runtime().closeProfileSection(PHASE_NAMES[phase]);
     const n = now();
     times[phase] = n - t;
     t = n;
