@@ -147,4 +147,31 @@ describe('layer memory', () => {
     assert.ok(ckpt < plain * 0.6, `peak: plain ${plain} B, checkpointed ${ckpt} B`);
     for (const p of params) p.dispose();
   });
+
+  test('a tied embedding\'s gradient goes into .grad as each use gives it: the LM head\'s is not held through the backward', async () => {
+    const rt = await gpu();
+    // A vocabulary whose [vocab, hidden] weight outweighs the rest of the model and the activations.
+    const model = randomModel({ ...tiny(1), vocabSize: 16384 }, 4);
+    assert.ok(model.config.tieEmbeddings, 'the Qwen2.5 preset ties the LM head to the embedding');
+    const params = model.parameters();
+    for (const p of params) requireGrad(p);
+    const paramBytes = params.reduce((n, p) => n + 4 * p.size, 0);
+    const tied = 4 * 16384 * model.config.hidden;
+    await rt.sync();
+    const extra = await scopeAsync(async () => {
+      const { logprobs } = packedLogprobs(model, packLeft([Array.from({ length: 24 }, (_, i) => (i * 37) % 16384)]));
+      const loss = neg(mean(logprobs));
+      await rt.sync();
+      const before = rt.pool.stats.inUse;
+      rt.pool.resetPeaks();
+      backward(loss);
+      await rt.sync();
+      return rt.pool.stats.peakInUse - before;
+    });
+    zeroGrad(params);
+    // Held until the embedding's turn, the head's gradient, the embedding's and their sum
+    // made the backward's peak the gradients and two more tied weights; now one more at most.
+    assert.ok(extra < paramBytes + 1.5 * tied, `backward peak over the forward: ${extra} B; gradients ${paramBytes} B, the tied weight ${tied} B`);
+    for (const p of params) p.dispose();
+  });
 });

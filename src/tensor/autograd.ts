@@ -135,6 +135,14 @@ export function backward(root: Tensor, grad?: Tensor): void {
         if (!sameShape(gx.shape, x.shape)) {
           throw new ShapeError(`backward of ${t.node.op}: gradient ${fmt(gx.shape)} for input ${i} of shape ${fmt(x.shape)}`);
         }
+        // A leaf takes each gradient into .grad as it arrives: held in the map until the
+        // leaf's turn, a tied embedding's [vocab, hidden] gradient from the LM head would
+        // live through the whole backward, and a third copy at the sum with the
+        // embedding's own.
+        if (!x.node) {
+          accumulateLeaf(h, x, gx, false);
+          continue;
+        }
         const prev = grads.get(x);
         if (prev) {
           grads.set(x, h.add(prev, gx));
