@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import { randn } from '../src/util/random.ts';
 import { takeRows } from '../src/tensor/ops/create.ts';
 import { permute, slice } from '../src/tensor/ops/shape_ops.ts';
+import { simplifyStrided } from '../src/kernels/copy.ts';
 import { scopeAsync } from '../src/tensor/scope.ts';
 import { tensor } from '../src/tensor/tensor.ts';
 import { assertClose, gpu, gradCheck, read } from './support/gpu.ts';
@@ -36,6 +37,10 @@ describe('shape ops', () => {
       [[2, 3, 1, 4], [0, 2, 1, 3], true],
       [[3, 1, 1, 5], [0, 2, 1, 3], true],
       [[1, 4, 1, 3], [2, 1, 0, 3], true],
+      // Rows of whole 16-byte words: the vec4 copies.
+      [[2, 3, 5, 8], [0, 2, 1, 3], false],
+      [[3, 4, 2, 4], [2, 0, 1, 3], false],
+      [[2, 6, 12], [1, 0, 2], false],
     ];
     for (const [shape, perm, isView] of cases) {
       const x = randn(size(shape), 3);
@@ -48,6 +53,30 @@ describe('shape ops', () => {
       });
       await gradCheck((t) => permute(t, perm), [{ data: x, shape }], { label: `permute grad ${shape} by ${perm}` });
     }
+  });
+
+  test('strided copies drop size-1 dims, merge runs contiguous on the strided side, and move vec4s along 16-byte runs', () => {
+    // A head permute [B, T, H, D] -> [B, H, T, D] read from [B, T, H, D] strides.
+    assert.deepEqual(simplifyStrided([2, 4, 3, 64], [768, 64, 256, 1], 0), { shape: [2, 4, 3, 16], stride: [192, 16, 64, 1], offset: 0, wide: true });
+    // A slice along the middle axis: the rows below it merge with the last dim.
+    assert.deepEqual(simplifyStrided([2, 3, 5, 8], [160, 40, 8, 1], 40), { shape: [2, 30], stride: [40, 1], offset: 10, wide: true });
+    // Odd runs, an odd offset and a broadcast (stride 0) last dim stay element by element.
+    assert.equal(simplifyStrided([2, 3, 6], [18, 1, 3], 0).wide, false);
+    assert.equal(simplifyStrided([2, 8], [16, 1], 2).wide, false);
+    assert.deepEqual(simplifyStrided([2, 1, 8], [1, 5, 0], 0), { shape: [2, 8], stride: [1, 0], offset: 0, wide: false });
+    assert.deepEqual(simplifyStrided([1, 1], [7, 3], 5), { shape: [], stride: [], offset: 5, wide: false });
+  });
+
+  test('slices along 16-byte runs (vec4 copies) match the reference and pass finite differences', async () => {
+    await gpu();
+    const x = randn(2 * 5 * 8, 6);
+    await scopeAsync(async () => {
+      const part = slice(tensor(x, [2, 5, 8]), 1, 1, 4);
+      const want = new Float32Array(2 * 3 * 8);
+      for (let b = 0; b < 2; b++) want.set(x.subarray(b * 40 + 8, b * 40 + 32), b * 24);
+      assert.deepEqual(await read(part), want);
+    });
+    await gradCheck((t) => slice(t, 1, 1, 4), [{ data: x, shape: [2, 5, 8] }], { label: 'wide slice grad' });
   });
 
   test('slice copies a range, a full range is a view; both pass finite differences', async () => {
