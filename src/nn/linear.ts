@@ -2,7 +2,7 @@
 // branch: y = x W^T + b + (alpha / r) * (x A^T) B^T. The base weight can stay frozen
 // (requiresGrad false) while A and B train.
 
-import { add, scale } from '../tensor/ops/elementwise.ts';
+import { loraLinear } from '../tensor/ops/lora_linear.ts';
 import { linear } from '../tensor/ops/matmul.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
@@ -16,10 +16,5 @@ export interface LoraBranch {
 }
 
 export function project(x: Tensor, weight: Tensor, bias?: Tensor | null, lora?: LoraBranch | null): Tensor {
-  const y = linear(x, weight, bias ?? undefined);
-  if (!lora) return y;
-  const down = linear(x, lora.a);
-  const up = linear(down, lora.b);
-  const scaled = scale(up, lora.scaling);
-  return add(y, scaled);
+  return lora ? loraLinear(x, weight, bias ?? undefined, lora.a, lora.b, lora.scaling) : linear(x, weight, bias ?? undefined);
 }

@@ -10,6 +10,7 @@ export * from './elementwise.ts';
 export * from './reduce.ts';
 export * from './shape_ops.ts';
 export * from './matmul.ts';
+export * from './lora_linear.ts';
 export * from './attention.ts';
 export * from './rope.ts';
 export * from './softmax.ts';
