@@ -12,7 +12,7 @@ describe('the embedded default', () => {
     assert.equal(cfg.method, 'grpo');
     assert.equal(cfg.env.name, 'household');
     assert.equal(cfg.model.path, 'models/household-tiny');
-    assert.deepEqual([cfg.iterations, cfg.rollout.tasksPerIteration, cfg.rollout.groupSize, cfg.rollout.maxBatch], [150, 16, 8, 128]);
+    assert.deepEqual([cfg.iterations, cfg.rollout.tasksPerIteration, cfg.rollout.groupSize, cfg.rollout.maxBatch], [150, 16, 8, 512]);
     assert.equal(cfg.optim.lr, 1e-4);
     assert.equal(cfg.optim.miniBatchSize, 1024);
     assert.equal(cfg.optim.microBatchTokens, 32768);
