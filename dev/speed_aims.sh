@@ -13,8 +13,9 @@
 # TRL_TOKENIZER=path/to/tokenizer.json, TORCH_REFERENCE=path/to/torch_reference.py
 # (../shared/bench/ holds both); a peer that is not given is skipped, named in the file.
 # Each step has a time limit, so a slow one costs its limit and the rest still run; the
-# whole set takes about nine minutes on an H100, near one call's limit: SPEED_AIMS_PART=aims
-# runs the aims alone (about seven), SPEED_AIMS_PART=levers the levers alone (about three).
+# whole set takes about fourteen minutes on an H100, past one call's limit: SPEED_AIMS_PART=aims
+# runs the aims alone (about seven), SPEED_AIMS_PART=levers the levers and the profiles by phase
+# alone (about seven).
 set -u
 out=${1:?usage: dev/speed_aims.sh OUT_FILE}
 : > "$out"
@@ -54,11 +55,20 @@ step "512 validation episodes of the bundled model (128 valid_seen tasks x 4 run
 timeout 90 npx bun run cli eval models/household-tiny --tasks 128 --seeds 4 --split valid_seen --max-batch 512 --progress plain >> "$out" 2>&1 || echo "eval failed or ran past 90 s" >> "$out"
 fi
 [ "$part" = aims ] && exit 0
-# The levers not on by default, each beside the default run above: the decode
-# attention's longer chunks, and the update without checkpointed layers.
+# The levers not on by default, each beside the default run above (the decode attention's
+# longer chunks, the update without checkpointed layers, larger micro-batches), the
+# profiles by phase, and the full-weight iteration in the aim's memory.
 step "lever: decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows with 128-key decode chunks"
 bench 40 --only profile --batch 1 --seq 64 --decode-batches 1,32,128 --prompt-tokens 400 --new-tokens 32 --policy attention.decodeChunk=128
 step "lever: the embedded default's iteration with 128-key decode chunks"
 bench 90 --only rl-iteration --preset household --iters 2 --policy attention.decodeChunk=128
 step "lever: TRL's work without checkpointed layers (the plan then cuts micro-batches to fit 16 GiB)"
 bench 120 --only rl-iteration --iters 2 --max-turns 1 --max-response-tokens 256 --tasks 16 --group-size 8 --set "algorithm.klCoef=0 algorithm.entropyCoef=0 gpu.checkpointing=off"
+step "lever: the embedded default's iteration with 256-key decode chunks, and with 65,536-token micro-batches"
+bench 90 --only rl-iteration --preset household --iters 2 --policy attention.decodeChunk=256
+bench 90 --only rl-iteration --preset household --iters 2 --set "optim.microBatchTokens=65536"
+step "where the time goes: both iterations once more under the kernel profiler, GPU time per kernel for each phase"
+bench 120 --only rl-iteration --preset household --iters 2 --profile
+bench 200 --only rl-iteration "${trl[@]}" --profile
+step "the aim's memory: TRL's work with full weights in a 10 GiB budget"
+bench 120 --only rl-iteration "${trl[@]}" --gpu-memory 10
