@@ -6,7 +6,9 @@
 // rotary). SIGN = -1 rotates by -a: the backward.
 // Layout: x, y [B, H, T, HD] contiguous; positions [B, T] i32; inv_freq [rot/2] f32,
 // computed on the CPU exactly as Hugging Face does in f32. One element per invocation,
-// 256 per workgroup, the grid folded into 2D.
+// 256 per workgroup, the grid folded into 2D. X_TOKENS (Y_TOKENS) reads x (writes y)
+// as [B, T, H, HD] instead, the projections' layout: the head permute that attention
+// needs happens in the same pass (and its inverse in the backward's).
 // cos/sin use our own range reduction and polynomials: the builtins only promise
 // 2^-11 absolute error and only on [-pi, pi], and angles reach thousands of radians.
 //
@@ -15,6 +17,8 @@
 // KV cache.
 
 override SIGN: f32 = 1.0;
+override X_TOKENS: bool = false;
+override Y_TOKENS: bool = false;
 
 struct Params {
   n: u32,
@@ -22,6 +26,7 @@ struct Params {
   t: u32,
   bt_stride: u32,  // H * T * HD: elements per batch row
   half: u32,       // rot / 2
+  h: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -51,21 +56,28 @@ fn cos_sin(a: f32) -> vec2f {
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = (wid.y * nwg.x + wid.x) * 256u + lid.x;
   if (i >= p.n) { return; }
+  // i walks [B, H, T, HD]; the token-major index of the same element is its
+  // ((b T + t) H + h) HD + d.
   let d = i % p.hd;
+  let row = i / p.hd;
+  let t = row % p.t;
+  let b = i / p.bt_stride;
+  let h = (row / p.t) % p.h;
+  let tok = ((b * p.t + t) * p.h + h) * p.hd + d;
+  let xi = select(i, tok, X_TOKENS);
+  let yi = select(i, tok, Y_TOKENS);
   if (d >= 2u * p.half) {
-    y[i] = x[i];
+    y[yi] = x[xi];
     return;
   }
-  let row = i / p.hd;
-  let b = i / p.bt_stride;
-  let pos = positions[b * p.t + row % p.t];
+  let pos = positions[b * p.t + t];
   let j = d % p.half;
   let cs = cos_sin(f32(pos) * inv_freq[j]);
   let sn = SIGN * cs.y;
   if (d < p.half) {
-    y[i] = x[i] * cs.x - x[i + p.half] * sn;
+    y[yi] = x[xi] * cs.x - x[xi + p.half] * sn;
   } else {
-    y[i] = x[i] * cs.x + x[i - p.half] * sn;
+    y[yi] = x[xi] * cs.x + x[xi - p.half] * sn;
   }
 }
 

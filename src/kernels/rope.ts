@@ -43,17 +43,25 @@ export interface RopeDims {
   theta: number;
 }
 
-/** y = x rotated by each position's angles; `inverse` rotates back (the backward). */
-export function rope(rt: Runtime, d: RopeDims, x: GPUBuffer, positions: GPUBuffer, y: GPUBuffer, inverse = false): void {
+/** [B, H, T, HD], the layout attention reads, or [B, T, H, HD], the projections'. */
+export type RopeLayout = 'heads' | 'tokens';
+
+/**
+ * y = x rotated by each position's angles; `inverse` rotates back (the backward). x and
+ * y each in either layout, so a head permute rides along.
+ */
+export function rope(rt: Runtime, d: RopeDims, x: GPUBuffer, positions: GPUBuffer, y: GPUBuffer, inverse: boolean, layouts: { x: RopeLayout; y: RopeLayout }): void {
   const n = d.b * d.h * d.t * d.hd;
-  const p = uniforms(5);
+  const p = uniforms(6);
   p.u[0] = n;
   p.u[1] = d.hd;
   p.u[2] = d.t;
   p.u[3] = d.h * d.t * d.hd;
   p.u[4] = d.rotaryDim / 2;
+  p.u[5] = d.h;
   const table = invFreqTable(rt, d.theta, d.rotaryDim);
-  rt.dispatch(rt.kernel('rope', 'main', { SIGN: inverse ? -1 : 1 }), [x, positions, table, y], p.u, grid1d(n));
+  const kernel = rt.kernel('rope', 'main', { SIGN: inverse ? -1 : 1, X_TOKENS: layouts.x === 'tokens' ? 1 : 0, Y_TOKENS: layouts.y === 'tokens' ? 1 : 0 });
+  rt.dispatch(kernel, [x, positions, table, y], p.u, grid1d(n));
 }
 
 export interface QkvCacheDims {

@@ -12,7 +12,7 @@ import { attention } from '../tensor/ops/attention.ts';
 import { add } from '../tensor/ops/elementwise.ts';
 import { embedding } from '../tensor/ops/embedding.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
-import { rope } from '../tensor/ops/rope.ts';
+import { ropeHeads } from '../tensor/ops/rope.ts';
 import { assignSlice, permute, reshape, slice } from '../tensor/ops/shape_ops.ts';
 import { swiglu } from '../tensor/ops/swiglu.ts';
 import { linear } from '../tensor/ops/matmul.ts';
@@ -134,8 +134,7 @@ export class QwenModel implements CausalLM {
 
   /** [B, T, n, D] -> [B, n, T, D], rotated at `positions` unless values. */
   private heads(t: Tensor, positions: Tensor, rotate: boolean): Tensor {
-    const p = permute(t, [0, 2, 1, 3]);
-    return rotate ? rope(p, positions, { theta: this.config.ropeTheta, rotaryDim: this.config.rotaryDim }) : p;
+    return rotate ? ropeHeads(t, positions, { theta: this.config.ropeTheta, rotaryDim: this.config.rotaryDim }) : permute(t, [0, 2, 1, 3]);
   }
 
   /** Attention of the batch's rows over their own keys (and the cache's), merged to [B, T, heads x D]. */

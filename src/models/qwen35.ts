@@ -28,7 +28,7 @@ import { add, addScalar, mul, sigmoid, silu } from '../tensor/ops/elementwise.ts
 import { embedding } from '../tensor/ops/embedding.ts';
 import { linear } from '../tensor/ops/matmul.ts';
 import { rmsNorm } from '../tensor/ops/rmsnorm.ts';
-import { rope } from '../tensor/ops/rope.ts';
+import { ropeHeads } from '../tensor/ops/rope.ts';
 import { assignSlice, concat, permute, reshape, slice } from '../tensor/ops/shape_ops.ts';
 import { swiglu } from '../tensor/ops/swiglu.ts';
 import { ShapeError } from '../tensor/errors.ts';
@@ -230,8 +230,8 @@ export class Qwen35Model implements CausalLM {
       const tokens = (t: Tensor) => reshape(t, [T, t.shape[2], hd]);
       merged = reshape(attentionAfterPrefixes(tokens(qn), tokens(kn), tokens(vn), pass.shared, ropeOpts), [B, T, cfg.heads * hd]);
     } else {
-      const qh = rope(permute(qn, [0, 2, 1, 3]), pass.positions, ropeOpts);
-      let k = rope(permute(kn, [0, 2, 1, 3]), pass.positions, ropeOpts);
+      const qh = ropeHeads(qn, pass.positions, ropeOpts);
+      let k = ropeHeads(kn, pass.positions, ropeOpts);
       let v = permute(vn, [0, 2, 1, 3]);
       const kv = cache?.attention[l];
       if (kv) {

@@ -7,7 +7,7 @@
 
 import { attention } from '../tensor/ops/attention.ts';
 import { embedding } from '../tensor/ops/embedding.ts';
-import { rope, type RopeOptions } from '../tensor/ops/rope.ts';
+import { ropeHeads, type RopeOptions } from '../tensor/ops/rope.ts';
 import { concat, permute, reshape, slice } from '../tensor/ops/shape_ops.ts';
 import { tensor, type Tensor } from '../tensor/tensor.ts';
 import { checkPrefixBatch, positionIds, type PrefixBatch, type PrefixedRows, type SharedPrefixLayout, type SharedPrefixStep } from './token_batch.ts';
@@ -70,10 +70,7 @@ export function splitTokens(x: Tensor, rows: { batch: number; seq: number }, pre
  * prefix, its tokens] with the padding masked as left padding. Returns [N, heads x D].
  */
 export function attentionAfterPrefixes(q: Tensor, k: Tensor, v: Tensor, { rows, prefixes: pre }: SharedPrefixLayout, ropeOpts: RopeOptions): Tensor {
-  const heads = (t: Tensor, positions: Tensor | null) => {
-    const p = permute(t, [0, 2, 1, 3]);
-    return positions ? rope(p, positions, ropeOpts) : p;
-  };
+  const heads = (t: Tensor, positions: Tensor | null) => (positions ? ropeHeads(t, positions, ropeOpts) : permute(t, [0, 2, 1, 3]));
   const both = (t: Tensor, rotate: boolean) => {
     const s = splitTokens(t, rows, pre);
     return { prefix: heads(s.prefix, rotate ? pre.positions : null), rows: heads(s.rows, rotate ? rows.positions : null) };
