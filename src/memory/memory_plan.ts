@@ -135,10 +135,14 @@ export function kvBytesPerRow(cfg: ModelConfig, tokens: number): number {
 
 /**
  * What one decoding row of a cache `capacity` tokens long holds: its KV cache and its
- * sampling logits (with the pool's slack), as the plan counts a row.
+ * sampling logits, each with the pool's slack, as the plan counts a row. The cache's
+ * slack is real: its buffers (a layer's keys or values for all the batch's rows) land
+ * in size classes up to a quarter larger, and while a batch's rows take their copies of
+ * a group's shared prompt, the distinct prompts' cache is held beside theirs (a 0.5B
+ * rollout of 128 rows counted without it went 0.4 GiB past a 10 GiB budget).
  */
 export function decodeRowBytes(cfg: ModelConfig, capacity: number): number {
-  return kvBytesPerRow(cfg, capacity) + SLACK * 4 * cfg.vocabSize;
+  return SLACK * (kvBytesPerRow(cfg, capacity) + 4 * cfg.vocabSize);
 }
 
 function trainableCount(p: PlanInput, params: number): number {
