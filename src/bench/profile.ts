@@ -9,26 +9,25 @@ import type { KernelTime } from '../gpu/profiler.ts';
 import { LocalEngine } from '../engines/local_engine.ts';
 import { benchModel, randomIds, trainStepRunner } from './train_step.ts';
 
-/** GPU time per kernel of one run of `fn`, the profiler attached for that run only. */
-export async function kernelTimes(rt: Runtime, fn: () => Promise<unknown>): Promise<KernelTime[]> {
+/** What `read` takes from the profiler after one run of `fn`, the profiler attached for that run only. */
+async function whileProfiling<T>(rt: Runtime, fn: () => Promise<unknown>, read: () => Promise<T>): Promise<T> {
   rt.startProfiling();
   try {
     await fn();
-    return await rt.profile();
+    return await read();
   } finally {
     await rt.stopProfiling();
   }
 }
 
-/** GPU time per kernel of each section `fn` closes (a training iteration's phases), the profiler attached for that run only. */
-export async function sectionTimes(rt: Runtime, fn: () => Promise<unknown>): Promise<Map<string, KernelTime[]>> {
-  rt.startProfiling();
-  try {
-    await fn();
-    return await rt.profileSections();
-  } finally {
-    await rt.stopProfiling();
-  }
+/** GPU time per kernel of one run of `fn`. */
+export function kernelTimes(rt: Runtime, fn: () => Promise<unknown>): Promise<KernelTime[]> {
+  return whileProfiling(rt, fn, () => rt.profile());
+}
+
+/** GPU time per kernel of each section `fn` closes (a training iteration's phases). */
+export function sectionTimes(rt: Runtime, fn: () => Promise<unknown>): Promise<Map<string, KernelTime[]>> {
+  return whileProfiling(rt, fn, () => rt.profileSections());
 }
 
 /** A total row (`extra` merged in) and one row per kernel with its share of the GPU time. */

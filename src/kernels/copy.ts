@@ -53,16 +53,19 @@ function pack(shape: readonly number[], stride: readonly number[], offset: numbe
   return { n, u: p.u };
 }
 
+// One strided copy on `entry` ('gather' or 'scatter'), simplified first, its vec4 form where that applies.
+function strided(rt: Runtime, entry: 'gather' | 'scatter', src: GPUBuffer, dst: GPUBuffer, shape: readonly number[], stride: readonly number[], offset: number): void {
+  const s = simplifyStrided(shape, stride, offset);
+  const { n, u } = pack(s.shape, s.stride, s.offset);
+  rt.dispatch(rt.kernel('copy', s.wide ? `${entry}4` : entry), [src, dst], u, grid1d(n));
+}
+
 /** dst (contiguous, `shape`) = src read at offset + coord·stride. */
 export function gather(rt: Runtime, src: GPUBuffer, dst: GPUBuffer, shape: readonly number[], srcStride: readonly number[], srcOffset = 0): void {
-  const s = simplifyStrided(shape, srcStride, srcOffset);
-  const { n, u } = pack(s.shape, s.stride, s.offset);
-  rt.dispatch(rt.kernel('copy', s.wide ? 'gather4' : 'gather'), [src, dst], u, grid1d(n));
+  strided(rt, 'gather', src, dst, shape, srcStride, srcOffset);
 }
 
 /** dst at offset + coord·stride = src (contiguous, `shape`). */
 export function scatter(rt: Runtime, src: GPUBuffer, dst: GPUBuffer, shape: readonly number[], dstStride: readonly number[], dstOffset = 0): void {
-  const s = simplifyStrided(shape, dstStride, dstOffset);
-  const { n, u } = pack(s.shape, s.stride, s.offset);
-  rt.dispatch(rt.kernel('copy', s.wide ? 'scatter4' : 'scatter'), [src, dst], u, grid1d(n));
+  strided(rt, 'scatter', src, dst, shape, dstStride, dstOffset);
 }
