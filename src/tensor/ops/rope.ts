@@ -14,7 +14,8 @@ export interface RopeOptions {
   rotaryDim?: number;
 }
 
-function ropeDims(op: string, x: Tensor, positions: Tensor, opts: RopeOptions): kernel.RopeDims {
+function ropeDims(x: Tensor, positions: Tensor, opts: RopeOptions): kernel.RopeDims {
+  const op = 'ropeHeads';
   expectDType(op, 'x', x.dtype, 'f32');
   expectDType(op, 'positions', positions.dtype, 'i32', 'u32');
   if (x.rank !== 4) throw new ShapeError(`${op}: x must be [B, T, H, D], got ${fmt(x.shape)}`);
@@ -39,7 +40,7 @@ function ropeDims(op: string, x: Tensor, positions: Tensor, opts: RopeOptions): 
  * on the tape.
  */
 export function ropeHeads(x: Tensor, positions: Tensor, opts: RopeOptions): Tensor {
-  const d = ropeDims('ropeHeads', x, positions, opts);
+  const d = ropeDims(x, positions, opts);
   const rt = x.storage.rt;
   const y = empty([d.b, d.h, d.t, d.hd], 'f32', rt);
   kernel.rope(rt, d, x.buffer, positions.buffer, y.buffer, false, { x: 'tokens', y: 'heads' });
