@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import * as ref from '../src/reference/attention.ts';
 import {
-  attentionBackward, attentionForward, attentionPath, decodeParts, decodeShape, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
+  attentionBackward, attentionForward, attentionPath, attentionSharedBytes, attentionTiles, blockedFits, blockedSharedBytes, type AttentionLaunch,
 } from '../src/kernels/attention.ts';
+import { decodeParts, decodeShape } from '../src/kernels/attention_decode.ts';
 import { randn } from '../src/util/random.ts';
 import { backward, requireGrad } from '../src/tensor/autograd.ts';
 import { ShapeError } from '../src/tensor/errors.ts';
@@ -275,10 +276,10 @@ describe('attention kernel paths', () => {
       { b: 1, hq: 2, hkv: 1, tq: 3, s: 9, sCap: 12, hd: 32, pad: [2] },
       // Many chunks of keys: the online softmax carries across them.
       { b: 1, hq: 2, hkv: 1, tq: 2, s: 300, sCap: 310, hd: 32, pad: [3] },
-      // Qwen2.5-0.5B's group of 7 query heads to a kv head (8 slots, one idle), a cache of 133 keys.
+      // Qwen2.5-0.5B's group of 7 query heads to a kv head, a cache of 133 keys.
       { b: 2, hq: 14, hkv: 2, tq: 1, s: 133, sCap: 140, hd: 64, pad: [0, 37] },
-      // A group of 12: two workgroups of 8 slots, the second with 4 heads.
-      { b: 1, hq: 12, hkv: 1, tq: 1, s: 70, hd: 32, pad: [5] },
+      // A group of 9: two workgroups of 5 slots, the second with 4 heads.
+      { b: 1, hq: 9, hkv: 1, tq: 1, s: 70, hd: 32, pad: [5] },
       // A head dim that divides nothing in particular.
       { b: 1, hq: 3, hkv: 3, tq: 2, s: 19, hd: 48, pad: [1] },
       // Batch row 1 is all padding up to its last query: no visible key for its first row.
@@ -301,7 +302,10 @@ describe('attention kernel paths', () => {
         }
       });
     }
-    assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 49152 }, 64, 7, 128)?.ch, 128, 'the 0.5B group at 128 keys a chunk fits 48 KiB');
+    assert.deepEqual(decodeShape({ maxComputeWorkgroupStorageSize: 49152 }, 64, 7, 128), { gp: 7, ch: 64 }, 'the 0.5B group of 7: 128 keys a chunk fit 48 KiB but are more than a lane carries');
+    assert.deepEqual(decodeShape({ maxComputeWorkgroupStorageSize: 32768 }, 64, 12, 64), { gp: 6, ch: 64 }, 'a group of 12 in two blocks of 6');
+    assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 32768 }, 256, 1, 64)?.ch, 4, 'head dim 256 alone: 4 keys a chunk');
+    assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 32768 }, 66, 1, 64), null, 'a head dim not a multiple of 4');
     assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 16384 }, 64, 7, 256)?.ch, 32, 'halved until the keys fit');
     assert.throws(() => decodeShape({ maxComputeWorkgroupStorageSize: 49152 }, 64, 7, 100), /attention.decodeChunk: 100/);
     assert.deepEqual(decodeParts(2, 420, 64, 256), { parts: 7, keys: 64 }, 'batch 1 of the 0.5B shapes: a part a chunk');
@@ -312,7 +316,7 @@ describe('attention kernel paths', () => {
     await scopeAsync(async () => {
       const t = empty([2048]).buffer;
       assert.throws(() => attentionForward(rt, d, t, t, t, null, empty([320]).buffer, empty([4]).buffer, { path: 'tiled', decode: true }),
-        /attention: the decode kernel takes head dims up to 256 .*, got 320/);
+        /attention: the decode kernel takes head dims that are multiples of 4 up to 256 .*, got 320/);
     });
   });
 

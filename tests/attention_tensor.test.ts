@@ -4,7 +4,7 @@ import * as ref from '../src/reference/attention.ts';
 import { roundToF16 } from '../src/reference/matmul_f16.ts';
 import type { Runtime } from '../src/gpu/runtime.ts';
 import { attentionForwardTensor, forwardTakesTensorCores, tensorAttentionBytes, tensorAttentionMissing, tensorAttentionSubgroups } from '../src/kernels/attention_tensor.ts';
-import type { AttentionDims } from '../src/kernels/attention.ts';
+import type { AttentionDims } from '../src/kernels/attention_params.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { TRAINING_FORWARD } from '../src/gpu/kernel_policy.ts';
 import { noGrad, requireGrad } from '../src/tensor/autograd.ts';

@@ -57,7 +57,7 @@ const suites: Record<string, Suite> = {
   attention: (rt) => benchAttention(rt),
   loss: (rt) => benchLoss(rt),
   train: (rt, args) => benchTrainStep(rt, presetOf(args), { batch: numberOf(args.batch), seq: numberOf(args.seq) }),
-  generate: (rt, args) => benchGenerate(rt, presetOf(args)),
+  generate: (rt, args) => benchGenerate(rt, presetOf(args), { batches: listOf('decode-batches', args['decode-batches']) }),
   profile: (rt, args) => benchProfile(rt, presetOf(args), {
     batch: numberOf(args.batch), seq: numberOf(args.seq), batches: listOf('decode-batches', args['decode-batches']),
     promptTokens: countOf('prompt-tokens', args['prompt-tokens']), newTokens: countOf('new-tokens', args['new-tokens']),
@@ -90,7 +90,7 @@ export const benchCommand = defineCommand({
     batch: { type: 'string', description: 'batch size for train and profile (default 8) and qwen35 (default 4)' },
     seq: { type: 'string', description: 'sequence length for train and profile (default 512) and qwen35 (default 1024)' },
     rows: { type: 'string', description: 'decode-matmul: comma-separated row counts (default 1,8,32,64)' },
-    'decode-batches': { type: 'string', description: 'profile: comma-separated rows of the decoding runs (default 1,32)' },
+    'decode-batches': { type: 'string', description: 'profile and generate: comma-separated rows of the decoding runs (default 1,32)' },
     'prompt-tokens': { type: 'string', description: 'profile: prompt tokens of each decoding row (default 128)' },
     'new-tokens': { type: 'string', description: 'profile: tokens each decoding row generates (default 32)' },
     warmup: { type: 'string', description: 'qwen35 warm-up steps (default 1)' },

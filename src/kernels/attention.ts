@@ -3,24 +3,9 @@
 
 import type { AttentionPath } from '../gpu/kernel_policy.ts';
 import type { Runtime } from '../gpu/runtime.ts';
-import { grid1d, gridRows, uniforms } from './launch.ts';
-
-export interface AttentionDims {
-  b: number;
-  hq: number;
-  hkv: number;
-  /** Query rows per head. */
-  tq: number;
-  /** Visible key rows per head (the cache length when decoding). */
-  s: number;
-  /** Key rows stored per head (>= s; a KV cache's capacity). */
-  sCap: number;
-  hd: number;
-  scale: number;
-  causal: boolean;
-}
-
-export type TileLimits = Pick<GPUSupportedLimits, 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup' | 'maxComputeWorkgroupSizeX'>;
+import { attentionParams, type AttentionDims, type TileLimits } from './attention_params.ts';
+import { attentionDecode, DECODE_MAX_ROWS, decodeShape } from './attention_decode.ts';
+import { grid1d, uniforms } from './launch.ts';
 
 export interface AttentionTiles {
   br: number;
@@ -69,25 +54,6 @@ export function attentionTiles(limits: TileLimits, pass: 'forward' | 'backward',
   return best;
 }
 
-/** The uniform every flash kernel reads (Params in shaders/common/attention_mask.wgsl). */
-export function attentionParams(d: AttentionDims, hasPad: boolean, split: { parts: number; keys: number } = { parts: 1, keys: 0 }) {
-  const p = uniforms(13);
-  p.u[0] = d.tq;
-  p.u[1] = d.s;
-  p.u[2] = d.sCap;
-  p.u[3] = d.s - d.tq;
-  p.u[4] = d.hq;
-  p.u[5] = d.hkv;
-  p.u[6] = d.hq / d.hkv;
-  p.u[7] = d.causal ? 1 : 0;
-  p.u[8] = hasPad ? 1 : 0;
-  p.u[9] = d.b * d.hq * d.tq;
-  p.setF(10, d.scale);
-  p.u[11] = split.parts;
-  p.u[12] = split.keys;
-  return p;
-}
-
 function tilesOrThrow(rt: Runtime, pass: 'forward' | 'backward', d: AttentionDims): AttentionTiles {
   const t = attentionTiles(rt.gpu.limits, pass, d.hd, d.tq, d.s);
   if (!t) throw new Error(`attention: head dim ${d.hd} does not fit ${rt.gpu.limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory`);
@@ -133,67 +99,6 @@ export interface AttentionLaunch {
   decode?: boolean;
   /** Parts the decode kernel cuts each row's keys into (tests); default decodeParts'. */
   decodeParts?: number;
-}
-
-/** Query rows per head up to which the tiled path's forward takes the decode kernel. */
-export const DECODE_MAX_ROWS = 8;
-/** Invocations of a decode workgroup (DWG in the shader) and accumulators each (DACC). */
-const DECODE_WG = 256;
-const DECODE_ACC = 8;
-/** Largest head dim the decode kernel takes. */
-const DECODE_MAX_HD = 256;
-
-/**
- * The decode kernel's query heads a workgroup (DGP: the group rounded up to a power of
- * two, at most 8) and keys a chunk (DCH: the most of `maxChunk`, then halves down to 8,
- * whose staged keys fit workgroup memory); null where the head dim is past the kernel.
- */
-export function decodeShape(limits: { maxComputeWorkgroupStorageSize: number }, hd: number, group: number, maxChunk = 64): { gp: number; ch: number } | null {
-  if (hd > DECODE_MAX_HD) return null;
-  if (![8, 16, 32, 64, 128, 256].includes(maxChunk)) throw new Error(`attention.decodeChunk: ${maxChunk} is not one of 8, 16, 32, 64, 128, 256`);
-  let gp = 1;
-  while (gp < Math.min(group, 8)) gp *= 2;
-  if (gp * hd > DECODE_WG * DECODE_ACC) return null;
-  for (let ch = maxChunk; ch >= 8; ch /= 2) {
-    const floats = gp * hd + ch * (hd + 1) + gp * ch + DECODE_WG + gp;
-    if (4 * floats <= limits.maxComputeWorkgroupStorageSize) return { gp, ch };
-  }
-  return null;
-}
-
-/**
- * How many parts the decode kernel cuts each row's keys into: enough that its
- * workgroups reach policy.attention.decodeWorkgroups, each part at least a chunk of
- * `ch` keys (a multiple of it), at most 64.
- */
-export function decodeParts(workgroups: number, keys: number, ch: number, target: number): { parts: number; keys: number } {
-  const wanted = Math.min(Math.ceil(target / Math.max(workgroups, 1)), Math.ceil(keys / ch), 64);
-  if (wanted <= 1) return { parts: 1, keys: 0 };
-  const per = Math.ceil(keys / wanted / ch) * ch;
-  return { parts: Math.ceil(keys / per), keys: per };
-}
-
-function attentionDecode(
-  rt: Runtime, d: AttentionDims, shape: { gp: number; ch: number },
-  q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, padLeft: GPUBuffer | null, o: GPUBuffer, lse: GPUBuffer, parts?: number,
-): void {
-  const blocks = d.hkv * Math.ceil(d.hq / d.hkv / shape.gp);
-  const split = parts === undefined
-    ? decodeParts(d.tq * blocks * d.b, d.s, shape.ch, rt.policy.attention.decodeWorkgroups)
-    : parts <= 1 ? { parts: 1, keys: 0 } : { parts, keys: Math.ceil(d.s / parts) };
-  const kernel = rt.kernel('attention', 'decode', { HD: d.hd, DGP: shape.gp, DCH: shape.ch });
-  const p = attentionParams(d, !!padLeft, split).u;
-  if (split.parts === 1) {
-    rt.dispatch(kernel, [q, k, v, padLeft ?? q, o, lse], p, [d.tq, blocks, d.b]);
-    return;
-  }
-  const rows = d.b * d.hq * d.tq;
-  const partO = rt.pool.acquire(4 * rows * split.parts * d.hd);
-  const partMl = rt.pool.acquire(8 * rows * split.parts);
-  rt.dispatch(kernel, [q, k, v, padLeft ?? q, partO, partMl], p, [d.tq * split.parts, blocks, d.b]);
-  rt.dispatch(rt.kernel('attention', 'decode_combine', { HD: d.hd }), [null, partO, partMl, null, o, lse], p, gridRows(rows));
-  rt.pool.release(partO);
-  rt.pool.release(partMl);
 }
 
 /** Floats in one uniform window (64 KiB, WebGPU's default uniform binding limit). */
@@ -319,7 +224,7 @@ export function attentionForward(
   const shape = decodeShape(rt.gpu.limits, d.hd, group, rt.policy.attention.decodeChunk);
   const decode = launch.decode ?? (d.tq <= DECODE_MAX_ROWS && shape !== null);
   if (decode) {
-    if (!shape) throw new Error(`attention: the decode kernel takes head dims up to ${DECODE_MAX_HD} whose staged keys fit ${rt.gpu.limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory, got ${d.hd}`);
+    if (!shape) throw new Error(`attention: the decode kernel takes head dims that are multiples of 4 up to 256 whose staged keys fit ${rt.gpu.limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory, got ${d.hd}`);
     attentionDecode(rt, d, shape, q, k, v, padLeft, o, lse, launch.decodeParts);
     return;
   }

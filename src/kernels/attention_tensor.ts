@@ -2,7 +2,8 @@
 // for passes that record no gradient.
 
 import type { Runtime } from '../gpu/runtime.ts';
-import { attentionParams, DECODE_MAX_ROWS, type AttentionDims, type TileLimits } from './attention.ts';
+import { DECODE_MAX_ROWS } from './attention_decode.ts';
+import { attentionParams, type AttentionDims, type TileLimits } from './attention_params.ts';
 import { tensorCoresMissing } from './matmul/tensor.ts';
 
 /** Keys a tile and halves of padding a stored row (BC, PAD in the shader). */

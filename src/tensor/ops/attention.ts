@@ -1,7 +1,8 @@
 // Scaled dot-product attention (flash kernels): causal, grouped-query, left padding,
 // and decoding against a KV cache.
 
-import { attentionBackward, attentionForward, attentionTiles, type AttentionDims } from '../../kernels/attention.ts';
+import { attentionBackward, attentionForward, attentionTiles } from '../../kernels/attention.ts';
+import type { AttentionDims } from '../../kernels/attention_params.ts';
 import { attentionForwardTensor, forwardTakesTensorCores } from '../../kernels/attention_tensor.ts';
 import { record, recordsGradient } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
