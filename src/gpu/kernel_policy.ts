@@ -191,8 +191,9 @@ export interface AttentionPolicy {
   decodeWorkgroups: number;
   /**
    * Most keys a decode workgroup stages at once (a power of two from 8 to 256; fewer
-   * where workgroup memory is short): each chunk costs a dozen barriers (two trees over
-   * the heads' lanes), so longer chunks pay them fewer times for more workgroup memory.
+   * where workgroup memory is short or a lane would carry more than 8 vec4s of a chunk
+   * ahead): each chunk costs four barriers, so longer chunks pay them fewer times for
+   * more workgroup memory and registers.
    */
   decodeChunk: number;
 }
