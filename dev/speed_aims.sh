@@ -56,12 +56,14 @@ timeout 90 npx bun run cli eval models/household-tiny --tasks 128 --seeds 4 --sp
 fi
 [ "$part" = aims ] && exit 0
 # The levers not on by default, each beside the default run above (the decode attention's
-# keys cut into more parts, the update without checkpointed layers, larger micro-batches), the
+# keys cut into fewer and more parts, the update without checkpointed layers, larger micro-batches), the
 # profiles by phase, and the full-weight iteration in the aim's memory.
-step "lever: decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows, the decode attention's keys cut into parts until 1,024 workgroups"
-bench 40 --only profile --batch 1 --seq 64 --decode-batches 1,32,128 --prompt-tokens 400 --new-tokens 32 --policy attention.decodeWorkgroups=1024
-step "lever: the embedded default's iteration, decode attention in parts until 1,024 workgroups"
-bench 90 --only rl-iteration --preset household --iters 2 --policy attention.decodeWorkgroups=1024
+for n in 32768 262144; do
+  step "lever: decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows, the decode attention's keys cut into parts until $n invocations (65,536 by default)"
+  bench 40 --only profile --batch 1 --seq 64 --decode-batches 1,32,128 --prompt-tokens 400 --new-tokens 32 --policy attention.decodeInvocations=$n
+  step "lever: the embedded default's iteration, decode attention in parts until $n invocations"
+  bench 90 --only rl-iteration --preset household --iters 2 --policy attention.decodeInvocations=$n
+done
 step "lever: TRL's work without checkpointed layers (the plan then cuts micro-batches to fit 16 GiB)"
 bench 120 --only rl-iteration --iters 2 --max-turns 1 --max-response-tokens 256 --tasks 16 --group-size 8 --set "algorithm.klCoef=0 algorithm.entropyCoef=0 gpu.checkpointing=off"
 step "lever: the embedded default's iteration with 65,536-token micro-batches"

@@ -308,9 +308,11 @@ describe('attention kernel paths', () => {
     assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 32768 }, 66, 1, 64), null, 'a head dim not a multiple of 4');
     assert.equal(decodeShape({ maxComputeWorkgroupStorageSize: 16384 }, 64, 7, 256)?.ch, 32, 'halved until the keys fit');
     assert.throws(() => decodeShape({ maxComputeWorkgroupStorageSize: 49152 }, 64, 7, 100), /attention.decodeChunk: 100/);
-    assert.deepEqual(decodeParts(2, 420, 64, 256), { parts: 7, keys: 64 }, 'batch 1 of the 0.5B shapes: a part a chunk');
-    assert.deepEqual(decodeParts(64, 420, 64, 256), { parts: 4, keys: 128 });
-    assert.deepEqual(decodeParts(256, 420, 64, 256), { parts: 1, keys: 0 }, 'a rollout\'s 128 rows fill the GPU whole');
+    // The 0.5B shapes, 420 keys: workgroups of 7 heads x 32 invocations, one a row and kv head.
+    assert.deepEqual(decodeParts(2 * 224, 420, 64, 65536), { parts: 7, keys: 64 }, 'batch 1: a part a chunk');
+    assert.deepEqual(decodeParts(64 * 224, 420, 64, 65536), { parts: 4, keys: 128 });
+    assert.deepEqual(decodeParts(256 * 224, 420, 64, 65536), { parts: 2, keys: 256 }, 'a rollout\'s 128 rows');
+    assert.deepEqual(decodeParts(256 * 224, 420, 64, 32768), { parts: 1, keys: 0 }, 'rows that fill the target whole');
     const rt = await gpu();
     const d = { b: 1, hq: 1, hkv: 1, tq: 1, s: 4, sCap: 4, hd: 320, scale: 1, causal: true };
     await scopeAsync(async () => {

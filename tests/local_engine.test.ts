@@ -113,7 +113,7 @@ describe('LocalEngine', () => {
     const requests = [0, 1, 2].map((seed) => req([...prompt, ...prompt, ...prompt].slice(0, 3 + 7 * seed), { ...p, seed }));
     // The decode kernel, which the software GPU's own attention path does not take.
     const run = (decodeChunk: number) =>
-      withPolicy(rt, { attention: { path: 'tiled', decodeWorkgroups: 4, decodeChunk } }, () => new LocalEngine(model).generate(requests));
+      withPolicy(rt, { attention: { path: 'tiled', decodeInvocations: 4096, decodeChunk } }, () => new LocalEngine(model).generate(requests));
     const base = await run(64);
     for (const decodeChunk of [16, 128, 256]) {
       const got = await run(decodeChunk);

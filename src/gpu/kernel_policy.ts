@@ -184,11 +184,13 @@ export interface AttentionPolicy {
   tensorForwardMinScores: number;
   /**
    * A decode step's attention cuts each row's keys into parts (one workgroup each, then
-   * a combining dispatch) until it runs about this many workgroups: at batch 1 the
-   * 0.5B shapes gave its 2 kv heads' workgroups 0.09 ms a layer on the H100 walking
-   * 420 keys alone, against 0.036 for one workgroup a query head (`dc6f980`).
+   * a combining dispatch) until its workgroups hold about this many invocations (32 a
+   * query head of a workgroup's block). At batch 1 the 0.5B shapes gave its 2 kv heads'
+   * workgroups 0.09 ms a layer on the H100 walking 420 keys alone, against 0.036 for one
+   * workgroup a query head (`dc6f980`); the default is the 256 workgroups of 256
+   * invocations the kernel before the current one was tuned to.
    */
-  decodeWorkgroups: number;
+  decodeInvocations: number;
   /**
    * Most keys a decode workgroup stages at once (a power of two from 8 to 256; fewer
    * where workgroup memory is short or a lane would carry more than 8 vec4s of a chunk
@@ -318,7 +320,7 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeWorkgroups: 256, decodeChunk: 64 },
+    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeInvocations: 65536, decodeChunk: 64 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16' },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },

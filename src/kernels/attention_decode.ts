@@ -53,12 +53,13 @@ export function decodeShape(limits: { maxComputeWorkgroupStorageSize: number }, 
 }
 
 /**
- * How many parts the decode kernel cuts each row's keys into: enough that its
- * workgroups reach policy.attention.decodeWorkgroups, each part at least a chunk of
- * `ch` keys (a multiple of it), at most 64.
+ * How many parts the decode kernel cuts each row's keys into: enough that `invocations`
+ * (its workgroups' whole) times the parts reach `target`
+ * (policy.attention.decodeInvocations), each part at least a chunk of `ch` keys (a
+ * multiple of it), at most 64.
  */
-export function decodeParts(workgroups: number, keys: number, ch: number, target: number): { parts: number; keys: number } {
-  const wanted = Math.min(Math.ceil(target / Math.max(workgroups, 1)), Math.ceil(keys / ch), 64);
+export function decodeParts(invocations: number, keys: number, ch: number, target: number): { parts: number; keys: number } {
+  const wanted = Math.min(Math.ceil(target / Math.max(invocations, 1)), Math.ceil(keys / ch), 64);
   if (wanted <= 1) return { parts: 1, keys: 0 };
   const per = Math.ceil(keys / wanted / ch) * ch;
   return { parts: Math.ceil(keys / per), keys: per };
@@ -75,7 +76,7 @@ export function attentionDecode(
 ): void {
   const blocks = d.hkv * Math.ceil(d.hq / d.hkv / shape.gp);
   const split = parts === undefined
-    ? decodeParts(d.tq * blocks * d.b, d.s, shape.ch, rt.policy.attention.decodeWorkgroups)
+    ? decodeParts(d.tq * blocks * d.b * SLOT * shape.gp, d.s, shape.ch, rt.policy.attention.decodeInvocations)
     : parts <= 1 ? { parts: 1, keys: 0 } : { parts, keys: Math.ceil(d.s / parts) };
   const kernel = rt.kernel('attention_decode', 'decode', { HD: d.hd, DGP: shape.gp, DCH: shape.ch });
   const p = attentionParams(d, !!padLeft, split).u;
