@@ -16,7 +16,8 @@ import { gpu } from './support/gpu.ts';
 import { tinyHouseholdModel } from './support/tiny_household.ts';
 
 // Time, throughput and GPU memory depend on the process, not on the training.
-const timeKeys = (k: string) => k.startsWith('time/') || k.startsWith('throughput/') || k.startsWith('memory/');
+// What the run cost rather than what it computed: seconds, memory and the host's GPU counts (a resumed run's submits batch differently).
+const timeKeys = (k: string) => k.startsWith('time/') || k.startsWith('throughput/') || k.startsWith('memory/') || k.startsWith('gpu/');
 const stable = (row: Record<string, number | null>) => Object.fromEntries(Object.entries(row).filter(([k]) => !timeKeys(k)));
 
 describe('training end to end', () => {
@@ -46,6 +47,9 @@ describe('training end to end', () => {
     }
     assert.ok(typeof rows[1]['val/success'] === 'number', 'validation ran at the last iteration');
     for (const phase of ['rollout', 'old_logprobs', 'update', 'validation']) assert.ok((rows[1][`memory/${phase}_peak_gib`] as number) > 0, `memory/${phase}_peak_gib`);
+    for (const phase of ['rollout', 'old_logprobs', 'reference', 'update']) assert.ok((rows[1][`gpu/${phase}_dispatches`] as number) > 0, `gpu/${phase}_dispatches`);
+    assert.ok((rows[1]['gpu/update_readbacks'] as number) >= (rows[1]['actor/steps'] as number), 'the update waits for the GPU at least once a step (its statistics)');
+    assert.ok((rows[1]['gpu/rollout_submits'] as number) >= (rows[1]['gpu/rollout_readbacks'] as number));
     assert.equal(rows[1]['memory/peak_gib'], Math.max(...Object.entries(rows[1]).filter(([k]) => /^memory\/.+_peak_gib$/.test(k)).map(([, v]) => v as number)));
     // The learning rate warms up over iterations, not optimizer steps.
     assert.deepEqual(rows.map((r) => r['actor/lr']), [0, 5e-4]);

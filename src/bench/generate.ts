@@ -6,7 +6,7 @@
 
 import type { Runtime } from '../gpu/runtime.ts';
 import { LocalEngine } from '../engines/local_engine.ts';
-import { countsPer, gpuCounts, type GpuCounts } from './gpu_counts.ts';
+import { countsPer, gpuCounts, type GpuCounts } from '../gpu/gpu_counts.ts';
 import { benchModel, randomIds } from './train_step.ts';
 
 export interface GenerateBenchOptions {

@@ -137,6 +137,8 @@ export function iterationRow(label: string, rows: readonly MetricsRow[]): object
     rollout_share: round(m['time/rollout'] / step, 3), scoring_share: round(scoring / step, 3), update_share: round(m['time/update'] / step, 3),
     tokens_per_s: Math.round(m['throughput/tokens_per_s']),
     ...Object.fromEntries(Object.entries(m).filter(([k]) => k.startsWith('memory/')).map(([k, v]) => [k.slice('memory/'.length), round(v, 3)])),
+    // Dispatches, submits and readbacks per phase (gpu/<phase>_<count>), what the host paid beside the arithmetic.
+    gpu_counts: Object.fromEntries(Object.entries(m).filter(([k]) => k.startsWith('gpu/')).map(([k, v]) => [k.slice('gpu/'.length), v])),
   };
 }
 

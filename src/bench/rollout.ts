@@ -14,7 +14,7 @@ import { loadModel } from '../models/load.ts';
 import { loadTokenizer } from '../tokenizer/tokenizer.ts';
 import { runRollout } from '../rollout/agent_loop.ts';
 import { LocalEngine } from '../engines/local_engine.ts';
-import { countsPer, gpuCounts } from './gpu_counts.ts';
+import { countsPer, gpuCounts } from '../gpu/gpu_counts.ts';
 import { kernelTimes, profileRows } from './profile.ts';
 
 export interface RolloutBenchOptions {

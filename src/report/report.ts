@@ -62,6 +62,10 @@ const CHARTS: ChartSpec[] = [
     title: 'GPU memory per phase (GiB)',
     keys: ['memory/peak_gib', ...['rollout', 'old_logprobs', 'teacher', 'reference', 'update', 'validation'].map((p) => `memory/${p}_peak_gib`)],
   },
+  ...(['dispatches', 'submits', 'readbacks'] as const).map((count) => ({
+    title: `GPU ${count} per phase`,
+    keys: ['rollout', 'old_logprobs', 'teacher', 'reference', 'update'].map((p) => `gpu/${p}_${count}`),
+  })),
   { title: 'Invalid-action rate', keys: ['rollout/invalid_rate'] },
   { title: 'Episode length', keys: ['rollout/episode_len'] },
 ];

@@ -18,6 +18,7 @@ import type { Metrics } from '../report/metrics.ts';
 import type { IterationPlan } from '../algos/plan.ts';
 import type { Phase } from '../report/progress.ts';
 import type { PhaseMemory } from '../gpu/phase_memory.ts';
+import { gpuCounts, phaseCountMetrics } from '../gpu/gpu_counts.ts';
 import { runtime } from '../gpu/runtime.ts';
 import { teacherLogprobs, teacherSequences, type TeacherSource } from './teacher.ts';
 import { broadcastAdvantages, policyUpdate, responseLogprobs, sharedPrefixMicroBatches, updateMiniBatches, type UpdateContext, type UpdateMetrics } from './update.ts';
@@ -96,9 +97,14 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   const now = () => performance.now() / 1000;
   const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
   let t = now();
+  const rt = runtime();
+  const costs: Metrics = {};
+  let counted = gpuCounts(rt);
   const lap = async (phase: keyof IterationTimes) => {
+    Object.assign(costs, phaseCountMetrics(rt, counted, PHASE_NAMES[phase]));
     await memory?.end(PHASE_NAMES[phase]);
-    await runtime().closeProfileSection(PHASE_NAMES[phase]);
+    await rt.closeProfileSection(PHASE_NAMES[phase]);
+    counted = gpuCounts(rt);
     const n = now();
     times[phase] = n - t;
     t = n;
@@ -108,7 +114,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   await lap('rollout');
   const samples = rollout.samples;
   checkRolloutLogprobs(samples, update.correction);
-  const metrics: Metrics = { ...plan.metrics };
+  const metrics: Metrics = { ...plan.metrics, ...costs };
   if (!samples.length) return { rollout, update: null, sequences: null, teacherSequences: null, times, metrics };
 
   const advantages = groupAdvantages(samples);
@@ -169,6 +175,7 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   shown?.finish(`${result.steps} steps`);
   Object.assign(metrics, result.aux);
   await lap('update');
+  Object.assign(metrics, costs);
   // Every old log-prob is known now, the first mini-batch's from the update's forward.
   Object.assign(metrics, rolloutProbsDiff(samples, old), rolloutCorrectionMetrics(samples, old, update.correction));
   if (teacherLp) {

@@ -5,7 +5,7 @@
 // 6-10 us a dispatch, 33-57 us a submit-and-wait round trip), and the software GPU
 // counts them exactly, so a change to the decoding loop is measured here first.
 
-import type { Runtime } from '../gpu/runtime.ts';
+import type { Runtime } from './runtime.ts';
 
 export interface GpuCounts {
   dispatches: number;
@@ -30,4 +30,18 @@ export function countsPer(rt: Runtime, before: GpuCounts, n: number, unit: strin
     out[`${KEYS[k]}_per_${unit}`] = +((now[k] - before[k]) / Math.max(n, 1)).toFixed(3);
   }
   return out;
+}
+
+/**
+ * What a phase of a training iteration cost the host since `before`, as metrics
+ * `gpu/<phase>_dispatches`, `gpu/<phase>_submits` and `gpu/<phase>_readbacks` (each
+ * readback a wait for the GPU).
+ */
+export function phaseCountMetrics(rt: Runtime, before: GpuCounts, phase: string): Record<string, number> {
+  const now = gpuCounts(rt);
+  return {
+    [`gpu/${phase}_dispatches`]: now.dispatches - before.dispatches,
+    [`gpu/${phase}_submits`]: now.submits - before.submits,
+    [`gpu/${phase}_readbacks`]: now.readbacks - before.readbacks,
+  };
 }
