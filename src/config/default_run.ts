@@ -20,7 +20,7 @@ export const EMBEDDED_RECIPE: readonly string[] = [
   'rollout.maxResponseTokens=64',
   // A validation's 512 episodes decode as one batch, not four (the training rollout's
   // 128 are one either way; a seeded episode does not depend on its batch): on the
-  // H200 a validation took 5.0-6.0 s so against 7.8-11.3 s at 128 rows, with the same
+  // H200 a validation took 5.0-6.0 s against 7.8-11.3 s at 128 rows, with the same
   // outcome. The memory plan still cuts batches to the budget.
   'rollout.maxBatch=512',
   'optim.lr=1e-4',

@@ -98,10 +98,10 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   const times: IterationTimes = { rollout: 0, oldLogprobs: 0, teacher: 0, reference: 0, update: 0 };
   let t = now();
   const rt = runtime();
-  const costs: Metrics = {};
+  const metrics: Metrics = { ...plan.metrics };
   let counted = gpuCounts(rt);
   const lap = async (phase: keyof IterationTimes) => {
-    Object.assign(costs, phaseCountMetrics(rt, counted, PHASE_NAMES[phase]));
+    Object.assign(metrics, phaseCountMetrics(rt, counted, PHASE_NAMES[phase]));
     await memory?.end(PHASE_NAMES[phase]);
     await rt.closeProfileSection(PHASE_NAMES[phase]);
     counted = gpuCounts(rt);
@@ -114,7 +114,6 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   await lap('rollout');
   const samples = rollout.samples;
   checkRolloutLogprobs(samples, update.correction);
-  const metrics: Metrics = { ...plan.metrics, ...costs };
   if (!samples.length) return { rollout, update: null, sequences: null, teacherSequences: null, times, metrics };
 
   const advantages = groupAdvantages(samples);
@@ -175,7 +174,6 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   shown?.finish(`${result.steps} steps`);
   Object.assign(metrics, result.aux);
   await lap('update');
-  Object.assign(metrics, costs);
   // Every old log-prob is known now, the first mini-batch's from the update's forward.
   Object.assign(metrics, rolloutProbsDiff(samples, old), rolloutCorrectionMetrics(samples, old, update.correction));
   if (teacherLp) {
