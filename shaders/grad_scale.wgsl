@@ -10,7 +10,8 @@
 //   power_of_two: one invocation, over absmax's acc (bound as plain words): scale =
 //                 [s, 1 / s]; s = 1 when x is empty, all zeros or not finite (the
 //                 caller's non-finite check sees such a gradient).
-// The two entry points bind different variables at bindings 1 and 2.
+//   product_scale: the same over two absmax results, for a sum of products (below).
+// The entry points bind different variables at bindings 1 to 3.
 
 const WG: u32 = 256u;
 const TARGET_EXP: i32 = 14;
@@ -66,4 +67,25 @@ fn power_of_two() {
   let e = clamp(frexp(m).exp, -100, 100);
   scale[0] = ldexp(1.0, TARGET_EXP - e);
   scale[1] = ldexp(1.0, e - TARGET_EXP);
+}
+
+// product_scale: one invocation, over two absmax results a and b (bound as plain words):
+// scale = [s, 1 / s], s a power of two with n * max|a| * max|b| * s in [2^13, 2^14),
+// so that every sum of n products of an element of a * s with one of b stays inside
+// f16's range (the tensor-core attention backward's dS, n = 2 HD); s = 1 where either
+// is empty, all zeros or not finite.
+@group(0) @binding(2) var<storage, read> found_b: array<u32, 2>;
+@group(0) @binding(3) var<storage, read_write> product: array<f32, 2>;
+
+@compute @workgroup_size(1)
+fn product_scale() {
+  let m = f32(p.n) * bitcast<f32>(found[0]) * bitcast<f32>(found_b[0]);
+  if (found[1] != 0u || found_b[1] != 0u || !(m > 0.0 && m <= 3.4028234e38)) {
+    product[0] = 1.0;
+    product[1] = 1.0;
+    return;
+  }
+  let e = clamp(frexp(m).exp, -100, 100);
+  product[0] = ldexp(1.0, TARGET_EXP - e);
+  product[1] = ldexp(1.0, e - TARGET_EXP);
 }

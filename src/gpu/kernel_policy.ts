@@ -183,6 +183,17 @@ export interface AttentionPolicy {
    */
   tensorForwardMinScores: number;
   /**
+   * Backwards of taped forwards on tensor cores (kernels/attention_tensor_backward.ts)
+   * where the device has f16 subgroup matrices, tensorCores.enabled and .gradients, and
+   * the head dim is a multiple of 16 up to 64: q, k, v, dO (scaled by a power of two),
+   * P and dS rounded to f16, sums in f32. Off until timed against `blocked` on the
+   * H100 or H200 (`dev/speed_aims.sh`); the profiles of docs/RESULTS.md section 3 put the
+   * f32 backward at 22% of the bundled model's update and 17% of Qwen2.5-0.5B's.
+   */
+  tensorBackward: boolean;
+  /** Backwards with fewer score entries keep the f32 kernels, as tensorForwardMinScores. */
+  tensorBackwardMinScores: number;
+  /**
    * A decode step's attention cuts each row's keys into parts (one workgroup each, then
    * a combining dispatch) until its workgroups hold about this many invocations (32 a
    * query head of a workgroup's block). At batch 1 the 0.5B shapes gave its 2 kv heads'
@@ -320,7 +331,7 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, decodeInvocations: 65536, decodeChunk: 64 },
+    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, tensorBackward: false, tensorBackwardMinScores: 2 ** 24, decodeInvocations: 65536, decodeChunk: 64 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16' },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },

@@ -260,8 +260,7 @@ export function attentionBackward(
   launch: AttentionLaunch = {},
 ): void {
   const p = attentionParams(d, !!padLeft).u;
-  const rows = d.b * d.hq * d.tq;
-  rt.dispatch(rt.kernel('attention', 'delta', { HD: d.hd }), [o, dO, delta], p, grid1d(rows));
+  attentionDelta(rt, d, o, dO, delta);
   const path = attentionPath(rt, d, launch);
   if (path === 'uniform') {
     backwardUniform(rt, d, q, k, v, padLeft, dO, lse, delta, grads, windowRows(d, launch));
@@ -283,6 +282,11 @@ export function attentionBackward(
     rt.dispatch(rt.kernel('attention', 'backward_dq', constants(d, t)), [q, k, v, pad, dO, lse, delta, grads.dq], p,
       [Math.ceil(d.tq / t.br), d.hq, d.b]);
   }
+}
+
+/** delta = rowsum(dO * O), B * Hq * Tq floats: what every backward subtracts from dP. */
+export function attentionDelta(rt: Runtime, d: AttentionDims, o: GPUBuffer, dO: GPUBuffer, delta: GPUBuffer): void {
+  rt.dispatch(rt.kernel('attention', 'delta', { HD: d.hd }), [o, dO, delta], attentionParams(d, false).u, grid1d(d.b * d.hq * d.tq));
 }
 
 function backwardUniform(
@@ -354,19 +358,29 @@ function backwardBlocked(
     rt.dispatch(rt.kernel('attention', 'backward_dq_blocked', blockedConstants(d, 'dq')), [q, k, v, pad, dO, lse, delta, grads.dq], p,
       [Math.ceil(d.tq / BLOCKED_TILES.dq.br), d.hq, d.b]);
   }
+  kvGradsPerQueryHead(rt, d, grads, (partK, partV) => {
+    rt.dispatch(rt.kernel('attention', 'backward_dkv_blocked', blockedConstants(d, 'dkv')), [q, k, v, pad, dO, lse, delta, partK, partV], p,
+      [Math.ceil(d.s / BLOCKED_TILES.dkv.bc), d.hq, d.b]);
+  });
+}
+
+/**
+ * dk and dv (where asked for) from a kernel that writes one query head's share at a
+ * time (no float atomics): `fill` gets [B, Hq, S, HD] partials, which sum_group then adds
+ * over each kv head's group, or dk and dv themselves when a kv head has one query head.
+ */
+export function kvGradsPerQueryHead(rt: Runtime, d: AttentionDims, grads: AttentionGrads, fill: (partK: GPUBuffer, partV: GPUBuffer) => void): void {
   if (!grads.dk && !grads.dv) return;
   withKvGrads(rt, d, grads, (dk, dv) => {
     const group = d.hq / d.hkv;
-    // With grouped-query heads each query head's dk, dv partials [B, Hq, S, HD] first.
     const partBytes = d.b * d.hq * d.s * d.hd * 4;
     const partK = group === 1 ? dk : rt.pool.acquire(partBytes);
     const partV = group === 1 ? dv : rt.pool.acquire(partBytes);
-    rt.dispatch(rt.kernel('attention', 'backward_dkv_blocked', blockedConstants(d, 'dkv')), [q, k, v, pad, dO, lse, delta, partK, partV], p,
-      [Math.ceil(d.s / BLOCKED_TILES.dkv.bc), d.hq, d.b]);
+    fill(partK, partV);
     if (group === 1) return;
     const sum = rt.kernel('attention', 'sum_group', { HD: d.hd });
     const vec4s = d.b * d.hkv * d.s * (d.hd / 4);
-    const ps = attentionParams(d, !!padLeft);
+    const ps = attentionParams(d, false);
     ps.u[9] = vec4s;
     rt.dispatch(sum, [partK, dk], ps.u, grid1d(vec4s));
     rt.dispatch(sum, [partV, dv], ps.u, grid1d(vec4s));

@@ -2,8 +2,10 @@
 // float64, and the textbook backward (dV = P^T dO, dS = P * (dP - rowsum(dO * O)),
 // dQ = scale dS K, dK = scale dS^T Q), same masking rules as the kernels; and of
 // shaders/attention_tensor.wgsl, which rounds q, k, v and the unnormalised
-// probabilities to f16.
+// probabilities to f16, and shaders/attention_tensor_backward.wgsl, which rounds q, k,
+// v, the scaled dO, P and the scaled dS.
 
+import { productScale } from './grad_scale.ts';
 import { roundArrayToF16, roundToF16 } from './matmul_f16.ts';
 
 export interface AttentionRefDims {
@@ -146,4 +148,59 @@ export function attentionBackward(d: AttentionRefDims, q: ArrayLike<number>, k: 
     }
   }
   return { dq: Float32Array.from(dq), dk: Float32Array.from(dk), dv: Float32Array.from(dv) };
+}
+
+/**
+ * The tensor-core backward from the forward's `o` and `lse`: sigma, a power of two, from
+ * dO and v (productScale over 2 HD terms); q, k, v and sigma dO rounded to f16; P =
+ * exp(scale q k - lse) from the rounded q and k, rounded to f16 before it weights sigma
+ * dO; sigma dS = P (sigma dP - sigma delta), delta = rowsum(dO * o), rounded to f16 before
+ * it weights q and k; sums exact, the gradients times 1 / sigma.
+ */
+export function attentionBackwardF16(
+  d: AttentionRefDims, q: Float32Array, k: Float32Array, v: Float32Array, dO: Float32Array, fwd: { o: ArrayLike<number>; lse: ArrayLike<number> },
+) {
+  const r = resolve(d);
+  const [sigma, inv] = productScale(dO, v, 2 * d.hd);
+  const qh = roundArrayToF16(q);
+  const kh = roundArrayToF16(k);
+  const vh = roundArrayToF16(v);
+  const doh = roundArrayToF16(dO.map((x) => x * sigma));
+  const dq = new Float64Array(q.length);
+  const dk = new Float64Array(k.length);
+  const dv = new Float64Array(v.length);
+  for (let b = 0; b < d.b; b++) {
+    for (let h = 0; h < d.hq; h++) {
+      const kb = (b * d.hkv + Math.floor(h / (d.hq / d.hkv))) * d.sCap * d.hd;
+      for (let i = 0; i < d.tq; i++) {
+        const row = (b * d.hq + h) * d.tq + i;
+        const qb = row * d.hd;
+        let delta = 0;
+        for (let c = 0; c < d.hd; c++) delta += dO[qb + c] * fwd.o[qb + c];
+        const sdelta = Math.fround(Math.fround(delta) * sigma);
+        for (let j = 0; j < r.s; j++) {
+          if (!r.visible(b, i, j)) continue;
+          let score = 0;
+          let dp = 0;
+          for (let c = 0; c < d.hd; c++) {
+            score += qh[qb + c] * kh[kb + j * d.hd + c];
+            dp += doh[qb + c] * vh[kb + j * d.hd + c];
+          }
+          const p = Math.exp(score * r.scale - fwd.lse[row]);
+          const p16 = roundToF16(p);
+          const ds16 = roundToF16(p * (dp - sdelta));
+          for (let c = 0; c < d.hd; c++) {
+            dv[kb + j * d.hd + c] += p16 * doh[qb + c];
+            dk[kb + j * d.hd + c] += ds16 * qh[qb + c];
+            dq[qb + c] += ds16 * kh[kb + j * d.hd + c];
+          }
+        }
+      }
+    }
+  }
+  return {
+    dq: Float32Array.from(dq, (x) => x * r.scale * inv),
+    dk: Float32Array.from(dk, (x) => x * r.scale * inv),
+    dv: Float32Array.from(dv, (x) => x * inv),
+  };
 }

@@ -4,6 +4,7 @@
 import { attentionBackward, attentionForward, attentionTiles } from '../../kernels/attention.ts';
 import type { AttentionDims } from '../../kernels/attention_params.ts';
 import { attentionForwardTensor, forwardTakesTensorCores } from '../../kernels/attention_tensor.ts';
+import { attentionBackwardTensor, backwardTakesTensorCores } from '../../kernels/attention_tensor_backward.ts';
 import { record, recordsGradient } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
@@ -74,11 +75,9 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
     const dq = q.requiresGrad ? empty(q.shape, 'f32', rt) : null;
     const dk = k.requiresGrad ? empty(k.shape, 'f32', rt) : null;
     const dv = v.requiresGrad ? empty(v.shape, 'f32', rt) : null;
-    attentionBackward(rt, d, q.buffer, k.buffer, v.buffer, opts.padLeft?.buffer ?? null, o.buffer, g.buffer, lse.buffer, delta.buffer, {
-      dq: dq?.buffer ?? null,
-      dk: dk?.buffer ?? null,
-      dv: dv?.buffer ?? null,
-    });
+    const grads = { dq: dq?.buffer ?? null, dk: dk?.buffer ?? null, dv: dv?.buffer ?? null };
+    const backward = backwardTakesTensorCores(rt, d) ? attentionBackwardTensor : attentionBackward;
+    backward(rt, d, q.buffer, k.buffer, v.buffer, opts.padLeft?.buffer ?? null, o.buffer, g.buffer, lse.buffer, delta.buffer, grads);
     delta.dispose();
     return [dq, dk, dv];
   });
