@@ -28,7 +28,7 @@
 //
 // Needs what the forward needs (`shader-f16`, `subgroups`,
 // `chromium-experimental-subgroup-matrix` with 16x16x16 f16 -> f32, subgroups of 32) and
-// 10 storage buffers a stage; head dims that are multiples of 16 up to 64, so a
+// 10 storage buffers a staged; head dims that are multiples of 16 up to 64, so a
 // subgroup's operands and accumulators stay in registers. Loop bounds depend only on
 // workgroup_id, the uniform and the batch row's padding, and the barriers are
 // workgroup-wide, so the subgroup-matrix calls sit in subgroup-uniform control flow.
@@ -65,7 +65,7 @@ const STAGE_ROWS: u32 = 64u;     // 2 * TILE, and BR at most
 @group(0) @binding(10) var<storage, read> sigma: array<f32, 2>;
 
 // The block's own rows at the start, then each tile's two operands (rows 0..31 and 32..63).
-var<workgroup> stage: array<f16, STAGE_ROWS * LD>;
+var<workgroup> staged: array<f16, STAGE_ROWS * LD>;
 var<workgroup> scratch: array<f32, SGS * SFRAG>;
 var<workgroup> tp_h: array<f16, SGS * 16u * LDP>;
 var<workgroup> tds_h: array<f16, SGS * 16u * LDP>;
@@ -81,22 +81,22 @@ alias Lefts = array<Left, 4>;
 alias Band = array<Result, 4>;
 
 // `n` rows from row `first` (of the rows starting at vec4 `base4`, zero from row `limit`
-// on) into stage rows at `at`, times `mul`, rounded to f16.
-fn stage_rows(li: u32, src: u32, base4: u32, first: u32, n: u32, limit: u32, at: u32, mul: f32) {
+// on) into staged rows at `at`, times `factor`, rounded to f16.
+fn stage_rows(li: u32, src: u32, base4: u32, first: u32, n: u32, limit: u32, at: u32, factor: f32) {
   for (var e = li; e < n * HD4; e += THREADS) {
     let r = e / HD4;
     let c = e % HD4;
     var x = vec4f(0.0);
     if (first + r < limit) {
       let i = base4 + (first + r) * HD4 + c;
-      if (src == 0u) { x = q4[i]; } else if (src == 1u) { x = k4[i]; } else if (src == 2u) { x = v4[i]; } else { x = do4[i] * mul; }
+      if (src == 0u) { x = q4[i]; } else if (src == 1u) { x = k4[i]; } else if (src == 2u) { x = v4[i]; } else { x = do4[i] * factor; }
     }
     let h = vec4<f16>(x);
     let o = (at + r) * LD + c * 4u;
-    stage[o] = h.x;
-    stage[o + 1u] = h.y;
-    stage[o + 2u] = h.z;
-    stage[o + 3u] = h.w;
+    staged[o] = h.x;
+    staged[o + 1u] = h.y;
+    staged[o + 2u] = h.z;
+    staged[o + 3u] = h.w;
   }
 }
 
@@ -114,43 +114,43 @@ fn stage_stats(li: u32, row0: u32, first: u32, n: u32) {
   }
 }
 
-// Stage rows at..at+15 as left operands, 16 columns each.
+// Staged rows at..at+15 as left operands, 16 columns each.
 fn lefts(at: u32) -> Lefts {
   var m: Lefts;
-  m[0] = subgroupMatrixLoad<Left, row_major>(&stage, at * LD, LD);
-  if (HD > 16u) { m[1] = subgroupMatrixLoad<Left, row_major>(&stage, at * LD + 16u, LD); }
-  if (HD > 32u) { m[2] = subgroupMatrixLoad<Left, row_major>(&stage, at * LD + 32u, LD); }
-  if (HD > 48u) { m[3] = subgroupMatrixLoad<Left, row_major>(&stage, at * LD + 48u, LD); }
+  m[0] = subgroupMatrixLoad<Left, row_major>(&staged, at * LD, LD);
+  if (HD > 16u) { m[1] = subgroupMatrixLoad<Left, row_major>(&staged, at * LD + 16u, LD); }
+  if (HD > 32u) { m[2] = subgroupMatrixLoad<Left, row_major>(&staged, at * LD + 32u, LD); }
+  if (HD > 48u) { m[3] = subgroupMatrixLoad<Left, row_major>(&staged, at * LD + 48u, LD); }
   return m;
 }
 
-// The subgroup's 16 rows (`a`) against the 32 stage rows from `at` (read transposed:
+// The subgroup's 16 rows (`a`) against the 32 staged rows from `at` (read transposed:
 // a [row][d] tile is the right operand's columns) into its scratch: a X^T, 16 x 32.
 fn products_t(a: ptr<function, Lefts>, sg: u32, at: u32) {
   var s0: Result;
   var s1: Result;
   let o0 = at * LD;
   let o1 = (at + 16u) * LD;
-  s0 = subgroupMatrixMultiplyAccumulate((*a)[0], subgroupMatrixLoad<Right, col_major>(&stage, o0, LD), s0);
-  s1 = subgroupMatrixMultiplyAccumulate((*a)[0], subgroupMatrixLoad<Right, col_major>(&stage, o1, LD), s1);
+  s0 = subgroupMatrixMultiplyAccumulate((*a)[0], subgroupMatrixLoad<Right, col_major>(&staged, o0, LD), s0);
+  s1 = subgroupMatrixMultiplyAccumulate((*a)[0], subgroupMatrixLoad<Right, col_major>(&staged, o1, LD), s1);
   if (HD > 16u) {
-    s0 = subgroupMatrixMultiplyAccumulate((*a)[1], subgroupMatrixLoad<Right, col_major>(&stage, o0 + 16u, LD), s0);
-    s1 = subgroupMatrixMultiplyAccumulate((*a)[1], subgroupMatrixLoad<Right, col_major>(&stage, o1 + 16u, LD), s1);
+    s0 = subgroupMatrixMultiplyAccumulate((*a)[1], subgroupMatrixLoad<Right, col_major>(&staged, o0 + 16u, LD), s0);
+    s1 = subgroupMatrixMultiplyAccumulate((*a)[1], subgroupMatrixLoad<Right, col_major>(&staged, o1 + 16u, LD), s1);
   }
   if (HD > 32u) {
-    s0 = subgroupMatrixMultiplyAccumulate((*a)[2], subgroupMatrixLoad<Right, col_major>(&stage, o0 + 32u, LD), s0);
-    s1 = subgroupMatrixMultiplyAccumulate((*a)[2], subgroupMatrixLoad<Right, col_major>(&stage, o1 + 32u, LD), s1);
+    s0 = subgroupMatrixMultiplyAccumulate((*a)[2], subgroupMatrixLoad<Right, col_major>(&staged, o0 + 32u, LD), s0);
+    s1 = subgroupMatrixMultiplyAccumulate((*a)[2], subgroupMatrixLoad<Right, col_major>(&staged, o1 + 32u, LD), s1);
   }
   if (HD > 48u) {
-    s0 = subgroupMatrixMultiplyAccumulate((*a)[3], subgroupMatrixLoad<Right, col_major>(&stage, o0 + 48u, LD), s0);
-    s1 = subgroupMatrixMultiplyAccumulate((*a)[3], subgroupMatrixLoad<Right, col_major>(&stage, o1 + 48u, LD), s1);
+    s0 = subgroupMatrixMultiplyAccumulate((*a)[3], subgroupMatrixLoad<Right, col_major>(&staged, o0 + 48u, LD), s0);
+    s1 = subgroupMatrixMultiplyAccumulate((*a)[3], subgroupMatrixLoad<Right, col_major>(&staged, o1 + 48u, LD), s1);
   }
   subgroupMatrixStore<row_major>(&scratch, sg * SFRAG, s0, TILE);
   subgroupMatrixStore<row_major>(&scratch, sg * SFRAG + 16u, s1, TILE);
 }
 
 // acc += W X, W the subgroup's 16 x 32 f16 tile in `w` (tp_h or tds_h, selected by
-// `which`), X the 32 stage rows from `at`.
+// `which`), X the 32 staged rows from `at`.
 fn accumulate(acc: ptr<function, Band>, which: u32, sg: u32, at: u32) {
   for (var kk = 0u; kk < TILE; kk += 16u) {
     var w: Left;
@@ -160,10 +160,10 @@ fn accumulate(acc: ptr<function, Band>, which: u32, sg: u32, at: u32) {
       w = subgroupMatrixLoad<Left, row_major>(&tds_h, sg * 16u * LDP + kk, LDP);
     }
     let o = (at + kk) * LD;
-    (*acc)[0] = subgroupMatrixMultiplyAccumulate(w, subgroupMatrixLoad<Right, row_major>(&stage, o, LD), (*acc)[0]);
-    if (HD > 16u) { (*acc)[1] = subgroupMatrixMultiplyAccumulate(w, subgroupMatrixLoad<Right, row_major>(&stage, o + 16u, LD), (*acc)[1]); }
-    if (HD > 32u) { (*acc)[2] = subgroupMatrixMultiplyAccumulate(w, subgroupMatrixLoad<Right, row_major>(&stage, o + 32u, LD), (*acc)[2]); }
-    if (HD > 48u) { (*acc)[3] = subgroupMatrixMultiplyAccumulate(w, subgroupMatrixLoad<Right, row_major>(&stage, o + 48u, LD), (*acc)[3]); }
+    (*acc)[0] = subgroupMatrixMultiplyAccumulate(w, subgroupMatrixLoad<Right, row_major>(&staged, o, LD), (*acc)[0]);
+    if (HD > 16u) { (*acc)[1] = subgroupMatrixMultiplyAccumulate(w, subgroupMatrixLoad<Right, row_major>(&staged, o + 16u, LD), (*acc)[1]); }
+    if (HD > 32u) { (*acc)[2] = subgroupMatrixMultiplyAccumulate(w, subgroupMatrixLoad<Right, row_major>(&staged, o + 32u, LD), (*acc)[2]); }
+    if (HD > 48u) { (*acc)[3] = subgroupMatrixMultiplyAccumulate(w, subgroupMatrixLoad<Right, row_major>(&staged, o + 48u, LD), (*acc)[3]); }
   }
 }
 
@@ -250,7 +250,7 @@ fn backward_dkv_tensor(
     accumulate(&dk, 1u, sg, 0u);             // (sigma dS)^T q
   }
   // One query head a kv head: dk and dv themselves; else this head's partials.
-  let out = (select((b * p.hq + h) * p.s, (b * p.hkv + hk) * p.s_cap, p.group == 1u) + key) * HD + (lane % 2u) * 8u;
+  let dst0 = (select((b * p.hq + h) * p.s, (b * p.hkv + hk) * p.s_cap, p.group == 1u) + key) * HD + (lane % 2u) * 8u;
   let mk = p.scale * sigma[1];
   workgroupBarrier();
   for (var n = 0u; n < HD / 16u; n++) {
@@ -258,8 +258,8 @@ fn backward_dkv_tensor(
     let y = lane_values(&dv, n, sg, lane);
     if (key < p.s) {
       for (var j = 0u; j < 8u; j++) {
-        out_k[out + n * 16u + j] = x[j] * mk;
-        out_v[out + n * 16u + j] = y[j] * sigma[1];
+        out_k[dst0 + n * 16u + j] = x[j] * mk;
+        out_v[dst0 + n * 16u + j] = y[j] * sigma[1];
       }
     }
   }
@@ -317,13 +317,13 @@ fn backward_dq_tensor(
     workgroupBarrier();
     accumulate(&acc, 1u, sg, 0u);            // (sigma dS) K
   }
-  let out = (row0 + qi) * HD + (lane % 2u) * 8u;
+  let dst0 = (row0 + qi) * HD + (lane % 2u) * 8u;
   let mq = p.scale * sigma[1];
   workgroupBarrier();
   for (var n = 0u; n < HD / 16u; n++) {
     let x = lane_values(&acc, n, sg, lane);
     if (qi < p.tq) {
-      for (var j = 0u; j < 8u; j++) { dq[out + n * 16u + j] = x[j] * mq; }
+      for (var j = 0u; j < 8u; j++) { dq[dst0 + n * 16u + j] = x[j] * mq; }
     }
   }
 }
