@@ -40,6 +40,8 @@ for gib in 6 8; do
 done
 step "decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows, 400-token prompts"
 bench 60 --only profile --batch 1 --seq 64 --decode-batches 1,32,128 --prompt-tokens 400 --new-tokens 32
+step "the host's share of a decode step of the bundled model (submits held back), at 1 and 128 rows"
+for rows in 1 128; do timeout 60 npx bun dev/host_profile.ts --batch $rows --steps 32 --reps 15 >> "$out" 2>&1 || echo "host_profile failed or ran past 60 s" >> "$out"; done
 step "train step, Qwen2.5-0.5B shapes, 8 x 512"
 bench 60 --only train
 step "PyTorch bf16 autocast train step, same shapes"
@@ -56,7 +58,7 @@ timeout 90 npx bun run cli eval models/household-tiny --tasks 128 --seeds 4 --sp
 fi
 [ "$part" = aims ] && exit 0
 # The levers not on by default, each beside the default run above (the decode attention's
-# keys cut into fewer and more parts, the update without checkpointed layers, larger micro-batches), the
+# keys cut into fewer and more parts, the attention backward on tensor cores), the
 # profiles by phase, and the full-weight iteration in the aim's memory.
 for n in 32768 262144; do
   step "lever: decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows, the decode attention's keys cut into parts until $n invocations (65,536 by default)"
@@ -64,10 +66,14 @@ for n in 32768 262144; do
   step "lever: the embedded default's iteration, decode attention in parts until $n invocations"
   bench 90 --only rl-iteration --preset household --iters 2 --policy attention.decodeInvocations=$n
 done
-step "lever: TRL's work without checkpointed layers (the plan then cuts micro-batches to fit 16 GiB)"
-bench 120 --only rl-iteration --iters 2 --max-turns 1 --max-response-tokens 256 --tasks 16 --group-size 8 --set "algorithm.klCoef=0 algorithm.entropyCoef=0 gpu.checkpointing=off"
-step "lever: the embedded default's iteration with 65,536-token micro-batches"
-bench 90 --only rl-iteration --preset household --iters 2 --set "optim.microBatchTokens=65536"
+step "lever: the attention backward on tensor cores (attention.tensorBackward): its tests on this GPU, then the train steps and both iterations without and with it"
+timeout 120 npx bun test tests/attention_tensor.test.ts >> "$out" 2>&1 || echo "the tensor-core attention tests failed or ran past 120 s" >> "$out"
+for tb in false true; do
+  bench 60 --only train --policy attention.tensorBackward=$tb
+  bench 60 --only train --preset household --batch 16 --seq 2048 --policy attention.tensorBackward=$tb
+done
+bench 90 --only rl-iteration --preset household --iters 2 --policy attention.tensorBackward=true
+bench 120 --only rl-iteration "${trl[@]}" --policy attention.tensorBackward=true
 step "where the time goes: both iterations once more under the kernel profiler, GPU time per kernel for each phase"
 bench 120 --only rl-iteration --preset household --iters 2 --profile
 bench 200 --only rl-iteration "${trl[@]}" --profile
