@@ -54,19 +54,21 @@ fn absmax(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u
 @group(0) @binding(1) var<storage, read> found: array<u32, 2>;
 @group(0) @binding(2) var<storage, read_write> scale: array<f32, 2>;
 
+// [s, 1 / s] for a positive finite m: m = fract * 2^e with fract in [0.5, 1), so
+// m * 2^(TARGET_EXP - e) lies in [2^13, 2^14). The exponent stays inside f32's normal
+// range both ways.
+fn scale_for(m: f32) -> vec2f {
+  let e = clamp(frexp(m).exp, -100, 100);
+  return vec2f(ldexp(1.0, TARGET_EXP - e), ldexp(1.0, e - TARGET_EXP));
+}
+
 @compute @workgroup_size(1)
 fn power_of_two() {
   let m = bitcast<f32>(found[0]);
-  if (p.n == 0u || found[1] != 0u || m == 0.0) {
-    scale[0] = 1.0;
-    scale[1] = 1.0;
-    return;
-  }
-  // m = fract * 2^e with fract in [0.5, 1): m * 2^(TARGET_EXP - e) lies in [2^13, 2^14).
-  // The exponent stays inside f32's normal range both ways.
-  let e = clamp(frexp(m).exp, -100, 100);
-  scale[0] = ldexp(1.0, TARGET_EXP - e);
-  scale[1] = ldexp(1.0, e - TARGET_EXP);
+  var s = vec2f(1.0);
+  if (p.n != 0u && found[1] == 0u && m != 0.0) { s = scale_for(m); }
+  scale[0] = s.x;
+  scale[1] = s.y;
 }
 
 // product_scale: one invocation, over two absmax results a and b (bound as plain words):
@@ -80,12 +82,8 @@ fn power_of_two() {
 @compute @workgroup_size(1)
 fn product_scale() {
   let m = f32(p.n) * bitcast<f32>(found[0]) * bitcast<f32>(found_b[0]);
-  if (found[1] != 0u || found_b[1] != 0u || !(m > 0.0 && m <= 3.4028234e38)) {
-    product[0] = 1.0;
-    product[1] = 1.0;
-    return;
-  }
-  let e = clamp(frexp(m).exp, -100, 100);
-  product[0] = ldexp(1.0, TARGET_EXP - e);
-  product[1] = ldexp(1.0, e - TARGET_EXP);
+  var s = vec2f(1.0);
+  if (found[1] == 0u && found_b[1] == 0u && m > 0.0 && m <= 3.4028234e38) { s = scale_for(m); }
+  product[0] = s.x;
+  product[1] = s.y;
 }

@@ -21,10 +21,15 @@ export function tensorAttentionBytes(hd: number, subgroups: number): number {
 /** The most subgroups (4, 2 or 1) whose tiles fit these limits, or null when none does or the head dim is not a multiple of 16 up to 128. */
 export function tensorAttentionSubgroups(limits: TileLimits, hd: number): number | null {
   if (hd % 16 !== 0 || hd < 16 || hd > 128) return null;
+  return subgroupsFitting(limits, (sgs) => tensorAttentionBytes(hd, sgs));
+}
+
+/** The most subgroups of 32 (4, 2 or 1) a workgroup of these limits holds with `bytes(subgroups)` of workgroup memory, or null. */
+export function subgroupsFitting(limits: TileLimits, bytes: (subgroups: number) => number): number | null {
   for (const sgs of [4, 2, 1]) {
     const threads = SUBGROUP * sgs;
     if (threads > limits.maxComputeInvocationsPerWorkgroup || threads > limits.maxComputeWorkgroupSizeX) continue;
-    if (tensorAttentionBytes(hd, sgs) <= limits.maxComputeWorkgroupStorageSize) return sgs;
+    if (bytes(sgs) <= limits.maxComputeWorkgroupStorageSize) return sgs;
   }
   return null;
 }

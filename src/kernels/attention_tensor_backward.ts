@@ -5,6 +5,7 @@ import type { Runtime } from '../gpu/runtime.ts';
 import { attentionDelta, kvGradsPerQueryHead, type AttentionGrads } from './attention.ts';
 import { DECODE_MAX_ROWS } from './attention_decode.ts';
 import { attentionParams, type AttentionDims, type TileLimits } from './attention_params.ts';
+import { subgroupsFitting } from './attention_tensor.ts';
 import { productScale } from './grad_scale.ts';
 import { tensorCoresMissing } from './matmul/tensor.ts';
 
@@ -12,7 +13,6 @@ import { tensorCoresMissing } from './matmul/tensor.ts';
 const TILE = 32;
 const PAD = 8;
 const STAGE_ROWS = 64;
-const SUBGROUP = 32;
 /** q, k, v, pad_left, dO, lse, delta, dK and dV partials, sigma. */
 const STORAGE_BUFFERS = 10;
 
@@ -25,12 +25,7 @@ export function tensorBackwardBytes(hd: number, subgroups: number): number {
 /** The most subgroups (4, 2 or 1) whose tiles fit these limits, or null when none does or the head dim is not a multiple of 16 up to 64. */
 export function tensorBackwardSubgroups(limits: TileLimits, hd: number): number | null {
   if (hd % 16 !== 0 || hd < 16 || hd > 64) return null;
-  for (const sgs of [4, 2, 1]) {
-    const threads = SUBGROUP * sgs;
-    if (threads > limits.maxComputeInvocationsPerWorkgroup || threads > limits.maxComputeWorkgroupSizeX) continue;
-    if (tensorBackwardBytes(hd, sgs) <= limits.maxComputeWorkgroupStorageSize) return sgs;
-  }
-  return null;
+  return subgroupsFitting(limits, (sgs) => tensorBackwardBytes(hd, sgs));
 }
 
 /** Why the tensor-core backward cannot run head dim `hd` here, or null when it can. */
