@@ -18,8 +18,10 @@
 # alone (about seven).
 set -u
 out=${1:?usage: dev/speed_aims.sh OUT_FILE}
+# The GPU machine's kit puts Bun on PATH and has no npx; elsewhere Bun may be the npm package.
+bun=(bun); command -v bun >/dev/null || bun=(npx bun)
 : > "$out"
-bench() { timeout "$1" npx bun run bench "${@:2}" >> "$out" 2>&1 || echo "step failed or ran past $1 s: bench ${*:2}" >> "$out"; }
+bench() { timeout "$1" "${bun[@]}" run bench "${@:2}" >> "$out" 2>&1 || echo "step failed or ran past $1 s: bench ${*:2}" >> "$out"; }
 step() { echo "=== $*" >> "$out"; }
 trl=(--iters 2 --max-turns 1 --max-response-tokens 256 --tasks 16 --group-size 8 --set "algorithm.klCoef=0 algorithm.entropyCoef=0")
 
@@ -41,7 +43,7 @@ done
 step "decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows, 400-token prompts"
 bench 60 --only profile --batch 1 --seq 64 --decode-batches 1,32,128 --prompt-tokens 400 --new-tokens 32
 step "the host's share of a decode step of the bundled model (submits held back), at 1 and 128 rows"
-for rows in 1 128; do timeout 60 npx bun dev/host_profile.ts --batch $rows --steps 32 --reps 15 >> "$out" 2>&1 || echo "host_profile failed or ran past 60 s" >> "$out"; done
+for rows in 1 128; do timeout 60 "${bun[@]}" dev/host_profile.ts --batch $rows --steps 32 --reps 15 >> "$out" 2>&1 || echo "host_profile failed or ran past 60 s" >> "$out"; done
 step "train step, Qwen2.5-0.5B shapes, 8 x 512"
 bench 60 --only train
 step "PyTorch bf16 autocast train step, same shapes"
@@ -54,11 +56,11 @@ fi
 step "the embedded default's iteration (the bundled model)"
 bench 90 --only rl-iteration --preset household --iters 2
 step "512 validation episodes of the bundled model (128 valid_seen tasks x 4 runs, one batch)"
-timeout 90 npx bun run cli eval models/household-tiny --tasks 128 --seeds 4 --split valid_seen --max-batch 512 --progress plain >> "$out" 2>&1 || echo "eval failed or ran past 90 s" >> "$out"
+timeout 90 "${bun[@]}" run cli eval models/household-tiny --tasks 128 --seeds 4 --split valid_seen --max-batch 512 --progress plain >> "$out" 2>&1 || echo "eval failed or ran past 90 s" >> "$out"
 fi
 [ "$part" = aims ] && exit 0
-# The levers not on by default, each beside the default run above (the decode attention's
-# keys cut into fewer and more parts, the attention backward on tensor cores), the
+# The levers, each beside the default run above (the decode attention's keys cut into
+# fewer and more parts; the attention on tensor cores in training, on by default, against the f32 kernels), the
 # profiles by phase, and the full-weight iteration in the aim's memory.
 for n in 32768 262144; do
   step "lever: decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows, the decode attention's keys cut into parts until $n invocations (65,536 by default)"
@@ -66,14 +68,14 @@ for n in 32768 262144; do
   step "lever: the embedded default's iteration, decode attention in parts until $n invocations"
   bench 90 --only rl-iteration --preset household --iters 2 --policy attention.decodeInvocations=$n
 done
-step "lever: the attention backward on tensor cores (attention.tensorBackward): its tests on this GPU, then the train steps and both iterations without and with it"
-timeout 120 npx bun test tests/attention_tensor.test.ts >> "$out" 2>&1 || echo "the tensor-core attention tests failed or ran past 120 s" >> "$out"
-for tb in false true; do
+step "lever: the training attention on tensor cores (attention.tensorBackward, the default): its tests on this GPU, then the train steps and both iterations with the f32 kernels instead"
+timeout 120 "${bun[@]}" test tests/attention_tensor.test.ts >> "$out" 2>&1 || echo "the tensor-core attention tests failed or ran past 120 s" >> "$out"
+for tb in true false; do
   bench 60 --only train --policy attention.tensorBackward=$tb
   bench 60 --only train --preset household --batch 16 --seq 2048 --policy attention.tensorBackward=$tb
 done
-bench 90 --only rl-iteration --preset household --iters 2 --policy attention.tensorBackward=true
-bench 120 --only rl-iteration "${trl[@]}" --policy attention.tensorBackward=true
+bench 90 --only rl-iteration --preset household --iters 2 --policy attention.tensorBackward=false
+bench 120 --only rl-iteration "${trl[@]}" --policy attention.tensorBackward=false
 step "where the time goes: both iterations once more under the kernel profiler, GPU time per kernel for each phase"
 bench 120 --only rl-iteration --preset household --iters 2 --profile
 bench 200 --only rl-iteration "${trl[@]}" --profile

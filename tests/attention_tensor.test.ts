@@ -4,7 +4,7 @@ import * as ref from '../src/reference/attention.ts';
 import { roundToF16 } from '../src/reference/matmul_f16.ts';
 import type { Runtime } from '../src/gpu/runtime.ts';
 import { attentionForwardTensor, forwardTakesTensorCores, tensorAttentionBytes, tensorAttentionMissing, tensorAttentionSubgroups } from '../src/kernels/attention_tensor.ts';
-import { attentionBackwardTensor, backwardTakesTensorCores, tensorBackwardBytes, tensorBackwardMissing, tensorBackwardSubgroups } from '../src/kernels/attention_tensor_backward.ts';
+import { attentionBackwardTensor, backwardTakesTensorCores, tensorBackwardBytes, tensorBackwardMissing, tensorBackwardSubgroups, trainingTakesTensorCores } from '../src/kernels/attention_tensor_backward.ts';
 import type { AttentionDims } from '../src/kernels/attention_params.ts';
 import { gpuOptions } from '../src/cli/gpu_args.ts';
 import { TRAINING_FORWARD } from '../src/gpu/kernel_policy.ts';
@@ -149,11 +149,16 @@ describe('tensor-core attention backward: fit and selection', () => {
     assert.equal(tensorBackwardSubgroups(limits(65536), 40), null, 'multiples of 16');
   });
 
-  test('taken by large backwards when the policy asks and the device can, never at decode widths or without gradient tensor cores', async () => {
+  test('taken by large backwards, and their forwards, where the device can, unless the policy says no, never at decode widths or without gradient tensor cores', async () => {
     const r = await gpu();
     const can = tensorBackwardMissing(r, 64) === null;
     const large = { ...dims({ b: 16, hq: 4, hkv: 2, tq: 1024, hd: 64 }) };
-    assert.equal(backwardTakesTensorCores(r, large), false, 'off by default');
+    assert.equal(backwardTakesTensorCores(r, large), can, 'on by default where the device can');
+    assert.equal(trainingTakesTensorCores(r, large), can && tensorAttentionMissing(r, 64) === null, 'taped forwards with it');
+    await withPolicy(r, { attention: { tensorBackward: false } }, () => {
+      assert.equal(backwardTakesTensorCores(r, large), false, 'unless the policy says no');
+      assert.equal(trainingTakesTensorCores(r, large), false);
+    });
     await withPolicy(r, { attention: { tensorBackward: true } }, async () => {
       assert.equal(backwardTakesTensorCores(r, large), can);
       assert.equal(backwardTakesTensorCores(r, dims({ b: 1, hq: 2, hkv: 1, tq: 64, hd: 64 })), false, 'under 2^24 scores');
@@ -220,21 +225,28 @@ describe('tensor-core attention on the GPU', () => {
     assertClose(got.lse, want.lse, { atol: 1e-3, rtol: 1e-5, label: 'lse' });
   });
 
-  test('the op takes it under noGrad, and the f32 path when gradients follow', onDevice, async () => {
+  test('the op takes it under noGrad, and with gradients or as a training forward exactly where the backward does', onDevice, async () => {
     const c: AttentionCase = { b: 2, hq: 4, hkv: 2, tq: 96, hd: 64, pad: [0, 9] };
     const { d, q, k, v } = inputs(c, 900);
     const half = ref.attentionForwardF16(attentionRefDims(c, d.sCap), q, k, v);
     const exact = ref.attentionForward(attentionRefDims(c, d.sCap), q, k, v);
-    await withPolicy(rt, { attention: { tensorForward: true, tensorForwardMinScores: 0 } }, () => scopeAsync(async () => {
-      const padLeft = tensor(Int32Array.from(c.pad!), [c.b]);
-      const qt = requireGrad(tensor(q, [c.b, c.hq, c.tq, c.hd]));
-      const kt = tensor(k, [c.b, c.hkv, c.tq, c.hd]);
-      const vt = tensor(v, [c.b, c.hkv, c.tq, c.hd]);
-      const scored = await read(noGrad(() => attention(qt, kt, vt, { padLeft })));
-      assertClose(scored, half.o, { atol: 2e-3, rtol: 2e-3, label: 'noGrad: tensor cores' });
-      const graded = await read(attention(qt, kt, vt, { padLeft }));
-      assertClose(graded, exact.o, { atol: 2e-5, rtol: 1e-4, label: 'with gradients: f32' });
-    }));
+    const onTensorCores = !backwardMissing;
+    const policy = { tensorForward: true, tensorForwardMinScores: 0, tensorBackwardMinScores: 0 };
+    for (const tensorBackward of [true, false]) {
+      await withPolicy(rt, { attention: { ...policy, tensorBackward } }, () => scopeAsync(async () => {
+        const padLeft = tensor(Int32Array.from(c.pad!), [c.b]);
+        const qt = requireGrad(tensor(q, [c.b, c.hq, c.tq, c.hd]));
+        const kt = tensor(k, [c.b, c.hkv, c.tq, c.hd]);
+        const vt = tensor(v, [c.b, c.hkv, c.tq, c.hd]);
+        const scored = await read(noGrad(() => attention(qt, kt, vt, { padLeft })));
+        assertClose(scored, half.o, { atol: 2e-3, rtol: 2e-3, label: 'noGrad: tensor cores' });
+        const graded = await read(attention(qt, kt, vt, { padLeft }));
+        const training = await read(await withPolicy(rt, TRAINING_FORWARD, () => noGrad(() => attention(qt, kt, vt, { padLeft }))));
+        assert.deepEqual(training, graded, 'a training forward computes as the taped one');
+        if (tensorBackward && onTensorCores) assert.deepEqual(graded, scored, 'with the tensor-core backward: the tensor-core forward');
+        else assertClose(graded, exact.o, { atol: 2e-5, rtol: 1e-4, label: 'with the f32 backward: f32' });
+      }));
+    }
   });
 });
 

@@ -29,14 +29,14 @@ describe('kernel policy', () => {
   test('withPolicy: the changes hold inside its body only, also when the body throws; a body that returns a promise is refused', () => {
     const policy = kernelPolicy();
     assert.equal(policy.attention.tensorForward, true, 'on by default');
-    assert.equal(withPolicy(policy, TRAINING_FORWARD, () => policy.attention.tensorForward), false);
-    assert.equal(policy.attention.tensorForward, true);
+    assert.equal(withPolicy(policy, TRAINING_FORWARD, () => policy.attention.trainingForward), true);
+    assert.equal(policy.attention.trainingForward, false);
     assert.throws(() => withPolicy(policy, TRAINING_FORWARD, () => {
       throw new Error('boom');
     }), /boom/);
-    assert.equal(policy.attention.tensorForward, true);
+    assert.equal(policy.attention.trainingForward, false);
     assert.throws(() => withPolicy(policy, TRAINING_FORWARD, async () => 1), /withPolicy: the body must record its work synchronously/);
-    assert.equal(policy.attention.tensorForward, true);
+    assert.equal(policy.attention.trainingForward, false);
   });
 
   test('unknown sections and fields and values of the wrong type are refused, naming them', () => {

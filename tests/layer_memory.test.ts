@@ -76,19 +76,19 @@ describe('layer memory', () => {
     const rt = await gpu();
     const seen: boolean[] = [];
     const layer = (x: Tensor) => {
-      seen.push(rt.policy.attention.tensorForward);
+      seen.push(rt.policy.attention.trainingForward);
       return mul(x, x);
     };
     await scopeAsync(async () => {
       const x = requireGrad(tensor(Float32Array.of(1, 2, 3, 4), [4]));
       backward(sum(layerStep(x, layer, () => [], true)));
-      assert.deepEqual(seen, [false, true], 'the first forward as the recompute: without the tensor-core forward');
+      assert.deepEqual(seen, [true, false], 'the first forward as a training forward; the recompute taped, which decides alone');
       assert.deepEqual(await read(x.grad!), Float32Array.of(2, 4, 6, 8));
       seen.length = 0;
       noGrad(() => layerStep(tensor(Float32Array.of(1, 2), [2]), layer, () => [], true));
-      assert.deepEqual(seen, [true], 'no tape: the policy as it is');
+      assert.deepEqual(seen, [false], 'no tape: the policy as it is');
     });
-    assert.equal(rt.policy.attention.tensorForward, true);
+    assert.equal(rt.policy.attention.trainingForward, false);
   });
 
   for (const name of ['qwen2-tiny', 'qwen3-tiny', 'qwen35-tiny']) {

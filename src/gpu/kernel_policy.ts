@@ -165,11 +165,11 @@ export interface AttentionPolicy {
    */
   path: 'auto' | AttentionPath;
   /**
-   * Forwards that record no gradient (scoring, the teacher's and reference's
-   * log-probs, prefill) on tensor cores (kernels/attention_tensor.ts) where the
-   * device has f16 subgroup matrices and tensorCores.enabled; decode steps, forwards a
-   * backward will follow, and forwards recorded as a training forward (TRAINING_FORWARD
-   * below) keep the path above. On the H200 (commit 6555842) it took 0.73x blocked's
+   * Forwards that record no gradient and are not training forwards (scoring, the
+   * teacher's and reference's log-probs, prefill) on tensor cores (kernels/attention_tensor.ts) where the
+   * device has f16 subgroup matrices and tensorCores.enabled; decode steps keep the path
+   * above, and taped and training forwards follow the backward (trainingForward below).
+   * On the H200 (commit 6555842) it took 0.73x blocked's
    * time at the bundled model's shape (1.87 against 2.54 ms, 16 x 2,048, 4 heads over
    * 2) and 0.89x at Qwen2.5-0.5B's (0.43 against 0.48 ms, 8 x 512, 14 over 2); the
    * teacher pass, which spends 43-48% of its GPU time in attention, 0.93x whole and
@@ -186,13 +186,23 @@ export interface AttentionPolicy {
    * Backwards of taped forwards on tensor cores (kernels/attention_tensor_backward.ts)
    * where the device has f16 subgroup matrices, tensorCores.enabled and .gradients, and
    * the head dim is a multiple of 16 up to 64: q, k, v, dO (scaled by a power of two),
-   * P and dS rounded to f16, sums in f32. Off until timed against `blocked` on the
-   * H100 or H200 (`dev/speed_aims.sh`); the profiles of docs/RESULTS.md section 3 put the
-   * f32 backward at 22% of the bundled model's update and 17% of Qwen2.5-0.5B's.
+   * P and dS rounded to f16, sums in f32, as PyTorch's bf16 flash backward rounds its
+   * operands. On the H100 (commit d04b78b, against `blocked`): the bundled model's train
+   * step at 16 x 2,048 took 46.8 against 64.6 ms, Qwen2.5-0.5B's at 8 x 512 188.8
+   * against 198.2 ms, the update of the household preset's RL iteration with random weights 2.89 against 3.66 s
+   * (docs/PERFORMANCE.md section 5).
    */
   tensorBackward: boolean;
   /** Backwards with fewer score entries keep the f32 kernels, as tensorForwardMinScores. */
   tensorBackwardMinScores: number;
+  /**
+   * Set (by TRAINING_FORWARD) while a forward without a tape records what a training
+   * forward computes. Taped forwards and these take the tensor-core forward exactly when
+   * their backward takes the tensor-core backward, whatever tensorForward says: the
+   * backward then reads an lse of its own rounding, and log-probs set against the
+   * update's come from the update's kernels.
+   */
+  trainingForward: boolean;
   /**
    * A decode step's attention cuts each row's keys into parts (one workgroup each, then
    * a combining dispatch) until its workgroups hold about this many invocations (32 a
@@ -331,7 +341,7 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, tensorBackward: false, tensorBackwardMinScores: 2 ** 24, decodeInvocations: 65536, decodeChunk: 64 },
+    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, tensorBackward: true, tensorBackwardMinScores: 2 ** 24, trainingForward: false, decodeInvocations: 65536, decodeChunk: 64 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16' },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },
@@ -357,7 +367,7 @@ export function kernelPolicy(changes: KernelPolicyChanges = {}): KernelPolicy {
  * and f32 in the other, the weight of the first mini-batch would be 1 only to about
  * 1e-3.
  */
-export const TRAINING_FORWARD: KernelPolicyChanges = { attention: { tensorForward: false } };
+export const TRAINING_FORWARD: KernelPolicyChanges = { attention: { trainingForward: true } };
 
 /**
  * Runs `body` with `changes` made to `policy`, then puts back what they replaced. For

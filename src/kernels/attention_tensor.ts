@@ -46,15 +46,16 @@ export function tensorAttentionMissing(rt: Runtime, hd: number): string | null {
 }
 
 /**
- * Whether a forward that records no gradient takes the tensor-core kernel: when the
- * policy asks for it (attention.tensorForward, and tensor cores enabled), the device
- * can, it is no decode step (at most DECODE_MAX_ROWS query rows a head, which the
- * one-workgroup-a-row decode kernel serves) and it is large enough
- * (attention.tensorForwardMinScores).
+ * Whether a forward that records no gradient, and is no training forward, takes the
+ * tensor-core kernel: when the policy asks for it (attention.tensorForward, and tensor
+ * cores enabled), the device can, it is no decode step (at most DECODE_MAX_ROWS query
+ * rows a head, which the one-workgroup-a-row decode kernel serves) and it is large
+ * enough (attention.tensorForwardMinScores). Training forwards follow their backward
+ * (trainingTakesTensorCores).
  */
 export function forwardTakesTensorCores(rt: Runtime, d: AttentionDims): boolean {
   const p = rt.policy;
-  return p.attention.tensorForward && p.tensorCores.enabled && d.tq > DECODE_MAX_ROWS &&
+  return p.attention.tensorForward && !p.attention.trainingForward && p.tensorCores.enabled && d.tq > DECODE_MAX_ROWS &&
     d.b * d.hq * d.tq * d.s >= p.attention.tensorForwardMinScores && tensorAttentionMissing(rt, d.hd) === null;
 }
 

@@ -5,7 +5,7 @@ import type { Runtime } from '../gpu/runtime.ts';
 import { attentionDelta, kvGradsPerQueryHead, type AttentionGrads } from './attention.ts';
 import { DECODE_MAX_ROWS } from './attention_decode.ts';
 import { attentionParams, type AttentionDims, type TileLimits } from './attention_params.ts';
-import { subgroupsFitting } from './attention_tensor.ts';
+import { subgroupsFitting, tensorAttentionMissing } from './attention_tensor.ts';
 import { productScale } from './grad_scale.ts';
 import { tensorCoresMissing } from './matmul/tensor.ts';
 
@@ -52,6 +52,16 @@ export function backwardTakesTensorCores(rt: Runtime, d: AttentionDims): boolean
   const p = rt.policy;
   return p.attention.tensorBackward && p.tensorCores.enabled && p.tensorCores.gradients && d.tq > DECODE_MAX_ROWS &&
     d.b * d.hq * d.tq * d.s >= p.attention.tensorBackwardMinScores && tensorBackwardMissing(rt, d.hd) === null;
+}
+
+/**
+ * Whether a taped forward, or one recorded as a training forward
+ * (attention.trainingForward), takes the tensor-core forward: exactly when its backward
+ * takes the tensor-core backward, so that the lse the backward reads has the rounding its
+ * own probabilities have.
+ */
+export function trainingTakesTensorCores(rt: Runtime, d: AttentionDims): boolean {
+  return backwardTakesTensorCores(rt, d) && tensorAttentionMissing(rt, d.hd) === null;
 }
 
 /**

@@ -4,7 +4,7 @@
 import { attentionBackward, attentionForward, attentionTiles } from '../../kernels/attention.ts';
 import type { AttentionDims } from '../../kernels/attention_params.ts';
 import { attentionForwardTensor, forwardTakesTensorCores } from '../../kernels/attention_tensor.ts';
-import { attentionBackwardTensor, backwardTakesTensorCores } from '../../kernels/attention_tensor_backward.ts';
+import { attentionBackwardTensor, backwardTakesTensorCores, trainingTakesTensorCores } from '../../kernels/attention_tensor_backward.ts';
 import { record, recordsGradient } from '../autograd.ts';
 import { expectDType } from '../dtype.ts';
 import { ShapeError } from '../errors.ts';
@@ -66,9 +66,12 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
   const pad = opts.padLeft?.buffer ?? null;
   const o = empty([d.b, d.hq, d.tq, d.hd], 'f32', rt);
   const lse = empty([d.b, d.hq, d.tq], 'f32', rt);
-  // The tensor-core forward rounds to f16 what the f32 backward would recompute
-  // exactly, so it serves only forwards no backward follows.
-  if (!recordsGradient([q, k, v]) && forwardTakesTensorCores(rt, d)) attentionForwardTensor(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
+  // A forward that a backward follows rounds as that backward will: the backward
+  // recomputes the probabilities from the lse saved here, and an lse of f16 scores
+  // normalises f32 scores only to about 1e-3 (and the other way round).
+  const asTraining = recordsGradient([q, k, v]) || rt.policy.attention.trainingForward;
+  const onTensorCores = asTraining ? trainingTakesTensorCores(rt, d) : forwardTakesTensorCores(rt, d);
+  if (onTensorCores) attentionForwardTensor(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
   else attentionForward(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
   const out = record(o, 'attention', [q, k, v], (g) => {
     const delta = empty([d.b, d.hq, d.tq], 'f32', rt);
