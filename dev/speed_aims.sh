@@ -60,7 +60,7 @@ timeout 90 "${bun[@]}" run cli eval models/household-tiny --tasks 128 --seeds 4 
 fi
 [ "$part" = aims ] && exit 0
 # The levers, each beside the default run above (the decode attention's keys cut into
-# fewer and more parts; the attention on tensor cores in training, on by default, against the f32 kernels), the
+# fewer and more parts; the training attention's forward on tensor cores too, and the f32 kernels instead), the
 # profiles by phase, and the full-weight iteration in the aim's memory.
 for n in 32768 262144; do
   step "lever: decoding Qwen2.5-0.5B shapes at 1, 32 and 128 rows, the decode attention's keys cut into parts until $n invocations (65,536 by default)"
@@ -68,14 +68,16 @@ for n in 32768 262144; do
   step "lever: the embedded default's iteration, decode attention in parts until $n invocations"
   bench 90 --only rl-iteration --preset household --iters 2 --policy attention.decodeInvocations=$n
 done
-step "lever: the training attention on tensor cores (attention.tensorBackward, the default): its tests on this GPU, then the train steps and both iterations with the f32 kernels instead"
-timeout 120 "${bun[@]}" test tests/attention_tensor.test.ts >> "$out" 2>&1 || echo "the tensor-core attention tests failed or ran past 120 s" >> "$out"
-for tb in true false; do
-  bench 60 --only train --policy attention.tensorBackward=$tb
-  bench 60 --only train --preset household --batch 16 --seq 2048 --policy attention.tensorBackward=$tb
+step "lever: the training attention on tensor cores: its tests on this GPU, then the train steps and both iterations with the backward alone on them (the default), with the taped forward too (attention.tensorTrainingForward), and with the f32 kernels"
+timeout 120 "${bun[@]}" test tests/attention_tensor.test.ts tests/layer_memory.test.ts >> "$out" 2>&1 || echo "the tensor-core attention tests failed or ran past 120 s" >> "$out"
+for p in attention.tensorBackward=true attention.tensorTrainingForward=true attention.tensorBackward=false; do
+  bench 60 --only train --policy $p
+  bench 60 --only train --preset household --batch 16 --seq 2048 --policy $p
 done
-bench 90 --only rl-iteration --preset household --iters 2 --policy attention.tensorBackward=false
-bench 120 --only rl-iteration "${trl[@]}" --policy attention.tensorBackward=false
+for p in attention.tensorTrainingForward=true attention.tensorBackward=false; do
+  bench 90 --only rl-iteration --preset household --iters 2 --policy $p
+  bench 120 --only rl-iteration "${trl[@]}" --policy $p
+done
 step "where the time goes: both iterations once more under the kernel profiler, GPU time per kernel for each phase"
 bench 120 --only rl-iteration --preset household --iters 2 --profile
 bench 200 --only rl-iteration "${trl[@]}" --profile

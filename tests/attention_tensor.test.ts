@@ -154,10 +154,13 @@ describe('tensor-core attention backward: fit and selection', () => {
     const can = tensorBackwardMissing(r, 64) === null;
     const large = { ...dims({ b: 16, hq: 4, hkv: 2, tq: 1024, hd: 64 }) };
     assert.equal(backwardTakesTensorCores(r, large), can, 'on by default where the device can');
-    assert.equal(trainingTakesTensorCores(r, large), can && tensorAttentionMissing(r, 64) === null, 'taped forwards with it');
-    await withPolicy(r, { attention: { tensorBackward: false } }, () => {
+    assert.equal(trainingTakesTensorCores(r, large), false, 'taped forwards: f32 by default');
+    await withPolicy(r, { attention: { tensorTrainingForward: true } }, () => {
+      assert.equal(trainingTakesTensorCores(r, large), can && tensorAttentionMissing(r, 64) === null, 'taped forwards with their backward where asked');
+    });
+    await withPolicy(r, { attention: { tensorBackward: false, tensorTrainingForward: true } }, () => {
       assert.equal(backwardTakesTensorCores(r, large), false, 'unless the policy says no');
-      assert.equal(trainingTakesTensorCores(r, large), false);
+      assert.equal(trainingTakesTensorCores(r, large), false, 'and their forwards with it');
     });
     await withPolicy(r, { attention: { tensorBackward: true } }, async () => {
       assert.equal(backwardTakesTensorCores(r, large), can);
@@ -225,15 +228,15 @@ describe('tensor-core attention on the GPU', () => {
     assertClose(got.lse, want.lse, { atol: 1e-3, rtol: 1e-5, label: 'lse' });
   });
 
-  test('the op takes it under noGrad, and with gradients or as a training forward exactly where the backward does', onDevice, async () => {
+  test('the op takes it under noGrad, and with gradients or as a training forward where the policy asks and the backward takes tensor cores', onDevice, async () => {
     const c: AttentionCase = { b: 2, hq: 4, hkv: 2, tq: 96, hd: 64, pad: [0, 9] };
     const { d, q, k, v } = inputs(c, 900);
     const half = ref.attentionForwardF16(attentionRefDims(c, d.sCap), q, k, v);
     const exact = ref.attentionForward(attentionRefDims(c, d.sCap), q, k, v);
     const onTensorCores = !backwardMissing;
     const policy = { tensorForward: true, tensorForwardMinScores: 0, tensorBackwardMinScores: 0 };
-    for (const tensorBackward of [true, false]) {
-      await withPolicy(rt, { attention: { ...policy, tensorBackward } }, () => scopeAsync(async () => {
+    for (const [tensorBackward, tensorTrainingForward] of [[true, true], [true, false], [false, true]]) {
+      await withPolicy(rt, { attention: { ...policy, tensorBackward, tensorTrainingForward } }, () => scopeAsync(async () => {
         const padLeft = tensor(Int32Array.from(c.pad!), [c.b]);
         const qt = requireGrad(tensor(q, [c.b, c.hq, c.tq, c.hd]));
         const kt = tensor(k, [c.b, c.hkv, c.tq, c.hd]);
@@ -243,8 +246,8 @@ describe('tensor-core attention on the GPU', () => {
         const graded = await read(attention(qt, kt, vt, { padLeft }));
         const training = await read(await withPolicy(rt, TRAINING_FORWARD, () => noGrad(() => attention(qt, kt, vt, { padLeft }))));
         assert.deepEqual(training, graded, 'a training forward computes as the taped one');
-        if (tensorBackward && onTensorCores) assert.deepEqual(graded, scored, 'with the tensor-core backward: the tensor-core forward');
-        else assertClose(graded, exact.o, { atol: 2e-5, rtol: 1e-4, label: 'with the f32 backward: f32' });
+        if (tensorBackward && tensorTrainingForward && onTensorCores) assert.deepEqual(graded, scored, 'with the tensor-core backward, asked for: the tensor-core forward');
+        else assertClose(graded, exact.o, { atol: 2e-5, rtol: 1e-4, label: 'otherwise f32' });
       }));
     }
   });

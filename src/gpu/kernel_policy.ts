@@ -168,7 +168,7 @@ export interface AttentionPolicy {
    * Forwards that record no gradient and are not training forwards (scoring, the
    * teacher's and reference's log-probs, prefill) on tensor cores (kernels/attention_tensor.ts) where the
    * device has f16 subgroup matrices and tensorCores.enabled; decode steps keep the path
-   * above, and taped and training forwards follow the backward (trainingForward below).
+   * above, and taped and training forwards take tensorTrainingForward's rule (below).
    * On the H200 (commit 6555842) it took 0.73x blocked's
    * time at the bundled model's shape (1.87 against 2.54 ms, 16 x 2,048, 4 heads over
    * 2) and 0.89x at Qwen2.5-0.5B's (0.43 against 0.48 ms, 8 x 512, 14 over 2); the
@@ -196,11 +196,17 @@ export interface AttentionPolicy {
   /** Backwards with fewer score entries keep the f32 kernels, as tensorForwardMinScores. */
   tensorBackwardMinScores: number;
   /**
+   * Taped forwards, and training forwards (below), on the tensor-core forward exactly
+   * where their backward runs on the tensor-core backward: the backward then reads an
+   * lse of its own rounding. Off, they keep the f32 forward, whose lse the tensor-core
+   * backward takes within f16 rounding (tests/attention_tensor.test.ts). Off until timed
+   * (`dev/speed_aims.sh`): the profiles of docs/RESULTS.md section 3 put the f32 forward
+   * at 12% of the bundled model's update and 9% of Qwen2.5-0.5B's.
+   */
+  tensorTrainingForward: boolean;
+  /**
    * Set (by TRAINING_FORWARD) while a forward without a tape records what a training
-   * forward computes. Taped forwards and these take the tensor-core forward exactly when
-   * their backward takes the tensor-core backward, whatever tensorForward says: the
-   * backward then reads an lse of its own rounding, and log-probs set against the
-   * update's come from the update's kernels.
+   * forward computes, so that it takes the kernels a taped forward would.
    */
   trainingForward: boolean;
   /**
@@ -341,7 +347,7 @@ function defaults(): KernelPolicy {
     tensorCores: { enabled: true, gradients: true, minMacs: 2 ** 30, maxSkinnyRows: 64, wideMinRows: 32 },
     splitK: { runs: 8, maxTiles: 512, targetWorkgroups: 1024, tensorTargetWorkgroups: 256, minChunk: 512, maxChunks: 64 },
     streamK: { multiprocessors: 132, minIdle: 0.05, minShareSlices: 16, shareCostSlices: 16 },
-    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, tensorBackward: true, tensorBackwardMinScores: 2 ** 24, trainingForward: false, decodeInvocations: 65536, decodeChunk: 64 },
+    attention: { path: 'auto', tensorForward: true, tensorForwardMinScores: 2 ** 24, tensorBackward: true, tensorBackwardMinScores: 2 ** 24, tensorTrainingForward: false, trainingForward: false, decodeInvocations: 65536, decodeChunk: 64 },
     reduce: { minWorkgroups: 128, targetWorkgroups: 256, minSpan: 512 },
     decode: { fused: 'auto', fusedAnyRowsMaxBytes: 2 ** 20, foldNormMaxRows: 8, tensorMinRows: 65, splitWorkgroups: 256, splitMinK: 256, stepsPerReadback: 4, weights: 'f16' },
     scoring: { sharePrefixes: true, batch: 3700, group: 256 },

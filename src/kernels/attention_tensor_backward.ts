@@ -56,12 +56,13 @@ export function backwardTakesTensorCores(rt: Runtime, d: AttentionDims): boolean
 
 /**
  * Whether a taped forward, or one recorded as a training forward
- * (attention.trainingForward), takes the tensor-core forward: exactly when its backward
- * takes the tensor-core backward, so that the lse the backward reads has the rounding its
- * own probabilities have.
+ * (attention.trainingForward), takes the tensor-core forward: where the policy asks for
+ * it (attention.tensorTrainingForward), exactly when its backward takes the tensor-core
+ * backward, so that the lse the backward reads has the rounding its own probabilities
+ * have.
  */
 export function trainingTakesTensorCores(rt: Runtime, d: AttentionDims): boolean {
-  return backwardTakesTensorCores(rt, d) && tensorAttentionMissing(rt, d.hd) === null;
+  return rt.policy.attention.tensorTrainingForward && backwardTakesTensorCores(rt, d) && tensorAttentionMissing(rt, d.hd) === null;
 }
 
 /**
