@@ -17,6 +17,7 @@ import {
 } from '../src/algos/rollout_correction.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { ExpertEngine } from '../src/engines/expert_engine.ts';
+import { LocalEngine } from '../src/engines/local_engine.ts';
 import { loadModel } from '../src/models/load.ts';
 import { AdamW } from '../src/optim/adamw.ts';
 import type { StepSample } from '../src/rollout/sample.ts';
@@ -35,7 +36,8 @@ const root = mkdtempSync(join(tmpdir(), 'wgt-correction-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 const tinyModel = lazyTinyHouseholdModel(root);
 
-const MODES = ROLLOUT_CORRECTION_MODES.filter((m) => m !== 'off');
+/** The modes that weigh tokens (bypass replaces lold instead: its own tests below). */
+const MODES = ROLLOUT_CORRECTION_MODES.filter((m) => m !== 'off' && m !== 'bypass');
 const at = (mode: RolloutCorrection['mode'], cap = 2): RolloutCorrection => ({ mode, cap });
 
 /** lold as the trainer holds it (float32) and the engine's log-probs, so that π_old/π_rollout = ρ per token. */
@@ -188,14 +190,18 @@ describe('the correction through the update', () => {
    * separate pass or from the step's own forward, the engine's log-probs `rollout`.
    */
   async function step(
-    dir: string, o: { correction?: RolloutCorrection; rollout?: readonly ArrayLike<number>[]; advantages?: Float32Array[]; ownOld?: boolean },
-  ): Promise<{ metrics: UpdateMetrics; weights: Float32Array[]; old: Float32Array[] }> {
+    dir: string,
+    o: { correction?: RolloutCorrection; rollout?: readonly ArrayLike<number>[]; advantages?: Float32Array[]; ownOld?: boolean; engineOld?: boolean; firstForward?: boolean },
+  ): Promise<{ metrics: UpdateMetrics; weights: Float32Array[]; old: Float32Array[]; firstForward?: Float32Array[] }> {
     const model = loadModel(dir, { trainable: true });
     let optimizer: AdamW | null = null;
     try {
       const s = samples(o.rollout);
       const seqs = turnSequences(s, { merge: true });
-      const old = o.ownOld ? s.map(() => new Float32Array(0)) : await responseLogprobs(model, s, splitMicroBatches(seqs, seqs.map((_, i) => i), 1 << 16), 1, { asTraining: true });
+      const old = o.engineOld
+        ? s.map((x) => Float32Array.from(x.responseLogprobs))
+        : o.ownOld ? s.map(() => new Float32Array(0)) : await responseLogprobs(model, s, splitMicroBatches(seqs, seqs.map((_, i) => i), 1 << 16), 1, { asTraining: true });
+      const firstForward = o.firstForward ? s.map(() => new Float32Array(0)) : undefined;
       const params = model.parameters();
       optimizer = new AdamW(params, { lr: 1e-3 });
       const ctx = {
@@ -205,9 +211,9 @@ describe('the correction through the update', () => {
         ...(o.correction ? { correction: o.correction } : {}),
       };
       const advantages = o.advantages ?? broadcastAdvantages(s, Float64Array.of(1, -1));
-      const metrics = await policyUpdate(ctx, s, seqs, updateMiniBatches(ctx, seqs), { advantages, oldLogprobs: old, oldFromFirstStep: o.ownOld, refLogprobs: null });
+      const metrics = await policyUpdate(ctx, s, seqs, updateMiniBatches(ctx, seqs), { advantages, oldLogprobs: old, oldFromFirstStep: o.ownOld, firstForward, refLogprobs: null });
       const weights = await Promise.all(params.map(async (p) => Float32Array.from(await p.toArray())));
-      return { metrics, weights, old };
+      return { metrics, weights, old, firstForward };
     } finally {
       optimizer?.dispose();
       for (const p of model.parameters()) p.dispose();
@@ -249,6 +255,70 @@ describe('the correction through the update', () => {
       }
     });
   }
+
+  test('bypass: lold is the engine\'s, the step that of those values given as lold, and the first step\'s forward comes back as its own lold would', slow, async () => {
+    const dir = await tinyModel();
+    const own = await step(dir, { ownOld: true });
+    // The engine's log-probs a known perturbation away from the trainer's: ratios 1.5, 1, 0.8 and 0.5.
+    const rollout = own.old.map((lp, i) => Float64Array.from(lp, (x, j) => x - Math.log([[1.5, 1, 0.8], [0.5]][i][j])));
+    const bypass = await step(dir, { engineOld: true, firstForward: true, rollout, correction: at('bypass') });
+    const given = await step(dir, { engineOld: true, rollout });
+    bypass.weights.forEach((w, i) => assert.deepEqual(w, given.weights[i], `parameter ${i}`));
+    assert.deepEqual(bypass.old, rollout.map((x) => Float32Array.from(x)), 'lold stays the engine\'s');
+    bypass.firstForward!.forEach((lp, i) => assert.deepEqual(lp, own.old[i], `the first step's forward of sample ${i}`));
+    assert.ok(bypass.weights.some((w, i) => w.some((x, j) => x !== own.weights[i][j])), 'a first ratio other than 1 moves the step');
+  });
+});
+
+describe('bypass: the engine\'s log-probs are the old policy\'s', () => {
+  test('an iteration runs no old log-prob pass and measures the mismatch on the first step\'s samples; without the engine\'s log-probs it stops before training', slow, async () => {
+    const dir = await tinyModel();
+    const tokenizer = await loadTokenizer(dir);
+    const spec = envPlugin('household').agent;
+    const iterate = async (engine: 'local' | 'expert') => {
+      const model = loadModel(dir, { trainable: true });
+      const params = model.parameters();
+      const optimizer = new AdamW(params, { lr: 1e-3 });
+      try {
+        return await trainingIteration({
+          rollout: {
+            env: new HouseholdEnvironment(), spec, engine: engine === 'local' ? new LocalEngine(model, { tokenizer }) : new ExpertEngine(tokenizer, spec), tokenizer,
+            tasks: [{ split: 'train', seed: 3 }], groupSize: 2, maxTurns: 2, maxPromptTokens: 1900, maxResponseTokens: 8,
+            sampling: { temperature: 1, seed: 5 }, history: 'window', withSkills: 'none', invalidPenalty: 0.1, groupIdPrefix: 'it1-',
+          },
+          update: {
+            model, optimizer, params, lr: 1e-3,
+            loss: { ...DEFAULT_POLICY_LOSS, klCoef: 0 }, gradClip: 1, miniBatchSize: 2, microBatchTokens: 4096, temperature: 1,
+            shuffle: (n) => Array.from({ length: n }, (_, i) => i), correction: at('bypass'),
+          },
+          mergeTurns: false,
+          reference: { kind: 'none' },
+          plan: { skills: 'none', teacher: false, policyGradient: true, entropyCoef: 0, transform: null, aux: null, metrics: {} },
+        }).then((result) => ({ result, error: null }), (error: Error) => ({ result: null, error }));
+      } finally {
+        optimizer.dispose();
+        for (const p of params) p.dispose();
+      }
+    };
+    const { result, error } = await iterate('local');
+    assert.equal(error, null);
+    const m = result!.metrics;
+    assert.equal(m['tokens/old_scored_sequences'], 0);
+    assert.equal(m['gpu/old_logprobs_dispatches'], 0, 'no pass scored lold');
+    assert.ok(result!.update!.steps >= 2, 'more than one mini-batch, so the later ones train on the engine\'s lold too');
+    // The local engine decodes from the trainer's own weights: the ratio of what the first step saw is about 1.
+    assert.ok(Math.abs(m['rollout/is_ratio_mean'] - 1) < 1e-3 && m['rollout/mismatch_kl'] < 1e-4, `ratio ${m['rollout/is_ratio_mean']}, kl ${m['rollout/mismatch_kl']}`);
+    assert.equal(m['rollout/is_masked_share'] ?? m['rollout/is_truncated_share'], undefined, 'bypass weighs no token');
+    const expert = await iterate('expert');
+    assert.match(String(expert.error), /algorithm\.rolloutCorrection\.mode is bypass, which takes the rollout engine's own log-probs as the old policy's, but (\d+) of the iteration's \1 turns came without them/);
+  });
+
+  test('the configuration takes mode bypass, and refuses a cap where no token is weighed', () => {
+    assert.equal(loadConfig(undefined, ['algorithm.rolloutCorrection.mode=bypass']).algorithm.rolloutCorrection.mode, 'bypass');
+    for (const mode of ['bypass', 'off']) {
+      assert.throws(() => loadConfig(undefined, [`algorithm.rolloutCorrection.mode=${mode}`, 'algorithm.rolloutCorrection.cap=2']), /algorithm\.rolloutCorrection\.cap.*mode off and mode bypass weigh no token, so they take no cap/);
+    }
+  });
 });
 
 describe('an iteration whose engine reports no log-probs', () => {

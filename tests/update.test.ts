@@ -119,7 +119,7 @@ describe('policy update aggregation', () => {
         const value = Reflect.get(target, key);
         if (key !== 'hidden') return typeof value === 'function' ? value.bind(target) : value;
         return (...args: unknown[]) => {
-          seen.push(rt.policy.attention.tensorForward);
+          seen.push(rt.policy.attention.trainingForward);
           return value.apply(target, args);
         };
       },
@@ -130,8 +130,8 @@ describe('policy update aggregation', () => {
       const batches = splitMicroBatches(seqs, seqs.map((_, i) => i), 9);
       const old = await responseLogprobs(spy, s, batches, 1, { asTraining: true });
       const scored = await responseLogprobs(spy, s, batches);
-      assert.deepEqual(seen, [false, false, true, true], 'two micro-batches each');
-      assert.equal(rt.policy.attention.tensorForward, true, 'put back');
+      assert.deepEqual(seen, [true, true, false, false], 'two micro-batches each');
+      assert.equal(rt.policy.attention.trainingForward, false, 'put back');
       old.forEach((lp, i) => assertClose(lp, scored[i], { atol: 1e-6, label: `sample ${i}` }));
     } finally {
       for (const p of model.parameters()) p.dispose();

@@ -7,17 +7,19 @@
 //   seq-tis:   ω = min(ρ_s, C)                 ρ_s = Π ρ_t over the turn's tokens
 //   mask:      ω = ρ_t·[1/C ≤ ρ_t ≤ C]
 //   seq-mask:  ω = ρ_s·[1/C ≤ ρ_s ≤ C]
+// bypass instead takes π_rollout as π_old (verl's bypass mode): the engine's log-probs
+// are the importance weight's denominator, no pass recomputes them, and ω = 1.
 // Everything here runs on the host in float64 over per-token arrays; a token whose
 // two log-probs are equal gets ω = 1 exactly, so the loss is then the uncorrected one.
 
 import type { StepSample } from '../rollout/sample.ts';
 
-export const ROLLOUT_CORRECTION_MODES = ['off', 'tis', 'seq-tis', 'mask', 'seq-mask'] as const;
+export const ROLLOUT_CORRECTION_MODES = ['off', 'tis', 'seq-tis', 'mask', 'seq-mask', 'bypass'] as const;
 export type RolloutCorrectionMode = (typeof ROLLOUT_CORRECTION_MODES)[number];
 
 export interface RolloutCorrection {
   mode: RolloutCorrectionMode;
-  /** C: the truncation cap, or the mask's window [1/C, C]. */
+  /** C: the truncation cap, or the mask's window [1/C, C]; unused by off and bypass. */
   cap: number;
 }
 
@@ -51,9 +53,14 @@ function perTurn(mode: RolloutCorrectionMode): boolean {
   return mode === 'seq-tis' || mode === 'seq-mask';
 }
 
-/** Whether the correction changes anything: a mode other than off. */
+/** Whether the correction weighs tokens: a mode other than off and bypass. */
 export function correcting(c: RolloutCorrection | undefined): c is RolloutCorrection {
-  return c !== undefined && c.mode !== 'off';
+  return c !== undefined && c.mode !== 'off' && c.mode !== 'bypass';
+}
+
+/** Whether the engine's log-probs stand for the old policy's (bypass), so that no pass recomputes them. */
+export function bypassing(c: RolloutCorrection | undefined): c is RolloutCorrection {
+  return c?.mode === 'bypass';
 }
 
 /** The ratio is truncated (above C) or masked (outside [1/C, C]). */
@@ -84,16 +91,17 @@ function hasRolloutLogprobs(s: StepSample): boolean {
 }
 
 /**
- * Refuses samples whose engine reported no log-probs while a correction is on: training
- * them would leave them uncorrected without saying so.
+ * Refuses samples whose engine reported no log-probs while a correction or bypass is on:
+ * training them would leave them uncorrected, or without an old policy, without saying so.
  */
 export function checkRolloutLogprobs(samples: readonly StepSample[], c: RolloutCorrection | undefined): void {
-  if (!correcting(c)) return;
+  if (!correcting(c) && !bypassing(c)) return;
   const missing = samples.filter((s) => !hasRolloutLogprobs(s));
   if (missing.length === 0) return;
   const s = missing[0];
+  const reads = bypassing(c) ? "takes the rollout engine's own log-probs as the old policy's" : "weighs each response token by the rollout engine's own log-prob of it";
   throw new Error(
-    `algorithm.rolloutCorrection.mode is ${c.mode}, which weighs each response token by the rollout engine's own log-prob of it, `
+    `algorithm.rolloutCorrection.mode is ${c.mode}, which ${reads}, `
     + `but ${missing.length} of the iteration's ${samples.length} turns came without them (first: trajectory ${s.trajectoryId}, turn ${s.turn}, `
     + `${s.responseIds.length} tokens and ${s.responseLogprobs.length} log-probs). Roll out with an engine that reports the sampled tokens' `
     + 'log-probs, or set algorithm.rolloutCorrection.mode=off to train without the correction',

@@ -169,10 +169,16 @@ const methodOptions = Object.fromEntries(METHOD_NAMES.map((m) => [m, methodDefin
 
 /** How the engine's own log-probs correct the policy gradient (docs/ALGORITHMS.md section 1.9). */
 const rolloutCorrectionSchema = z.strictObject({
-  /** off, tis (token ratio truncated at C), seq-tis (the turn's ratio truncated), mask (tokens outside [1/C, C] left out), seq-mask (turns outside it left out). */
+  /**
+   * off, tis (token ratio truncated at C), seq-tis (the turn's ratio truncated), mask
+   * (tokens outside [1/C, C] left out), seq-mask (turns outside it left out), bypass (the
+   * engine's log-probs are the old policy's: no pass recomputes them).
+   */
   mode: z.enum(ROLLOUT_CORRECTION_MODES).default(DEFAULT_ROLLOUT_CORRECTION_MODE),
   /** C. Unset: 2 for tis and seq-tis (verl's threshold), 3 for mask and seq-mask (TRL's). */
   cap: z.number().gt(1).optional(),
+}).refine((c) => c.cap === undefined || (c.mode !== 'off' && c.mode !== 'bypass'), {
+  path: ['cap'], message: 'mode off and mode bypass weigh no token, so they take no cap',
 });
 
 const algorithmSchema = z.strictObject({

@@ -9,7 +9,7 @@
 // method's advantage transform, then the mini-batched update with its auxiliary term.
 
 import { groupAdvantages } from '../algos/advantage.ts';
-import { checkRolloutLogprobs, rolloutCorrectionMetrics } from '../algos/rollout_correction.ts';
+import { bypassing, checkRolloutLogprobs, rolloutCorrectionMetrics } from '../algos/rollout_correction.ts';
 import type { CausalLM } from '../models/causal_lm.ts';
 import { runRollout, type RolloutOptions, type RolloutResult } from '../rollout/agent_loop.ts';
 import type { StepSample } from '../rollout/sample.ts';
@@ -121,10 +121,12 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   const stats = sequenceStats(samples, sequences);
   Object.assign(metrics, sequenceMetrics(stats, ''));
   const minis = updateMiniBatches(update, sequences);
-  // The first mini-batch's old log-probs come from its own forward in the update unless
-  // the method's advantages read them before it (a teacher-gap transform).
-  const oldFromFirstStep = !(plan.teacher && plan.transform);
-  const scoredOld = oldFromFirstStep ? minis.slice(1).flat() : sequences.map((_, i) => i);
+  // Bypassing, the engine's log-probs are the old policy's and nothing scores them again.
+  // Otherwise the first mini-batch's come from its own forward in the update unless the
+  // method's advantages read them before it (a teacher-gap transform).
+  const bypass = bypassing(update.correction);
+  const oldFromFirstStep = !bypass && !(plan.teacher && plan.transform);
+  const scoredOld = bypass ? [] : oldFromFirstStep ? minis.slice(1).flat() : sequences.map((_, i) => i);
   const { batches, sharedTokens: oldShared } = sharedPrefixMicroBatches(sequences, update.microBatchTokens, { indices: scoredOld });
   metrics['tokens/old_shared_prefix'] = oldShared;
   metrics['tokens/old_scored_sequences'] = scoredOld.length;
@@ -135,9 +137,12 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
     return value;
   };
   // The importance weight's denominator: computed as the update's forward computes, so the weight is 1 before the first step.
-  const old = batches.length
-    ? await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature, { asTraining: true }))
-    : samples.map(() => new Float32Array(0));
+  const old = bypass
+    ? samples.map((s) => Float32Array.from(s.responseLogprobs))
+    : batches.length
+      ? await during('old log-probs', () => responseLogprobs(update.model, samples, batches, update.temperature, { asTraining: true }))
+      : samples.map(() => new Float32Array(0));
+  const firstForward = bypass ? samples.map(() => new Float32Array(0)) : undefined;
   await lap('oldLogprobs');
   let teacherLp: Float32Array[] | null = null;
   let teacherStats: SequenceStats | null = null;
@@ -169,19 +174,27 @@ export async function trainingIteration({ rollout: rolloutOpts, update, mergeTur
   const shown = phase?.('update', samples.length);
   const result = await policyUpdate(
     { ...update, onProgress: shown && ((n, done, steps) => shown.update(n, `${done}/${steps} steps`)) },
-    samples, sequences, minis, { advantages: tokenAdvantages, oldLogprobs: old, oldFromFirstStep, refLogprobs, teacherLogprobs: teacherLp, aux: plan.aux },
+    samples, sequences, minis, { advantages: tokenAdvantages, oldLogprobs: old, oldFromFirstStep, firstForward, refLogprobs, teacherLogprobs: teacherLp, aux: plan.aux },
   );
   shown?.finish(`${result.steps} steps`);
   Object.assign(metrics, result.aux);
   await lap('update');
   // Every old log-prob is known now, the first mini-batch's from the update's forward.
-  Object.assign(metrics, rolloutProbsDiff(samples, old), rolloutCorrectionMetrics(samples, old, update.correction));
+  // Bypassing, the trainer saw the rollout's tokens only in the first step's forward.
+  const [seen, trainerLp] = firstForward ? firstStepSamples(samples, firstForward) : [samples, old];
+  Object.assign(metrics, rolloutProbsDiff(seen, trainerLp), rolloutCorrectionMetrics(seen, trainerLp, update.correction));
   if (teacherLp) {
     const g = teacherGap(teacherLp, old);
     metrics['teacher/gap'] = g.gap;
     metrics['teacher/abs_gap'] = g.absGap;
   }
   return { rollout, update: result, sequences: stats, teacherSequences: teacherStats, times, metrics };
+}
+
+/** The samples the first step's forward scored (their entries filled), with those log-probs. */
+function firstStepSamples(samples: readonly StepSample[], forward: readonly Float32Array[]): [StepSample[], Float32Array[]] {
+  const kept = samples.flatMap((s, i) => (forward[i].length === s.responseIds.length && s.responseIds.length > 0 ? [i] : []));
+  return [kept.map((i) => samples[i]), kept.map((i) => forward[i])];
 }
 
 /**

@@ -199,6 +199,12 @@ export interface UpdateInputs {
    * makes one step) and that pass need not score those samples.
    */
   oldFromFirstStep?: boolean;
+  /**
+   * Where given (bypass: `oldLogprobs` are the engine's), the update writes the first
+   * mini-batch's own forward log-probs, before its step, into these samples' entries:
+   * the trainer's view of the rollout's tokens, for the mismatch metrics, at no extra pass.
+   */
+  firstForward?: Float32Array[];
   refLogprobs: Float32Array[] | null;
   /** lT of each sample's response tokens; needed by `aux`. */
   teacherLogprobs?: Float32Array[] | null;
@@ -224,7 +230,7 @@ export function updateMiniBatches(ctx: UpdateContext, sequences: readonly TurnSe
 export async function policyUpdate(
   ctx: UpdateContext, samples: readonly StepSample[], sequences: readonly TurnSequence[], minis: readonly number[][], inputs: UpdateInputs,
 ): Promise<UpdateMetrics> {
-  const { advantages, oldLogprobs, refLogprobs, teacherLogprobs, aux, oldFromFirstStep = false } = inputs;
+  const { advantages, oldLogprobs, refLogprobs, teacherLogprobs, aux, oldFromFirstStep = false, firstForward } = inputs;
   if (aux && !teacherLogprobs) throw new Error('policyUpdate: an auxiliary term needs teacher log-probs');
   const m: UpdateMetrics = { pgLoss: 0, kl: 0, entropy: 0, clipFrac: 0, gradNorm: 0, skippedSteps: 0, steps: 0, trainedTokens: 0, sharedPrefixTokens: 0, aux: {} };
   let samplesDone = 0;
@@ -233,9 +239,11 @@ export async function policyUpdate(
     m.sharedPrefixTokens += sharedTokens;
     const miniTokens = micro.reduce((n, mb) => n + mb.responseTokens, 0);
     const ownOld = oldFromFirstStep && index === 0;
+    // The first step's forward log-probs that come back after the mini-batch: its lold, unless a correction read them already, or what firstForward asks for.
+    const keptForward = index === 0 ? (ownOld ? (correcting(ctx.correction) ? null : oldLogprobs) : firstForward ?? null) : null;
     zeroGrad(ctx.params);
     const rows: Tensor[] = [];
-    const forwardOld: Tensor[] = [];
+    const forwards: Tensor[] = [];
     let auxNames: string[] = [];
     for (const mb of micro) {
       const row = await scopeAsync(async () => {
@@ -272,19 +280,20 @@ export async function policyUpdate(
         }
         backward(loss);
         auxNames = Object.keys(auxStats);
-        return { stats: statsRow(terms, weights, ctx.loss, auxNames.map((k) => auxStats[k])), old: ownOld && !correcting(correction) ? oldT : null };
+        const forward = keptForward ? (ownOld ? oldT : noGrad(() => clone(logprobs))) : null;
+        return { stats: statsRow(terms, weights, ctx.loss, auxNames.map((k) => auxStats[k])), forward };
       });
       rows.push(row.stats);
-      if (row.old) forwardOld.push(row.old);
+      if (row.forward) forwards.push(row.forward);
       // Buffers the budget made the pool destroy during this micro-batch free their memory before the next one allocates.
       await runtime().settle();
       m.trainedTokens += mb.responseTokens;
       ctx.onProgress?.((samplesDone += mb.segments.length), m.steps, minis.length);
     }
   const clip = await clipGradNorm(ctx.params, ctx.gradClip);
-    const read = await readTogether([...rows, ...forwardOld]);
+    const read = await readTogether([...rows, ...forwards]);
     const stats = read.slice(0, rows.length);
-    read.slice(rows.length).forEach((values, k) => gatherTokens(micro[k], values, oldLogprobs));
+    read.slice(rows.length).forEach((values, k) => gatherTokens(micro[k], values, keptForward!));
     for (const r of stats) {
       m.pgLoss += r[0];
       m.kl += r[1];
