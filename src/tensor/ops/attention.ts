@@ -66,9 +66,8 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
   const pad = opts.padLeft?.buffer ?? null;
   const o = empty([d.b, d.hq, d.tq, d.hd], 'f32', rt);
   const lse = empty([d.b, d.hq, d.tq], 'f32', rt);
-  // A forward that a backward follows rounds as that backward will: the backward
-  // recomputes the probabilities from the lse saved here, and an lse of f16 scores
-  // normalises f32 scores only to about 1e-3 (and the other way round).
+  // A forward a backward follows, and one computed as such, picks its kernel by the
+  // backward's: that backward recomputes the probabilities from the lse saved here.
   const asTraining = recordsGradient([q, k, v]) || rt.policy.attention.trainingForward;
   const onTensorCores = asTraining ? trainingTakesTensorCores(rt, d) : forwardTakesTensorCores(rt, d);
   if (onTensorCores) attentionForwardTensor(rt, d, q.buffer, k.buffer, v.buffer, pad, o.buffer, lse.buffer);
