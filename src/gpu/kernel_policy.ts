@@ -189,8 +189,8 @@ export interface AttentionPolicy {
    * P and dS rounded to f16, sums in f32, as PyTorch's bf16 flash backward rounds its
    * operands. On the H100 (commit d04b78b, against `blocked`): the bundled model's train
    * step at 16 x 2,048 took 46.8 against 64.6 ms, Qwen2.5-0.5B's at 8 x 512 188.8
-   * against 198.2 ms, the update of the household preset's RL iteration with random weights 2.89 against 3.66 s
-   * (docs/PERFORMANCE.md section 5).
+   * against 198.2 ms, the update of the household preset's RL iteration with random
+   * weights 2.89 against 3.66 s (docs/PERFORMANCE.md section 5).
    */
   tensorBackward: boolean;
   /** Backwards with fewer score entries keep the f32 kernels, as tensorForwardMinScores. */

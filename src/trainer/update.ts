@@ -239,8 +239,11 @@ export async function policyUpdate(
     m.sharedPrefixTokens += sharedTokens;
     const miniTokens = micro.reduce((n, mb) => n + mb.responseTokens, 0);
     const ownOld = oldFromFirstStep && index === 0;
-    // The first step's forward log-probs that come back after the mini-batch: its lold, unless a correction read them already, or what firstForward asks for.
-    const keptForward = index === 0 ? (ownOld ? (correcting(ctx.correction) ? null : oldLogprobs) : firstForward ?? null) : null;
+    // Where the first step's forward log-probs go once the mini-batch is read back: its
+    // own lold (unless a correction read them before the backward), or firstForward.
+    let keptForward: Float32Array[] | null = null;
+    if (ownOld) keptForward = correcting(ctx.correction) ? null : oldLogprobs;
+    else if (index === 0) keptForward = firstForward ?? null;
     zeroGrad(ctx.params);
     const rows: Tensor[] = [];
     const forwards: Tensor[] = [];
